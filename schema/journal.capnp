@@ -1,0 +1,443 @@
+@0xcf061f97774f430e;
+# The journal record. Every change to the dispatcher's state is one Update:
+# the reactor builds it (choosing ids from the state's next-id counters and the
+# time from its one clock), state/ checks it, storage/ journals it, and
+# state/ applies it. Replaying the journal through the same Apply rebuilds the
+# state exactly. StateSnapshot is the whole state as one message.
+#
+# Compatibility: fields and variants are only ever added, never renumbered. A
+# reader that meets a variant it does not know rejects the record.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("dispatch::journal");
+
+# ---------------------------------------------------------------------------
+# Enumerations shared by updates, snapshots and (later) the wire protocol.
+
+enum ProcessingMode {
+  off @0;         # every worker reads the whole dataset
+  dynamic @1;     # distributed epoch: splits handed out one by one (getSplit)
+  file @2;        # static sharding by file
+  data @3;        # static sharding by element
+  fileOrData @4;  # by file when possible, else by element
+  hint @5;        # sharding where the pipeline says
+}
+
+enum TargetWorkers {
+  auto @0;   # the dispatcher decides (ANY unless configured otherwise)
+  any @1;    # any worker may serve the job
+  local @2;  # only workers on the consumer's host
+}
+
+enum ClosureState {
+  queued @0;     # waiting for a worker slot
+  assigned @1;   # running on a worker (one attempt in flight)
+  finished @2;   # a result is held until fetched
+  failed @3;     # an error is held until fetched
+  cancelled @4;  # cancelled before it produced a result
+}
+
+# ---------------------------------------------------------------------------
+# Data service transitions.
+
+struct RegisterDataset {
+  # Precondition: `datasetId` >= the next dataset id (never reused) and nonzero;
+  # no registered dataset has `fingerprint`; `definitionKey` is non-empty and
+  # names no other dataset's definition.
+  # Effect: adds the dataset; the next dataset id becomes `datasetId` + 1. The
+  # definition bytes live in storage's dataset store under `definitionKey`,
+  # written in the same transaction as this update.
+  datasetId @0 :UInt64;
+  fingerprint @1 :UInt64;
+  metadata @2 :Data;         # opaque to the dispatcher (e.g. split source description)
+  definitionKey @3 :Text;    # key of the definition bytes in the dataset store
+}
+
+struct SetElementSpec {
+  # Precondition: dataset `datasetId` exists and has no element spec yet;
+  # `elementSpec` is non-empty.
+  # Effect: records the element spec of the dataset.
+  datasetId @0 :UInt64;
+  elementSpec @1 :Data;
+}
+
+struct RegisterWorker {
+  # Precondition: `workerId` >= the next worker id and nonzero; `address` is
+  # non-empty and no registered worker uses it.
+  # Effect: adds the worker; the next worker id becomes `workerId` + 1. Tasks
+  # still assigned to `address` (from an earlier registration at the same
+  # address) belong to this worker again.
+  workerId @0 :UInt64;
+  address @1 :Text;
+  transferAddress @2 :Text;
+  tags @3 :List(Text);
+  incarnation @4 :UInt64;    # chosen by the worker process at start; fences stale results
+}
+
+struct RemoveWorker {
+  # Precondition: worker `workerId` is registered and runs no closure (the
+  # reactor first puts back or fails each of its closures).
+  # Effect: removes the worker and frees its address. Its tasks stay assigned to
+  # the address, waiting for the worker to come back. For jobs created with
+  # `requeueUnfinishedSplits`, the splits its tasks hold in the current
+  # repetition go back to their provider's requeue list (at-least-once);
+  # otherwise they are lost with the worker (at-most-once, as the reference).
+  workerId @0 :UInt64;
+}
+
+struct NamedJobKey {
+  name @0 :Text;
+  index @1 :Int64;
+}
+
+struct CreateJob {
+  # Precondition: `jobId` >= the next job id and nonzero; dataset `datasetId`
+  # exists; when named, no job that is not garbage-collected holds the key;
+  # `numSplitProviders` >= 1 exactly when `processingMode` is DYNAMIC;
+  # `requeueUnfinishedSplits` only with DYNAMIC.
+  # Effect: adds an unfinished job with no clients and no tasks, one split
+  # provider progress record (repetition 0, index 0) per provider; a named job
+  # becomes the holder of its key. The next job id becomes `jobId` + 1.
+  jobId @0 :UInt64;
+  datasetId @1 :UInt64;
+  processingMode @2 :ProcessingMode;
+  namedKey :union {
+    anonymous @3 :Void;
+    named @4 :NamedJobKey;
+  }
+  numConsumers @5 :UInt32;        # 0: no round robin; else round-robin consumers
+  targetWorkers @6 :TargetWorkers;
+  numSplitProviders @7 :UInt32;
+  requeueUnfinishedSplits @8 :Bool;  # at-least-once splits when a worker dies
+}
+
+struct ProduceSplit {
+  # Hands splits of one provider to one requester (a task), in order: each
+  # listed index must be the front of the provider's requeue list when that
+  # list is non-empty, else the provider's next index.
+  # Precondition: job `jobId` exists, is DYNAMIC and not finished; it has split
+  # provider `providerIndex`; `repetition` is that provider's current
+  # repetition; task `taskId` belongs to the job; `sequence` is greater than the
+  # last sequence this task used with this provider; when `endOfSplits`, the
+  # requeue list is empty after the listed splits (no split is skipped: the
+  # split source's end is the reactor's knowledge, the order is the state's).
+  # Effect: advances the provider past the listed splits; with `endOfSplits`
+  # the provider moves to the next repetition at index 0. Records
+  # (task, provider) -> (sequence, repetition, splits, endOfSplits) so a retry
+  # with the same sequence is answered from the state without a new update; the
+  # listed splits are outstanding for the task until its next request for this
+  # provider, the end of its task, or its worker's removal.
+  jobId @0 :UInt64;
+  repetition @1 :Int64;
+  providerIndex @2 :UInt32;
+  taskId @3 :UInt64;
+  sequence @4 :UInt64;
+  splitIndices @5 :List(UInt64);   # payloads follow from the dataset's split source by index
+  endOfSplits @6 :Bool;
+}
+
+struct AcquireJobClient {
+  # Precondition: `jobClientId` >= the next job client id and nonzero; job
+  # `jobId` exists and is not garbage-collected.
+  # Effect: adds the client; the job's client count grows by one. The next job
+  # client id becomes `jobClientId` + 1.
+  jobClientId @0 :UInt64;
+  jobId @1 :UInt64;
+}
+
+struct ReleaseJobClient {
+  # Precondition: job client `jobClientId` exists.
+  # Effect: removes the client; its job's client count drops by one and the
+  # job's last-release time becomes the update's time.
+  jobClientId @0 :UInt64;
+}
+
+struct GarbageCollectJob {
+  # Precondition: job `jobId` exists, is not finished, has no clients and has
+  # had at least one client released (the GC timeout is the reactor's policy).
+  # Effect: the job is garbage-collected and finished; every task of it is
+  # finished; its pending tasks are dropped. Its named key may be reused.
+  jobId @0 :UInt64;
+}
+
+struct CreateTask {
+  # Precondition: `taskId` >= the next task id and nonzero; job `jobId` exists
+  # and is not finished; a worker is registered at `workerAddress`; the job has
+  # no task (active or pending) for that address.
+  # Effect: adds an active task of the job on that worker, starting at round 0,
+  # with the worker's transfer address. The next task id becomes `taskId` + 1.
+  taskId @0 :UInt64;
+  jobId @1 :UInt64;
+  workerAddress @2 :Text;
+}
+
+struct CreatePendingTask {
+  # Precondition: as CreateTask, and the job is round robin (numConsumers > 0).
+  # Effect: adds a pending task: the worker sees it, consumers do not, until all
+  # consumers accept it (see ClientHeartbeat). It joins the back of the job's
+  # pending queue with target round `startingRound` and no failures.
+  taskId @0 :UInt64;
+  jobId @1 :UInt64;
+  workerAddress @2 :Text;
+  startingRound @3 :Int64;
+}
+
+struct ClientHeartbeat {
+  # The outcome of a round-robin consumer's heartbeat for the front pending task.
+  # Precondition: job client `jobClientId` exists; task `taskId` is the front of
+  # its job's pending queue; for `accepted`, the client has not accepted this
+  # task at its current target round; for `rejected`, `newTargetRound` exceeds
+  # the task's current target round.
+  # Effect: accepted: the client joins the task's ready set; when the set holds
+  # numConsumers clients the task becomes active with starting round = target
+  # round and leaves the queue. rejected: the target round becomes
+  # `newTargetRound`, failures grow by one and the ready set empties.
+  jobClientId @0 :UInt64;
+  taskId @1 :UInt64;
+  outcome :union {
+    accepted @2 :Void;
+    rejected @3 :Int64;   # the new target round
+  }
+}
+
+struct RemoveTask {
+  # Precondition: task `taskId` exists, is active (not pending) and its job is
+  # round robin (all consumers agreed on the round, the reactor's business).
+  # Effect: the task is gone from its job and its worker; the split grants it
+  # held are dropped.
+  taskId @0 :UInt64;
+}
+
+struct FinishTask {
+  # Precondition: task `taskId` exists, is active and not finished.
+  # Effect: the task is finished and leaves its worker's task list; its
+  # outstanding splits count as consumed. When every task of the job is
+  # finished, the job is finished.
+  taskId @0 :UInt64;
+}
+
+# ---------------------------------------------------------------------------
+# Closure coordination transitions. A closure's attempt number counts the
+# assignments it has had; results and errors carry (worker, attempt) so that a
+# report from an earlier attempt or an old worker incarnation is refused.
+
+struct ClosureScheduled {
+  # Precondition: `closureId` >= the next closure id and nonzero; `functionName`
+  # is non-empty.
+  # Effect: adds a queued closure owned by `coordinatorId` at the back of the
+  # global queue. The next closure id becomes `closureId` + 1.
+  closureId @0 :UInt64;
+  coordinatorId @1 :UInt64;
+  functionName @2 :Text;
+  args @3 :Data;
+}
+
+struct ClosureAssigned {
+  # Precondition: closure `closureId` is queued; worker `workerId` is
+  # registered; `attempt` is the closure's attempt count + 1.
+  # Effect: the closure leaves the queue and runs on the worker as `attempt`.
+  closureId @0 :UInt64;
+  workerId @1 :UInt64;
+  attempt @2 :UInt32;
+}
+
+struct ClosureFinished {
+  # Precondition: closure `closureId` is assigned to `workerId` as `attempt`.
+  # Effect: the closure is finished and holds `result` until released.
+  closureId @0 :UInt64;
+  workerId @1 :UInt64;
+  attempt @2 :UInt32;
+  result @3 :Data;
+}
+
+struct ClosureFailed {
+  # Precondition: with `workerId` != 0, closure `closureId` is assigned to that
+  # worker as `attempt`; with `workerId` == 0 (the dispatcher fails it, e.g. too
+  # many attempts), the closure is queued or assigned.
+  # Effect: the closure is failed and holds `error` until released. When its
+  # coordinator has no pending first error, this becomes it.
+  closureId @0 :UInt64;
+  workerId @1 :UInt64;
+  attempt @2 :UInt32;
+  error @3 :Text;
+  userError @4 :Bool;   # raised by the function itself (never retried)
+}
+
+struct ClosureCancelled {
+  # Precondition: closure `closureId` is queued or assigned.
+  # Effect: the closure is cancelled (a later result for it is refused).
+  closureId @0 :UInt64;
+}
+
+struct ClosurePutBack {
+  # Precondition: closure `closureId` is assigned to `workerId` as `attempt`.
+  # Effect: the closure returns to the back of the queue (its attempt count
+  # stays, so the next assignment is attempt + 1).
+  closureId @0 :UInt64;
+  workerId @1 :UInt64;
+  attempt @2 :UInt32;
+}
+
+struct ClosureReleased {
+  # Precondition: closure `closureId` is finished, failed or cancelled.
+  # Effect: the closure and its result are forgotten (fetched, or dropped).
+  closureId @0 :UInt64;
+}
+
+struct CoordinatorErrorCleared {
+  # Precondition: coordinator `coordinatorId` has a pending first error.
+  # Effect: the error is cleared (it has been raised to the coordinator once).
+  coordinatorId @0 :UInt64;
+}
+
+# ---------------------------------------------------------------------------
+
+struct Update {
+  timeMicros @0 :Int64;   # the reactor's clock when the update was built
+  union {
+    invalid @1 :Void;     # the default of an empty message: always rejected
+    registerDataset @2 :RegisterDataset;
+    setElementSpec @3 :SetElementSpec;
+    registerWorker @4 :RegisterWorker;
+    removeWorker @5 :RemoveWorker;
+    createJob @6 :CreateJob;
+    produceSplit @7 :ProduceSplit;
+    acquireJobClient @8 :AcquireJobClient;
+    releaseJobClient @9 :ReleaseJobClient;
+    garbageCollectJob @10 :GarbageCollectJob;
+    createTask @11 :CreateTask;
+    createPendingTask @12 :CreatePendingTask;
+    clientHeartbeat @13 :ClientHeartbeat;
+    removeTask @14 :RemoveTask;
+    finishTask @15 :FinishTask;
+    closureScheduled @16 :ClosureScheduled;
+    closureAssigned @17 :ClosureAssigned;
+    closureFinished @18 :ClosureFinished;
+    closureFailed @19 :ClosureFailed;
+    closureCancelled @20 :ClosureCancelled;
+    closurePutBack @21 :ClosurePutBack;
+    closureReleased @22 :ClosureReleased;
+    coordinatorErrorCleared @23 :CoordinatorErrorCleared;
+  }
+}
+
+# ---------------------------------------------------------------------------
+# The whole state, in canonical order (every list sorted by its id).
+
+struct StateSnapshot {
+  formatVersion @0 :UInt32;   # 1
+  nextDatasetId @1 :UInt64;
+  nextWorkerId @2 :UInt64;
+  nextJobId @3 :UInt64;
+  nextTaskId @4 :UInt64;
+  nextJobClientId @5 :UInt64;
+  nextClosureId @6 :UInt64;
+  nextQueuePosition @7 :UInt64;
+  datasets @8 :List(DatasetRecord);
+  workers @9 :List(WorkerRecord);
+  jobs @10 :List(JobRecord);
+  tasks @11 :List(TaskRecord);
+  jobClients @12 :List(JobClientRecord);
+  splitGrants @13 :List(SplitGrantRecord);
+  closures @14 :List(ClosureRecord);
+  coordinatorErrors @15 :List(CoordinatorErrorRecord);
+  lastTimeMicros @16 :Int64;
+}
+
+struct DatasetRecord {
+  datasetId @0 :UInt64;
+  fingerprint @1 :UInt64;
+  metadata @2 :Data;
+  definitionKey @3 :Text;
+  hasElementSpec @4 :Bool;
+  elementSpec @5 :Data;
+  registeredMicros @6 :Int64;
+}
+
+struct WorkerRecord {
+  workerId @0 :UInt64;
+  address @1 :Text;
+  transferAddress @2 :Text;
+  tags @3 :List(Text);
+  incarnation @4 :UInt64;
+  registeredMicros @5 :Int64;
+}
+
+struct SplitProviderRecord {
+  repetition @0 :Int64;
+  nextIndex @1 :UInt64;
+  requeued @2 :List(UInt64);
+}
+
+struct PendingTaskRecord {
+  taskId @0 :UInt64;
+  targetRound @1 :Int64;
+  failures @2 :Int64;
+  readyClients @3 :List(UInt64);
+}
+
+struct JobRecord {
+  jobId @0 :UInt64;
+  datasetId @1 :UInt64;
+  processingMode @2 :ProcessingMode;
+  isNamed @3 :Bool;
+  namedKey @4 :NamedJobKey;
+  numConsumers @5 :UInt32;
+  targetWorkers @6 :TargetWorkers;
+  requeueUnfinishedSplits @7 :Bool;
+  providers @8 :List(SplitProviderRecord);
+  numClients @9 :Int64;
+  lastClientReleasedMicros @10 :Int64;
+  garbageCollected @11 :Bool;
+  finished @12 :Bool;
+  createdMicros @13 :Int64;
+  pendingTasks @14 :List(PendingTaskRecord);   # queue order, front first
+}
+
+struct TaskRecord {
+  taskId @0 :UInt64;
+  jobId @1 :UInt64;
+  workerAddress @2 :Text;
+  transferAddress @3 :Text;
+  startingRound @4 :Int64;
+  pending @5 :Bool;
+  finished @6 :Bool;
+}
+
+struct JobClientRecord {
+  jobClientId @0 :UInt64;
+  jobId @1 :UInt64;
+  acquiredMicros @2 :Int64;
+}
+
+struct SplitGrantRecord {
+  taskId @0 :UInt64;
+  providerIndex @1 :UInt32;
+  sequence @2 :UInt64;
+  repetition @3 :Int64;
+  splitIndices @4 :List(UInt64);
+  endOfSplits @5 :Bool;
+  outstanding @6 :Bool;
+}
+
+struct ClosureRecord {
+  closureId @0 :UInt64;
+  coordinatorId @1 :UInt64;
+  functionName @2 :Text;
+  args @3 :Data;
+  state @4 :ClosureState;
+  workerId @5 :UInt64;
+  attempts @6 :UInt32;
+  queuePosition @7 :UInt64;
+  result @8 :Data;
+  error @9 :Text;
+  userError @10 :Bool;
+  scheduledMicros @11 :Int64;
+  doneMicros @12 :Int64;
+}
+
+struct CoordinatorErrorRecord {
+  coordinatorId @0 :UInt64;
+  closureId @1 :UInt64;
+  error @2 :Text;
+}
