@@ -1,0 +1,61 @@
+// Checkpointer: copies the WAL back into dispatch.db off the loop thread. It
+// owns its OWN sqlite3 connection (nothing shared with the Store, no mutex) and
+// runs only PASSIVE checkpoints, which never take SQLite's write lock, so the
+// loop thread keeps committing while a checkpoint (and its fsyncs) runs.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "storage/sqlite.h"
+
+namespace dispatch::storage {
+
+struct CheckpointStats {
+  int wal_frames = 0;          // frames in the WAL when the last pass ran
+  int checkpointed_frames = 0; // of those, frames now copied into the database
+  int passes = 0;              // PASSIVE checkpoints run by this call
+  // Everything in the WAL is in the database: the next commit restarts the WAL
+  // from its beginning, so the file stops growing.
+  bool complete() const { return checkpointed_frames >= wal_frames; }
+};
+
+// Threading contract (for reactor/):
+//  - Made by Store::NewCheckpointer() on the loop thread.
+//  - Checkpoint() may run on any thread (e.g. in a uv_queue_work work
+//    callback) while the loop thread uses the Store, but never on two threads
+//    at once: the reactor keeps at most one checkpoint in flight and touches
+//    the Checkpointer only from that work callback and, afterwards, from the
+//    loop thread (uv's after-work callback orders the two).
+//  - Destroy it (on the loop thread, no checkpoint in flight) before the Store:
+//    the Store's lock on the work dir must outlive every connection.
+//  - It never writes rows, so it cannot break fail-stop; a failed checkpoint
+//    loses nothing (the WAL still holds every commit) and may simply be retried.
+class Checkpointer {
+ public:
+  // Opens a second connection to `db_path` (which the Store has already
+  // opened in WAL mode) with the same synchronous level.
+  static Result<std::unique_ptr<Checkpointer>> Open(const std::string& db_path,
+                                                    bool synchronous_full);
+
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+  ~Checkpointer() = default;
+
+  // Runs PASSIVE checkpoints (at most 4) until the WAL is fully copied or a
+  // pass makes no progress (a reader or concurrent commits hold it back).
+  // Blocks for the fsyncs of the WAL and the database: never call it on the
+  // loop thread. SQLITE_BUSY (another checkpoint running) is not an error: it
+  // returns stats with complete() false.
+  Result<CheckpointStats> Checkpoint();
+
+ private:
+  Checkpointer(std::string db_path, SqliteDb db)
+      : db_path_(std::move(db_path)), db_(std::move(db)) {}
+
+  std::string db_path_;
+  SqliteDb db_;
+};
+
+}  // namespace dispatch::storage

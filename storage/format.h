@@ -1,0 +1,40 @@
+// The on-disk format of dispatch.db: the schema, the markers that say a file
+// is ours (application_id, user_version), and how each stored blob is
+// checksummed. A checksum covers a kind tag and the row's identity as well as
+// its bytes, so a blob copied to another row or table fails verification.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dispatch::storage {
+
+// PRAGMA application_id: "DSPJ".
+inline constexpr int32_t kApplicationId = 0x4453504A;
+// PRAGMA user_version: bump when the schema or a checksum rule changes.
+inline constexpr int32_t kFormatVersion = 1;
+
+// Created in one transaction together with the two pragmas above.
+//  journal:  one row per record; seq is the rowid, so replay is a rowid scan.
+//  snapshot: at most one row after each WriteSnapshot (older ones are deleted).
+//  dataset:  definitions by key, written in the same transaction as the records.
+inline constexpr const char* kCreateSchemaSql =
+    "CREATE TABLE journal (seq INTEGER PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);"
+    "CREATE TABLE snapshot (seq INTEGER PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);"
+    "CREATE TABLE dataset (key BLOB PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);";
+
+inline constexpr int kSchemaTableCount = 3;
+
+// CRC32C over ('J', seq as 8 little-endian bytes, body).
+uint32_t RecordChecksum(uint64_t seq, std::string_view body);
+// CRC32C over ('S', seq as 8 little-endian bytes, body).
+uint32_t SnapshotChecksum(uint64_t seq, std::string_view body);
+// CRC32C over ('D', key length as 8 little-endian bytes, key, definition).
+uint32_t DatasetChecksum(std::string_view key, std::string_view definition);
+
+// For error messages: a dataset key in quotes, non-printable bytes as \xNN,
+// cut after 64 bytes.
+std::string QuoteKey(std::string_view key);
+
+}  // namespace dispatch::storage

@@ -1,0 +1,278 @@
+// Store's journal, snapshot and dataset operations. Writes follow one pattern:
+// validate (bad input changes nothing), BEGIN IMMEDIATE, write, COMMIT; any
+// SQLite failure after validation is fail-stop (see FailStop).
+#include "storage/store.h"
+
+#include <string>
+
+#include "storage/format.h"
+
+namespace dispatch::storage {
+namespace {
+
+std::string Range(uint64_t first, uint64_t last) {
+  return first == last ? "record " + std::to_string(first)
+                       : "records " + std::to_string(first) + ".." + std::to_string(last);
+}
+
+}  // namespace
+
+Status Store::ValidateBatch(const Batch& batch) const {
+  const std::vector<std::string>& records = batch.records();
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i].size() > options_.max_record_bytes) {
+      return ResourceExhaustedError(
+          "journal record " + std::to_string(last_seq_ + 1 + i) + " is " +
+          std::to_string(records[i].size()) + " bytes, over the limit of " +
+          std::to_string(options_.max_record_bytes) + "; nothing of its batch was written");
+    }
+  }
+  for (const DatasetPut& put : batch.dataset_puts()) {
+    if (put.key.empty()) {
+      return InvalidArgumentError("a dataset definition has an empty key; nothing of its batch "
+                                  "was written");
+    }
+    if (put.key.size() > options_.max_record_bytes) {
+      return ResourceExhaustedError("dataset key of " + std::to_string(put.key.size()) +
+                                    " bytes is over the limit of " +
+                                    std::to_string(options_.max_record_bytes));
+    }
+    if (put.definition.size() > options_.max_dataset_bytes) {
+      return ResourceExhaustedError(
+          "dataset " + QuoteKey(put.key) + " has a definition of " +
+          std::to_string(put.definition.size()) + " bytes, over the limit of " +
+          std::to_string(options_.max_dataset_bytes) + "; nothing of its batch was written");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> Store::Commit(const Batch& batch) {
+  if (failed()) return failure_;
+  if (in_replay_) return InternalError("Store::Commit called from inside a Replay callback");
+  DISPATCH_RETURN_IF_ERROR(ValidateBatch(batch));
+  if (batch.empty()) return last_seq_;
+  const uint64_t first = last_seq_ + 1;
+  Status status = WriteBatch(batch, first);
+  if (!status.ok()) return FailStop(std::move(status));
+  last_seq_ += batch.record_count();
+  return last_seq_;
+}
+
+Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
+  sqlite3* db = db_.get();
+  const uint64_t last_seq = first_seq + batch.record_count() - 1;
+  const std::string what = "committing " +
+                           (batch.record_count() > 0 ? "journal " + Range(first_seq, last_seq)
+                                                     : std::string("dataset definitions")) +
+                           " to " + db_path_;
+  int rc = begin_.Step();
+  begin_.Reset();
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (BEGIN)");
+
+  uint64_t seq = first_seq;
+  for (const std::string& record : batch.records()) {
+    insert_record_.BindInt(1, static_cast<int64_t>(seq));
+    insert_record_.BindInt(2, RecordChecksum(seq, record));
+    insert_record_.BindBlob(3, record);
+    rc = insert_record_.Step();
+    insert_record_.Reset();
+    if (rc != SQLITE_DONE) {
+      return SqliteStatus(db, rc, what + " (writing record " + std::to_string(seq) + ")");
+    }
+    ++seq;
+  }
+  for (const DatasetPut& put : batch.dataset_puts()) {
+    put_dataset_.BindBlob(1, put.key);
+    put_dataset_.BindInt(2, DatasetChecksum(put.key, put.definition));
+    put_dataset_.BindBlob(3, put.definition);
+    rc = put_dataset_.Step();
+    put_dataset_.Reset();
+    if (rc != SQLITE_DONE) {
+      return SqliteStatus(db, rc, what + " (writing dataset " + QuoteKey(put.key) + ")");
+    }
+  }
+  rc = commit_.Step();
+  commit_.Reset();
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (COMMIT)");
+  return Status::Ok();
+}
+
+Status Store::FailStop(Status status) {
+  // SQLite may already have rolled back (it does on SQLITE_FULL and some I/O
+  // errors); if a transaction is still open, roll it back so nothing of the
+  // failed batch can be committed later by accident. Its own failure does not
+  // matter: we never write again.
+  if (sqlite3_get_autocommit(db_.get()) == 0) {
+    rollback_.Step();
+    rollback_.Reset();
+  }
+  failure_ = std::move(status);
+  return failure_;
+}
+
+Status Store::Replay(uint64_t after_seq, const RecordFn& fn) {
+  if (after_seq > last_seq_) {
+    return InvalidArgumentError("cannot replay the journal of " + db_path_ + " after record " +
+                                std::to_string(after_seq) + ": the last record is " +
+                                std::to_string(last_seq_));
+  }
+  if (after_seq < snapshot_seq_) {
+    return FailedPreconditionError(
+        "cannot replay the journal of " + db_path_ + " after record " +
+        std::to_string(after_seq) + ": records up to " + std::to_string(snapshot_seq_) +
+        " exist only in the snapshot at " + std::to_string(snapshot_seq_));
+  }
+  sqlite3* db = db_.get();
+  in_replay_ = true;
+  ScopedReset reset(select_records_);
+  select_records_.BindInt(1, static_cast<int64_t>(after_seq));
+  uint64_t expected = after_seq + 1;
+  Status status;
+  while (status.ok()) {
+    const int rc = select_records_.Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      status = SqliteStatus(db, rc,
+                            "reading journal record " + std::to_string(expected) + " of " +
+                                db_path_);
+      if (status.code() == StatusCode::kDataLoss) {
+        status = DataLossError("journal database " + db_path_ + " is damaged at or after record " +
+                               std::to_string(expected) + ": " + status.message());
+      }
+      break;
+    }
+    const uint64_t seq = static_cast<uint64_t>(select_records_.ColumnInt(0));
+    if (seq != expected) {
+      status = DataLossError("journal of " + db_path_ + " is missing " +
+                             Range(expected, seq - 1) + " (the next record present is " +
+                             std::to_string(seq) + ")");
+      break;
+    }
+    const std::string_view body = select_records_.ColumnBlob(2);
+    const uint32_t stored = static_cast<uint32_t>(select_records_.ColumnInt(1));
+    const uint32_t computed = RecordChecksum(seq, body);
+    if (select_records_.ColumnInt(1) != static_cast<int64_t>(stored) || stored != computed) {
+      status = DataLossError("journal record " + std::to_string(seq) + " in " + db_path_ +
+                             " fails its checksum (stored " +
+                             std::to_string(select_records_.ColumnInt(1)) + ", computed " +
+                             std::to_string(computed) + "): the record is damaged");
+      break;
+    }
+    status = fn(seq, body);
+    if (!status.ok()) {
+      status = Status(status.code(),
+                      "replaying journal record " + std::to_string(seq) + ": " + status.message());
+      break;
+    }
+    ++expected;
+  }
+  in_replay_ = false;
+  if (status.ok() && expected != last_seq_ + 1) {
+    status = DataLossError("journal of " + db_path_ + " is missing " +
+                           Range(expected, last_seq_) + " at its end");
+  }
+  return status;
+}
+
+Status Store::WriteSnapshot(uint64_t seq, std::string_view bytes) {
+  if (failed()) return failure_;
+  if (in_replay_) return InternalError("Store::WriteSnapshot called from inside a Replay callback");
+  if (seq > last_seq_ || (has_snapshot_ && seq < snapshot_seq_)) {
+    return InvalidArgumentError("cannot write a snapshot at record " + std::to_string(seq) +
+                                ": it must lie between the latest snapshot (" +
+                                std::to_string(snapshot_seq_) + ") and the last record (" +
+                                std::to_string(last_seq_) + ")");
+  }
+  if (bytes.size() > options_.max_snapshot_bytes) {
+    return ResourceExhaustedError("snapshot at record " + std::to_string(seq) + " is " +
+                                  std::to_string(bytes.size()) + " bytes, over the limit of " +
+                                  std::to_string(options_.max_snapshot_bytes));
+  }
+  Status status = WriteSnapshotTransaction(seq, bytes);
+  if (!status.ok()) return FailStop(std::move(status));
+  has_snapshot_ = true;
+  snapshot_seq_ = seq;
+  return Status::Ok();
+}
+
+Status Store::WriteSnapshotTransaction(uint64_t seq, std::string_view bytes) {
+  sqlite3* db = db_.get();
+  const std::string what = "writing the snapshot at record " + std::to_string(seq) + " to " +
+                           db_path_;
+  int rc = begin_.Step();
+  begin_.Reset();
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (BEGIN)");
+  insert_snapshot_.BindInt(1, static_cast<int64_t>(seq));
+  insert_snapshot_.BindInt(2, SnapshotChecksum(seq, bytes));
+  insert_snapshot_.BindBlob(3, bytes);
+  rc = insert_snapshot_.Step();
+  insert_snapshot_.Reset();
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what);
+  delete_old_snapshots_.BindInt(1, static_cast<int64_t>(seq));
+  rc = delete_old_snapshots_.Step();
+  delete_old_snapshots_.Reset();
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (deleting older snapshots)");
+  truncate_journal_.BindInt(1, static_cast<int64_t>(seq));
+  rc = truncate_journal_.Step();
+  truncate_journal_.Reset();
+  if (rc != SQLITE_DONE) {
+    return SqliteStatus(db, rc, what + " (deleting journal records up to " +
+                                    std::to_string(seq) + ")");
+  }
+  rc = commit_.Step();
+  commit_.Reset();
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (COMMIT)");
+  return Status::Ok();
+}
+
+Result<std::optional<Snapshot>> Store::LoadLatestSnapshot() {
+  ScopedReset reset(select_snapshot_);
+  const int rc = select_snapshot_.Step();
+  if (rc == SQLITE_DONE) {
+    if (has_snapshot_) {
+      return DataLossError("the snapshot at record " + std::to_string(snapshot_seq_) + " in " +
+                           db_path_ + " has disappeared");
+    }
+    return std::optional<Snapshot>();
+  }
+  if (rc != SQLITE_ROW) {
+    return SqliteStatus(db_.get(), rc, "reading the latest snapshot of " + db_path_);
+  }
+  Snapshot snapshot;
+  snapshot.seq = static_cast<uint64_t>(select_snapshot_.ColumnInt(0));
+  const std::string_view body = select_snapshot_.ColumnBlob(2);
+  const int64_t stored = select_snapshot_.ColumnInt(1);
+  const uint32_t computed = SnapshotChecksum(snapshot.seq, body);
+  if (stored != static_cast<int64_t>(computed)) {
+    return DataLossError("snapshot at record " + std::to_string(snapshot.seq) + " in " +
+                         db_path_ + " fails its checksum (stored " + std::to_string(stored) +
+                         ", computed " + std::to_string(computed) + ")");
+  }
+  snapshot.bytes.assign(body);
+  return std::optional<Snapshot>(std::move(snapshot));
+}
+
+Result<std::string> Store::GetDataset(std::string_view key) {
+  ScopedReset reset(get_dataset_);
+  get_dataset_.BindBlob(1, key);
+  const int rc = get_dataset_.Step();
+  if (rc == SQLITE_DONE) {
+    return NotFoundError("dataset " + QuoteKey(key) + " is not in the dataset store of " +
+                         db_path_);
+  }
+  if (rc != SQLITE_ROW) {
+    return SqliteStatus(db_.get(), rc, "reading dataset " + QuoteKey(key) + " from " + db_path_);
+  }
+  const std::string_view body = get_dataset_.ColumnBlob(1);
+  const int64_t stored = get_dataset_.ColumnInt(0);
+  const uint32_t computed = DatasetChecksum(key, body);
+  if (stored != static_cast<int64_t>(computed)) {
+    return DataLossError("dataset " + QuoteKey(key) + " in " + db_path_ +
+                         " fails its checksum (stored " + std::to_string(stored) +
+                         ", computed " + std::to_string(computed) + ")");
+  }
+  return std::string(body);
+}
+
+}  // namespace dispatch::storage

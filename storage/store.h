@@ -1,0 +1,192 @@
+// Store: the dispatcher's durable memory in one SQLite file (WAL mode) in the
+// work dir: the journal (records with contiguous sequence numbers and CRC32C
+// checksums), the latest snapshot (which replaces the journal up to its
+// sequence number), and the dataset store. Invariants: journal sequence numbers
+// are exactly snapshot_seq+1 .. last_seq; nothing is acknowledged before its
+// transaction committed; after one failed write the Store refuses every write.
+//
+// Durability, FULL vs NORMAL (README text). With synchronous=FULL (the default)
+// every Commit fsyncs the WAL before it returns, so an acknowledged change
+// survives a kill -9 and a power loss on a disk that honours fsync; it costs one
+// fsync per group commit, which on ordinary SSDs and VMs bounds the commit rate
+// to a few hundred or thousand transactions per second (group commit amortises
+// it over every Update of a loop pass). With synchronous=NORMAL the WAL is
+// fsynced only at checkpoints: commits are much cheaper and a kill -9 of the
+// dispatcher still loses nothing (the data is in the OS page cache), but a power
+// loss or kernel crash can lose the most recent acknowledged transactions (back
+// to the last checkpoint). The database never becomes corrupt in either mode.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "storage/batch.h"
+#include "storage/checkpointer.h"
+#include "storage/sqlite.h"
+
+namespace dispatch::storage {
+
+class WorkDirLock;
+
+enum class Synchronous {
+  kFull,    // fsync the WAL at every commit (default): survives power loss.
+  kNormal,  // fsync only at checkpoints: survives a process crash, not power loss.
+};
+
+struct StoreOptions {
+  // Created if missing. Holds LOCK, dispatch.db (+ -wal, -shm) and INITIALIZED.
+  std::string work_dir;
+  Synchronous synchronous = Synchronous::kFull;
+  // Per-item limits, checked before anything is written (ResourceExhausted,
+  // and the Store stays usable: bad input is not a storage failure).
+  size_t max_record_bytes = 16u << 20;
+  size_t max_dataset_bytes = 64u << 20;
+  size_t max_snapshot_bytes = 512u << 20;
+  // WantsCheckpoint() turns true once the WAL holds this many frames (pages).
+  int checkpoint_wal_frames = 2048;
+  // Cap on the database size (PRAGMA max_page_count); 0 = no cap. Reaching it
+  // fails the commit like a full disk does (fail-stop).
+  uint64_t max_db_bytes = 0;
+  // How long a statement waits for a SQLite lock before failing. Only the
+  // Checkpointer's connection ever shares the file, and its PASSIVE
+  // checkpoints never take the write lock, so this is a safety net.
+  int busy_timeout_ms = 1000;
+};
+
+struct Snapshot {
+  uint64_t seq = 0;    // the snapshot holds the state after record `seq`
+  std::string bytes;   // opaque to storage
+};
+
+// Called once per journal record, in order. `bytes` is valid only during the
+// call and is not aligned. A non-ok return stops the replay and is returned
+// (its message prefixed with the sequence number).
+using RecordFn = std::function<Status(uint64_t seq, std::string_view bytes)>;
+
+// Threading: every method REQUIRES the loop thread (the thread that called
+// Open), except that the Checkpointer made by NewCheckpointer runs on any one
+// other thread. The Store holds no mutex and shares no SQLite object with it.
+class Store {
+ public:
+  // Creates the work dir if missing, locks it (FailedPrecondition naming the dir
+  // and the holder's pid if another dispatcher has it), opens or creates
+  // dispatch.db in WAL mode and checks it: a damaged file is DataLoss naming
+  // it, never a crash; a journal that does not start right after the latest
+  // snapshot is DataLoss naming the missing sequence numbers.
+  static Result<std::unique_ptr<Store>> Open(StoreOptions options);
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  // Closes the connection (SQLite then checkpoints the WAL if no Checkpointer
+  // connection is open; destroy the Checkpointer first) and releases the lock.
+  ~Store();
+
+  // Appends the batch's records (sequence numbers last_seq()+1 ...) and its
+  // dataset puts in ONE transaction and returns the new last_seq(). Returns
+  // only after the transaction committed (and, with kFull, was fsynced).
+  // Oversized record/definition or an empty dataset key: ResourceExhausted /
+  // InvalidArgument, nothing written, Store still usable. Any SQLite failure
+  // while writing, committing or syncing: the Store becomes failed (fail-stop)
+  // and this and every later Commit/WriteSnapshot return that same error. An
+  // empty batch writes nothing and returns last_seq().
+  Result<uint64_t> Commit(const Batch& batch);
+
+  // Calls `fn` for every journal record with seq > after_seq, in order.
+  // REQUIRES: snapshot_seq() <= after_seq <= last_seq() (FailedPrecondition /
+  // InvalidArgument otherwise: records up to snapshot_seq() only exist inside
+  // the snapshot). A record whose checksum fails, or a missing sequence number,
+  // is DataLoss naming the sequence number. `fn` must not call Commit or
+  // WriteSnapshot.
+  Status Replay(uint64_t after_seq, const RecordFn& fn);
+
+  // Stores `bytes` as the state after record `seq` and, in the same
+  // transaction, deletes older snapshots and every journal record <= seq.
+  // REQUIRES: snapshot_seq() <= seq <= last_seq() (InvalidArgument otherwise).
+  // Write failures are fail-stop, as for Commit.
+  Status WriteSnapshot(uint64_t seq, std::string_view bytes);
+
+  // The latest snapshot, nullopt if none was written; DataLoss naming its
+  // sequence number if its checksum fails. Start-up = this + Replay(its seq).
+  Result<std::optional<Snapshot>> LoadLatestSnapshot();
+
+  // The definition stored under `key`; NotFound naming the key; DataLoss if
+  // its checksum fails.
+  Result<std::string> GetDataset(std::string_view key);
+
+  // True when the WAL has grown past options.checkpoint_wal_frames, as last
+  // reported by SQLite's WAL hook after one of our commits. The reactor then
+  // runs Checkpointer::Checkpoint() on the thread pool (one at a time). The
+  // value may stay true after a checkpoint until the next commit; the extra
+  // checkpoint that causes finds nothing to copy and costs no fsync.
+  bool WantsCheckpoint() const { return wal_frames_ >= options_.checkpoint_wal_frames; }
+  int wal_frames() const { return wal_frames_; }
+
+  // A Checkpointer with its own connection to this database. Made on the loop
+  // thread while the Store (and so the lock) is alive; see checkpointer.h.
+  Result<std::unique_ptr<Checkpointer>> NewCheckpointer();
+
+  uint64_t last_seq() const { return last_seq_; }
+  // 0 when there is no snapshot (has_snapshot() false).
+  uint64_t snapshot_seq() const { return snapshot_seq_; }
+  bool has_snapshot() const { return has_snapshot_; }
+  // Records in the journal, i.e. since the latest snapshot; the reactor
+  // snapshots when this passes its configured N.
+  uint64_t journal_length() const { return last_seq_ - snapshot_seq_; }
+
+  // Fail-stop state: ok() until a write failed, then the original error.
+  const Status& failure() const { return failure_; }
+  bool failed() const { return !failure_.ok(); }
+
+  const std::string& db_path() const { return db_path_; }
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  explicit Store(StoreOptions options);
+
+  // Open() in steps (store_open.cc).
+  Status OpenDatabase();
+  Status ConfigureConnection();
+  Status CheckOrCreateSchema();
+  Status PrepareStatements();
+  Status LoadBounds();
+
+  Status ValidateBatch(const Batch& batch) const;
+  Status WriteBatch(const Batch& batch, uint64_t first_seq);
+  Status WriteSnapshotTransaction(uint64_t seq, std::string_view bytes);
+  // Rolls back whatever is open, records `status` as the failure, returns it.
+  Status FailStop(Status status);
+  static int OnWalCommit(void* self, sqlite3* db, const char* name, int frames);
+
+  StoreOptions options_;
+  std::string db_path_;
+  // Declared first: released last, after the connection is closed.
+  std::unique_ptr<WorkDirLock> lock_;
+  SqliteDb db_;
+  // Statements after db_: finalized before the connection closes.
+  Statement begin_;
+  Statement commit_;
+  Statement rollback_;
+  Statement insert_record_;
+  Statement select_records_;
+  Statement insert_snapshot_;
+  Statement delete_old_snapshots_;
+  Statement truncate_journal_;
+  Statement select_snapshot_;
+  Statement put_dataset_;
+  Statement get_dataset_;
+
+  uint64_t last_seq_ = 0;
+  uint64_t snapshot_seq_ = 0;
+  bool has_snapshot_ = false;
+  int wal_frames_ = 0;
+  bool in_replay_ = false;
+  Status failure_;
+};
+
+}  // namespace dispatch::storage

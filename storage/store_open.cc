@@ -1,0 +1,270 @@
+// Store::Open and its steps: lock the work dir, open and configure the
+// connection, check (or create) the schema, prepare every statement once, and
+// read the journal's bounds. Any damage found here is DataLoss naming the file.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "storage/format.h"
+#include "storage/store.h"
+#include "storage/work_dir_lock.h"
+
+namespace dispatch::storage {
+namespace {
+
+// Written once the work dir holds a dispatch database; if it exists but the
+// database is empty or missing, the journal was lost, and starting afresh
+// would silently forget every acknowledged change.
+constexpr const char* kInitializedMarker = "INITIALIZED";
+
+bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+Status FsyncPath(const std::string& path, int flags) {
+  const int fd = open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return UnavailableError("cannot open " + path + ": " + std::strerror(errno));
+  const int rc = fsync(fd);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return UnavailableError("fsync of " + path + " failed: " + std::strerror(err));
+  return Status::Ok();
+}
+
+Status WriteMarker(const std::string& work_dir) {
+  const std::string path = work_dir + "/" + kInitializedMarker;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return UnavailableError("cannot create " + path + ": " + std::strerror(errno));
+  static constexpr char kText[] = "dispatch.db\n";
+  const bool ok = write(fd, kText, sizeof(kText) - 1) == sizeof(kText) - 1 && fsync(fd) == 0;
+  const int err = errno;
+  close(fd);
+  if (!ok) return UnavailableError("cannot write " + path + ": " + std::strerror(err));
+  // The directory entries of dispatch.db and the marker must be durable too.
+  return FsyncPath(work_dir, O_RDONLY | O_DIRECTORY);
+}
+
+// Errors that mean the file itself is bad are reported as DataLoss naming it.
+Status AsDamage(Status status, const std::string& db_path) {
+  if (status.code() == StatusCode::kDataLoss) {
+    return DataLossError("journal database " + db_path +
+                         " is damaged or not a database: " + status.message());
+  }
+  return status;
+}
+
+}  // namespace
+
+Store::Store(StoreOptions options) : options_(std::move(options)) {
+  db_path_ = options_.work_dir + "/dispatch.db";
+}
+
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
+  if (options.work_dir.empty()) return InvalidArgumentError("StoreOptions.work_dir is empty");
+  if (options.checkpoint_wal_frames <= 0) {
+    return InvalidArgumentError("StoreOptions.checkpoint_wal_frames must be positive, got " +
+                                std::to_string(options.checkpoint_wal_frames));
+  }
+  if (sqlite3_threadsafe() == 0) {
+    return FailedPreconditionError(
+        "SQLite was built without thread support; the Checkpointer needs it");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options.work_dir, ec);
+  if (ec) {
+    return UnavailableError("cannot create work dir " + options.work_dir + ": " + ec.message());
+  }
+  std::unique_ptr<Store> store(new Store(std::move(options)));
+  auto lock = WorkDirLock::Acquire(store->options_.work_dir);
+  if (!lock.ok()) return lock.status();
+  store->lock_ = std::move(lock).value();
+
+  DISPATCH_RETURN_IF_ERROR(AsDamage(store->OpenDatabase(), store->db_path_));
+  DISPATCH_RETURN_IF_ERROR(AsDamage(store->CheckOrCreateSchema(), store->db_path_));
+  DISPATCH_RETURN_IF_ERROR(AsDamage(store->PrepareStatements(), store->db_path_));
+  DISPATCH_RETURN_IF_ERROR(AsDamage(store->LoadBounds(), store->db_path_));
+  return store;
+}
+
+Status Store::OpenDatabase() {
+  // NOMUTEX: only the loop thread uses this connection.
+  auto db = OpenSqlite(db_path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                       "journal database " + db_path_);
+  if (!db.ok()) return db.status();
+  db_ = std::move(db).value();
+  return ConfigureConnection();
+}
+
+Status Store::ConfigureConnection() {
+  sqlite3* db = db_.get();
+  const std::string what = "configuring " + db_path_;
+  sqlite3_busy_timeout(db, options_.busy_timeout_ms);
+  auto mode = QueryText(db, "PRAGMA journal_mode=WAL", what + " (journal_mode=WAL)");
+  if (!mode.ok()) return mode.status();
+  if (*mode != "wal") {
+    return FailedPreconditionError(db_path_ + " cannot use WAL mode (journal_mode is " + *mode +
+                                   ")");
+  }
+  DISPATCH_RETURN_IF_ERROR(ExecSql(db,
+                                   options_.synchronous == Synchronous::kFull
+                                       ? "PRAGMA synchronous=FULL"
+                                       : "PRAGMA synchronous=NORMAL",
+                                   what + " (synchronous)"));
+  if (options_.max_db_bytes > 0) {
+    auto page_size = QueryInt(db, "PRAGMA page_size", what + " (page_size)");
+    if (!page_size.ok()) return page_size.status();
+    const uint64_t pages = std::max<uint64_t>(1, options_.max_db_bytes / *page_size);
+    const std::string sql = "PRAGMA max_page_count=" + std::to_string(pages);
+    DISPATCH_RETURN_IF_ERROR(ExecSql(db, sql.c_str(), what + " (max_page_count)"));
+  }
+  const int64_t sqlite_max = sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1);
+  for (size_t limit :
+       {options_.max_record_bytes, options_.max_dataset_bytes, options_.max_snapshot_bytes}) {
+    if (static_cast<int64_t>(limit) > sqlite_max) {
+      return InvalidArgumentError("a StoreOptions size limit (" + std::to_string(limit) +
+                                  " bytes) exceeds SQLite's blob limit of " +
+                                  std::to_string(sqlite_max));
+    }
+  }
+  // Never checkpoint inline on the loop thread (it stalls the loop for tens of
+  // ms). sqlite3_wal_autocheckpoint(0) removes SQLite's hook; ours only counts.
+  sqlite3_wal_autocheckpoint(db, 0);
+  sqlite3_wal_hook(db, &Store::OnWalCommit, this);
+  return Status::Ok();
+}
+
+Status Store::CheckOrCreateSchema() {
+  sqlite3* db = db_.get();
+  const std::string what = "reading the header of " + db_path_;
+  auto app_id = QueryInt(db, "PRAGMA application_id", what);
+  if (!app_id.ok()) return app_id.status();
+  auto version = QueryInt(db, "PRAGMA user_version", what);
+  if (!version.ok()) return version.status();
+  auto objects = QueryInt(db, "SELECT count(*) FROM sqlite_schema", what);
+  if (!objects.ok()) return objects.status();
+  const std::string marker = options_.work_dir + "/" + kInitializedMarker;
+
+  if (*app_id == 0 && *version == 0 && *objects == 0) {
+    if (FileExists(marker)) {
+      return DataLossError("journal database " + db_path_ +
+                           " is empty or was replaced, but " + marker +
+                           " says this work dir held a dispatcher's journal; refusing to start "
+                           "with no state (remove " + marker + " to start afresh on purpose)");
+    }
+    const std::string create = "creating the schema in " + db_path_;
+    DISPATCH_RETURN_IF_ERROR(ExecSql(db, "BEGIN IMMEDIATE", create));
+    const std::string pragmas = "PRAGMA application_id=" + std::to_string(kApplicationId) +
+                                ";PRAGMA user_version=" + std::to_string(kFormatVersion) + ";";
+    Status status = ExecSql(db, kCreateSchemaSql, create);
+    if (status.ok()) status = ExecSql(db, pragmas.c_str(), create);
+    if (status.ok()) status = ExecSql(db, "COMMIT", create);
+    if (!status.ok()) {
+      if (sqlite3_get_autocommit(db) == 0) (void)ExecSql(db, "ROLLBACK", create);
+      return status;
+    }
+    return WriteMarker(options_.work_dir);
+  }
+  if (*app_id != kApplicationId) {
+    return FailedPreconditionError(db_path_ + " is not a dispatch journal (application_id " +
+                                   std::to_string(*app_id) + ", expected " +
+                                   std::to_string(kApplicationId) +
+                                   "): its header is damaged or the file belongs to something else");
+  }
+  if (*version != kFormatVersion) {
+    return FailedPreconditionError(db_path_ + " has format version " + std::to_string(*version) +
+                                   "; this build reads version " +
+                                   std::to_string(kFormatVersion));
+  }
+  auto tables = QueryInt(db,
+                         "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN "
+                         "('journal','snapshot','dataset')",
+                         what);
+  if (!tables.ok()) return tables.status();
+  if (*tables != kSchemaTableCount) {
+    return DataLossError("journal database " + db_path_ + " lacks " +
+                         std::to_string(kSchemaTableCount - *tables) +
+                         " of its tables (journal, snapshot, dataset)");
+  }
+  if (!FileExists(marker)) return WriteMarker(options_.work_dir);
+  return Status::Ok();
+}
+
+Status Store::PrepareStatements() {
+  sqlite3* db = db_.get();
+  struct Entry {
+    Statement* stmt;
+    const char* sql;
+  };
+  const Entry entries[] = {
+      {&begin_, "BEGIN IMMEDIATE"},
+      {&commit_, "COMMIT"},
+      {&rollback_, "ROLLBACK"},
+      {&insert_record_, "INSERT INTO journal (seq, crc, body) VALUES (?1, ?2, ?3)"},
+      {&select_records_, "SELECT seq, crc, body FROM journal WHERE seq > ?1 ORDER BY seq"},
+      {&insert_snapshot_, "INSERT OR REPLACE INTO snapshot (seq, crc, body) VALUES (?1, ?2, ?3)"},
+      {&delete_old_snapshots_, "DELETE FROM snapshot WHERE seq < ?1"},
+      {&truncate_journal_, "DELETE FROM journal WHERE seq <= ?1"},
+      {&select_snapshot_, "SELECT seq, crc, body FROM snapshot ORDER BY seq DESC LIMIT 1"},
+      {&put_dataset_,
+       "INSERT INTO dataset (key, crc, body) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO UPDATE "
+       "SET crc = excluded.crc, body = excluded.body"},
+      {&get_dataset_, "SELECT crc, body FROM dataset WHERE key = ?1"},
+  };
+  for (const Entry& entry : entries) {
+    auto stmt = Statement::Prepare(db, entry.sql);
+    if (!stmt.ok()) return stmt.status();
+    *entry.stmt = std::move(stmt).value();
+  }
+  return Status::Ok();
+}
+
+Status Store::LoadBounds() {
+  sqlite3* db = db_.get();
+  const std::string what = "reading the journal bounds of " + db_path_;
+  auto snapshot = Statement::Prepare(db, "SELECT max(seq) FROM snapshot");
+  if (!snapshot.ok()) return snapshot.status();
+  auto journal = Statement::Prepare(db, "SELECT min(seq), max(seq) FROM journal");
+  if (!journal.ok()) return journal.status();
+
+  int rc = snapshot->Step();
+  if (rc != SQLITE_ROW) return SqliteStatus(db, rc, what);
+  has_snapshot_ = !snapshot->ColumnIsNull(0);
+  snapshot_seq_ = has_snapshot_ ? static_cast<uint64_t>(snapshot->ColumnInt(0)) : 0;
+  snapshot->Reset();
+
+  rc = journal->Step();
+  if (rc != SQLITE_ROW) return SqliteStatus(db, rc, what);
+  last_seq_ = snapshot_seq_;
+  if (!journal->ColumnIsNull(0)) {
+    const int64_t first = journal->ColumnInt(0);
+    const int64_t last = journal->ColumnInt(1);
+    if (first <= 0 || static_cast<uint64_t>(first) != snapshot_seq_ + 1) {
+      const std::string base = has_snapshot_
+                                   ? "the latest snapshot is at record " +
+                                         std::to_string(snapshot_seq_)
+                                   : "there is no snapshot";
+      return DataLossError("journal in " + db_path_ + " starts at record " +
+                           std::to_string(first) + " but " + base + ": expected record " +
+                           std::to_string(snapshot_seq_ + 1) + " first");
+    }
+    last_seq_ = static_cast<uint64_t>(last);
+  }
+  journal->Reset();
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Checkpointer>> Store::NewCheckpointer() {
+  return Checkpointer::Open(db_path_, options_.synchronous == Synchronous::kFull);
+}
+
+int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int frames) {
+  static_cast<Store*>(self)->wal_frames_ = frames;
+  return SQLITE_OK;
+}
+
+}  // namespace dispatch::storage
