@@ -342,6 +342,7 @@ struct StateSnapshot {
   closures @14 :List(ClosureRecord);
   coordinatorErrors @15 :List(CoordinatorErrorRecord);
   lastTimeMicros @16 :Int64;
+  numApplied @17 :UInt64;     # updates applied since the empty state
 }
 
 struct DatasetRecord {

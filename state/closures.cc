@@ -1,0 +1,259 @@
+// Closures: a durable FIFO of scheduled functions, each assigned to one worker
+// at a time (one attempt), finished / failed / cancelled exactly once, and kept
+// until released. Reports carry (worker, attempt): one from an earlier attempt
+// is refused. A coordinator's first failure is held until cleared.
+
+#include <string>
+
+#include "state/bytes.h"
+#include "state/dispatcher_state.h"
+#include "state/index_util.h"
+
+namespace dispatch::state {
+
+namespace {
+
+std::string ClosureName(uint64_t id) { return "closure " + std::to_string(id); }
+
+bool IsTerminal(ClosureState state) {
+  return state == ClosureState::FINISHED || state == ClosureState::FAILED || state == ClosureState::CANCELLED;
+}
+
+Status WrongState(const Closure& closure, const char* wanted) {
+  return FailedPreconditionError(ClosureName(closure.id) + " is " + ClosureStateName(closure.state) + ", not " +
+                                 wanted);
+}
+
+}  // namespace
+
+Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader u) const {
+  const uint64_t id = u.getClosureId();
+  if (id == 0) return InvalidArgumentError("closure id 0 is reserved");
+  if (closures_.contains(id)) return AlreadyExistsError(ClosureName(id) + " already exists");
+  if (id < next_closure_id_) {
+    return InvalidArgumentError(ClosureName(id) + " reuses an id below the next closure id " +
+                                std::to_string(next_closure_id_));
+  }
+  if (u.getFunctionName().size() == 0) return InvalidArgumentError(ClosureName(id) + " has no function name");
+  return Status::Ok();
+}
+
+void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u, int64_t now) {
+  Closure closure;
+  closure.id = u.getClosureId();
+  closure.coordinator_id = u.getCoordinatorId();
+  closure.function_name = ToString(u.getFunctionName());
+  closure.args = ToString(u.getArgs());
+  closure.state = ClosureState::QUEUED;
+  closure.queue_position = next_queue_position_++;
+  closure.scheduled_micros = now;
+  AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
+  AddToIndex(indexes_.closures_by_state, ClosureState::QUEUED, closure.id);
+  indexes_.closure_queue.emplace(closure.queue_position, closure.id);
+  next_closure_id_ = closure.id + 1;
+  closures_.emplace(closure.id, std::move(closure));
+}
+
+void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
+  RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
+  if (closure.state == ClosureState::QUEUED) {
+    indexes_.closure_queue.erase(closure.queue_position);
+    closure.queue_position = 0;
+  }
+  if (closure.state == ClosureState::ASSIGNED) {
+    RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
+  }
+  closure.state = state;
+  AddToIndex(indexes_.closures_by_state, state, closure.id);
+  if (state == ClosureState::QUEUED) {
+    closure.queue_position = next_queue_position_++;
+    indexes_.closure_queue.emplace(closure.queue_position, closure.id);
+  }
+  if (state == ClosureState::ASSIGNED) {
+    AddToIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
+  } else {
+    closure.worker_id = 0;
+  }
+}
+
+Status DispatcherState::CheckAssignedTo(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) const {
+  const Closure* closure = FindClosure(closure_id);
+  if (closure == nullptr) return NotFoundError(ClosureName(closure_id) + " is unknown");
+  if (closure->state != ClosureState::ASSIGNED) return WrongState(*closure, "assigned");
+  if (closure->worker_id != worker_id || closure->attempts != attempt) {
+    return FailedPreconditionError(ClosureName(closure_id) + " runs as attempt " +
+                                   std::to_string(closure->attempts) + " on worker " +
+                                   std::to_string(closure->worker_id) + ", not as attempt " +
+                                   std::to_string(attempt) + " on worker " + std::to_string(worker_id));
+  }
+  return Status::Ok();
+}
+
+Status DispatcherState::CheckClosureAssigned(journal::ClosureAssigned::Reader u) const {
+  const Closure* closure = FindClosure(u.getClosureId());
+  if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
+  if (closure->state != ClosureState::QUEUED) return WrongState(*closure, "queued");
+  if (!workers_.contains(u.getWorkerId())) {
+    return NotFoundError(ClosureName(closure->id) + " is assigned to unknown worker " +
+                         std::to_string(u.getWorkerId()));
+  }
+  if (u.getAttempt() != closure->attempts + 1) {
+    return FailedPreconditionError(ClosureName(closure->id) + " has had " + std::to_string(closure->attempts) +
+                                   " attempts; the next is " + std::to_string(closure->attempts + 1) + ", not " +
+                                   std::to_string(u.getAttempt()));
+  }
+  return Status::Ok();
+}
+
+void DispatcherState::ApplyClosureAssigned(journal::ClosureAssigned::Reader u) {
+  Closure& closure = closures_.at(u.getClosureId());
+  closure.attempts = u.getAttempt();
+  closure.worker_id = u.getWorkerId();
+  SetClosureState(closure, ClosureState::ASSIGNED);
+}
+
+Status DispatcherState::CheckClosureFinished(journal::ClosureFinished::Reader u) const {
+  return CheckAssignedTo(u.getClosureId(), u.getWorkerId(), u.getAttempt());
+}
+
+void DispatcherState::ApplyClosureFinished(journal::ClosureFinished::Reader u, int64_t now) {
+  Closure& closure = closures_.at(u.getClosureId());
+  closure.result = ToString(u.getResult());
+  closure.done_micros = now;
+  SetClosureState(closure, ClosureState::FINISHED);
+}
+
+Status DispatcherState::CheckClosureFailed(journal::ClosureFailed::Reader u) const {
+  if (u.getWorkerId() != 0) {
+    DISPATCH_RETURN_IF_ERROR(CheckAssignedTo(u.getClosureId(), u.getWorkerId(), u.getAttempt()));
+  } else {
+    const Closure* closure = FindClosure(u.getClosureId());
+    if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
+    if (IsTerminal(closure->state)) return WrongState(*closure, "queued or assigned");
+  }
+  if (u.getError().size() == 0) {
+    return InvalidArgumentError("the failure of " + ClosureName(u.getClosureId()) + " has no error message");
+  }
+  return Status::Ok();
+}
+
+void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64_t now) {
+  Closure& closure = closures_.at(u.getClosureId());
+  closure.error = ToString(u.getError());
+  closure.user_error = u.getUserError();
+  closure.done_micros = now;
+  SetClosureState(closure, ClosureState::FAILED);
+  if (!coordinator_errors_.contains(closure.coordinator_id)) {
+    coordinator_errors_.emplace(closure.coordinator_id, CoordinatorError{closure.id, closure.error});
+  }
+}
+
+Status DispatcherState::CheckClosureCancelled(journal::ClosureCancelled::Reader u) const {
+  const Closure* closure = FindClosure(u.getClosureId());
+  if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
+  if (IsTerminal(closure->state)) return WrongState(*closure, "queued or assigned");
+  return Status::Ok();
+}
+
+void DispatcherState::ApplyClosureCancelled(journal::ClosureCancelled::Reader u, int64_t now) {
+  Closure& closure = closures_.at(u.getClosureId());
+  closure.done_micros = now;
+  SetClosureState(closure, ClosureState::CANCELLED);
+}
+
+Status DispatcherState::CheckClosurePutBack(journal::ClosurePutBack::Reader u) const {
+  return CheckAssignedTo(u.getClosureId(), u.getWorkerId(), u.getAttempt());
+}
+
+void DispatcherState::ApplyClosurePutBack(journal::ClosurePutBack::Reader u) {
+  SetClosureState(closures_.at(u.getClosureId()), ClosureState::QUEUED);
+}
+
+Status DispatcherState::CheckClosureReleased(journal::ClosureReleased::Reader u) const {
+  const Closure* closure = FindClosure(u.getClosureId());
+  if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
+  if (!IsTerminal(closure->state)) return WrongState(*closure, "finished, failed or cancelled");
+  return Status::Ok();
+}
+
+void DispatcherState::ApplyClosureReleased(journal::ClosureReleased::Reader u) {
+  const Closure& closure = closures_.at(u.getClosureId());
+  RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
+  RemoveFromIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
+  closures_.erase(u.getClosureId());
+}
+
+Status DispatcherState::CheckCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) const {
+  if (!coordinator_errors_.contains(u.getCoordinatorId())) {
+    return NotFoundError("coordinator " + std::to_string(u.getCoordinatorId()) + " has no pending error");
+  }
+  return Status::Ok();
+}
+
+void DispatcherState::ApplyCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) {
+  coordinator_errors_.erase(u.getCoordinatorId());
+}
+
+const Closure* DispatcherState::FindClosure(uint64_t closure_id) const {
+  auto it = closures_.find(closure_id);
+  return it == closures_.end() ? nullptr : &it->second;
+}
+
+Result<const Closure*> DispatcherState::GetClosure(uint64_t closure_id) const {
+  const Closure* closure = FindClosure(closure_id);
+  if (closure == nullptr) return NotFoundError(ClosureName(closure_id) + " is unknown");
+  return closure;
+}
+
+std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state) const {
+  std::vector<const Closure*> out;
+  if (state == ClosureState::QUEUED) {
+    for (const auto& [position, id] : indexes_.closure_queue) out.push_back(&closures_.at(id));
+    return out;
+  }
+  auto it = indexes_.closures_by_state.find(state);
+  if (it == indexes_.closures_by_state.end()) return out;
+  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  return out;
+}
+
+size_t DispatcherState::NumClosuresInState(ClosureState state) const {
+  auto it = indexes_.closures_by_state.find(state);
+  return it == indexes_.closures_by_state.end() ? 0 : it->second.size();
+}
+
+const Closure* DispatcherState::NextQueuedClosure() const {
+  if (indexes_.closure_queue.empty()) return nullptr;
+  return &closures_.at(indexes_.closure_queue.begin()->second);
+}
+
+std::vector<const Closure*> DispatcherState::ClosuresForCoordinator(uint64_t coordinator_id) const {
+  std::vector<const Closure*> out;
+  auto it = indexes_.closures_by_coordinator.find(coordinator_id);
+  if (it == indexes_.closures_by_coordinator.end()) return out;
+  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  return out;
+}
+
+size_t DispatcherState::NumUnfinishedClosures(uint64_t coordinator_id) const {
+  size_t count = 0;
+  for (const Closure* closure : ClosuresForCoordinator(coordinator_id)) {
+    if (!IsTerminal(closure->state)) ++count;
+  }
+  return count;
+}
+
+std::vector<const Closure*> DispatcherState::ClosuresOnWorker(uint64_t worker_id) const {
+  std::vector<const Closure*> out;
+  auto it = indexes_.closures_by_worker.find(worker_id);
+  if (it == indexes_.closures_by_worker.end()) return out;
+  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  return out;
+}
+
+const CoordinatorError* DispatcherState::FindCoordinatorError(uint64_t coordinator_id) const {
+  auto it = coordinator_errors_.find(coordinator_id);
+  return it == coordinator_errors_.end() ? nullptr : &it->second;
+}
+
+}  // namespace dispatch::state

@@ -1,0 +1,254 @@
+// DispatcherState: the dispatcher's whole state and the only code that changes
+// it. Every change is a journal::Update: Check (a const function) says whether
+// the update keeps every invariant and names the offending id when it does not;
+// Apply runs Check and then changes the state, or changes nothing. Pure and
+// deterministic: no I/O, no clock, no randomness; time and ids come inside the
+// updates. Ordered containers give every listing a canonical order (by id).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "schema/journal.capnp.h"
+#include "state/records.h"
+
+namespace dispatch::state {
+
+class DispatcherState {
+ public:
+  DispatcherState() = default;
+  // Copying is meant: tests compare a state with its copy, tools inspect one.
+  DispatcherState(const DispatcherState&) = default;
+  DispatcherState& operator=(const DispatcherState&) = default;
+  DispatcherState(DispatcherState&&) = default;
+  DispatcherState& operator=(DispatcherState&&) = default;
+
+  // ---- Transitions -------------------------------------------------------
+
+  // Ok when `update` may be applied to this state; otherwise an error naming
+  // the offending id (NotFound, AlreadyExists, FailedPrecondition,
+  // InvalidArgument).
+  Status Check(journal::Update::Reader update) const;
+
+  // Check, then apply. On error nothing changes. An update that passed Check
+  // is applied completely.
+  Status Apply(journal::Update::Reader update);
+
+  // ---- Next ids: the reactor writes these into the updates it builds. -----
+
+  uint64_t NextDatasetId() const { return next_dataset_id_; }
+  uint64_t NextWorkerId() const { return next_worker_id_; }
+  uint64_t NextJobId() const { return next_job_id_; }
+  uint64_t NextTaskId() const { return next_task_id_; }
+  uint64_t NextJobClientId() const { return next_job_client_id_; }
+  uint64_t NextClosureId() const { return next_closure_id_; }
+  // The time of the last applied update (0 before any).
+  int64_t LastTimeMicros() const { return last_time_micros_; }
+  // Number of updates applied since the empty state (snapshots keep it).
+  uint64_t NumApplied() const { return num_applied_; }
+
+  // ---- Datasets ----------------------------------------------------------
+
+  const Dataset* FindDataset(uint64_t dataset_id) const;
+  const Dataset* FindDatasetByFingerprint(uint64_t fingerprint) const;
+  // NotFound "dataset 5 is unknown" when absent.
+  Result<const Dataset*> GetDataset(uint64_t dataset_id) const;
+  std::vector<const Dataset*> ListDatasets() const;
+
+  // ---- Workers -----------------------------------------------------------
+
+  const Worker* FindWorker(uint64_t worker_id) const;
+  const Worker* FindWorkerByAddress(std::string_view address) const;
+  Result<const Worker*> GetWorker(uint64_t worker_id) const;
+  std::vector<const Worker*> ListWorkers() const;
+
+  // ---- Jobs, tasks and job clients ---------------------------------------
+
+  const Job* FindJob(uint64_t job_id) const;
+  Result<const Job*> GetJob(uint64_t job_id) const;
+  // The job that holds `key` now: the latest job created with it, which may be
+  // garbage-collected (then a new job may take the key).
+  const Job* FindNamedJob(const NamedJobKey& key) const;
+  std::vector<const Job*> ListJobs() const;
+
+  const Task* FindTask(uint64_t task_id) const;
+  Result<const Task*> GetTask(uint64_t task_id) const;
+  // Unfinished tasks (active and pending) assigned to `address`, by id. They
+  // outlive the worker's registration: a worker that comes back finds them.
+  std::vector<const Task*> TasksForWorker(std::string_view address) const;
+  // Active (not pending) tasks of the job, finished ones included, by id.
+  std::vector<const Task*> TasksForJob(uint64_t job_id) const;
+  // The job's task (active, pending or finished) on `address`, if any.
+  const Task* FindTaskForJobAndWorker(uint64_t job_id, std::string_view address) const;
+  // The job's pending round-robin tasks, front first (empty for unknown jobs).
+  std::vector<const PendingTask*> PendingTasks(uint64_t job_id) const;
+
+  const JobClient* FindJobClient(uint64_t job_client_id) const;
+  Result<const JobClient*> GetJobClient(uint64_t job_client_id) const;
+  std::vector<const JobClient*> ClientsForJob(uint64_t job_id) const;
+  std::vector<const JobClient*> ListJobClients() const;
+
+  // ---- Splits ------------------------------------------------------------
+
+  // Progress of one split provider; nullptr unless the job is DYNAMIC and
+  // has that provider.
+  const SplitProviderProgress* FindSplitProvider(uint64_t job_id, uint32_t provider_index) const;
+  // The last answer given to (task, provider), for idempotent getSplit.
+  const SplitGrant* FindSplitGrant(uint64_t task_id, uint32_t provider_index) const;
+  // Every grant of the job's tasks, by (task, provider).
+  std::vector<std::pair<SplitRequester, const SplitGrant*>> SplitGrantsForJob(uint64_t job_id) const;
+
+  // ---- Closures ----------------------------------------------------------
+
+  const Closure* FindClosure(uint64_t closure_id) const;
+  Result<const Closure*> GetClosure(uint64_t closure_id) const;
+  // Queued closures in queue order (front first); other states by id.
+  std::vector<const Closure*> ClosuresInState(ClosureState state) const;
+  size_t NumClosuresInState(ClosureState state) const;
+  // The front of the queue, nullptr when it is empty.
+  const Closure* NextQueuedClosure() const;
+  // Every closure of the coordinator that is not released, by id.
+  std::vector<const Closure*> ClosuresForCoordinator(uint64_t coordinator_id) const;
+  // How many of the coordinator's closures are queued or assigned (Done/Join).
+  size_t NumUnfinishedClosures(uint64_t coordinator_id) const;
+  // Closures assigned to the worker, by id.
+  std::vector<const Closure*> ClosuresOnWorker(uint64_t worker_id) const;
+  const CoordinatorError* FindCoordinatorError(uint64_t coordinator_id) const;
+
+  // ---- Whole state -------------------------------------------------------
+
+  // A 64-bit hash over every record in canonical order (indexes excluded:
+  // they follow from the records). Equal states have equal digests.
+  uint64_t Digest() const;
+
+  // Writes the whole state. REQUIRES: `snapshot` is freshly initialised.
+  void WriteSnapshot(journal::StateSnapshot::Builder snapshot) const;
+  // Rebuilds a state from a snapshot; DataLoss when the snapshot is not one
+  // this code could have written (dangling reference, duplicate id, ...).
+  static Result<DispatcherState> FromSnapshot(journal::StateSnapshot::Reader snapshot);
+
+  // Internal when an index disagrees with the records it is derived from.
+  // Tests call it after every Apply; FromSnapshot relies on it.
+  Status CheckIndexes() const;
+
+ private:
+  // Derived lookups, rebuilt from the records by RebuildIndexes.
+  struct Indexes {
+    std::map<uint64_t, uint64_t> dataset_by_fingerprint;
+    std::map<std::string, uint64_t, std::less<>> dataset_by_definition_key;
+    std::map<std::string, uint64_t, std::less<>> worker_by_address;
+    std::map<NamedJobKey, uint64_t> job_by_name;
+    // Unfinished tasks, active and pending, by worker address.
+    std::map<std::string, std::set<uint64_t>, std::less<>> tasks_by_worker;
+    // Active tasks, finished ones included, by job.
+    std::map<uint64_t, std::set<uint64_t>> tasks_by_job;
+    std::map<std::pair<uint64_t, std::string>, uint64_t, std::less<>> task_by_job_worker;
+    std::map<uint64_t, std::set<uint64_t>> clients_by_job;
+    std::map<uint64_t, uint64_t> closure_queue;  // queue position -> closure
+    std::map<uint64_t, std::set<uint64_t>> closures_by_worker;
+    std::map<uint64_t, std::set<uint64_t>> closures_by_coordinator;
+    std::map<ClosureState, std::set<uint64_t>> closures_by_state;
+
+    bool operator==(const Indexes&) const = default;
+  };
+
+  // One Check and one Apply per variant, in the file of their concern.
+  // Apply* may assume its Check passed.
+  Status CheckRegisterDataset(journal::RegisterDataset::Reader u) const;
+  void ApplyRegisterDataset(journal::RegisterDataset::Reader u, int64_t now);
+  Status CheckSetElementSpec(journal::SetElementSpec::Reader u) const;
+  void ApplySetElementSpec(journal::SetElementSpec::Reader u);
+
+  Status CheckRegisterWorker(journal::RegisterWorker::Reader u) const;
+  void ApplyRegisterWorker(journal::RegisterWorker::Reader u, int64_t now);
+  Status CheckRemoveWorker(journal::RemoveWorker::Reader u) const;
+  void ApplyRemoveWorker(journal::RemoveWorker::Reader u);
+
+  Status CheckCreateJob(journal::CreateJob::Reader u) const;
+  void ApplyCreateJob(journal::CreateJob::Reader u, int64_t now);
+  Status CheckAcquireJobClient(journal::AcquireJobClient::Reader u) const;
+  void ApplyAcquireJobClient(journal::AcquireJobClient::Reader u, int64_t now);
+  Status CheckReleaseJobClient(journal::ReleaseJobClient::Reader u) const;
+  void ApplyReleaseJobClient(journal::ReleaseJobClient::Reader u, int64_t now);
+  Status CheckGarbageCollectJob(journal::GarbageCollectJob::Reader u) const;
+  void ApplyGarbageCollectJob(journal::GarbageCollectJob::Reader u);
+
+  Status CheckNewTask(uint64_t task_id, uint64_t job_id, std::string_view address) const;
+  Status CheckCreateTask(journal::CreateTask::Reader u) const;
+  void ApplyCreateTask(journal::CreateTask::Reader u);
+  Status CheckCreatePendingTask(journal::CreatePendingTask::Reader u) const;
+  void ApplyCreatePendingTask(journal::CreatePendingTask::Reader u);
+  Status CheckClientHeartbeat(journal::ClientHeartbeat::Reader u) const;
+  void ApplyClientHeartbeat(journal::ClientHeartbeat::Reader u);
+  Status CheckRemoveTask(journal::RemoveTask::Reader u) const;
+  void ApplyRemoveTask(journal::RemoveTask::Reader u);
+  Status CheckFinishTask(journal::FinishTask::Reader u) const;
+  void ApplyFinishTask(journal::FinishTask::Reader u);
+  // Marks an unfinished task finished and drops it from its worker's list.
+  void FinishTaskRecord(Task& task);
+
+  Status CheckProduceSplit(journal::ProduceSplit::Reader u) const;
+  void ApplyProduceSplit(journal::ProduceSplit::Reader u);
+  // Returns the outstanding splits of the task's grants to their providers'
+  // requeue lists (when its job asks for it and the repetition is current).
+  void RequeueOutstandingSplits(const Task& task);
+  // The task's outstanding splits count as consumed.
+  void ConsumeOutstandingSplits(uint64_t task_id);
+
+  Status CheckClosureScheduled(journal::ClosureScheduled::Reader u) const;
+  void ApplyClosureScheduled(journal::ClosureScheduled::Reader u, int64_t now);
+  Status CheckClosureAssigned(journal::ClosureAssigned::Reader u) const;
+  void ApplyClosureAssigned(journal::ClosureAssigned::Reader u);
+  Status CheckClosureFinished(journal::ClosureFinished::Reader u) const;
+  void ApplyClosureFinished(journal::ClosureFinished::Reader u, int64_t now);
+  Status CheckClosureFailed(journal::ClosureFailed::Reader u) const;
+  void ApplyClosureFailed(journal::ClosureFailed::Reader u, int64_t now);
+  Status CheckClosureCancelled(journal::ClosureCancelled::Reader u) const;
+  void ApplyClosureCancelled(journal::ClosureCancelled::Reader u, int64_t now);
+  Status CheckClosurePutBack(journal::ClosurePutBack::Reader u) const;
+  void ApplyClosurePutBack(journal::ClosurePutBack::Reader u);
+  Status CheckClosureReleased(journal::ClosureReleased::Reader u) const;
+  void ApplyClosureReleased(journal::ClosureReleased::Reader u);
+  Status CheckCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) const;
+  void ApplyCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u);
+  // Ok when the closure exists and is assigned to `worker_id` as `attempt`.
+  Status CheckAssignedTo(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) const;
+  // Moves a closure between states, keeping the state, worker and queue
+  // indexes in step.
+  void SetClosureState(Closure& closure, ClosureState state);
+
+  // Rebuilds `indexes_` from the records.
+  void RebuildIndexes();
+  Indexes ComputeIndexes() const;
+  // Cross references between records hold (used by FromSnapshot).
+  Status CheckReferences() const;
+
+  uint64_t next_dataset_id_ = 1;
+  uint64_t next_worker_id_ = 1;
+  uint64_t next_job_id_ = 1;
+  uint64_t next_task_id_ = 1;
+  uint64_t next_job_client_id_ = 1;
+  uint64_t next_closure_id_ = 1;
+  uint64_t next_queue_position_ = 1;
+  int64_t last_time_micros_ = 0;
+  uint64_t num_applied_ = 0;
+
+  std::map<uint64_t, Dataset> datasets_;
+  std::map<uint64_t, Worker> workers_;
+  std::map<uint64_t, Job> jobs_;
+  std::map<uint64_t, Task> tasks_;
+  std::map<uint64_t, JobClient> job_clients_;
+  std::map<SplitRequester, SplitGrant> split_grants_;
+  std::map<uint64_t, Closure> closures_;
+  std::map<uint64_t, CoordinatorError> coordinator_errors_;
+
+  Indexes indexes_;
+};
+
+}  // namespace dispatch::state

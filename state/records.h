@@ -1,0 +1,141 @@
+// The records DispatcherState holds: plain values, copied out of Updates on
+// Apply and into StateSnapshots on WriteSnapshot. Ids are nonzero and never
+// reused; 0 means "none". Cross references are by id (or worker address) and
+// are kept valid by DispatcherState::Check, never by these structs themselves.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "schema/journal.capnp.h"
+
+namespace dispatch::state {
+
+using journal::ClosureState;
+using journal::ProcessingMode;
+using journal::TargetWorkers;
+
+// "OFF", "DYNAMIC", ...: for error messages and tools.
+const char* ProcessingModeName(ProcessingMode mode);
+const char* TargetWorkersName(TargetWorkers target);
+const char* ClosureStateName(ClosureState state);
+
+struct Dataset {
+  uint64_t id = 0;
+  uint64_t fingerprint = 0;
+  std::string metadata;
+  std::string definition_key;  // where storage keeps the definition bytes
+  std::optional<std::string> element_spec;
+  int64_t registered_micros = 0;
+};
+
+struct Worker {
+  uint64_t id = 0;
+  std::string address;
+  std::string transfer_address;
+  std::vector<std::string> tags;
+  uint64_t incarnation = 0;
+  int64_t registered_micros = 0;
+};
+
+struct NamedJobKey {
+  std::string name;
+  int64_t index = 0;
+  auto operator<=>(const NamedJobKey&) const = default;
+};
+
+// Where one split provider of a DYNAMIC job stands.
+struct SplitProviderProgress {
+  int64_t repetition = 0;     // the repetition splits are handed out for now
+  uint64_t next_index = 0;    // the next fresh split index of that repetition
+  std::deque<uint64_t> requeued;  // splits of a dead worker, handed out first
+};
+
+// A round-robin task that consumers have not all accepted yet.
+struct PendingTask {
+  uint64_t task_id = 0;
+  int64_t target_round = 0;
+  int64_t failures = 0;
+  std::set<uint64_t> ready_clients;
+};
+
+struct Job {
+  uint64_t id = 0;
+  uint64_t dataset_id = 0;
+  ProcessingMode processing_mode = ProcessingMode::OFF;
+  std::optional<NamedJobKey> named_key;
+  uint32_t num_consumers = 0;  // 0: not round robin
+  TargetWorkers target_workers = TargetWorkers::AUTO;
+  bool requeue_unfinished_splits = false;
+  std::vector<SplitProviderProgress> providers;  // non-empty iff DYNAMIC
+  int64_t num_clients = 0;
+  int64_t last_client_released_micros = -1;  // -1: no client released yet
+  bool garbage_collected = false;
+  bool finished = false;
+  int64_t created_micros = 0;
+  std::deque<PendingTask> pending_tasks;  // front first
+
+  bool IsRoundRobin() const { return num_consumers > 0; }
+  bool IsDynamic() const { return processing_mode == ProcessingMode::DYNAMIC; }
+};
+
+struct Task {
+  uint64_t id = 0;
+  uint64_t job_id = 0;
+  std::string worker_address;
+  std::string transfer_address;
+  int64_t starting_round = 0;
+  bool pending = false;   // waiting in its job's pending queue
+  bool finished = false;
+};
+
+struct JobClient {
+  uint64_t id = 0;
+  uint64_t job_id = 0;
+  int64_t acquired_micros = 0;
+};
+
+// The last answer to one requester (task, split provider): a retry with the
+// same sequence gets it again.
+struct SplitGrant {
+  uint64_t sequence = 0;
+  int64_t repetition = 0;
+  std::vector<uint64_t> split_indices;
+  bool end_of_splits = false;
+  bool outstanding = false;  // the splits are held by the task, not yet consumed
+};
+
+struct SplitRequester {
+  uint64_t task_id = 0;
+  uint32_t provider_index = 0;
+  auto operator<=>(const SplitRequester&) const = default;
+};
+
+struct Closure {
+  uint64_t id = 0;
+  uint64_t coordinator_id = 0;
+  std::string function_name;
+  std::string args;
+  ClosureState state = ClosureState::QUEUED;
+  uint64_t worker_id = 0;      // when assigned: the worker running it
+  uint32_t attempts = 0;       // assignments so far
+  uint64_t queue_position = 0; // when queued: its place in the global FIFO
+  std::string result;          // when finished
+  std::string error;           // when failed
+  bool user_error = false;
+  int64_t scheduled_micros = 0;
+  int64_t done_micros = 0;     // when finished, failed or cancelled
+};
+
+// A coordinator's first error, held until raised once (CoordinatorErrorCleared).
+struct CoordinatorError {
+  uint64_t closure_id = 0;
+  std::string error;
+};
+
+}  // namespace dispatch::state
