@@ -1,0 +1,106 @@
+// `dispatcher`: the dispatcher process. Parses flags, then runs one libuv loop
+// until SIGINT/SIGTERM ends it gracefully (exit 0). Exit codes: 0 clean stop,
+// 1 start-up failure, 2 bad flags.
+#include <signal.h>
+#include <stdio.h>
+
+#include <kj/debug.h>
+
+#include "common/flag_parser.h"
+#include "common/log.h"
+#include "reactor/dispatcher_server.h"
+#include "reactor/signals.h"
+#include "reactor/uvkj/async_io.h"
+#include "reactor/uvkj/uv_handle.h"
+
+namespace dispatch::reactor {
+namespace {
+
+struct MainFlags {
+  DispatcherOptions options;
+  std::string log_level = "info";
+};
+
+void DeclareFlags(FlagParser& parser, MainFlags& flags) {
+  DispatcherOptions& o = flags.options;
+  parser.AddString("listen", "ADDRESS",
+                   "where to accept workers and clients: tcp:HOST:PORT or unix:PATH "
+                   "(loopback only unless you name another host; port 0 picks a free port)",
+                   &o.listen);
+  parser.AddString("work-dir", "DIR", "directory for the SQLite journal and the lock file",
+                   &o.work_dir);
+  parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
+  parser.AddString("token", "TOKEN",
+                   "secret a peer must present at the gateway (empty: no check)", &o.token);
+  parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,
+                 60000);
+  parser.AddUint("drain-timeout-ms",
+                 "on SIGTERM, how long to wait for in-flight replies before closing", &o.drain_timeout_ms,
+                 0, 600000);
+  parser.AddUint("max-connections", "open connections allowed at once; more are refused",
+                 &o.limits.max_connections, 1, 1000000);
+  parser.AddUint("max-message-bytes", "largest message a peer may send", &o.limits.max_message_bytes,
+                 1024, 1ull << 31);
+  parser.AddUint("max-calls-in-flight",
+                 "calls one connection may have in flight; crossing it closes the connection",
+                 &o.limits.max_calls_in_flight_per_connection, 1, 1000000);
+  parser.AddUint("max-outbound-bytes",
+                 "replies queued for one connection that is not reading; crossing it closes it",
+                 &o.limits.max_outbound_bytes_per_connection, 4096, 1ull << 40);
+  parser.AddUint("handshake-timeout-ms", "time a new connection has to authenticate",
+                 &o.limits.handshake_timeout_ms, 1, 3600000);
+}
+
+int Main(int argc, char** argv) {
+  MainFlags flags;
+  FlagParser parser("dispatcher",
+                    "The dispatch dispatcher: one event loop coordinating tf.data-style datasets, "
+                    "jobs and splits, and remote closures, for a fleet of workers.");
+  DeclareFlags(parser, flags);
+  ParseFlagsOrExit(parser, argc, argv);
+  auto level = ParseLogLevel(flags.log_level);
+  if (!level) {
+    fprintf(stderr, "dispatcher: --log-level must be debug, info, warning or error, got '%s'\n",
+            flags.log_level.c_str());
+    return 2;
+  }
+  SetLogLevel(*level);
+  if (!ToKjAddress(flags.options.listen).ok()) {
+    fprintf(stderr, "dispatcher: %s\n", ToKjAddress(flags.options.listen).status().message().c_str());
+    return 2;
+  }
+  // Sockets are written with MSG_NOSIGNAL; this also covers KJ's own pipes.
+  signal(SIGPIPE, SIG_IGN);
+
+  uvkj::UvLoop loop;
+  int exit_code = 0;
+  {
+    uvkj::UvAsyncIo io(loop.get());
+    {
+      DispatcherServer server(io, flags.options);
+      Result<std::string> bound = server.Start();
+      if (!bound.ok()) {
+        Log(LogLevel::kError, bound.status().ToString().c_str());
+        exit_code = 1;
+      } else {
+        // The one line on stdout: scripts and tests read the bound address here.
+        printf("dispatcher listening on %s\n", bound->c_str());
+        fflush(stdout);
+        ShutdownSignals signals(loop.get(), [&server](int signum) {
+          server.BeginShutdown(signum == SIGINT ? "SIGINT" : "SIGTERM");
+        });
+        io.Run();
+      }
+    }
+    // Events queued while tearing the server down must run before the loop goes.
+    io.wait_scope().poll();
+  }
+  int rc = loop.Close();
+  if (rc != 0) Log(LogLevel::kWarning, "libuv loop closed with handles still open: ", uv_strerror(rc));
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace dispatch::reactor
+
+int main(int argc, char** argv) { return dispatch::reactor::Main(argc, argv); }

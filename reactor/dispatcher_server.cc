@@ -1,0 +1,196 @@
+#include "reactor/dispatcher_server.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+#include <kj/debug.h>
+
+#include "reactor/services.h"
+
+#ifndef DISPATCH_VERSION
+#define DISPATCH_VERSION "dev"
+#endif
+
+namespace dispatch::reactor {
+namespace {
+
+uint64_t RandomIncarnation() {
+  std::random_device device;
+  uint64_t value = (static_cast<uint64_t>(device()) << 32) | device();
+  return value == 0 ? 1 : value;
+}
+
+// A Unix socket path left by a dispatcher that died: nobody accepts on it.
+void RemoveStaleUnixSocket(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool alive = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  int error = errno;
+  close(fd);
+  if (!alive && error == ECONNREFUSED) unlink(path.c_str());
+}
+
+}  // namespace
+
+Result<std::string> ToKjAddress(const std::string& listen) {
+  if (listen.rfind("tcp:", 0) == 0) {
+    std::string rest = listen.substr(4);
+    size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size() ||
+        rest.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+      return InvalidArgumentError("listen address '" + listen + "' is not tcp:HOST:PORT");
+    }
+    return rest;
+  }
+  if (listen.rfind("unix:", 0) == 0) {
+    std::string path = listen.substr(5);
+    if (path.empty()) return InvalidArgumentError("listen address '" + listen + "' has no path");
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return InvalidArgumentError("unix socket path is longer than " +
+                                  std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes: " + path);
+    }
+    return listen;
+  }
+  return InvalidArgumentError("listen address '" + listen + "' must start with tcp: or unix:");
+}
+
+DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options)
+    : io_(io), options_(std::move(options)), incarnation_(RandomIncarnation()), start_ns_(uv_hrtime()) {
+  loop_thread_.Bind();
+  rpc_ = kj::heap<RpcServer>(io_, options_.limits, [this](RpcServer::ConnectionId id) {
+    return capnp::Capability::Client(kj::heap<GatewayService>(*this, id));
+  });
+  tick_ = std::make_unique<uvkj::UvRepeatingTimer>(io_.loop(), options_.tick_ms, [this]() { Tick(); });
+}
+
+DispatcherServer::~DispatcherServer() noexcept(false) {
+  shutdown_ = nullptr;
+  tick_.reset();
+  rpc_ = nullptr;
+  if (!unix_socket_path_.empty()) unlink(unix_socket_path_.c_str());
+}
+
+Result<std::string> DispatcherServer::Start() {
+  std::error_code error;
+  std::filesystem::create_directories(options_.work_dir, error);
+  if (error) {
+    return UnavailableError("cannot create work dir '" + options_.work_dir + "': " + error.message());
+  }
+
+  Result<std::string> address = ToKjAddress(options_.listen);
+  if (!address.ok()) return address.status();
+  bool is_unix = address->rfind("unix:", 0) == 0;
+  if (is_unix) RemoveStaleUnixSocket(address->substr(5));
+
+  kj::Own<kj::ConnectionReceiver> receiver;
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+                auto parsed = io_.network().parseAddress(address->c_str()).wait(io_.wait_scope());
+                receiver = parsed->listen();
+              })) {
+    return UnavailableError("cannot listen on " + options_.listen + ": " + e->getDescription().cStr());
+  }
+
+  std::string bound;
+  if (is_unix) {
+    unix_socket_path_ = address->substr(5);
+    bound = options_.listen;
+  } else {
+    std::string host = address->substr(0, address->rfind(':'));
+    bound = "tcp:" + host + ":" + std::to_string(receiver->getPort());
+  }
+  rpc_->Listen(kj::mv(receiver));
+  tick_->Start();
+  Log(LogLevel::kInfo, "dispatcher ", DISPATCH_VERSION, " listening on ", bound.c_str(),
+      ", work dir ", options_.work_dir.c_str());
+  return bound;
+}
+
+void DispatcherServer::Tick() {
+  loop_thread_.Check();
+  rpc_->EnforceOutboundLimit();
+}
+
+bool DispatcherServer::TokenMatches(kj::ArrayPtr<const kj::byte> token) const {
+  if (options_.token.empty()) return true;
+  if (token.size() != options_.token.size()) return false;
+  // Constant time in the token's bytes: no early exit on the first mismatch.
+  unsigned char diff = 0;
+  for (size_t i = 0; i < token.size(); ++i) diff |= token[i] ^ static_cast<unsigned char>(options_.token[i]);
+  return diff == 0;
+}
+
+void DispatcherServer::FillVersion(rpc::Version::Builder version) const {
+  version.setProtocol(kProtocolVersion);
+  version.setBuild(DISPATCH_VERSION);
+  version.setIncarnation(incarnation_);
+}
+
+void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
+  const ServerCounters& c = rpc_->counters();
+  stats.setUptimeMicros((uv_hrtime() - start_ns_) / 1000);
+  stats.setConnectionsOpen(rpc_->connection_count());
+  stats.setConnectionsAccepted(c.connections_accepted);
+  stats.setCallsTotal(c.calls_total);
+  stats.setCallsInFlight(c.calls_in_flight);
+  stats.setRefusedOverConnectionLimit(c.refused_over_connection_limit);
+  stats.setClosedHandshakeTimeout(c.closed_handshake_timeout);
+  stats.setClosedOutboundBytes(c.closed_outbound_bytes);
+  stats.setClosedCallsInFlight(c.closed_calls_in_flight);
+  stats.setAuthenticationFailures(c.authentication_failures);
+  stats.setTicks(tick_->ticks());
+  stats.setTickIntervalMicros(tick_->interval_ms() * 1000);
+  stats.setMaxTickLatenessMicros(tick_->max_lateness_us());
+  stats.setLoopThreadId(loop_thread_.NumericId());
+  stats.setCallbacksOffLoopThread(loop_thread_.violations());
+}
+
+void DispatcherServer::BeginShutdown(const char* why) {
+  loop_thread_.Check();
+  if (shutting_down_) {
+    Log(LogLevel::kInfo, "shutdown already in progress (", why, ")");
+    return;
+  }
+  shutting_down_ = true;
+  Log(LogLevel::kInfo, "shutting down (", why, "): no new connections, draining replies");
+  rpc_->StopAccepting();
+  if (!unix_socket_path_.empty()) {
+    unlink(unix_socket_path_.c_str());
+    unix_socket_path_.clear();
+  }
+  uint64_t deadline = uv_now(io_.loop()) + options_.drain_timeout_ms;
+  shutdown_ = DrainThenStop(deadline).eagerlyEvaluate([this](kj::Exception&& e) {
+    Log(LogLevel::kError, "shutdown failed: ", e.getDescription());
+    io_.Stop();
+  });
+}
+
+kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
+  // Replies already computed sit in each connection's outbound queue until
+  // the kernel takes them; wait for that (or the deadline), then close.
+  if (!rpc_->Quiescent() && uv_now(io_.loop()) < deadline_ms) {
+    return io_.timer().afterDelay(2 * kj::MILLISECONDS).then([this, deadline_ms]() {
+      return DrainThenStop(deadline_ms);
+    });
+  }
+  if (!rpc_->Quiescent()) Log(LogLevel::kWarning, "drain deadline passed with replies still queued");
+  rpc_->CloseAll();
+  tick_->Stop();
+  // Let the close events run, then leave uv_run.
+  return kj::evalLater([this]() {
+    Log(LogLevel::kInfo, "shutdown complete");
+    io_.Stop();
+  });
+}
+
+}  // namespace dispatch::reactor

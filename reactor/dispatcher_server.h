@@ -1,0 +1,80 @@
+// DispatcherServer: the whole dispatcher process minus main(): it binds the
+// listen address, serves RPC, runs the housekeeping timer, and shuts down
+// gracefully (stop accepting, let in-flight replies reach the kernel, close
+// storage, stop the loop). Tests and benchmarks embed it in-process; the
+// `dispatcher` binary is a flag parser around it.
+// REQUIRES: constructed, used and destroyed on the loop thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "reactor/loop_thread.h"
+#include "reactor/rpc_server.h"
+#include "reactor/uvkj/async_io.h"
+#include "reactor/uvkj/repeating_timer.h"
+#include "schema/dispatcher.capnp.h"
+
+namespace dispatch::reactor {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+struct DispatcherOptions {
+  // "tcp:HOST:PORT" or "unix:PATH". Port 0 picks a free port.
+  std::string listen = "tcp:127.0.0.1:5050";
+  std::string work_dir = "dispatch-data";
+  // Empty: the gateway accepts any token.
+  std::string token;
+  uint64_t tick_ms = 100;
+  uint64_t drain_timeout_ms = 5000;
+  ServerLimits limits;
+};
+
+class DispatcherServer {
+ public:
+  DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options);
+  ~DispatcherServer() noexcept(false);
+  DispatcherServer(const DispatcherServer&) = delete;
+  DispatcherServer& operator=(const DispatcherServer&) = delete;
+
+  // Prepares the work dir and binds the listen address; returns the address
+  // actually bound ("tcp:127.0.0.1:41234"). Blocks on the loop, so call it
+  // before the loop runs.
+  Result<std::string> Start();
+
+  // Graceful shutdown; the loop stops once it is done. Idempotent.
+  void BeginShutdown(const char* why);
+  bool shutting_down() const { return shutting_down_; }
+
+  // For the services.
+  RpcServer& rpc() { return *rpc_; }
+  LoopThread& loop_thread() { return loop_thread_; }
+  bool TokenMatches(kj::ArrayPtr<const kj::byte> token) const;
+  void FillVersion(rpc::Version::Builder version) const;
+  void FillStats(rpc::ServerStats::Builder stats) const;
+  uint64_t incarnation() const { return incarnation_; }
+
+ private:
+  void Tick();
+  kj::Promise<void> DrainThenStop(uint64_t deadline_ms);
+
+  uvkj::UvAsyncIo& io_;
+  const DispatcherOptions options_;
+  const uint64_t incarnation_;
+  const uint64_t start_ns_;
+  LoopThread loop_thread_;
+  std::string unix_socket_path_;  // removed on shutdown
+  kj::Own<RpcServer> rpc_;
+  std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
+  bool shutting_down_ = false;
+  kj::Promise<void> shutdown_ = nullptr;
+};
+
+// Maps "tcp:HOST:PORT" / "unix:PATH" to KJ's address syntax; names the
+// problem when the address is neither.
+Result<std::string> ToKjAddress(const std::string& listen);
+
+}  // namespace dispatch::reactor

@@ -1,0 +1,60 @@
+#include "reactor/services.h"
+
+#include <kj/debug.h>
+
+#include "common/rpc_status.h"
+#include "reactor/dispatcher_server.h"
+
+namespace dispatch::reactor {
+
+kj::Promise<void> GatewayService::authenticate(AuthenticateContext context) {
+  server_.loop_thread().Check();
+  if (!server_.TokenMatches(context.getParams().getToken())) {
+    server_.rpc().CountAuthenticationFailure();
+    if (++failed_attempts_ >= kMaxFailedAttempts) {
+      server_.rpc().Close(connection_, "too many failed authentication attempts");
+    }
+    ThrowStatus(UnauthenticatedError("the gateway refused this token"));
+  }
+  server_.rpc().MarkAuthenticated(connection_);
+  context.getResults().setDispatcher(kj::heap<DispatcherService>(server_, connection_));
+  return kj::READY_NOW;
+}
+
+capnp::Capability::Server::DispatchCallResult DispatcherService::dispatchCall(
+    uint64_t interface_id, uint16_t method_id,
+    capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {
+  server_.loop_thread().Check();
+  RpcServer& rpc = server_.rpc();
+  if (!rpc.CallStarted(connection_)) {
+    rpc.CallFinished(connection_);
+    return {KJ_EXCEPTION(OVERLOADED, "too many calls in flight on this connection"), false};
+  }
+  RpcServer::ConnectionId id = connection_;
+  auto finished = kj::defer([&rpc, id]() { rpc.CallFinished(id); });
+  DispatchCallResult result{nullptr, false};
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+                result = rpc::Dispatcher::Server::dispatchCall(interface_id, method_id, context);
+              })) {
+    return {kj::mv(*e), false};
+  }
+  result.promise = result.promise.attach(kj::mv(finished));
+  return result;
+}
+
+kj::Promise<void> DispatcherService::getVersion(GetVersionContext context) {
+  server_.FillVersion(context.getResults().initVersion());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DispatcherService::ping(PingContext context) {
+  context.getResults().setPayload(context.getParams().getPayload());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> DispatcherService::getServerStats(GetServerStatsContext context) {
+  server_.FillStats(context.getResults().initStats());
+  return kj::READY_NOW;
+}
+
+}  // namespace dispatch::reactor

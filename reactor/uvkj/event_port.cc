@@ -1,0 +1,133 @@
+#include "reactor/uvkj/event_port.h"
+
+#include <kj/debug.h>
+
+#include "reactor/uvkj/uv_handle.h"
+
+namespace dispatch::uvkj {
+
+UvEventPort::UvEventPort(uv_loop_t* loop) : loop_(loop), kj_loop_(*this) {
+  idle_ = new uv_idle_t;
+  CheckUv(uv_idle_init(loop_, idle_), "uv_idle_init");
+  idle_->data = this;
+
+  // The check handle runs after every I/O phase. It must not keep the loop
+  // alive by itself, hence unref.
+  check_ = new uv_check_t;
+  CheckUv(uv_check_init(loop_, check_), "uv_check_init");
+  check_->data = this;
+  CheckUv(uv_check_start(check_, &UvEventPort::OnCheck), "uv_check_start");
+  uv_unref(reinterpret_cast<uv_handle_t*>(check_));
+
+  async_ = new uv_async_t;
+  CheckUv(uv_async_init(loop_, async_, &UvEventPort::OnAsync), "uv_async_init");
+  async_->data = this;
+  uv_unref(reinterpret_cast<uv_handle_t*>(async_));
+}
+
+UvEventPort::~UvEventPort() noexcept(false) {
+  CloseAndDelete(idle_);
+  CloseAndDelete(check_);
+  CloseAndDelete(async_);
+  idle_ = nullptr;
+  check_ = nullptr;
+  async_ = nullptr;
+  idle_armed_ = false;
+}
+
+int UvEventPort::Run(uv_run_mode mode) {
+  KJ_REQUIRE(uv_depth_ == 0, "uv_run is not reentrant: Run() called from inside the loop");
+  ++uv_depth_;
+  int rc = uv_run(loop_, mode);
+  --uv_depth_;
+  return rc;
+}
+
+bool UvEventPort::wait() {
+  // A wait() from inside a libuv callback would need a nested uv_run.
+  KJ_REQUIRE(uv_depth_ == 0,
+             "Promise::wait() called inside a libuv callback; store the promise in a "
+             "kj::TaskSet or use .then() instead");
+  // KJ does not tell us "not runnable" before it blocks in wait(), so the idle
+  // handle could stay armed and turn uv_run(ONCE) into a busy spin. Disarm it
+  // for the duration and restore it from the loop's real state afterwards.
+  ArmIdle(false);
+  ++uv_depth_;
+  in_wait_ = true;
+  int alive = uv_run(loop_, UV_RUN_ONCE);
+  in_wait_ = false;
+  --uv_depth_;
+  bool woken = woken_.exchange(false);
+  if (kj_loop_.isRunnable()) {
+    ArmIdle(true);
+  } else if (alive == 0 && !woken) {
+    // Nothing in libuv can ever fire again: the awaited promise can never
+    // resolve. Failing beats spinning forever.
+    KJ_FAIL_REQUIRE("Promise::wait() on a promise that can never resolve: the libuv loop has no "
+                    "active handles left");
+  }
+  return woken;
+}
+
+bool UvEventPort::poll() {
+  if (uv_depth_ == 0) {
+    ++uv_depth_;
+    uv_run(loop_, UV_RUN_NOWAIT);
+    --uv_depth_;
+  }
+  return woken_.exchange(false);
+}
+
+void UvEventPort::setRunnable(bool runnable) { ArmIdle(runnable); }
+
+void UvEventPort::wake() const {
+  woken_.store(true);
+  // uv_async_send is the one libuv call that is safe from any thread.
+  uv_async_send(async_);
+}
+
+void UvEventPort::ArmIdle(bool on) {
+  if (idle_ == nullptr || on == idle_armed_) return;
+  if (on) {
+    uv_idle_start(idle_, &UvEventPort::OnIdle);
+  } else {
+    uv_idle_stop(idle_);
+  }
+  idle_armed_ = on;
+}
+
+void UvEventPort::RunSlice() {
+  if (kj_loop_.isRunnable()) {
+    ++slices_run_;
+    // Exceptions must not cross libuv's C frames. KJ turns failures inside
+    // events into rejected promises; what still escapes is a bug we log.
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([this]() { kj_loop_.run(kMaxTurnsPerSlice); })) {
+      KJ_LOG(ERROR, "uncaught exception in a KJ event; continuing", *e);
+    }
+  }
+  ArmIdle(kj_loop_.isRunnable());
+}
+
+void UvEventPort::OnIdle(uv_idle_t* handle) {
+  if (auto* self = static_cast<UvEventPort*>(handle->data)) self->RunSlice();
+}
+
+void UvEventPort::OnCheck(uv_check_t* handle) {
+  if (auto* self = static_cast<UvEventPort*>(handle->data)) self->RunSlice();
+}
+
+void UvEventPort::OnAsync(uv_async_t* handle) {
+  auto* self = static_cast<UvEventPort*>(handle->data);
+  if (self == nullptr) return;
+  // Within a top-level wait(), KJ drains cross-thread events itself once
+  // wait() returns true. Otherwise only WaitScope::poll() queues them.
+  if (self->in_wait_) return;
+  if (self->wait_scope_ != nullptr) {
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([self]() { self->wait_scope_->poll(); })) {
+      KJ_LOG(ERROR, "exception while draining cross-thread events", *e);
+    }
+  }
+  self->ArmIdle(self->kj_loop_.isRunnable());
+}
+
+}  // namespace dispatch::uvkj

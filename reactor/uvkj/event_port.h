@@ -1,0 +1,78 @@
+// UvEventPort: runs Cap'n Proto's KJ event loop inside one libuv loop, on one
+// thread, with no second event loop. libuv owns the thread (uv_run); KJ work
+// runs in bounded slices from an idle handle (only while KJ is runnable, so an
+// idle process blocks in epoll) and from a check handle (right after I/O, so a
+// reply goes out in the same loop pass as the request that caused it).
+// Invariant: uv_run is never entered twice; Promise::wait() inside a libuv
+// callback throws instead of re-entering it.
+#pragma once
+
+#include <uv.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include <kj/async.h>
+
+namespace dispatch::uvkj {
+
+class UvEventPort final : public kj::EventPort {
+ public:
+  // At most this many KJ events run per slice, so a flood of KJ work cannot
+  // starve libuv timers and sockets.
+  static constexpr uint kMaxTurnsPerSlice = 4096;
+
+  explicit UvEventPort(uv_loop_t* loop);
+  ~UvEventPort() noexcept(false);
+  UvEventPort(const UvEventPort&) = delete;
+  UvEventPort& operator=(const UvEventPort&) = delete;
+
+  kj::EventLoop& kj_loop() { return kj_loop_; }
+  uv_loop_t* uv_loop() const { return loop_; }
+
+  // Gives the port the thread's WaitScope, so a cross-thread wake() can drain
+  // kj::Executor events (only WaitScope::poll() does that in capnp 0.9.2).
+  void set_wait_scope(kj::WaitScope* scope) { wait_scope_ = scope; }
+
+  // The one uv_run of this thread. REQUIRES: not already inside uv_run.
+  int Run(uv_run_mode mode);
+
+  // True while a libuv callback may be on the stack (inside uv_run).
+  bool InsideUv() const { return uv_depth_ > 0; }
+
+  // Stops the uv loop after the current pass (uv_stop).
+  void Stop() { uv_stop(loop_); }
+
+  uint64_t slices_run() const { return slices_run_; }
+
+  // kj::EventPort. wait() and poll() serve only a top-level Promise::wait()
+  // (start-up, tests, clients that block on purpose).
+  bool wait() override;
+  bool poll() override;
+  void setRunnable(bool runnable) override;
+  void wake() const override;
+
+ private:
+  static void OnIdle(uv_idle_t* handle);
+  static void OnCheck(uv_check_t* handle);
+  static void OnAsync(uv_async_t* handle);
+
+  // Runs one bounded slice of KJ work and arms or disarms the idle handle.
+  void RunSlice();
+  void ArmIdle(bool on);
+
+  uv_loop_t* const loop_;
+  uv_idle_t* idle_ = nullptr;
+  uv_check_t* check_ = nullptr;
+  uv_async_t* async_ = nullptr;
+  bool idle_armed_ = false;
+  int uv_depth_ = 0;
+  bool in_wait_ = false;  // inside a top-level wait()'s uv_run
+  uint64_t slices_run_ = 0;
+  mutable std::atomic<bool> woken_{false};
+  kj::WaitScope* wait_scope_ = nullptr;
+  // Declared last: destroyed first, before the handles it may still signal.
+  kj::EventLoop kj_loop_;
+};
+
+}  // namespace dispatch::uvkj

@@ -1,0 +1,181 @@
+#include "reactor/uvkj/socket_stream.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <kj/debug.h>
+
+namespace dispatch::uvkj {
+namespace {
+
+bool IsSocket(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+bool IsDisconnect(int error) {
+  switch (error) {
+    case ECONNRESET:
+    case ECONNABORTED:
+    case EPIPE:
+    case ENOTCONN:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ENETRESET:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void ThrowSocketError(int error, const char* what) {
+  auto type = IsDisconnect(error) ? kj::Exception::Type::DISCONNECTED : kj::Exception::Type::FAILED;
+  kj::throwFatalException(kj::Exception(type, __FILE__, __LINE__,
+                                        kj::str(what, ": ", strerror(error))));
+}
+
+UvSocketStream::UvSocketStream(uv_loop_t* loop, int fd, bool owned)
+    : fd_(fd),
+      owned_fd_(owned ? kj::AutoCloseFd(fd) : kj::AutoCloseFd()),
+      is_socket_(IsSocket(fd)),
+      watcher_(loop, fd) {}
+
+// Members go in reverse order: the watcher (whose uv_close takes the
+// descriptor out of epoll at once) before owned_fd_ closes the descriptor, so
+// a reused descriptor number never meets a stale watch.
+UvSocketStream::~UvSocketStream() noexcept(false) {}
+
+kj::Promise<size_t> UvSocketStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
+  return kj::evalNow([&]() {
+    return ReadLoop(static_cast<kj::byte*>(buffer), min_bytes, max_bytes, 0);
+  });
+}
+
+kj::Promise<size_t> UvSocketStream::ReadLoop(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
+                                             size_t already_read) {
+  for (;;) {
+    ssize_t n = is_socket_ ? ::recv(fd_, buffer, max_bytes, 0) : ::read(fd_, buffer, max_bytes);
+    if (n < 0) {
+      int error = errno;
+      if (error == EINTR) continue;
+      if (error == EAGAIN || error == EWOULDBLOCK) {
+        return watcher_.WhenReadable().then([this, buffer, min_bytes, max_bytes, already_read]() {
+          return ReadLoop(buffer, min_bytes, max_bytes, already_read);
+        });
+      }
+      ThrowSocketError(error, "read");
+    }
+    if (n == 0) return already_read;  // end of stream: fewer than asked
+    already_read += n;
+    if (static_cast<size_t>(n) >= min_bytes) return already_read;
+    buffer += n;
+    min_bytes -= n;
+    max_bytes -= n;
+  }
+}
+
+kj::Promise<void> UvSocketStream::write(const void* buffer, size_t size) {
+  return kj::evalNow([&]() {
+    return WriteLoop(kj::arrayPtr(static_cast<const kj::byte*>(buffer), size), nullptr);
+  });
+}
+
+kj::Promise<void> UvSocketStream::write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
+  return kj::evalNow([&]() -> kj::Promise<void> {
+    if (pieces.size() == 0) return kj::READY_NOW;
+    return WriteLoop(pieces[0], pieces.slice(1, pieces.size()));
+  });
+}
+
+kj::Promise<void> UvSocketStream::WriteLoop(kj::ArrayPtr<const kj::byte> first,
+                                            kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> rest) {
+  for (;;) {
+    // Skip empty pieces; stop when everything is written.
+    while (first.size() == 0 && rest.size() > 0) {
+      first = rest[0];
+      rest = rest.slice(1, rest.size());
+    }
+    if (first.size() == 0) return kj::READY_NOW;
+
+    struct iovec iov[IOV_MAX];
+    size_t count = 0;
+    iov[count++] = {const_cast<kj::byte*>(first.begin()), first.size()};
+    for (size_t i = 0; i < rest.size() && count < IOV_MAX; ++i) {
+      if (rest[i].size() == 0) continue;
+      iov[count++] = {const_cast<kj::byte*>(rest[i].begin()), rest[i].size()};
+    }
+
+    ssize_t n;
+    if (is_socket_) {
+      struct msghdr msg = {};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = count;
+      n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    } else {
+      n = ::writev(fd_, iov, count);
+    }
+    if (n < 0) {
+      int error = errno;
+      if (error == EINTR) continue;
+      if (error == EAGAIN || error == EWOULDBLOCK) {
+        return watcher_.WhenWritable().then([this, first, rest]() { return WriteLoop(first, rest); });
+      }
+      ThrowSocketError(error, "write");
+    }
+
+    // Advance past what the kernel took.
+    size_t written = n;
+    while (written > 0) {
+      size_t take = std::min(written, first.size());
+      first = first.slice(take, first.size());
+      written -= take;
+      if (first.size() == 0 && rest.size() > 0) {
+        first = rest[0];
+        rest = rest.slice(1, rest.size());
+      }
+    }
+  }
+}
+
+kj::Promise<void> UvSocketStream::whenWriteDisconnected() { return watcher_.WhenHangup(); }
+
+void UvSocketStream::shutdownWrite() {
+  if (::shutdown(fd_, SHUT_WR) < 0 && errno != ENOTCONN) ThrowSocketError(errno, "shutdown");
+}
+
+void UvSocketStream::abortRead() {
+  if (is_socket_) ::shutdown(fd_, SHUT_RD);
+}
+
+void UvSocketStream::getsockopt(int level, int option, void* value, uint* length) {
+  socklen_t len = *length;
+  if (::getsockopt(fd_, level, option, value, &len) < 0) ThrowSocketError(errno, "getsockopt");
+  *length = len;
+}
+
+void UvSocketStream::setsockopt(int level, int option, const void* value, uint length) {
+  if (::setsockopt(fd_, level, option, value, length) < 0) ThrowSocketError(errno, "setsockopt");
+}
+
+void UvSocketStream::getsockname(struct sockaddr* addr, uint* length) {
+  socklen_t len = *length;
+  if (::getsockname(fd_, addr, &len) < 0) ThrowSocketError(errno, "getsockname");
+  *length = len;
+}
+
+void UvSocketStream::getpeername(struct sockaddr* addr, uint* length) {
+  socklen_t len = *length;
+  if (::getpeername(fd_, addr, &len) < 0) ThrowSocketError(errno, "getpeername");
+  *length = len;
+}
+
+}  // namespace dispatch::uvkj

@@ -1,0 +1,57 @@
+// UvSocketStream: a kj::AsyncIoStream over a non-blocking descriptor whose
+// readiness comes from libuv (UvFdWatcher). Reads and writes go straight to
+// the kernel and wait only on EAGAIN; partial writes advance through the
+// pieces. Sockets are written with MSG_NOSIGNAL, so a reset peer surfaces as a
+// DISCONNECTED exception and never as SIGPIPE. Pipes (used by KJ's DNS lookup
+// thread) take the read/writev path.
+#pragma once
+
+#include <uv.h>
+
+#include <kj/async-io.h>
+#include <kj/io.h>
+
+#include "reactor/uvkj/fd_watcher.h"
+
+namespace dispatch::uvkj {
+
+class UvSocketStream final : public kj::AsyncIoStream {
+ public:
+  // REQUIRES: `fd` is non-blocking. Closes it on destruction when `owned`.
+  UvSocketStream(uv_loop_t* loop, int fd, bool owned);
+  ~UvSocketStream() noexcept(false);
+
+  // Resolves when the descriptor is writable (used to finish a connect()).
+  kj::Promise<void> WhenWritable() { return watcher_.WhenWritable(); }
+
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override;
+  kj::Promise<void> write(const void* buffer, size_t size) override;
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override;
+  // Resolves when the peer hangs up. On Linux this is EPOLLRDHUP, so a peer
+  // that merely half-closes counts too; Cap'n Proto RPC never half-closes.
+  kj::Promise<void> whenWriteDisconnected() override;
+  void shutdownWrite() override;
+  void abortRead() override;
+  void getsockopt(int level, int option, void* value, uint* length) override;
+  void setsockopt(int level, int option, const void* value, uint length) override;
+  void getsockname(struct sockaddr* addr, uint* length) override;
+  void getpeername(struct sockaddr* addr, uint* length) override;
+  kj::Maybe<int> getFd() const override { return fd_; }
+
+ private:
+  kj::Promise<size_t> ReadLoop(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
+                               size_t already_read);
+  kj::Promise<void> WriteLoop(kj::ArrayPtr<const kj::byte> first,
+                              kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> rest);
+
+  const int fd_;
+  kj::AutoCloseFd owned_fd_;  // empty when the caller keeps ownership
+  const bool is_socket_;
+  UvFdWatcher watcher_;       // declared last: destroyed first
+};
+
+// Throws the kj::Exception for a failed socket call: DISCONNECTED for the
+// errors that mean the peer is gone, FAILED otherwise.
+[[noreturn]] void ThrowSocketError(int error, const char* what);
+
+}  // namespace dispatch::uvkj
