@@ -1,0 +1,24 @@
+// GoogleTest helpers for state tests: apply an update and say why it failed;
+// expect a rejection with a given code and message, and prove that the
+// rejected update changed nothing (digest, next ids and indexes).
+#pragma once
+
+#include <string_view>
+
+#include <gtest/gtest.h>
+
+#include "common/status.h"
+#include "state/dispatcher_state.h"
+#include "tests/state/update_builders.h"
+
+namespace dispatch::state::testing {
+
+// Success when `state.Apply(update)` is ok (and the indexes still agree).
+::testing::AssertionResult Applies(DispatcherState& state, const OwnedUpdate& update);
+
+// Success when Check and Apply both reject `update` with `code`, the message
+// contains `needle`, and the state's digest and indexes are unchanged.
+::testing::AssertionResult Rejects(DispatcherState& state, const OwnedUpdate& update, StatusCode code,
+                                   std::string_view needle);
+
+}  // namespace dispatch::state::testing

@@ -1,0 +1,266 @@
+#include "tests/state/update_builders.h"
+
+#include <capnp/schema.h>
+#include <capnp/serialize.h>
+
+#include "state/bytes.h"
+
+namespace dispatch::state::testing {
+
+OwnedUpdate::OwnedUpdate()
+    : message_(std::make_unique<capnp::MallocMessageBuilder>()), root_(message_->initRoot<journal::Update>()) {}
+
+OwnedUpdate OwnedUpdate::At(int64_t time_micros) && {
+  root_.setTimeMicros(time_micros);
+  return std::move(*this);
+}
+
+std::string OwnedUpdate::ToBytes() const {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(*message_);
+  kj::ArrayPtr<const char> chars = words.asChars();
+  return std::string(chars.begin(), chars.size());
+}
+
+OwnedUpdate OwnedUpdate::FromBytes(const std::string& bytes) {
+  // Copy into word-aligned memory before reading.
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  memcpy(words.begin(), bytes.data(), words.size() * sizeof(capnp::word));
+  capnp::FlatArrayMessageReader reader(words);
+  OwnedUpdate out;
+  out.message_->setRoot(reader.getRoot<journal::Update>());
+  out.root_ = out.message_->getRoot<journal::Update>();
+  return out;
+}
+
+OwnedUpdate RegisterDataset(uint64_t dataset_id, uint64_t fingerprint, std::string definition_key,
+                            std::string metadata) {
+  OwnedUpdate u;
+  auto r = u.builder().initRegisterDataset();
+  r.setDatasetId(dataset_id);
+  r.setFingerprint(fingerprint);
+  if (definition_key.empty()) definition_key = "dataset-" + std::to_string(dataset_id);
+  r.setDefinitionKey(AsText(definition_key));
+  r.setMetadata(AsData(metadata));
+  return u;
+}
+
+OwnedUpdate SetElementSpec(uint64_t dataset_id, const std::string& element_spec) {
+  OwnedUpdate u;
+  auto r = u.builder().initSetElementSpec();
+  r.setDatasetId(dataset_id);
+  r.setElementSpec(AsData(element_spec));
+  return u;
+}
+
+OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address, const std::string& transfer_address,
+                           const std::vector<std::string>& tags, uint64_t incarnation) {
+  OwnedUpdate u;
+  auto r = u.builder().initRegisterWorker();
+  r.setWorkerId(worker_id);
+  r.setAddress(AsText(address));
+  r.setTransferAddress(AsText(transfer_address));
+  auto list = r.initTags(tags.size());
+  for (unsigned i = 0; i < tags.size(); ++i) list.set(i, AsText(tags[i]));
+  r.setIncarnation(incarnation);
+  return u;
+}
+
+OwnedUpdate RemoveWorker(uint64_t worker_id) {
+  OwnedUpdate u;
+  u.builder().initRemoveWorker().setWorkerId(worker_id);
+  return u;
+}
+
+OwnedUpdate CreateJob(uint64_t job_id, uint64_t dataset_id, const JobOptions& options) {
+  OwnedUpdate u;
+  auto r = u.builder().initCreateJob();
+  r.setJobId(job_id);
+  r.setDatasetId(dataset_id);
+  r.setProcessingMode(options.mode);
+  if (options.name.has_value()) {
+    auto key = r.getNamedKey().initNamed();
+    key.setName(AsText(options.name->name));
+    key.setIndex(options.name->index);
+  } else {
+    r.getNamedKey().setAnonymous();
+  }
+  r.setNumConsumers(options.num_consumers);
+  r.setTargetWorkers(options.target_workers);
+  r.setNumSplitProviders(options.num_split_providers);
+  r.setRequeueUnfinishedSplits(options.requeue_unfinished_splits);
+  return u;
+}
+
+OwnedUpdate ProduceSplit(uint64_t job_id, int64_t repetition, uint32_t provider, uint64_t task_id, uint64_t sequence,
+                         const std::vector<uint64_t>& split_indices, bool end_of_splits) {
+  OwnedUpdate u;
+  auto r = u.builder().initProduceSplit();
+  r.setJobId(job_id);
+  r.setRepetition(repetition);
+  r.setProviderIndex(provider);
+  r.setTaskId(task_id);
+  r.setSequence(sequence);
+  auto list = r.initSplitIndices(split_indices.size());
+  for (unsigned i = 0; i < split_indices.size(); ++i) list.set(i, split_indices[i]);
+  r.setEndOfSplits(end_of_splits);
+  return u;
+}
+
+OwnedUpdate AcquireJobClient(uint64_t job_client_id, uint64_t job_id) {
+  OwnedUpdate u;
+  auto r = u.builder().initAcquireJobClient();
+  r.setJobClientId(job_client_id);
+  r.setJobId(job_id);
+  return u;
+}
+
+OwnedUpdate ReleaseJobClient(uint64_t job_client_id) {
+  OwnedUpdate u;
+  u.builder().initReleaseJobClient().setJobClientId(job_client_id);
+  return u;
+}
+
+OwnedUpdate GarbageCollectJob(uint64_t job_id) {
+  OwnedUpdate u;
+  u.builder().initGarbageCollectJob().setJobId(job_id);
+  return u;
+}
+
+OwnedUpdate CreateTask(uint64_t task_id, uint64_t job_id, const std::string& worker_address) {
+  OwnedUpdate u;
+  auto r = u.builder().initCreateTask();
+  r.setTaskId(task_id);
+  r.setJobId(job_id);
+  r.setWorkerAddress(AsText(worker_address));
+  return u;
+}
+
+OwnedUpdate CreatePendingTask(uint64_t task_id, uint64_t job_id, const std::string& worker_address,
+                              int64_t starting_round) {
+  OwnedUpdate u;
+  auto r = u.builder().initCreatePendingTask();
+  r.setTaskId(task_id);
+  r.setJobId(job_id);
+  r.setWorkerAddress(AsText(worker_address));
+  r.setStartingRound(starting_round);
+  return u;
+}
+
+OwnedUpdate AcceptPendingTask(uint64_t job_client_id, uint64_t task_id) {
+  OwnedUpdate u;
+  auto r = u.builder().initClientHeartbeat();
+  r.setJobClientId(job_client_id);
+  r.setTaskId(task_id);
+  r.getOutcome().setAccepted();
+  return u;
+}
+
+OwnedUpdate RejectPendingTask(uint64_t job_client_id, uint64_t task_id, int64_t new_target_round) {
+  OwnedUpdate u;
+  auto r = u.builder().initClientHeartbeat();
+  r.setJobClientId(job_client_id);
+  r.setTaskId(task_id);
+  r.getOutcome().setRejected(new_target_round);
+  return u;
+}
+
+OwnedUpdate RemoveTask(uint64_t task_id) {
+  OwnedUpdate u;
+  u.builder().initRemoveTask().setTaskId(task_id);
+  return u;
+}
+
+OwnedUpdate FinishTask(uint64_t task_id) {
+  OwnedUpdate u;
+  u.builder().initFinishTask().setTaskId(task_id);
+  return u;
+}
+
+OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id, const std::string& function_name,
+                            const std::string& args) {
+  OwnedUpdate u;
+  auto r = u.builder().initClosureScheduled();
+  r.setClosureId(closure_id);
+  r.setCoordinatorId(coordinator_id);
+  r.setFunctionName(AsText(function_name));
+  r.setArgs(AsData(args));
+  return u;
+}
+
+OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) {
+  OwnedUpdate u;
+  auto r = u.builder().initClosureAssigned();
+  r.setClosureId(closure_id);
+  r.setWorkerId(worker_id);
+  r.setAttempt(attempt);
+  return u;
+}
+
+OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& result) {
+  OwnedUpdate u;
+  auto r = u.builder().initClosureFinished();
+  r.setClosureId(closure_id);
+  r.setWorkerId(worker_id);
+  r.setAttempt(attempt);
+  r.setResult(AsData(result));
+  return u;
+}
+
+OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& error,
+                        bool user_error) {
+  OwnedUpdate u;
+  auto r = u.builder().initClosureFailed();
+  r.setClosureId(closure_id);
+  r.setWorkerId(worker_id);
+  r.setAttempt(attempt);
+  r.setError(AsText(error));
+  r.setUserError(user_error);
+  return u;
+}
+
+OwnedUpdate CancelClosure(uint64_t closure_id) {
+  OwnedUpdate u;
+  u.builder().initClosureCancelled().setClosureId(closure_id);
+  return u;
+}
+
+OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) {
+  OwnedUpdate u;
+  auto r = u.builder().initClosurePutBack();
+  r.setClosureId(closure_id);
+  r.setWorkerId(worker_id);
+  r.setAttempt(attempt);
+  return u;
+}
+
+OwnedUpdate ReleaseClosure(uint64_t closure_id) {
+  OwnedUpdate u;
+  u.builder().initClosureReleased().setClosureId(closure_id);
+  return u;
+}
+
+OwnedUpdate ClearCoordinatorError(uint64_t coordinator_id) {
+  OwnedUpdate u;
+  u.builder().initCoordinatorErrorCleared().setCoordinatorId(coordinator_id);
+  return u;
+}
+
+const char* VariantName(journal::Update::Which which) {
+  for (capnp::StructSchema::Field field : capnp::Schema::from<journal::Update>().getUnionFields()) {
+    if (field.getProto().getDiscriminantValue() == static_cast<uint16_t>(which)) {
+      return field.getProto().getName().cStr();
+    }
+  }
+  return "unknown";
+}
+
+std::vector<journal::Update::Which> AllTransitionVariants() {
+  std::vector<journal::Update::Which> out;
+  for (capnp::StructSchema::Field field : capnp::Schema::from<journal::Update>().getUnionFields()) {
+    auto which = static_cast<journal::Update::Which>(field.getProto().getDiscriminantValue());
+    if (which != journal::Update::INVALID) out.push_back(which);
+  }
+  return out;
+}
+
+}  // namespace dispatch::state::testing

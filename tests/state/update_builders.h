@@ -1,0 +1,86 @@
+// Small builders of journal::Update messages for tests (state, storage,
+// reactor). Each returns an OwnedUpdate: one Update in its own message, with
+// time 0 unless set with At(). Ids, addresses and names are the caller's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <capnp/message.h>
+#include <kj/array.h>
+
+#include "schema/journal.capnp.h"
+#include "state/records.h"
+
+namespace dispatch::state::testing {
+
+class OwnedUpdate {
+ public:
+  OwnedUpdate();  // an empty message: the always-rejected `invalid` variant
+  OwnedUpdate(OwnedUpdate&&) = default;
+  OwnedUpdate& operator=(OwnedUpdate&&) = default;
+
+  journal::Update::Builder builder() { return root_; }
+  journal::Update::Reader reader() const { return root_.asReader(); }
+  // Sets the update's time and hands the update on: `FinishTask(3).At(10)`.
+  OwnedUpdate At(int64_t time_micros) &&;
+  // The message as flat bytes (what the journal stores) and back.
+  std::string ToBytes() const;
+  static OwnedUpdate FromBytes(const std::string& bytes);
+
+ private:
+  std::unique_ptr<capnp::MallocMessageBuilder> message_;
+  journal::Update::Builder root_;
+};
+
+struct JobOptions {
+  ProcessingMode mode = ProcessingMode::OFF;
+  std::optional<NamedJobKey> name;
+  uint32_t num_consumers = 0;
+  TargetWorkers target_workers = TargetWorkers::AUTO;
+  uint32_t num_split_providers = 0;  // set to >= 1 with DYNAMIC
+  bool requeue_unfinished_splits = false;
+};
+
+// Data service. `definition_key` defaults to "dataset-<id>".
+OwnedUpdate RegisterDataset(uint64_t dataset_id, uint64_t fingerprint, std::string definition_key = "",
+                            std::string metadata = "");
+OwnedUpdate SetElementSpec(uint64_t dataset_id, const std::string& element_spec);
+OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address, const std::string& transfer_address = "",
+                           const std::vector<std::string>& tags = {}, uint64_t incarnation = 1);
+OwnedUpdate RemoveWorker(uint64_t worker_id);
+OwnedUpdate CreateJob(uint64_t job_id, uint64_t dataset_id, const JobOptions& options = {});
+OwnedUpdate ProduceSplit(uint64_t job_id, int64_t repetition, uint32_t provider, uint64_t task_id, uint64_t sequence,
+                         const std::vector<uint64_t>& split_indices, bool end_of_splits = false);
+OwnedUpdate AcquireJobClient(uint64_t job_client_id, uint64_t job_id);
+OwnedUpdate ReleaseJobClient(uint64_t job_client_id);
+OwnedUpdate GarbageCollectJob(uint64_t job_id);
+OwnedUpdate CreateTask(uint64_t task_id, uint64_t job_id, const std::string& worker_address);
+OwnedUpdate CreatePendingTask(uint64_t task_id, uint64_t job_id, const std::string& worker_address,
+                              int64_t starting_round);
+OwnedUpdate AcceptPendingTask(uint64_t job_client_id, uint64_t task_id);
+OwnedUpdate RejectPendingTask(uint64_t job_client_id, uint64_t task_id, int64_t new_target_round);
+OwnedUpdate RemoveTask(uint64_t task_id);
+OwnedUpdate FinishTask(uint64_t task_id);
+
+// Closures.
+OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id, const std::string& function_name = "noop",
+                            const std::string& args = "");
+OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
+OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& result);
+OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& error,
+                        bool user_error = true);
+OwnedUpdate CancelClosure(uint64_t closure_id);
+OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
+OwnedUpdate ReleaseClosure(uint64_t closure_id);
+OwnedUpdate ClearCoordinatorError(uint64_t coordinator_id);
+
+// A short name of the update's variant ("createJob"), for messages and counts.
+const char* VariantName(journal::Update::Which which);
+// Every variant but `invalid`, in schema order.
+std::vector<journal::Update::Which> AllTransitionVariants();
+
+}  // namespace dispatch::state::testing

@@ -1,0 +1,335 @@
+#include "tests/state/update_generator.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dispatch::state::testing {
+
+namespace {
+
+using Which = journal::Update::Which;
+
+constexpr int kNumAddresses = 8;
+constexpr uint64_t kNumCoordinators = 4;
+
+// Relative frequency of each variant; the rest of the generator only decides
+// whether the state allows one right now.
+const std::vector<std::pair<Which, uint64_t>>& Weights() {
+  static const auto* weights = new std::vector<std::pair<Which, uint64_t>>{
+      {Which::REGISTER_DATASET, 3},   {Which::SET_ELEMENT_SPEC, 2},     {Which::REGISTER_WORKER, 4},
+      {Which::REMOVE_WORKER, 2},      {Which::CREATE_JOB, 5},           {Which::PRODUCE_SPLIT, 14},
+      {Which::ACQUIRE_JOB_CLIENT, 5}, {Which::RELEASE_JOB_CLIENT, 4},   {Which::GARBAGE_COLLECT_JOB, 2},
+      {Which::CREATE_TASK, 8},        {Which::CREATE_PENDING_TASK, 4},  {Which::CLIENT_HEARTBEAT, 6},
+      {Which::REMOVE_TASK, 2},        {Which::FINISH_TASK, 5},          {Which::CLOSURE_SCHEDULED, 10},
+      {Which::CLOSURE_ASSIGNED, 8},   {Which::CLOSURE_FINISHED, 5},     {Which::CLOSURE_FAILED, 2},
+      {Which::CLOSURE_CANCELLED, 1},  {Which::CLOSURE_PUT_BACK, 2},     {Which::CLOSURE_RELEASED, 6},
+      {Which::COORDINATOR_ERROR_CLEARED, 2},
+  };
+  return *weights;
+}
+
+std::string Address(uint64_t i) { return "worker-" + std::to_string(i) + ":7000"; }
+
+}  // namespace
+
+UpdateGenerator::UpdateGenerator(uint64_t seed) : rng_(seed) {}
+
+uint64_t UpdateGenerator::Uniform(uint64_t n) { return rng_() % n; }
+
+OwnedUpdate UpdateGenerator::Next(const DispatcherState& state) {
+  uint64_t total = 0;
+  for (const auto& [kind, weight] : Weights()) total += weight;
+  OwnedUpdate out;
+  bool built = false;
+  for (int attempt = 0; attempt < 200 && !built; ++attempt) {
+    uint64_t ticket = Uniform(total);
+    Which kind = Weights().front().first;
+    for (const auto& [k, weight] : Weights()) {
+      if (ticket < weight) {
+        kind = k;
+        break;
+      }
+      ticket -= weight;
+    }
+    out = OwnedUpdate();
+    built = TryBuild(kind, state, out);
+  }
+  if (!built) {
+    out = OwnedUpdate();
+    TryBuild(Which::REGISTER_DATASET, state, out);  // always possible
+  }
+  now_micros_ += static_cast<int64_t>(Uniform(5000));
+  out.builder().setTimeMicros(now_micros_);
+  counts_[out.reader().which()] += 1;
+  return out;
+}
+
+bool UpdateGenerator::TryBuild(Which kind, const DispatcherState& state, OwnedUpdate& out) {
+  switch (kind) {
+    case Which::CLOSURE_SCHEDULED:
+    case Which::CLOSURE_ASSIGNED:
+    case Which::CLOSURE_FINISHED:
+    case Which::CLOSURE_FAILED:
+    case Which::CLOSURE_CANCELLED:
+    case Which::CLOSURE_PUT_BACK:
+    case Which::CLOSURE_RELEASED:
+    case Which::COORDINATOR_ERROR_CLEARED:
+      return TryClosures(kind, state, out);
+    default:
+      return TryDataService(kind, state, out);
+  }
+}
+
+bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, OwnedUpdate& out) {
+  auto bytes = [this](uint64_t max_len) {
+    std::string s(Uniform(max_len + 1), '\0');
+    for (char& c : s) c = static_cast<char>(Uniform(256));
+    return s;
+  };
+  switch (kind) {
+    case Which::REGISTER_DATASET: {
+      const uint64_t id = state.NextDatasetId() + (OneIn(5) ? Uniform(3) : 0);
+      uint64_t fingerprint = rng_();
+      while (state.FindDatasetByFingerprint(fingerprint) != nullptr) fingerprint = rng_();
+      out = RegisterDataset(id, fingerprint, "ds-" + std::to_string(id), bytes(16));
+      return true;
+    }
+    case Which::SET_ELEMENT_SPEC: {
+      std::vector<uint64_t> ids;
+      for (const Dataset* d : state.ListDatasets()) {
+        if (!d->element_spec.has_value()) ids.push_back(d->id);
+      }
+      if (ids.empty()) return false;
+      out = SetElementSpec(Pick(ids), "spec" + bytes(8));
+      return true;
+    }
+    case Which::REGISTER_WORKER: {
+      std::vector<std::string> free;
+      for (uint64_t i = 0; i < kNumAddresses; ++i) {
+        if (state.FindWorkerByAddress(Address(i)) == nullptr) free.push_back(Address(i));
+      }
+      if (free.empty()) return false;
+      const std::string address = Pick(free);
+      std::vector<std::string> tags;
+      if (OneIn(2)) tags.push_back("gpu");
+      if (OneIn(3)) tags.push_back("rack-" + std::to_string(Uniform(3)));
+      out = RegisterWorker(state.NextWorkerId(), address, "xfer-" + address, tags, rng_());
+      return true;
+    }
+    case Which::REMOVE_WORKER: {
+      std::vector<uint64_t> ids;
+      for (const Worker* w : state.ListWorkers()) {
+        if (state.ClosuresOnWorker(w->id).empty()) ids.push_back(w->id);
+      }
+      if (ids.empty()) return false;
+      out = RemoveWorker(Pick(ids));
+      return true;
+    }
+    case Which::CREATE_JOB: {
+      std::vector<const Dataset*> datasets = state.ListDatasets();
+      if (datasets.empty()) return false;
+      JobOptions options;
+      options.mode = static_cast<ProcessingMode>(Uniform(6));
+      if (options.mode == ProcessingMode::DYNAMIC) {
+        options.num_split_providers = 1 + static_cast<uint32_t>(Uniform(3));
+        options.requeue_unfinished_splits = OneIn(2);
+      }
+      if (OneIn(4)) options.num_consumers = 1 + static_cast<uint32_t>(Uniform(3));
+      options.target_workers = static_cast<TargetWorkers>(Uniform(3));
+      if (OneIn(3)) {
+        NamedJobKey key{OneIn(2) ? "alpha" : "beta", static_cast<int64_t>(Uniform(2))};
+        const Job* holder = state.FindNamedJob(key);
+        if (holder == nullptr || holder->garbage_collected) options.name = key;
+      }
+      out = CreateJob(state.NextJobId() + (OneIn(5) ? Uniform(3) : 0), Pick(datasets)->id, options);
+      return true;
+    }
+    case Which::PRODUCE_SPLIT: {
+      std::vector<std::pair<const Job*, const Task*>> candidates;
+      for (const Job* job : state.ListJobs()) {
+        if (!job->IsDynamic() || job->finished) continue;
+        for (const Task* task : state.TasksForJob(job->id)) {
+          if (!task->finished) candidates.emplace_back(job, task);
+        }
+      }
+      if (candidates.empty()) return false;
+      const auto [job, task] = Pick(candidates);
+      const uint32_t provider = static_cast<uint32_t>(Uniform(job->providers.size()));
+      const SplitProviderProgress& progress = job->providers[provider];
+      const SplitGrant* grant = state.FindSplitGrant(task->id, provider);
+      const uint64_t sequence = (grant == nullptr ? 0 : grant->sequence) + 1 + (OneIn(5) ? Uniform(3) : 0);
+      const bool end = OneIn(8);
+      uint64_t count = Uniform(4);
+      if (end && count < progress.requeued.size()) count = progress.requeued.size();
+      if (!end && count == 0) count = 1;
+      std::vector<uint64_t> indices;
+      uint64_t fresh = progress.next_index;
+      for (uint64_t i = 0; i < count; ++i) {
+        indices.push_back(i < progress.requeued.size() ? progress.requeued[i] : fresh++);
+      }
+      out = ProduceSplit(job->id, progress.repetition, provider, task->id, sequence, indices, end);
+      return true;
+    }
+    case Which::ACQUIRE_JOB_CLIENT: {
+      std::vector<uint64_t> ids;
+      for (const Job* job : state.ListJobs()) {
+        if (!job->garbage_collected) ids.push_back(job->id);
+      }
+      if (ids.empty()) return false;
+      out = AcquireJobClient(state.NextJobClientId(), Pick(ids));
+      return true;
+    }
+    case Which::RELEASE_JOB_CLIENT: {
+      std::vector<const JobClient*> clients = state.ListJobClients();
+      if (clients.empty()) return false;
+      out = ReleaseJobClient(Pick(clients)->id);
+      return true;
+    }
+    case Which::GARBAGE_COLLECT_JOB: {
+      std::vector<uint64_t> ids;
+      for (const Job* job : state.ListJobs()) {
+        if (!job->finished && job->num_clients == 0 && job->last_client_released_micros >= 0) ids.push_back(job->id);
+      }
+      if (ids.empty()) return false;
+      out = GarbageCollectJob(Pick(ids));
+      return true;
+    }
+    case Which::CREATE_TASK:
+    case Which::CREATE_PENDING_TASK: {
+      const bool pending = kind == Which::CREATE_PENDING_TASK;
+      std::vector<std::pair<uint64_t, std::string>> pairs;
+      for (const Job* job : state.ListJobs()) {
+        if (job->finished || (pending && !job->IsRoundRobin())) continue;
+        for (const Worker* worker : state.ListWorkers()) {
+          if (state.FindTaskForJobAndWorker(job->id, worker->address) == nullptr) {
+            pairs.emplace_back(job->id, worker->address);
+          }
+        }
+      }
+      if (pairs.empty()) return false;
+      const auto& [job_id, address] = Pick(pairs);
+      out = pending ? CreatePendingTask(state.NextTaskId(), job_id, address, static_cast<int64_t>(Uniform(10)))
+                    : CreateTask(state.NextTaskId(), job_id, address);
+      return true;
+    }
+    case Which::CLIENT_HEARTBEAT: {
+      std::vector<std::pair<const JobClient*, const PendingTask*>> candidates;
+      for (const JobClient* client : state.ListJobClients()) {
+        std::vector<const PendingTask*> pending = state.PendingTasks(client->job_id);
+        if (!pending.empty()) candidates.emplace_back(client, pending.front());
+      }
+      if (candidates.empty()) return false;
+      const auto [client, front] = Pick(candidates);
+      if (!front->ready_clients.contains(client->id) && !OneIn(4)) {
+        out = AcceptPendingTask(client->id, front->task_id);
+      } else {
+        out = RejectPendingTask(client->id, front->task_id,
+                                front->target_round + 1 + static_cast<int64_t>(Uniform(4)));
+      }
+      return true;
+    }
+    case Which::REMOVE_TASK:
+    case Which::FINISH_TASK: {
+      const bool remove = kind == Which::REMOVE_TASK;
+      std::vector<uint64_t> ids;
+      for (const Job* job : state.ListJobs()) {
+        if (remove && !job->IsRoundRobin()) continue;
+        for (const Task* task : state.TasksForJob(job->id)) {
+          if (remove || !task->finished) ids.push_back(task->id);
+        }
+      }
+      if (ids.empty()) return false;
+      out = remove ? RemoveTask(Pick(ids)) : FinishTask(Pick(ids));
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, OwnedUpdate& out) {
+  switch (kind) {
+    case Which::CLOSURE_SCHEDULED: {
+      static const std::vector<std::string> kFunctions = {"noop", "echo", "sleep", "fail"};
+      std::string args(Uniform(33), '\0');
+      for (char& c : args) c = static_cast<char>(Uniform(256));
+      out = ScheduleClosure(state.NextClosureId() + (OneIn(5) ? Uniform(3) : 0), 1 + Uniform(kNumCoordinators),
+                            Pick(kFunctions), args);
+      return true;
+    }
+    case Which::CLOSURE_ASSIGNED: {
+      std::vector<const Closure*> queued = state.ClosuresInState(ClosureState::QUEUED);
+      std::vector<const Worker*> workers = state.ListWorkers();
+      if (queued.empty() || workers.empty()) return false;
+      const Closure* closure = OneIn(3) ? Pick(queued) : queued.front();
+      out = AssignClosure(closure->id, Pick(workers)->id, closure->attempts + 1);
+      return true;
+    }
+    case Which::CLOSURE_FINISHED:
+    case Which::CLOSURE_PUT_BACK: {
+      std::vector<const Closure*> assigned = state.ClosuresInState(ClosureState::ASSIGNED);
+      if (assigned.empty()) return false;
+      const Closure* c = Pick(assigned);
+      out = kind == Which::CLOSURE_PUT_BACK ? PutBackClosure(c->id, c->worker_id, c->attempts)
+                                            : FinishClosure(c->id, c->worker_id, c->attempts,
+                                                            "result-" + std::to_string(rng_()));
+      return true;
+    }
+    case Which::CLOSURE_FAILED:
+    case Which::CLOSURE_CANCELLED: {
+      std::vector<const Closure*> live = state.ClosuresInState(ClosureState::ASSIGNED);
+      const bool by_dispatcher = kind == Which::CLOSURE_CANCELLED || OneIn(3);
+      if (by_dispatcher) {
+        for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) live.push_back(c);
+      }
+      if (live.empty()) return false;
+      const Closure* c = Pick(live);
+      if (kind == Which::CLOSURE_CANCELLED) {
+        out = CancelClosure(c->id);
+      } else if (by_dispatcher) {
+        out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id), false);
+      } else {
+        out = FailClosure(c->id, c->worker_id, c->attempts, "error-" + std::to_string(rng_()), OneIn(2));
+      }
+      return true;
+    }
+    case Which::CLOSURE_RELEASED: {
+      std::vector<const Closure*> done;
+      for (ClosureState s : {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
+        for (const Closure* c : state.ClosuresInState(s)) done.push_back(c);
+      }
+      if (done.empty()) return false;
+      out = ReleaseClosure(Pick(done)->id);
+      return true;
+    }
+    case Which::COORDINATOR_ERROR_CLEARED: {
+      std::vector<uint64_t> ids;
+      for (uint64_t id = 1; id <= kNumCoordinators; ++id) {
+        if (state.FindCoordinatorError(id) != nullptr) ids.push_back(id);
+      }
+      if (ids.empty()) return false;
+      out = ClearCoordinatorError(Pick(ids));
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+uint64_t TestSeed() {
+  uint64_t seed;
+  const char* env = std::getenv("DISPATCH_TEST_SEED");
+  if (env != nullptr && *env != '\0') {
+    seed = std::strtoull(env, nullptr, 10);
+  } else {
+    std::random_device device;
+    seed = (static_cast<uint64_t>(device()) << 32) ^ device();
+  }
+  std::cerr << "DISPATCH_TEST_SEED=" << seed << " (set it to replay this run)\n";
+  return seed;
+}
+
+}  // namespace dispatch::state::testing

@@ -1,0 +1,52 @@
+// UpdateGenerator: from a seed, a random sequence of updates that are valid
+// against the state they are applied to (every variant shows up in long runs).
+// Storage and replay tests journal thousands of them; state tests use it to
+// compare live, replayed and snapshot-restored states. Deterministic per seed
+// and per sequence of states it is shown.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <random>
+
+#include "state/dispatcher_state.h"
+#include "tests/state/update_builders.h"
+
+namespace dispatch::state::testing {
+
+class UpdateGenerator {
+ public:
+  explicit UpdateGenerator(uint64_t seed);
+
+  // A random update that `state.Check` accepts. REQUIRES: `state` is the state
+  // every earlier update of this generator was applied to (the generator
+  // tracks time and a few pools but takes ids from the state).
+  OwnedUpdate Next(const DispatcherState& state);
+
+  // How many updates of each variant Next has produced.
+  const std::map<journal::Update::Which, uint64_t>& counts() const { return counts_; }
+
+ private:
+  // Builds an update of `kind` into `out`; false when the state offers no
+  // valid one of that kind right now.
+  bool TryBuild(journal::Update::Which kind, const DispatcherState& state, OwnedUpdate& out);
+  bool TryDataService(journal::Update::Which kind, const DispatcherState& state, OwnedUpdate& out);
+  bool TryClosures(journal::Update::Which kind, const DispatcherState& state, OwnedUpdate& out);
+
+  uint64_t Uniform(uint64_t n);  // in [0, n), n > 0
+  bool OneIn(uint64_t n) { return Uniform(n) == 0; }
+  template <typename T>
+  const T& Pick(const std::vector<T>& items) {
+    return items[Uniform(items.size())];
+  }
+
+  std::mt19937_64 rng_;
+  int64_t now_micros_ = 1'000'000;
+  std::map<journal::Update::Which, uint64_t> counts_;
+};
+
+// The seed of a randomised test: DISPATCH_TEST_SEED when set, else a fresh
+// random one. Printed to stderr either way, so a failure can be replayed.
+uint64_t TestSeed();
+
+}  // namespace dispatch::state::testing
