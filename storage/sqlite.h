@@ -25,7 +25,7 @@ using SqliteDb = std::unique_ptr<sqlite3, SqliteCloser>;
 // Maps a SQLite result code to a Status: CORRUPT/NOTADB -> DataLoss,
 // FULL -> ResourceExhausted, IOERR/CANTOPEN/BUSY/LOCKED -> Unavailable,
 // TOOBIG -> ResourceExhausted, anything else -> Internal. The message is
-// "<what>: <sqlite message> (<extended code name>)".
+// "<what>: <sqlite message> [<code name>, errno N: <strerror>]" (errno for I/O).
 Status SqliteStatus(sqlite3* db, int rc, std::string_view what);
 
 // Opens `path` with `flags` (SQLITE_OPEN_* ; extended result codes are always

@@ -1,0 +1,401 @@
+// Store round trips: commit, reopen, replay; snapshots and truncation; the
+// dataset store; limits that refuse bad input without breaking the store; and
+// fail-stop when the database cannot grow.
+#include "storage/store.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <string>
+
+#include "storage/format.h"
+#include "tests/storage/test_util.h"
+
+namespace dispatch::storage {
+namespace {
+
+using testing::OptionsFor;
+using testing::PayloadBatch;
+using testing::RawSql;
+using testing::RecordPayload;
+using testing::ReplayAll;
+using testing::TempDir;
+
+std::unique_ptr<Store> MustOpen(const StoreOptions& options) {
+  auto store = Store::Open(options);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+// Replays everything after the snapshot and checks it is exactly
+// RecordPayload(first..last).
+void ExpectPayloads(Store& store, uint64_t first, uint64_t last) {
+  auto records = ReplayAll(store, first - 1);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  ASSERT_EQ(records->size(), last - first + 1);
+  for (size_t i = 0; i < records->size(); ++i) {
+    ASSERT_EQ((*records)[i].first, first + i);
+    ASSERT_EQ((*records)[i].second, RecordPayload(first + i)) << "record " << first + i;
+  }
+}
+
+int64_t CountRows(const std::string& db_path, const std::string& table) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* stmt = nullptr;
+  const std::string sql = "SELECT count(*) FROM " + table;
+  int64_t count = -1;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    count = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return count;
+}
+
+TEST(Store, OpenCreatesTheWorkDirAndAnEmptyJournal) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("a/b/work");
+  auto store = MustOpen(OptionsFor(dir));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->last_seq(), 0u);
+  EXPECT_FALSE(store->has_snapshot());
+  struct stat st;
+  EXPECT_EQ(stat((dir + "/dispatch.db").c_str(), &st), 0);
+  EXPECT_EQ(stat((dir + "/LOCK").c_str(), &st), 0);
+  auto records = ReplayAll(*store, 0);
+  ASSERT_TRUE(records.ok());
+  EXPECT_TRUE(records->empty());
+}
+
+TEST(Store, CommitAssignsContiguousSequenceNumbers) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  auto last = store->Commit(PayloadBatch(1, 3));
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ(*last, 3u);
+  last = store->Commit(PayloadBatch(4, 1));
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(*last, 4u);
+  EXPECT_EQ(store->last_seq(), 4u);
+  ExpectPayloads(*store, 1, 4);
+}
+
+TEST(Store, EmptyBatchWritesNothing) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Commit(PayloadBatch(1, 2)).ok());
+  auto last = store->Commit(Batch());
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(*last, 2u);
+  EXPECT_EQ(CountRows(store->db_path(), "journal"), 2);
+}
+
+TEST(Store, ReopenReplaysEveryBatchInOrder) {
+  for (Synchronous sync : {Synchronous::kFull, Synchronous::kNormal}) {
+    TempDir tmp;
+    uint64_t next = 1;
+    {
+      auto store = MustOpen(OptionsFor(tmp.path(), sync));
+      ASSERT_NE(store, nullptr);
+      for (int size : {1, 5, 16, 2, 100}) {
+        auto last = store->Commit(PayloadBatch(next, size));
+        ASSERT_TRUE(last.ok()) << last.status().ToString();
+        next += size;
+        ASSERT_EQ(*last, next - 1);
+      }
+    }
+    auto store = MustOpen(OptionsFor(tmp.path(), sync));
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->last_seq(), next - 1);
+    ExpectPayloads(*store, 1, next - 1);
+    // Commits continue where the journal ended.
+    auto last = store->Commit(PayloadBatch(next, 1));
+    ASSERT_TRUE(last.ok());
+    EXPECT_EQ(*last, next);
+  }
+}
+
+TEST(Store, ReplayFromTheMiddleStartsAfterThatRecord) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Commit(PayloadBatch(1, 10)).ok());
+  ExpectPayloads(*store, 7, 10);
+  auto none = ReplayAll(*store, 10);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(Store, ReplayBeyondTheLastRecordIsInvalidArgument) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Commit(PayloadBatch(1, 2)).ok());
+  auto records = ReplayAll(*store, 3);
+  ASSERT_FALSE(records.ok());
+  EXPECT_EQ(records.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(records.status().message().find("after record 3"), std::string::npos)
+      << records.status().message();
+}
+
+TEST(Store, ReplayCallbackErrorStopsReplayAndNamesTheRecord) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Commit(PayloadBatch(1, 5)).ok());
+  int calls = 0;
+  Status status = store->Replay(0, [&](uint64_t seq, std::string_view) {
+    ++calls;
+    return seq == 3 ? InvalidArgumentError("does not decode") : Status::Ok();
+  });
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "replaying journal record 3: does not decode");
+  // The store is still usable after a failed replay.
+  EXPECT_TRUE(store->Commit(PayloadBatch(6, 1)).ok());
+}
+
+TEST(Store, CommitInsideReplayIsRefused) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Commit(PayloadBatch(1, 1)).ok());
+  Status inner;
+  ASSERT_TRUE(store
+                  ->Replay(0,
+                           [&](uint64_t, std::string_view) {
+                             inner = store->Commit(PayloadBatch(2, 1)).status();
+                             return Status::Ok();
+                           })
+                  .ok());
+  EXPECT_EQ(inner.code(), StatusCode::kInternal);
+  EXPECT_FALSE(store->failed());
+}
+
+TEST(Store, SnapshotThenReopenGivesSnapshotPlusTail) {
+  TempDir tmp;
+  {
+    auto store = MustOpen(OptionsFor(tmp.path()));
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Commit(PayloadBatch(1, 10)).ok());
+    ASSERT_TRUE(store->WriteSnapshot(10, "state after 10").ok());
+    ASSERT_TRUE(store->Commit(PayloadBatch(11, 5)).ok());
+    EXPECT_EQ(store->journal_length(), 5u);
+  }
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->last_seq(), 15u);
+  EXPECT_EQ(store->snapshot_seq(), 10u);
+  auto snapshot = store->LoadLatestSnapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  ASSERT_TRUE(snapshot->has_value());
+  EXPECT_EQ((*snapshot)->seq, 10u);
+  EXPECT_EQ((*snapshot)->bytes, "state after 10");
+  ExpectPayloads(*store, 11, 15);
+}
+
+TEST(Store, SnapshotDeletesJournalRecordsUpToItsSequenceNumber) {
+  TempDir tmp;
+  std::string db_path;
+  {
+    auto store = MustOpen(OptionsFor(tmp.path()));
+    ASSERT_NE(store, nullptr);
+    db_path = store->db_path();
+    ASSERT_TRUE(store->Commit(PayloadBatch(1, 20)).ok());
+    ASSERT_TRUE(store->WriteSnapshot(12, "s12").ok());
+    // Replaying from before the snapshot is refused: those records are gone.
+    auto early = ReplayAll(*store, 5);
+    ASSERT_FALSE(early.ok());
+    EXPECT_EQ(early.status().code(), StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(CountRows(db_path, "journal"), 8);
+  EXPECT_EQ(CountRows(db_path, "journal WHERE seq <= 12"), 0);
+  EXPECT_EQ(CountRows(db_path, "snapshot"), 1);
+}
+
+TEST(Store, NewerSnapshotReplacesTheOlderOne) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Commit(PayloadBatch(1, 10)).ok());
+  ASSERT_TRUE(store->WriteSnapshot(4, "s4").ok());
+  ASSERT_TRUE(store->WriteSnapshot(9, "s9").ok());
+  EXPECT_EQ(CountRows(store->db_path(), "snapshot"), 1);
+  auto snapshot = store->LoadLatestSnapshot();
+  ASSERT_TRUE(snapshot.ok());
+  EXPECT_EQ((*snapshot)->seq, 9u);
+  EXPECT_EQ((*snapshot)->bytes, "s9");
+  ExpectPayloads(*store, 10, 10);
+}
+
+TEST(Store, SnapshotOutsideTheJournalIsInvalidArgument) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Commit(PayloadBatch(1, 5)).ok());
+  Status ahead = store->WriteSnapshot(6, "x");
+  EXPECT_EQ(ahead.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ahead.message().find("record 6"), std::string::npos) << ahead.message();
+  ASSERT_TRUE(store->WriteSnapshot(4, "s4").ok());
+  EXPECT_EQ(store->WriteSnapshot(3, "older").code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(store->failed());
+}
+
+TEST(Store, PeriodicSnapshotsKeepTheJournalBounded) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path(), Synchronous::kNormal));
+  ASSERT_NE(store, nullptr);
+  for (uint64_t next = 1; next <= 5000; next += 50) {
+    ASSERT_TRUE(store->Commit(PayloadBatch(next, 50)).ok());
+    if (store->journal_length() >= 500) {
+      ASSERT_TRUE(store->WriteSnapshot(store->last_seq(), "state").ok());
+    }
+    ASSERT_LE(CountRows(store->db_path(), "journal"), 500);
+  }
+  EXPECT_EQ(store->last_seq(), 5000u);
+}
+
+TEST(Store, DatasetPutIsReadBackAfterReopen) {
+  TempDir tmp;
+  {
+    auto store = MustOpen(OptionsFor(tmp.path()));
+    ASSERT_NE(store, nullptr);
+    Batch batch = PayloadBatch(1, 1);
+    batch.PutDataset("fingerprint-17", "definition bytes");
+    batch.PutDataset(std::string("bin\0key", 7), std::string("\0\1\2", 3));
+    ASSERT_TRUE(store->Commit(batch).ok());
+    Batch replace;
+    replace.PutDataset("fingerprint-17", "replaced");
+    auto last = store->Commit(replace);
+    ASSERT_TRUE(last.ok());
+    EXPECT_EQ(*last, 1u);  // dataset puts take no sequence number
+  }
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  auto definition = store->GetDataset("fingerprint-17");
+  ASSERT_TRUE(definition.ok()) << definition.status().ToString();
+  EXPECT_EQ(*definition, "replaced");
+  auto binary = store->GetDataset(std::string("bin\0key", 7));
+  ASSERT_TRUE(binary.ok());
+  EXPECT_EQ(*binary, std::string("\0\1\2", 3));
+}
+
+TEST(Store, UnknownDatasetIsNotFoundNamingTheKey) {
+  TempDir tmp;
+  auto store = MustOpen(OptionsFor(tmp.path()));
+  ASSERT_NE(store, nullptr);
+  auto definition = store->GetDataset("no-such-dataset");
+  ASSERT_FALSE(definition.ok());
+  EXPECT_EQ(definition.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(definition.status().message().find("'no-such-dataset'"), std::string::npos)
+      << definition.status().message();
+}
+
+TEST(Store, OversizedDatasetIsRefusedAndNothingOfItsBatchIsWritten) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.max_dataset_bytes = 1000;
+  auto store = MustOpen(options);
+  ASSERT_NE(store, nullptr);
+  Batch batch = PayloadBatch(1, 3);
+  batch.PutDataset("big", std::string(1001, 'x'));
+  auto last = store->Commit(batch);
+  ASSERT_FALSE(last.ok());
+  EXPECT_EQ(last.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(last.status().message().find("'big'"), std::string::npos);
+  EXPECT_EQ(store->last_seq(), 0u);
+  EXPECT_EQ(CountRows(store->db_path(), "journal"), 0);
+  EXPECT_EQ(store->GetDataset("big").status().code(), StatusCode::kNotFound);
+  // Bad input is not a storage failure: the next batch commits.
+  EXPECT_FALSE(store->failed());
+  Batch fits = PayloadBatch(1, 1);
+  fits.PutDataset("small", std::string(1000, 'y'));
+  ASSERT_TRUE(store->Commit(fits).ok());
+  EXPECT_EQ(store->GetDataset("small").value(), std::string(1000, 'y'));
+}
+
+TEST(Store, OversizedRecordAndEmptyKeyAreRefused) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.max_record_bytes = 100;
+  auto store = MustOpen(options);
+  ASSERT_NE(store, nullptr);
+  Batch batch;
+  batch.AddRecord(std::string(100, 'a'));
+  batch.AddRecord(std::string(101, 'b'));
+  auto last = store->Commit(batch);
+  EXPECT_EQ(last.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(last.status().message().find("record 2"), std::string::npos);
+  Batch empty_key;
+  empty_key.PutDataset("", "x");
+  EXPECT_EQ(store->Commit(empty_key).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CountRows(store->db_path(), "journal"), 0);
+  EXPECT_FALSE(store->failed());
+}
+
+TEST(Store, FullDatabaseIsFailStopAndNothingUnacknowledgedIsCommitted) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.max_db_bytes = 256 * 1024;
+  uint64_t acknowledged = 0;
+  Status failure;
+  {
+    auto store = MustOpen(options);
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 1000 && failure.ok(); ++i) {
+      auto last = store->Commit(PayloadBatch(acknowledged + 1, 20));
+      if (last.ok()) {
+        acknowledged = *last;
+      } else {
+        failure = last.status();
+      }
+    }
+    ASSERT_FALSE(failure.ok()) << "the database never filled up";
+    EXPECT_EQ(failure.code(), StatusCode::kResourceExhausted) << failure.ToString();
+    EXPECT_NE(failure.message().find("dispatch.db"), std::string::npos) << failure.message();
+    EXPECT_TRUE(store->failed());
+    EXPECT_EQ(store->last_seq(), acknowledged);
+    // Fail-stop: even a tiny batch, a snapshot and a dataset put are refused
+    // with the original error.
+    Batch tiny;
+    tiny.AddRecord("x");
+    EXPECT_EQ(store->Commit(tiny).status(), failure);
+    Batch dataset_only;
+    dataset_only.PutDataset("k", "v");
+    EXPECT_EQ(store->Commit(dataset_only).status(), failure);
+    EXPECT_EQ(store->WriteSnapshot(acknowledged, "s"), failure);
+  }
+  options.max_db_bytes = 0;
+  auto store = MustOpen(options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->last_seq(), acknowledged);
+  ExpectPayloads(*store, 1, acknowledged);
+}
+
+TEST(Store, ForeignSqliteDatabaseIsRefused) {
+  TempDir tmp;
+  ASSERT_EQ(RawSql(tmp.Sub("dispatch.db"), "CREATE TABLE t (x)"), "");
+  auto store = Store::Open(OptionsFor(tmp.path()));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("not a dispatch journal"), std::string::npos)
+      << store.status().message();
+}
+
+TEST(Store, NewerFormatVersionIsRefused) {
+  TempDir tmp;
+  { ASSERT_NE(MustOpen(OptionsFor(tmp.path())), nullptr); }
+  ASSERT_EQ(RawSql(tmp.Sub("dispatch.db"), "PRAGMA user_version=99"), "");
+  auto store = Store::Open(OptionsFor(tmp.path()));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("format version 99"), std::string::npos)
+      << store.status().message();
+}
+
+}  // namespace
+}  // namespace dispatch::storage
