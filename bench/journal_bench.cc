@@ -1,0 +1,319 @@
+// `dispatch-bench journal`: what the SQLite journal costs. Measures, in one
+// run, records/s for one transaction per record and group commits of 16 and
+// 256, under synchronous FULL and NORMAL, against the floor: raw SQLite
+// inserts of the same bytes in the same batch sizes into a plain table with
+// the same pragmas. Then replay speed and start-up time (open + load snapshot
+// + replay) after N records, with and without a snapshot. Reports; asserts nothing.
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/registry.h"
+#include "common/checksum.h"
+#include "common/flag_parser.h"
+#include "storage/store.h"
+
+namespace dispatch::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using storage::Batch;
+using storage::Store;
+using storage::StoreOptions;
+using storage::Synchronous;
+
+struct JournalFlags {
+  std::string dir;  // parent of the scratch work dirs; $TMPDIR or /tmp by default
+  uint64_t record_bytes = 100;
+  uint64_t records = 20000;   // records per write measurement, at most
+  uint64_t commits = 400;     // transactions per write measurement, at most
+  uint64_t runs = 3;          // each figure is the median of this many runs
+  uint64_t startup_records = 1000000;
+  uint64_t snapshot_bytes = 8u << 20;
+  uint64_t tail = 10000;      // records after the snapshot in the start-up case
+  bool skip_startup = false;
+};
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0 : values[values.size() / 2];
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "dispatch-bench journal: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const Status& status, const char* what) {
+  if (!status.ok()) Die(std::string(what) + ": " + status.ToString());
+}
+
+// A scratch work dir, removed afterwards.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& parent) {
+    std::string pattern = parent + "/dispatch-journal-bench-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) Die("mkdtemp in " + parent + " failed");
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Record(uint64_t i, size_t bytes) {
+  std::string out(bytes, '\0');
+  for (size_t j = 0; j < bytes; ++j) out[j] = static_cast<char>((i * 131 + j * 7) & 0xFF);
+  return out;
+}
+
+std::unique_ptr<Store> OpenStore(const std::string& dir, Synchronous sync) {
+  StoreOptions options;
+  options.work_dir = dir;
+  options.synchronous = sync;
+  auto store = Store::Open(options);
+  Check(store.status(), "opening the store");
+  return std::move(store).value();
+}
+
+// Records/s of Store::Commit with `batch_size` records per transaction.
+double MeasureStore(const std::string& parent, Synchronous sync, uint64_t batch_size,
+                    uint64_t total, size_t record_bytes) {
+  ScratchDir dir(parent);
+  auto store = OpenStore(dir.path(), sync);
+  Batch batch;
+  for (uint64_t i = 0; i < batch_size; ++i) batch.AddRecord(Record(i, record_bytes));
+  const auto start = Clock::now();
+  for (uint64_t done = 0; done < total; done += batch_size) {
+    Check(store->Commit(batch).status(), "commit");
+  }
+  return static_cast<double>(total) / SecondsSince(start);
+}
+
+void Exec(sqlite3* db, const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    Die(std::string("floor: ") + sql + ": " + (error ? error : "?"));
+  }
+}
+
+// The floor: the same bytes, the same batch sizes, the same pragmas, a plain
+// (seq, body) table, prepared statements, no checksums, no Store.
+double MeasureFloor(const std::string& parent, Synchronous sync, uint64_t batch_size,
+                    uint64_t total, size_t record_bytes) {
+  ScratchDir dir(parent);
+  sqlite3* db = nullptr;
+  const std::string path = dir.path() + "/floor.db";
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                            SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    Die("floor: cannot open " + path);
+  }
+  Exec(db, "PRAGMA journal_mode=WAL");
+  Exec(db, sync == Synchronous::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+  sqlite3_wal_autocheckpoint(db, 0);
+  Exec(db, "CREATE TABLE raw (seq INTEGER PRIMARY KEY, body BLOB NOT NULL)");
+  sqlite3_stmt* begin = nullptr;
+  sqlite3_stmt* insert = nullptr;
+  sqlite3_stmt* commit = nullptr;
+  sqlite3_prepare_v2(db, "BEGIN IMMEDIATE", -1, &begin, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO raw (seq, body) VALUES (?1, ?2)", -1, &insert, nullptr);
+  sqlite3_prepare_v2(db, "COMMIT", -1, &commit, nullptr);
+  std::vector<std::string> records;
+  for (uint64_t i = 0; i < batch_size; ++i) records.push_back(Record(i, record_bytes));
+  uint64_t seq = 0;
+  const auto start = Clock::now();
+  for (uint64_t done = 0; done < total; done += batch_size) {
+    if (sqlite3_step(begin) != SQLITE_DONE) Die("floor: BEGIN failed");
+    sqlite3_reset(begin);
+    for (const std::string& record : records) {
+      sqlite3_bind_int64(insert, 1, static_cast<sqlite3_int64>(++seq));
+      sqlite3_bind_blob(insert, 2, record.data(), static_cast<int>(record.size()), SQLITE_STATIC);
+      if (sqlite3_step(insert) != SQLITE_DONE) Die("floor: INSERT failed");
+      sqlite3_reset(insert);
+    }
+    if (sqlite3_step(commit) != SQLITE_DONE) Die("floor: COMMIT failed");
+    sqlite3_reset(commit);
+  }
+  const double rate = static_cast<double>(total) / SecondsSince(start);
+  sqlite3_finalize(begin);
+  sqlite3_finalize(insert);
+  sqlite3_finalize(commit);
+  sqlite3_close(db);
+  return rate;
+}
+
+void RunWriteTable(const JournalFlags& flags) {
+  std::printf("%-7s %6s %9s %14s %14s %12s\n", "sync", "batch", "records", "store rec/s",
+              "floor rec/s", "store/floor");
+  for (Synchronous sync : {Synchronous::kFull, Synchronous::kNormal}) {
+    for (uint64_t batch : {uint64_t{1}, uint64_t{16}, uint64_t{256}}) {
+      uint64_t total = std::min(flags.records, flags.commits * batch);
+      total = std::max(batch, total - total % batch);
+      std::vector<double> store_rates;
+      std::vector<double> floor_rates;
+      // Interleaved, so drift in the machine hits both alike.
+      for (uint64_t run = 0; run < flags.runs; ++run) {
+        floor_rates.push_back(MeasureFloor(flags.dir, sync, batch, total, flags.record_bytes));
+        store_rates.push_back(MeasureStore(flags.dir, sync, batch, total, flags.record_bytes));
+      }
+      const double store_rate = Median(store_rates);
+      const double floor_rate = Median(floor_rates);
+      std::printf("%-7s %6llu %9llu %14.0f %14.0f %11.0f%%\n",
+                  sync == Synchronous::kFull ? "FULL" : "NORMAL",
+                  static_cast<unsigned long long>(batch), static_cast<unsigned long long>(total),
+                  store_rate, floor_rate, 100.0 * store_rate / floor_rate);
+      std::fflush(stdout);
+    }
+  }
+}
+
+struct StartUpTimes {
+  double open_s = 0;
+  double snapshot_s = 0;
+  double replay_s = 0;
+  uint64_t replayed = 0;
+  double total() const { return open_s + snapshot_s + replay_s; }
+};
+
+// What the dispatcher does at start: open, load the latest snapshot, replay
+// the journal after it (the callback only touches the bytes, as a stand-in
+// for decoding and applying).
+StartUpTimes StartUp(const std::string& dir) {
+  StartUpTimes times;
+  auto start = Clock::now();
+  auto store = OpenStore(dir, Synchronous::kFull);
+  times.open_s = SecondsSince(start);
+  start = Clock::now();
+  auto snapshot = store->LoadLatestSnapshot();
+  Check(snapshot.status(), "loading the snapshot");
+  times.snapshot_s = SecondsSince(start);
+  const uint64_t base = snapshot->has_value() ? (*snapshot)->seq : 0;
+  uint64_t touched = 0;
+  start = Clock::now();
+  Check(store->Replay(base,
+                      [&](uint64_t, std::string_view bytes) {
+                        touched += bytes.size() + static_cast<unsigned char>(bytes[0]);
+                        ++times.replayed;
+                        return Status::Ok();
+                      }),
+        "replay");
+  times.replay_s = SecondsSince(start);
+  if (touched == 0) std::printf(" ");  // keeps the callback's work observable
+  return times;
+}
+
+StartUpTimes MedianStartUp(const std::string& dir, uint64_t runs) {
+  std::vector<StartUpTimes> all;
+  for (uint64_t i = 0; i < runs; ++i) all.push_back(StartUp(dir));
+  std::sort(all.begin(), all.end(),
+            [](const StartUpTimes& a, const StartUpTimes& b) { return a.total() < b.total(); });
+  return all[all.size() / 2];
+}
+
+void PrintStartUp(const char* label, const StartUpTimes& t) {
+  std::printf("%-44s %9.1f %9.1f %9.1f %9.1f %12.0f\n", label, t.open_s * 1e3,
+              t.snapshot_s * 1e3, t.replay_s * 1e3, t.total() * 1e3,
+              t.replay_s > 0 ? static_cast<double>(t.replayed) / t.replay_s : 0.0);
+}
+
+void RunStartUp(const JournalFlags& flags) {
+  ScratchDir dir(flags.dir);
+  {
+    // Built with NORMAL and big batches: only the result matters here.
+    auto store = OpenStore(dir.path(), Synchronous::kNormal);
+    auto checkpointer = store->NewCheckpointer();
+    Check(checkpointer.status(), "checkpointer");
+    Batch batch;
+    const auto start = Clock::now();
+    for (uint64_t next = 1; next <= flags.startup_records; next += 256) {
+      batch.Clear();
+      const uint64_t n = std::min<uint64_t>(256, flags.startup_records - next + 1);
+      for (uint64_t i = 0; i < n; ++i) batch.AddRecord(Record(next + i, flags.record_bytes));
+      Check(store->Commit(batch).status(), "commit");
+      if (store->WantsCheckpoint()) Check((*checkpointer)->Checkpoint().status(), "checkpoint");
+    }
+    std::printf("\nbuilt a journal of %llu records in %.1f s\n",
+                static_cast<unsigned long long>(flags.startup_records), SecondsSince(start));
+  }
+  std::printf("%-44s %9s %9s %9s %9s %12s\n", "start-up (warm page cache)", "open ms",
+              "snap ms", "replay ms", "total ms", "replay rec/s");
+  const std::string no_snapshot =
+      "after " + std::to_string(flags.startup_records) + " records, no snapshot";
+  PrintStartUp(no_snapshot.c_str(), MedianStartUp(dir.path(), flags.runs));
+  std::fflush(stdout);
+
+  double snapshot_write_s = 0;
+  {
+    auto store = OpenStore(dir.path(), Synchronous::kFull);
+    const std::string snapshot(flags.snapshot_bytes, 's');
+    const auto start = Clock::now();
+    Check(store->WriteSnapshot(store->last_seq(), snapshot), "snapshot");
+    snapshot_write_s = SecondsSince(start);
+    Batch batch;
+    for (uint64_t done = 0; done < flags.tail; done += 256) {
+      batch.Clear();
+      for (uint64_t i = 0; i < 256 && done + i < flags.tail; ++i) {
+        batch.AddRecord(Record(done + i, flags.record_bytes));
+      }
+      Check(store->Commit(batch).status(), "tail commit");
+    }
+  }
+  const std::string with_snapshot = "same + " + std::to_string(flags.snapshot_bytes >> 20) +
+                                    " MiB snapshot + " + std::to_string(flags.tail) + " tail";
+  PrintStartUp(with_snapshot.c_str(), MedianStartUp(dir.path(), flags.runs));
+  std::printf("writing that snapshot (and deleting %llu journal records): %.1f ms\n",
+              static_cast<unsigned long long>(flags.startup_records), snapshot_write_s * 1e3);
+}
+
+int RunJournalBench(int argc, char** argv) {
+  JournalFlags flags;
+  const char* tmp = getenv("TMPDIR");
+  flags.dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  FlagParser parser("dispatch-bench journal",
+                    "SQLite journal: group commit vs raw SQLite, replay, start-up.");
+  parser.AddString("dir", "PATH", "parent of the scratch work dirs", &flags.dir);
+  parser.AddUint("record_bytes", "bytes per record", &flags.record_bytes, 1, 1u << 24);
+  parser.AddUint("records", "records per write measurement, at most", &flags.records, 1);
+  parser.AddUint("commits", "transactions per write measurement, at most", &flags.commits, 1);
+  parser.AddUint("runs", "runs per figure (median)", &flags.runs, 1, 100);
+  parser.AddUint("startup_records", "journal length for the start-up case",
+                 &flags.startup_records, 1);
+  parser.AddUint("snapshot_bytes", "snapshot size for the start-up case", &flags.snapshot_bytes,
+                 1, 512u << 20);
+  parser.AddUint("tail", "records after the snapshot in the start-up case", &flags.tail);
+  parser.AddBool("skip_startup", "only the write table", &flags.skip_startup);
+  ParseFlagsOrExit(parser, argc, argv);
+
+  std::printf("journal bench: %llu-byte records, median of %llu runs, scratch dirs in %s, "
+              "SQLite %s, CRC32C %s\n\n",
+              static_cast<unsigned long long>(flags.record_bytes),
+              static_cast<unsigned long long>(flags.runs), flags.dir.c_str(), sqlite3_libversion(),
+              Crc32cIsHardwareAccelerated() ? "sse4.2" : "table");
+  RunWriteTable(flags);
+  if (!flags.skip_startup) RunStartUp(flags);
+  return 0;
+}
+
+}  // namespace
+
+DISPATCH_BENCH("journal", "SQLite journal: group commit vs raw SQLite, replay, start-up",
+               RunJournalBench);
+
+}  // namespace dispatch::bench
