@@ -33,7 +33,7 @@ using storage::Synchronous;
 struct JournalFlags {
   std::string dir;  // parent of the scratch work dirs; $TMPDIR or /tmp by default
   uint64_t record_bytes = 100;
-  uint64_t records = 20000;   // records per write measurement, at most
+  uint64_t records = 100000;  // records per write measurement, at most
   uint64_t commits = 400;     // transactions per write measurement, at most
   uint64_t runs = 3;          // each figure is the median of this many runs
   uint64_t startup_records = 1000000;

@@ -6,6 +6,7 @@
 
 #include <kj/debug.h>
 
+#include "common/address.h"
 #include "common/flag_parser.h"
 #include "common/log.h"
 #include "reactor/dispatcher_server.h"
@@ -78,6 +79,11 @@ int Main(int argc, char** argv) {
     uvkj::UvAsyncIo io(loop.get());
     {
       DispatcherServer server(io, flags.options);
+      // Handlers go in before the address is announced: whoever reads it may
+      // signal us at once.
+      ShutdownSignals signals(loop.get(), [&server](int signum) {
+        server.BeginShutdown(signum == SIGINT ? "SIGINT" : "SIGTERM");
+      });
       Result<std::string> bound = server.Start();
       if (!bound.ok()) {
         Log(LogLevel::kError, bound.status().ToString().c_str());
@@ -86,9 +92,6 @@ int Main(int argc, char** argv) {
         // The one line on stdout: scripts and tests read the bound address here.
         printf("dispatcher listening on %s\n", bound->c_str());
         fflush(stdout);
-        ShutdownSignals signals(loop.get(), [&server](int signum) {
-          server.BeginShutdown(signum == SIGINT ? "SIGINT" : "SIGTERM");
-        });
         io.Run();
       }
     }

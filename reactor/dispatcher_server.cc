@@ -11,6 +11,7 @@
 
 #include <kj/debug.h>
 
+#include "common/address.h"
 #include "reactor/services.h"
 
 #ifndef DISPATCH_VERSION
@@ -42,28 +43,6 @@ void RemoveStaleUnixSocket(const std::string& path) {
 }
 
 }  // namespace
-
-Result<std::string> ToKjAddress(const std::string& listen) {
-  if (listen.rfind("tcp:", 0) == 0) {
-    std::string rest = listen.substr(4);
-    size_t colon = rest.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size() ||
-        rest.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
-      return InvalidArgumentError("listen address '" + listen + "' is not tcp:HOST:PORT");
-    }
-    return rest;
-  }
-  if (listen.rfind("unix:", 0) == 0) {
-    std::string path = listen.substr(5);
-    if (path.empty()) return InvalidArgumentError("listen address '" + listen + "' has no path");
-    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-      return InvalidArgumentError("unix socket path is longer than " +
-                                  std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes: " + path);
-    }
-    return listen;
-  }
-  return InvalidArgumentError("listen address '" + listen + "' must start with tcp: or unix:");
-}
 
 DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options)
     : io_(io), options_(std::move(options)), incarnation_(RandomIncarnation()), start_ns_(uv_hrtime()) {

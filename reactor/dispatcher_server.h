@@ -73,8 +73,4 @@ class DispatcherServer {
   kj::Promise<void> shutdown_ = nullptr;
 };
 
-// Maps "tcp:HOST:PORT" / "unix:PATH" to KJ's address syntax; names the
-// problem when the address is neither.
-Result<std::string> ToKjAddress(const std::string& listen);
-
 }  // namespace dispatch::reactor

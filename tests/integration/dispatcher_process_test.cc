@@ -1,0 +1,141 @@
+// The dispatcher binary as a user runs it: reachable over TCP and a Unix
+// socket, announcing its incarnation, refusing bad flags, and leaving with
+// exit code 0 on SIGTERM / SIGINT.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/client_loop.h"
+#include "tests/support/dispatcher_process.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace dispatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+rpc::Version::Reader GetVersion(ClientLoop& loop, clients::DispatcherConnection& conn,
+                                kj::Own<capnp::Response<rpc::Dispatcher::GetVersionResults>>& keep) {
+  keep = kj::heap(loop.Wait(conn.dispatcher().getVersionRequest().send()));
+  return keep->getVersion();
+}
+
+TEST(DispatcherProcess, AnswersGetVersionOverTcp) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  auto conn = loop.Connect(dispatcher.address());
+  kj::Own<capnp::Response<rpc::Dispatcher::GetVersionResults>> response;
+  auto version = GetVersion(loop, *conn, response);
+  EXPECT_EQ(version.getProtocol(), 1u);
+  EXPECT_NE(version.getIncarnation(), 0u);
+  EXPECT_FALSE(version.getBuild().size() == 0);
+}
+
+TEST(DispatcherProcess, AnswersGetVersionOverUnixSocket) {
+  TempDir dir;
+  DispatcherProcess dispatcher({.listen = "unix:" + dir.File("d.sock")});
+  EXPECT_EQ(dispatcher.address(), "unix:" + dir.File("d.sock"));
+  ClientLoop loop;
+  auto conn = loop.Connect(dispatcher.address());
+  kj::Own<capnp::Response<rpc::Dispatcher::GetVersionResults>> response;
+  EXPECT_EQ(GetVersion(loop, *conn, response).getProtocol(), 1u);
+}
+
+TEST(DispatcherProcess, RestartOnTheSameWorkDirHasANewIncarnation) {
+  TempDir dir;
+  uint64_t first;
+  {
+    DispatcherProcess dispatcher({.work_dir = dir.File("work")});
+    ClientLoop loop;
+    auto conn = loop.Connect(dispatcher.address());
+    kj::Own<capnp::Response<rpc::Dispatcher::GetVersionResults>> response;
+    first = GetVersion(loop, *conn, response).getIncarnation();
+    auto status = dispatcher.Terminate();
+    ASSERT_TRUE(status.has_value());
+  }
+  DispatcherProcess again({.work_dir = dir.File("work")});
+  ClientLoop loop;
+  auto conn = loop.Connect(again.address());
+  kj::Own<capnp::Response<rpc::Dispatcher::GetVersionResults>> response;
+  EXPECT_NE(GetVersion(loop, *conn, response).getIncarnation(), first);
+}
+
+void ExpectCleanExitOn(int signum) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  auto conn = loop.Connect(dispatcher.address());
+  // Calls in flight when the signal arrives still get their replies or a
+  // disconnect, never a hang; the process itself must leave with 0.
+  for (int i = 0; i < 100; ++i) {
+    auto request = conn->dispatcher().pingRequest();
+    request.setPayload(kj::heapArray<kj::byte>(64));
+    loop.Wait(request.send());
+  }
+  dispatcher.process().Signal(signum);
+  auto status = dispatcher.process().Wait(10s);
+  ASSERT_TRUE(status.has_value()) << "dispatcher still running 10 s after signal " << signum;
+  ASSERT_TRUE(WIFEXITED(*status)) << "dispatcher died of signal " << WTERMSIG(*status);
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  // And the connection we held sees the end.
+  loop.Wait(conn->OnDisconnect());
+}
+
+TEST(DispatcherProcess, SigtermExitsZero) { ExpectCleanExitOn(SIGTERM); }
+TEST(DispatcherProcess, SigintExitsZero) { ExpectCleanExitOn(SIGINT); }
+
+TEST(DispatcherProcess, SigtermRemovesItsUnixSocket) {
+  TempDir dir;
+  std::string path = dir.File("d.sock");
+  DispatcherProcess dispatcher({.listen = "unix:" + path});
+  ASSERT_EQ(access(path.c_str(), F_OK), 0);
+  auto status = dispatcher.Terminate();
+  ASSERT_TRUE(status.has_value() && WIFEXITED(*status));
+  EXPECT_NE(access(path.c_str(), F_OK), 0);
+}
+
+int RunToExit(std::vector<std::string> argv, std::string* out) {
+  argv.insert(argv.begin(), DispatcherBinary());
+  Subprocess process(argv);
+  while (auto line = process.ReadLine(10s)) *out += *line + "\n";
+  auto status = process.Wait(10s);
+  EXPECT_TRUE(status.has_value());
+  return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+}
+
+TEST(DispatcherProcess, UnknownFlagExitsTwo) {
+  std::string out;
+  EXPECT_EQ(RunToExit({"--no-such-flag"}, &out), 2);
+}
+
+TEST(DispatcherProcess, MalformedListenAddressExitsTwo) {
+  std::string out;
+  EXPECT_EQ(RunToExit({"--listen=localhost:80"}, &out), 2);
+  EXPECT_EQ(RunToExit({"--listen=tcp:127.0.0.1:notaport"}, &out), 2);
+}
+
+TEST(DispatcherProcess, BadLogLevelExitsTwo) {
+  std::string out;
+  EXPECT_EQ(RunToExit({"--log-level=chatty"}, &out), 2);
+}
+
+TEST(DispatcherProcess, HelpDocumentsEveryFlag) {
+  std::string out;
+  ASSERT_EQ(RunToExit({"--help"}, &out), 0);
+  for (const char* flag : {"--listen", "--work-dir", "--log-level", "--token", "--tick-ms",
+                           "--drain-timeout-ms", "--max-connections", "--max-message-bytes",
+                           "--max-calls-in-flight", "--max-outbound-bytes",
+                           "--handshake-timeout-ms"}) {
+    EXPECT_NE(out.find(flag), std::string::npos) << flag << " missing from --help";
+  }
+}
+
+TEST(DispatcherProcess, PortInUseFailsWithExitOne) {
+  DispatcherProcess first;
+  std::string out;
+  EXPECT_EQ(RunToExit({"--listen=" + first.address(), "--work-dir=" + first.work_dir() + "-2"}, &out), 1);
+}
+
+}  // namespace
+}  // namespace dispatch::testing

@@ -1,0 +1,37 @@
+#include "tests/support/dispatcher_process.h"
+
+#include <signal.h>
+
+#include <stdexcept>
+
+namespace dispatch::testing {
+
+const char* DispatcherBinary() { return DISPATCH_DISPATCHER_BINARY; }
+
+DispatcherProcess::DispatcherProcess(Options options) {
+  if (options.work_dir.empty()) {
+    owned_dir_ = std::make_unique<TempDir>();
+    work_dir_ = owned_dir_->path() + "/work";
+  } else {
+    work_dir_ = options.work_dir;
+  }
+  std::string listen = options.listen.empty() ? "tcp:127.0.0.1:0" : options.listen;
+  std::vector<std::string> argv = {DispatcherBinary(), "--listen=" + listen, "--work-dir=" + work_dir_,
+                                   "--log-level=warning"};
+  for (auto& flag : options.extra_flags) argv.push_back(flag);
+  process_ = std::make_unique<Subprocess>(argv);
+
+  static const std::string kPrefix = "dispatcher listening on ";
+  auto line = process_->ReadLine(std::chrono::seconds(30));
+  if (!line || line->rfind(kPrefix, 0) != 0) {
+    throw std::runtime_error("dispatcher did not report its address; got: " + line.value_or("<nothing>"));
+  }
+  address_ = line->substr(kPrefix.size());
+}
+
+std::optional<int> DispatcherProcess::Terminate(std::chrono::milliseconds timeout) {
+  process_->Signal(SIGTERM);
+  return process_->Wait(timeout);
+}
+
+}  // namespace dispatch::testing
