@@ -33,8 +33,8 @@ using storage::Synchronous;
 struct JournalFlags {
   std::string dir;  // parent of the scratch work dirs; $TMPDIR or /tmp by default
   uint64_t record_bytes = 100;
-  uint64_t records = 100000;  // records per write measurement, at most
-  uint64_t commits = 400;     // transactions per write measurement, at most
+  uint64_t records = 200000;  // records per write measurement, at most
+  double seconds = 1.0;       // ... and stop after this long
   uint64_t runs = 3;          // each figure is the median of this many runs
   uint64_t startup_records = 1000000;
   uint64_t snapshot_bytes = 8u << 20;
@@ -78,6 +78,10 @@ class ScratchDir {
   std::string path_;
 };
 
+// Flushes the previous measurement's dirty pages so they are not written back
+// during the next one.
+void SyncAll() { ::sync(); }
+
 std::string Record(uint64_t i, size_t bytes) {
   std::string out(bytes, '\0');
   for (size_t j = 0; j < bytes; ++j) out[j] = static_cast<char>((i * 131 + j * 7) & 0xFF);
@@ -95,16 +99,19 @@ std::unique_ptr<Store> OpenStore(const std::string& dir, Synchronous sync) {
 
 // Records/s of Store::Commit with `batch_size` records per transaction.
 double MeasureStore(const std::string& parent, Synchronous sync, uint64_t batch_size,
-                    uint64_t total, size_t record_bytes) {
+                    const JournalFlags& flags) {
   ScratchDir dir(parent);
   auto store = OpenStore(dir.path(), sync);
   Batch batch;
-  for (uint64_t i = 0; i < batch_size; ++i) batch.AddRecord(Record(i, record_bytes));
+  for (uint64_t i = 0; i < batch_size; ++i) batch.AddRecord(Record(i, flags.record_bytes));
+  SyncAll();
+  uint64_t done = 0;
   const auto start = Clock::now();
-  for (uint64_t done = 0; done < total; done += batch_size) {
+  while (done < flags.records && SecondsSince(start) < flags.seconds) {
     Check(store->Commit(batch).status(), "commit");
+    done += batch_size;
   }
-  return static_cast<double>(total) / SecondsSince(start);
+  return static_cast<double>(done) / SecondsSince(start);
 }
 
 void Exec(sqlite3* db, const char* sql) {
@@ -117,7 +124,7 @@ void Exec(sqlite3* db, const char* sql) {
 // The floor: the same bytes, the same batch sizes, the same pragmas, a plain
 // (seq, body) table, prepared statements, no checksums, no Store.
 double MeasureFloor(const std::string& parent, Synchronous sync, uint64_t batch_size,
-                    uint64_t total, size_t record_bytes) {
+                    const JournalFlags& flags) {
   ScratchDir dir(parent);
   sqlite3* db = nullptr;
   const std::string path = dir.path() + "/floor.db";
@@ -136,10 +143,12 @@ double MeasureFloor(const std::string& parent, Synchronous sync, uint64_t batch_
   sqlite3_prepare_v2(db, "INSERT INTO raw (seq, body) VALUES (?1, ?2)", -1, &insert, nullptr);
   sqlite3_prepare_v2(db, "COMMIT", -1, &commit, nullptr);
   std::vector<std::string> records;
-  for (uint64_t i = 0; i < batch_size; ++i) records.push_back(Record(i, record_bytes));
+  for (uint64_t i = 0; i < batch_size; ++i) records.push_back(Record(i, flags.record_bytes));
   uint64_t seq = 0;
+  SyncAll();
+  uint64_t done = 0;
   const auto start = Clock::now();
-  for (uint64_t done = 0; done < total; done += batch_size) {
+  for (; done < flags.records && SecondsSince(start) < flags.seconds; done += batch_size) {
     if (sqlite3_step(begin) != SQLITE_DONE) Die("floor: BEGIN failed");
     sqlite3_reset(begin);
     for (const std::string& record : records) {
@@ -151,7 +160,7 @@ double MeasureFloor(const std::string& parent, Synchronous sync, uint64_t batch_
     if (sqlite3_step(commit) != SQLITE_DONE) Die("floor: COMMIT failed");
     sqlite3_reset(commit);
   }
-  const double rate = static_cast<double>(total) / SecondsSince(start);
+  const double rate = static_cast<double>(done) / SecondsSince(start);
   sqlite3_finalize(begin);
   sqlite3_finalize(insert);
   sqlite3_finalize(commit);
@@ -160,25 +169,25 @@ double MeasureFloor(const std::string& parent, Synchronous sync, uint64_t batch_
 }
 
 void RunWriteTable(const JournalFlags& flags) {
-  std::printf("%-7s %6s %9s %14s %14s %12s\n", "sync", "batch", "records", "store rec/s",
-              "floor rec/s", "store/floor");
+  std::printf("%-7s %6s %14s %14s %12s\n", "sync", "batch", "store rec/s", "floor rec/s",
+              "store/floor");
   for (Synchronous sync : {Synchronous::kFull, Synchronous::kNormal}) {
     for (uint64_t batch : {uint64_t{1}, uint64_t{16}, uint64_t{256}}) {
-      uint64_t total = std::min(flags.records, flags.commits * batch);
-      total = std::max(batch, total - total % batch);
       std::vector<double> store_rates;
       std::vector<double> floor_rates;
-      // Interleaved, so drift in the machine hits both alike.
+      // Interleaved, in alternating order, so drift in the machine and the
+      // writeback of the previous run hit both alike.
       for (uint64_t run = 0; run < flags.runs; ++run) {
-        floor_rates.push_back(MeasureFloor(flags.dir, sync, batch, total, flags.record_bytes));
-        store_rates.push_back(MeasureStore(flags.dir, sync, batch, total, flags.record_bytes));
+        if (run % 2 == 0) floor_rates.push_back(MeasureFloor(flags.dir, sync, batch, flags));
+        store_rates.push_back(MeasureStore(flags.dir, sync, batch, flags));
+        if (run % 2 == 1) floor_rates.push_back(MeasureFloor(flags.dir, sync, batch, flags));
       }
       const double store_rate = Median(store_rates);
       const double floor_rate = Median(floor_rates);
-      std::printf("%-7s %6llu %9llu %14.0f %14.0f %11.0f%%\n",
+      std::printf("%-7s %6llu %14.0f %14.0f %11.0f%%\n",
                   sync == Synchronous::kFull ? "FULL" : "NORMAL",
-                  static_cast<unsigned long long>(batch), static_cast<unsigned long long>(total),
-                  store_rate, floor_rate, 100.0 * store_rate / floor_rate);
+                  static_cast<unsigned long long>(batch), store_rate, floor_rate,
+                  100.0 * store_rate / floor_rate);
       std::fflush(stdout);
     }
   }
@@ -291,7 +300,16 @@ int RunJournalBench(int argc, char** argv) {
   parser.AddString("dir", "PATH", "parent of the scratch work dirs", &flags.dir);
   parser.AddUint("record_bytes", "bytes per record", &flags.record_bytes, 1, 1u << 24);
   parser.AddUint("records", "records per write measurement, at most", &flags.records, 1);
-  parser.AddUint("commits", "transactions per write measurement, at most", &flags.commits, 1);
+  parser.AddCustom("seconds", "S", "time per write measurement, at most", "1.0",
+                   [&flags](const std::string& value) {
+                     char* end = nullptr;
+                     flags.seconds = std::strtod(value.c_str(), &end);
+                     if (end == value.c_str() || *end != '\0' || !(flags.seconds > 0)) {
+                       return InvalidArgumentError("--seconds wants a positive number, got '" +
+                                                   value + "'");
+                     }
+                     return Status::Ok();
+                   });
   parser.AddUint("runs", "runs per figure (median)", &flags.runs, 1, 100);
   parser.AddUint("startup_records", "journal length for the start-up case",
                  &flags.startup_records, 1);

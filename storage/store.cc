@@ -61,14 +61,17 @@ Result<uint64_t> Store::Commit(const Batch& batch) {
 
 Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
   sqlite3* db = db_.get();
-  const uint64_t last_seq = first_seq + batch.record_count() - 1;
-  const std::string what = "committing " +
-                           (batch.record_count() > 0 ? "journal " + Range(first_seq, last_seq)
-                                                     : std::string("dataset definitions")) +
-                           " to " + db_path_;
+  // Error text is built only on failure: this is the hot path.
+  auto what = [&](const std::string& step) {
+    const uint64_t last_seq = first_seq + batch.record_count() - 1;
+    return "committing " +
+           (batch.record_count() > 0 ? "journal " + Range(first_seq, last_seq)
+                                     : std::string("dataset definitions")) +
+           " to " + db_path_ + " (" + step + ")";
+  };
   int rc = begin_.Step();
   begin_.Reset();
-  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (BEGIN)");
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what("BEGIN"));
 
   uint64_t seq = first_seq;
   for (const std::string& record : batch.records()) {
@@ -78,7 +81,7 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
     rc = insert_record_.Step();
     insert_record_.Reset();
     if (rc != SQLITE_DONE) {
-      return SqliteStatus(db, rc, what + " (writing record " + std::to_string(seq) + ")");
+      return SqliteStatus(db, rc, what("writing record " + std::to_string(seq)));
     }
     ++seq;
   }
@@ -89,12 +92,12 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
     rc = put_dataset_.Step();
     put_dataset_.Reset();
     if (rc != SQLITE_DONE) {
-      return SqliteStatus(db, rc, what + " (writing dataset " + QuoteKey(put.key) + ")");
+      return SqliteStatus(db, rc, what("writing dataset " + QuoteKey(put.key)));
     }
   }
   rc = commit_.Step();
   commit_.Reset();
-  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (COMMIT)");
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what("COMMIT"));
   return Status::Ok();
 }
 

@@ -226,35 +226,39 @@ Status Store::PrepareStatements() {
 Status Store::LoadBounds() {
   sqlite3* db = db_.get();
   const std::string what = "reading the journal bounds of " + db_path_;
-  auto snapshot = Statement::Prepare(db, "SELECT max(seq) FROM snapshot");
-  if (!snapshot.ok()) return snapshot.status();
-  auto journal = Statement::Prepare(db, "SELECT min(seq), max(seq) FROM journal");
-  if (!journal.ok()) return journal.status();
-
-  int rc = snapshot->Step();
-  if (rc != SQLITE_ROW) return SqliteStatus(db, rc, what);
-  has_snapshot_ = !snapshot->ColumnIsNull(0);
-  snapshot_seq_ = has_snapshot_ ? static_cast<uint64_t>(snapshot->ColumnInt(0)) : 0;
-  snapshot->Reset();
-
-  rc = journal->Step();
-  if (rc != SQLITE_ROW) return SqliteStatus(db, rc, what);
+  // One aggregate per query: SQLite answers a lone min() or max() on the rowid
+  // from the b-tree's edge; min() and max() together would scan every row.
+  struct Bound {
+    const char* sql;
+    bool present = false;
+    int64_t value = 0;
+  };
+  Bound snapshot{"SELECT max(seq) FROM snapshot"};
+  Bound first{"SELECT min(seq) FROM journal"};
+  Bound last{"SELECT max(seq) FROM journal"};
+  for (Bound* bound : {&snapshot, &first, &last}) {
+    auto stmt = Statement::Prepare(db, bound->sql);
+    if (!stmt.ok()) return stmt.status();
+    const int rc = stmt->Step();
+    if (rc != SQLITE_ROW) return SqliteStatus(db, rc, what);
+    bound->present = !stmt->ColumnIsNull(0);
+    bound->value = bound->present ? stmt->ColumnInt(0) : 0;
+  }
+  has_snapshot_ = snapshot.present;
+  snapshot_seq_ = static_cast<uint64_t>(snapshot.value);
   last_seq_ = snapshot_seq_;
-  if (!journal->ColumnIsNull(0)) {
-    const int64_t first = journal->ColumnInt(0);
-    const int64_t last = journal->ColumnInt(1);
-    if (first <= 0 || static_cast<uint64_t>(first) != snapshot_seq_ + 1) {
+  if (first.present) {
+    if (first.value <= 0 || static_cast<uint64_t>(first.value) != snapshot_seq_ + 1) {
       const std::string base = has_snapshot_
                                    ? "the latest snapshot is at record " +
                                          std::to_string(snapshot_seq_)
                                    : "there is no snapshot";
       return DataLossError("journal in " + db_path_ + " starts at record " +
-                           std::to_string(first) + " but " + base + ": expected record " +
+                           std::to_string(first.value) + " but " + base + ": expected record " +
                            std::to_string(snapshot_seq_ + 1) + " first");
     }
-    last_seq_ = static_cast<uint64_t>(last);
+    last_seq_ = static_cast<uint64_t>(last.value);
   }
-  journal->Reset();
   return Status::Ok();
 }
 
