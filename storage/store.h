@@ -50,6 +50,10 @@ struct StoreOptions {
   size_t max_snapshot_bytes = 512u << 20;
   // WantsCheckpoint() turns true once the WAL holds this many frames (pages).
   int checkpoint_wal_frames = 2048;
+  // After a checkpoint let SQLite restart the WAL, the next commit truncates
+  // the file to this size (PRAGMA journal_size_limit), so one burst (a big
+  // snapshot) does not keep a big WAL file forever.
+  uint64_t wal_size_limit_bytes = 64u << 20;
   // Cap on the database size (PRAGMA max_page_count); 0 = no cap. Reaching it
   // fails the commit like a full disk does (fail-stop).
   uint64_t max_db_bytes = 0;
@@ -120,7 +124,8 @@ class Store {
   Result<std::string> GetDataset(std::string_view key);
 
   // True when the WAL has grown past options.checkpoint_wal_frames, as last
-  // reported by SQLite's WAL hook after one of our commits. The reactor then
+  // reported by SQLite's WAL hook after one of our commits (right after Open,
+  // estimated from the size of a WAL left by the previous run). The reactor then
   // runs Checkpointer::Checkpoint() on the thread pool (one at a time). The
   // value may stay true after a checkpoint until the next commit; the extra
   // checkpoint that causes finds nothing to copy and costs no fsync.

@@ -2,12 +2,14 @@
 // connection, check (or create) the schema, prepare every statement once, and
 // read the journal's bounds. Any damage found here is DataLoss naming the file.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 
 #include "storage/format.h"
@@ -115,9 +117,9 @@ Status Store::ConfigureConnection() {
                                        ? "PRAGMA synchronous=FULL"
                                        : "PRAGMA synchronous=NORMAL",
                                    what + " (synchronous)"));
+  auto page_size = QueryInt(db, "PRAGMA page_size", what + " (page_size)");
+  if (!page_size.ok()) return page_size.status();
   if (options_.max_db_bytes > 0) {
-    auto page_size = QueryInt(db, "PRAGMA page_size", what + " (page_size)");
-    if (!page_size.ok()) return page_size.status();
     const uint64_t pages = std::max<uint64_t>(1, options_.max_db_bytes / *page_size);
     const std::string sql = "PRAGMA max_page_count=" + std::to_string(pages);
     DISPATCH_RETURN_IF_ERROR(ExecSql(db, sql.c_str(), what + " (max_page_count)"));
@@ -131,10 +133,20 @@ Status Store::ConfigureConnection() {
                                   std::to_string(sqlite_max));
     }
   }
+  const std::string limit =
+      "PRAGMA journal_size_limit=" + std::to_string(options_.wal_size_limit_bytes);
+  DISPATCH_RETURN_IF_ERROR(ExecSql(db, limit.c_str(), what + " (journal_size_limit)"));
   // Never checkpoint inline on the loop thread (it stalls the loop for tens of
   // ms). sqlite3_wal_autocheckpoint(0) removes SQLite's hook; ours only counts.
   sqlite3_wal_autocheckpoint(db, 0);
   sqlite3_wal_hook(db, &Store::OnWalCommit, this);
+  // A WAL left by a run that did not close cleanly still needs a checkpoint:
+  // estimate its frames (a 32-byte header, then frames of 24 bytes + a page).
+  struct stat wal;
+  if (stat((db_path_ + "-wal").c_str(), &wal) == 0 && wal.st_size > 32) {
+    wal_frames_ = static_cast<int>(std::min<int64_t>(
+        (wal.st_size - 32) / (*page_size + 24), std::numeric_limits<int>::max()));
+  }
   return Status::Ok();
 }
 

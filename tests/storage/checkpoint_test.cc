@@ -122,6 +122,38 @@ TEST(Checkpoint, RunsOnAnotherThreadWhileTheLoopThreadCommits) {
   for (const auto& [seq, bytes] : *records) ASSERT_EQ(bytes, RecordPayload(seq)) << seq;
 }
 
+TEST(Checkpoint, AWalLeftByThePreviousRunIsReportedRightAfterOpen) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path(), Synchronous::kNormal);
+  options.checkpoint_wal_frames = 50;
+  // A second connection that outlives the Store keeps SQLite from
+  // checkpointing and deleting the WAL at close, as a crash would.
+  sqlite3* other = nullptr;
+  {
+    auto store = Store::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_EQ(sqlite3_open((*store)->db_path().c_str(), &other), SQLITE_OK);
+    // A read opens its WAL; an idle connection in WAL mode keeps its lock.
+    ASSERT_EQ(sqlite3_exec(other, "SELECT count(*) FROM journal", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    uint64_t next = 1;
+    while (!(*store)->WantsCheckpoint()) {
+      ASSERT_TRUE((*store)->Commit(PayloadBatch(next, 10)).ok());
+      next += 10;
+    }
+  }
+  auto store = Store::Open(options);
+  sqlite3_close(other);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_TRUE((*store)->WantsCheckpoint()) << "wal_frames " << (*store)->wal_frames();
+  auto checkpointer = (*store)->NewCheckpointer();
+  ASSERT_TRUE(checkpointer.ok());
+  auto stats = (*checkpointer)->Checkpoint();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_TRUE(stats->complete());
+  EXPECT_GE(stats->wal_frames, 50);
+}
+
 TEST(Checkpoint, CheckpointWithNothingToCopyIsComplete) {
   TempDir tmp;
   auto store = Store::Open(OptionsFor(tmp.path()));

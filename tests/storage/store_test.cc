@@ -245,6 +245,21 @@ TEST(Store, SnapshotOutsideTheJournalIsInvalidArgument) {
   EXPECT_FALSE(store->failed());
 }
 
+TEST(Store, OversizedSnapshotIsRefusedWithoutFailStop) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.max_snapshot_bytes = 1000;
+  auto store = MustOpen(options);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Commit(PayloadBatch(1, 5)).ok());
+  Status status = store->WriteSnapshot(5, std::string(1001, 's'));
+  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(status.message().find("snapshot at record 5"), std::string::npos) << status.message();
+  EXPECT_FALSE(store->has_snapshot());
+  EXPECT_FALSE(store->failed());
+  EXPECT_TRUE(store->WriteSnapshot(5, std::string(1000, 's')).ok());
+}
+
 TEST(Store, PeriodicSnapshotsKeepTheJournalBounded) {
   TempDir tmp;
   auto store = MustOpen(OptionsFor(tmp.path(), Synchronous::kNormal));
