@@ -31,6 +31,19 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
   parser.AddString("work-dir", "DIR", "directory for the SQLite journal and the lock file",
                    &o.work_dir);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
+  parser.AddCustom("synchronous", "MODE",
+                   "full: fsync every group commit (survives power loss); normal: fsync at "
+                   "checkpoints only (survives a crash of the process, not of the machine)",
+                   "full", [&o](const std::string& v) {
+                     if (v == "full") {
+                       o.synchronous = storage::Synchronous::kFull;
+                     } else if (v == "normal") {
+                       o.synchronous = storage::Synchronous::kNormal;
+                     } else {
+                       return InvalidArgumentError("--synchronous must be full or normal, got '" + v + "'");
+                     }
+                     return Status::Ok();
+                   });
   parser.AddString("token", "TOKEN",
                    "secret a peer must present at the gateway (empty: no check)", &o.token);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,

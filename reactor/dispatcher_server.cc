@@ -6,7 +6,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <random>
 
 #include <kj/debug.h>
@@ -57,15 +56,17 @@ DispatcherServer::~DispatcherServer() noexcept(false) {
   shutdown_ = nullptr;
   tick_.reset();
   rpc_ = nullptr;
+  store_.reset();
   if (!unix_socket_path_.empty()) unlink(unix_socket_path_.c_str());
 }
 
 Result<std::string> DispatcherServer::Start() {
-  std::error_code error;
-  std::filesystem::create_directories(options_.work_dir, error);
-  if (error) {
-    return UnavailableError("cannot create work dir '" + options_.work_dir + "': " + error.message());
-  }
+  storage::StoreOptions store_options;
+  store_options.work_dir = options_.work_dir;
+  store_options.synchronous = options_.synchronous;
+  auto store = storage::Store::Open(store_options);
+  if (!store.ok()) return store.status();
+  store_ = std::move(store.value());
 
   Result<std::string> address = ToKjAddress(options_.listen);
   if (!address.ok()) return address.status();
@@ -165,6 +166,9 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   if (!rpc_->Quiescent()) Log(LogLevel::kWarning, "drain deadline passed with replies still queued");
   rpc_->CloseAll();
   tick_->Stop();
+  // Closing the store checkpoints the WAL into the database and releases the
+  // work dir's lock: the next dispatcher starts from a tidy file.
+  store_.reset();
   // Let the close events run, then leave uv_run.
   return kj::evalLater([this]() {
     Log(LogLevel::kInfo, "shutdown complete");

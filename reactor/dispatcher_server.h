@@ -17,6 +17,7 @@
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "schema/dispatcher.capnp.h"
+#include "storage/store.h"
 
 namespace dispatch::reactor {
 
@@ -28,6 +29,7 @@ struct DispatcherOptions {
   std::string work_dir = "dispatch-data";
   // Empty: the gateway accepts any token.
   std::string token;
+  storage::Synchronous synchronous = storage::Synchronous::kFull;
   uint64_t tick_ms = 100;
   uint64_t drain_timeout_ms = 5000;
   ServerLimits limits;
@@ -67,6 +69,7 @@ class DispatcherServer {
   const uint64_t start_ns_;
   LoopThread loop_thread_;
   std::string unix_socket_path_;  // removed on shutdown
+  std::unique_ptr<storage::Store> store_;  // holds the work dir's lock while open
   kj::Own<RpcServer> rpc_;
   std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
   bool shutting_down_ = false;

@@ -124,11 +124,38 @@ TEST(DispatcherProcess, HelpDocumentsEveryFlag) {
   std::string out;
   ASSERT_EQ(RunToExit({"--help"}, &out), 0);
   for (const char* flag : {"--listen", "--work-dir", "--log-level", "--token", "--tick-ms",
-                           "--drain-timeout-ms", "--max-connections", "--max-message-bytes",
+                           "--drain-timeout-ms", "--max-connections", "--synchronous", "--max-message-bytes",
                            "--max-calls-in-flight", "--max-outbound-bytes",
                            "--handshake-timeout-ms"}) {
     EXPECT_NE(out.find(flag), std::string::npos) << flag << " missing from --help";
   }
+}
+
+TEST(DispatcherProcess, SecondDispatcherOnTheSameWorkDirRefusesToStart) {
+  DispatcherProcess first;
+  std::vector<std::string> argv = {DispatcherBinary(), "--listen=tcp:127.0.0.1:0",
+                                   "--work-dir=" + first.work_dir()};
+  Subprocess second(argv);
+  auto status = second.Wait(10s);
+  ASSERT_TRUE(status.has_value()) << "a second dispatcher started on a locked work dir";
+  ASSERT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 1);
+  // The first one is unharmed.
+  ClientLoop loop;
+  auto conn = loop.Connect(first.address());
+  kj::Own<capnp::Response<rpc::Dispatcher::GetVersionResults>> response;
+  EXPECT_EQ(GetVersion(loop, *conn, response).getProtocol(), 1u);
+}
+
+TEST(DispatcherProcess, WorkDirHoldsTheSqliteJournal) {
+  DispatcherProcess dispatcher;
+  EXPECT_EQ(access((dispatcher.work_dir() + "/dispatch.db").c_str(), F_OK), 0);
+  auto status = dispatcher.Terminate();
+  ASSERT_TRUE(status.has_value() && WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  // A clean stop releases the lock: the same work dir starts again.
+  DispatcherProcess again({.work_dir = dispatcher.work_dir()});
+  EXPECT_FALSE(again.address().empty());
 }
 
 TEST(DispatcherProcess, PortInUseFailsWithExitOne) {
