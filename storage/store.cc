@@ -3,6 +3,7 @@
 // SQLite failure after validation is fail-stop (see FailStop).
 #include "storage/store.h"
 
+#include <memory>
 #include <string>
 
 #include "storage/format.h"
@@ -230,29 +231,47 @@ Status Store::WriteSnapshotTransaction(uint64_t seq, std::string_view bytes) {
 }
 
 Result<std::optional<Snapshot>> Store::LoadLatestSnapshot() {
-  ScopedReset reset(select_snapshot_);
-  const int rc = select_snapshot_.Step();
-  if (rc == SQLITE_DONE) {
-    if (has_snapshot_) {
-      return DataLossError("the snapshot at record " + std::to_string(snapshot_seq_) + " in " +
-                           db_path_ + " has disappeared");
-    }
-    return std::optional<Snapshot>();
-  }
-  if (rc != SQLITE_ROW) {
-    return SqliteStatus(db_.get(), rc, "reading the latest snapshot of " + db_path_);
-  }
   Snapshot snapshot;
-  snapshot.seq = static_cast<uint64_t>(select_snapshot_.ColumnInt(0));
-  const std::string_view body = select_snapshot_.ColumnBlob(2);
-  const int64_t stored = select_snapshot_.ColumnInt(1);
-  const uint32_t computed = SnapshotChecksum(snapshot.seq, body);
+  int64_t stored = 0;
+  int64_t size = 0;
+  {
+    ScopedReset reset(select_snapshot_);
+    const int rc = select_snapshot_.Step();
+    if (rc == SQLITE_DONE) {
+      if (has_snapshot_) {
+        return DataLossError("the snapshot at record " + std::to_string(snapshot_seq_) + " in " +
+                             db_path_ + " has disappeared");
+      }
+      return std::optional<Snapshot>();
+    }
+    if (rc != SQLITE_ROW) {
+      return SqliteStatus(db_.get(), rc, "reading the latest snapshot of " + db_path_);
+    }
+    snapshot.seq = static_cast<uint64_t>(select_snapshot_.ColumnInt(0));
+    stored = select_snapshot_.ColumnInt(1);
+    size = select_snapshot_.ColumnInt(2);
+  }
+  // Read the body straight into its final buffer with incremental blob I/O:
+  // sqlite3_column_blob would first assemble a copy of the whole snapshot.
+  const std::string what = "reading the snapshot at record " + std::to_string(snapshot.seq) +
+                           " of " + db_path_;
+  sqlite3_blob* raw = nullptr;
+  int rc = sqlite3_blob_open(db_.get(), "main", "snapshot", "body",
+                             static_cast<sqlite3_int64>(snapshot.seq), 0, &raw);
+  std::unique_ptr<sqlite3_blob, int (*)(sqlite3_blob*)> blob(raw, sqlite3_blob_close);
+  if (rc != SQLITE_OK) return SqliteStatus(db_.get(), rc, what);
+  if (sqlite3_blob_bytes(raw) != size) {
+    return DataLossError(what + ": its size changed while reading");
+  }
+  snapshot.bytes.resize(static_cast<size_t>(size));
+  rc = sqlite3_blob_read(raw, snapshot.bytes.data(), static_cast<int>(size), 0);
+  if (rc != SQLITE_OK) return SqliteStatus(db_.get(), rc, what);
+  const uint32_t computed = SnapshotChecksum(snapshot.seq, snapshot.bytes);
   if (stored != static_cast<int64_t>(computed)) {
     return DataLossError("snapshot at record " + std::to_string(snapshot.seq) + " in " +
                          db_path_ + " fails its checksum (stored " + std::to_string(stored) +
                          ", computed " + std::to_string(computed) + ")");
   }
-  snapshot.bytes.assign(body);
   return std::optional<Snapshot>(std::move(snapshot));
 }
 

@@ -221,7 +221,7 @@ Status Store::PrepareStatements() {
       {&insert_snapshot_, "INSERT OR REPLACE INTO snapshot (seq, crc, body) VALUES (?1, ?2, ?3)"},
       {&delete_old_snapshots_, "DELETE FROM snapshot WHERE seq < ?1"},
       {&truncate_journal_, "DELETE FROM journal WHERE seq <= ?1"},
-      {&select_snapshot_, "SELECT seq, crc, body FROM snapshot ORDER BY seq DESC LIMIT 1"},
+      {&select_snapshot_, "SELECT seq, crc, length(body) FROM snapshot ORDER BY seq DESC LIMIT 1"},
       {&put_dataset_,
        "INSERT INTO dataset (key, crc, body) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO UPDATE "
        "SET crc = excluded.crc, body = excluded.body"},
