@@ -66,7 +66,8 @@ struct RegisterWorker {
   # non-empty and no registered worker uses it.
   # Effect: adds the worker; the next worker id becomes `workerId` + 1. Tasks
   # still assigned to `address` (from an earlier registration at the same
-  # address) belong to this worker again.
+  # address) belong to this worker again; the unfinished ones take its
+  # `transferAddress`.
   workerId @0 :UInt64;
   address @1 :Text;
   transferAddress @2 :Text;

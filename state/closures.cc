@@ -49,6 +49,7 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   closure.scheduled_micros = now;
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   AddToIndex(indexes_.closures_by_state, ClosureState::QUEUED, closure.id);
+  AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
   indexes_.closure_queue.emplace(closure.queue_position, closure.id);
   next_closure_id_ = closure.id + 1;
   closures_.emplace(closure.id, std::move(closure));
@@ -63,6 +64,7 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   if (closure.state == ClosureState::ASSIGNED) {
     RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   }
+  if (IsTerminal(state)) RemoveFromIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
   closure.state = state;
   AddToIndex(indexes_.closures_by_state, state, closure.id);
   if (state == ClosureState::QUEUED) {
@@ -236,11 +238,8 @@ std::vector<const Closure*> DispatcherState::ClosuresForCoordinator(uint64_t coo
 }
 
 size_t DispatcherState::NumUnfinishedClosures(uint64_t coordinator_id) const {
-  size_t count = 0;
-  for (const Closure* closure : ClosuresForCoordinator(coordinator_id)) {
-    if (!IsTerminal(closure->state)) ++count;
-  }
-  return count;
+  auto it = indexes_.unfinished_by_coordinator.find(coordinator_id);
+  return it == indexes_.unfinished_by_coordinator.end() ? 0 : it->second.size();
 }
 
 std::vector<const Closure*> DispatcherState::ClosuresOnWorker(uint64_t worker_id) const {

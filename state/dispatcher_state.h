@@ -153,6 +153,8 @@ class DispatcherState {
     std::map<uint64_t, uint64_t> closure_queue;  // queue position -> closure
     std::map<uint64_t, std::set<uint64_t>> closures_by_worker;
     std::map<uint64_t, std::set<uint64_t>> closures_by_coordinator;
+    // Queued and assigned closures by coordinator (Done/Join in O(log n)).
+    std::map<uint64_t, std::set<uint64_t>> unfinished_by_coordinator;
     std::map<ClosureState, std::set<uint64_t>> closures_by_state;
 
     bool operator==(const Indexes&) const = default;

@@ -31,6 +31,9 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
     if (c.state == ClosureState::QUEUED) x.closure_queue.emplace(c.queue_position, id);
     if (c.state == ClosureState::ASSIGNED) AddToIndex(x.closures_by_worker, c.worker_id, id);
     AddToIndex(x.closures_by_coordinator, c.coordinator_id, id);
+    if (c.state == ClosureState::QUEUED || c.state == ClosureState::ASSIGNED) {
+      AddToIndex(x.unfinished_by_coordinator, c.coordinator_id, id);
+    }
     AddToIndex(x.closures_by_state, c.state, id);
   }
   return x;
@@ -53,6 +56,7 @@ Status DispatcherState::CheckIndexes() const {
   if (x.closures_by_worker != indexes_.closures_by_worker) return differs("closures_by_worker");
   if (x.closures_by_coordinator != indexes_.closures_by_coordinator) return differs("closures_by_coordinator");
   if (x.closures_by_state != indexes_.closures_by_state) return differs("closures_by_state");
+  if (x.unfinished_by_coordinator != indexes_.unfinished_by_coordinator) return differs("unfinished_by_coordinator");
   return Status::Ok();
 }
 

@@ -40,6 +40,11 @@ void DispatcherState::ApplyRegisterWorker(journal::RegisterWorker::Reader u, int
   for (capnp::Text::Reader tag : u.getTags()) worker.tags.push_back(ToString(tag));
   worker.incarnation = u.getIncarnation();
   worker.registered_micros = now;
+  // A worker back at its address may serve data on another transfer address.
+  auto tasks = indexes_.tasks_by_worker.find(worker.address);
+  if (tasks != indexes_.tasks_by_worker.end()) {
+    for (uint64_t task_id : tasks->second) tasks_.at(task_id).transfer_address = worker.transfer_address;
+  }
   indexes_.worker_by_address.emplace(worker.address, worker.id);
   next_worker_id_ = worker.id + 1;
   workers_.emplace(worker.id, std::move(worker));

@@ -52,6 +52,21 @@ TEST(DispatcherState, RemovingWorkerFreesItsAddressButKeepsItsTasks) {
   EXPECT_EQ(state.TasksForWorker("a")[0]->id, 1u);
 }
 
+TEST(DispatcherState, ReturningWorkerGivesItsUnfinishedTasksItsNewTransferAddress) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, RegisterDataset(1, 1)));
+  ASSERT_TRUE(Applies(state, RegisterWorker(1, "a", "old")));
+  ASSERT_TRUE(Applies(state, CreateJob(1, 1)));
+  ASSERT_TRUE(Applies(state, CreateJob(2, 1)));
+  ASSERT_TRUE(Applies(state, CreateTask(1, 1, "a")));
+  ASSERT_TRUE(Applies(state, CreateTask(2, 2, "a")));
+  ASSERT_TRUE(Applies(state, FinishTask(2)));
+  ASSERT_TRUE(Applies(state, RemoveWorker(1)));
+  ASSERT_TRUE(Applies(state, RegisterWorker(2, "a", "new")));
+  EXPECT_EQ(state.FindTask(1)->transfer_address, "new");
+  EXPECT_EQ(state.FindTask(2)->transfer_address, "old");  // finished: history stays
+}
+
 TEST(DispatcherState, RemovingWorkerRejectsUnknownWorker) {
   DispatcherState state;
   EXPECT_TRUE(Rejects(state, RemoveWorker(6), StatusCode::kNotFound, "worker 6 is unknown"));

@@ -1,0 +1,85 @@
+// Decoding copies the bytes into word-aligned memory, reads them with limits
+// derived from their size, traverses the whole message once (which is where a
+// damaged pointer shows up) and only then lets the state read it.
+
+#include "state/codec.h"
+
+#include <cstring>
+#include <functional>
+
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+namespace dispatch::state {
+
+namespace {
+
+constexpr int kNestingLimit = 64;
+
+// Calls `use` with the validated root of `bytes` read as T. DataLoss when the
+// bytes are not exactly one well-formed message.
+template <typename T>
+Status WithRoot(std::string_view bytes, const char* what, const std::function<Status(typename T::Reader)>& use) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    return DataLossError(std::string(what) + " of " + std::to_string(bytes.size()) +
+                         " bytes is not a whole number of words");
+  }
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  memcpy(words.begin(), bytes.data(), bytes.size());
+  capnp::ReaderOptions options;
+  // Traversal budget: the validation pass plus Check and Apply reading again.
+  options.traversalLimitInWords = words.size() * 8 + 1024;
+  options.nestingLimit = kNestingLimit;
+  Status result;
+  Status decode_error;
+  KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&]() {
+                capnp::FlatArrayMessageReader reader(words, options);
+                if (reader.getEnd() != words.end()) {
+                  decode_error = DataLossError(std::string(what) + " has trailing bytes after its message");
+                  return;
+                }
+                typename T::Reader root = reader.getRoot<T>();
+                root.totalSize();  // touches every pointer once
+                result = use(root);
+              })) {
+    return DataLossError(std::string(what) + " does not decode: " + exception->getDescription().cStr());
+  }
+  if (!decode_error.ok()) return decode_error;
+  return result;
+}
+
+}  // namespace
+
+std::string EncodeMessage(capnp::MessageBuilder& message) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const char> chars = words.asChars();
+  return std::string(chars.begin(), chars.size());
+}
+
+Status ApplyEncodedUpdate(DispatcherState& state, std::string_view bytes) {
+  return WithRoot<journal::Update>(bytes, "update",
+                                   [&](journal::Update::Reader update) { return state.Apply(update); });
+}
+
+Status CheckEncodedUpdate(const DispatcherState& state, std::string_view bytes) {
+  return WithRoot<journal::Update>(bytes, "update",
+                                   [&](journal::Update::Reader update) { return state.Check(update); });
+}
+
+std::string EncodeSnapshot(const DispatcherState& state) {
+  capnp::MallocMessageBuilder message;
+  state.WriteSnapshot(message.initRoot<journal::StateSnapshot>());
+  return EncodeMessage(message);
+}
+
+Result<DispatcherState> DecodeSnapshot(std::string_view bytes) {
+  Result<DispatcherState> out = InternalError("snapshot was not read");
+  Status status = WithRoot<journal::StateSnapshot>(bytes, "snapshot", [&](journal::StateSnapshot::Reader root) {
+    out = DispatcherState::FromSnapshot(root);
+    return out.status();
+  });
+  if (!status.ok()) return status;
+  return out;
+}
+
+}  // namespace dispatch::state
