@@ -1,0 +1,286 @@
+// UvEventPort: the guard against Promise::wait() inside libuv callbacks, an
+// idle loop that sleeps, KJ work that cannot starve libuv, and wake-ups from
+// other threads through kj::Executor.
+#include <gtest/gtest.h>
+#include <kj/debug.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "reactor/uvkj/repeating_timer.h"
+#include "tests/uvkj/test_util.h"
+
+namespace dispatch::uvkj::testing {
+namespace {
+
+// Calls `body` once from a libuv timer callback, while the loop runs.
+class FromUvCallback {
+ public:
+  FromUvCallback(uv_loop_t* loop, std::function<void()> body)
+      : timer_(loop, 1,
+               [this]() {
+                 timer_.Stop();
+                 body_();
+               }),
+        body_(std::move(body)) {
+    timer_.Start();
+  }
+
+ private:
+  UvRepeatingTimer timer_;
+  std::function<void()> body_;
+};
+
+// Gives up after `seconds` (a deadline for tests whose failure mode is a
+// loop that never yields, so no libuv timer could end them).
+class Watchdog {
+ public:
+  explicit Watchdog(int seconds)
+      : thread_([this, seconds]() {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (!cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) {
+            expired_ = true;
+          }
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  bool expired() const { return expired_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::atomic<bool> expired_{false};
+  std::thread thread_;
+};
+
+// A KJ task that re-schedules itself until `stop` holds.
+kj::Promise<void> Spin(const std::function<bool()>& stop, uint64_t& turns) {
+  ++turns;
+  if (stop()) return kj::READY_NOW;
+  return kj::evalLater([&stop, &turns]() { return Spin(stop, turns); });
+}
+
+TEST(UvEventPort, WaitScopeAccessorThrowsInsideALibuvCallback) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  kj::Maybe<kj::Exception> caught;
+  bool ran = false;
+  {
+    FromUvCallback call(io.loop(), [&]() {
+      ran = true;
+      caught = kj::runCatchingExceptions(
+          [&]() { io.timer().afterDelay(kj::MILLISECONDS).wait(io.wait_scope()); });
+    });
+    io.Run(UV_RUN_DEFAULT);
+  }
+  ASSERT_TRUE(ran);
+  KJ_IF_MAYBE (e, caught) {
+    EXPECT_TRUE(strstr(e->getDescription().cStr(), "libuv callback") != nullptr)
+        << kj::str(*e).cStr();
+  } else {
+    FAIL() << "wait_scope() inside a libuv callback did not throw";
+  }
+  // Outside the loop the same call is fine.
+  io.timer().afterDelay(kj::MILLISECONDS).wait(io.wait_scope());
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+TEST(UvEventPort, PortWaitThrowsInsideALibuvCallbackInsteadOfReenteringUvRun) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  kj::WaitScope& wait_scope = io.wait_scope();  // stashed outside the loop
+  {
+    auto pair = MakeUnixPair(io);
+    kj::Maybe<kj::Exception> caught;
+    bool ran = false;
+    {
+      FromUvCallback call(io.loop(), [&]() {
+        ran = true;
+        caught = kj::runCatchingExceptions([&]() {
+          kj::byte byte;
+          pair.b->tryRead(&byte, 1, 1).wait(wait_scope);  // needs I/O: would nest uv_run
+        });
+      });
+      // Not Run(UV_RUN_DEFAULT): the abandoned read leaves the socket watched
+      // until it next becomes readable, which keeps the loop alive.
+      ASSERT_TRUE(RunUntil(io, [&] { return ran; }));
+    }
+    ASSERT_TRUE(ran);
+    KJ_IF_MAYBE (e, caught) {
+      EXPECT_TRUE(strstr(e->getDescription().cStr(), "inside a libuv callback") != nullptr)
+          << kj::str(*e).cStr();
+    } else {
+      FAIL() << "Promise::wait() inside a libuv callback did not throw";
+    }
+
+    // The loop is intact: the same stream still reads through Run().
+    kj::byte buffer[4];
+    Outcome<size_t> read;
+    auto reading = Track(pair.b->tryRead(buffer, 4, 4), read);
+    Outcome<void> wrote;
+    auto writing = Track(pair.a->write("okay", 4), wrote);
+    ASSERT_TRUE(RunUntil(io, [&] { return read.done && wrote.done; }));
+    EXPECT_EQ(KJ_ASSERT_NONNULL(read.value), 4u);
+  }
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+TEST(UvEventPort, RunFromInsideALibuvCallbackThrows) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  kj::Maybe<kj::Exception> caught;
+  {
+    FromUvCallback call(
+        io.loop(), [&]() { caught = kj::runCatchingExceptions([&]() { io.Run(UV_RUN_NOWAIT); }); });
+    io.Run(UV_RUN_DEFAULT);
+  }
+  EXPECT_TRUE(caught != nullptr);
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+TEST(UvEventPort, TopLevelWaitDrivesTheLoopForIo) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  {
+    auto pair = MakeUnixPair(io);
+    kj::byte buffer[5];
+    auto read = pair.b->tryRead(buffer, 5, 5);
+    auto write = pair.a->write("hello", 5);
+    EXPECT_EQ(read.wait(io.wait_scope()), 5u);
+    write.wait(io.wait_scope());
+  }
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+TEST(UvEventPort, IdleLoopWithPendingReadsSleepsBetweenTimerTicks) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  {
+    // A read that never completes.
+    auto quiet = MakeUnixPair(io);
+    kj::byte buffer[8];
+    Outcome<size_t> never;
+    auto waiting = Track(quiet.b->tryRead(buffer, 1, sizeof(buffer)), never);
+
+    // Unread data on a socket whose readable interest stayed armed after a
+    // completed read, and a write that went through EAGAIN (writable armed,
+    // then dropped): neither may keep waking the loop.
+    auto busy = MakeUnixPair(io);
+    ShrinkBuffers(*busy.a);
+    auto big = MakePattern(3, 1 << 20);
+    auto sink = kj::heapArray<kj::byte>(big.size());
+    Outcome<size_t> read;
+    auto reading = Track(busy.b->tryRead(sink.begin(), sink.size(), sink.size()), read);
+    Outcome<void> wrote;
+    auto writing = Track(busy.a->write(big.begin(), big.size()), wrote);
+    ASSERT_TRUE(RunUntil(io, [&] { return read.done && wrote.done; }));
+    Outcome<void> extra;
+    auto writing_extra = Track(busy.a->write("unread", 6), extra);
+    ASSERT_TRUE(RunUntil(io, [&] { return extra.done; }));
+
+    LoopCounter iterations(io.loop());
+    uint64_t slices_before = io.port().slices_run();
+    UvRepeatingTimer tick(io.loop(), 5, [] {});
+    tick.Start();
+    ASSERT_TRUE(RunUntil(io, [&] { return tick.ticks() >= 20; }));
+    EXPECT_FALSE(never.done);
+    // A busy loop makes thousands of passes in 100 ms; a sleeping one about
+    // one per tick.
+    EXPECT_LT(iterations.count(), 3 * tick.ticks() + 10);
+    EXPECT_LT(io.port().slices_run() - slices_before, 3 * tick.ticks() + 10);
+  }
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+TEST(UvEventPort, EndlessKjWorkDoesNotStarveLibuvTimers) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  uint64_t turns = 0;
+  bool starved;
+  {
+    Watchdog watchdog(10);
+    bool done = false;
+    std::function<bool()> stop = [&]() { return done || watchdog.expired(); };
+    Outcome<void> spun;
+    auto spinning = Track(Spin(stop, turns), spun);
+    UvRepeatingTimer tick(io.loop(), 1, [] {});
+    tick.Start();
+    EXPECT_TRUE(RunUntil(io, [&] { return tick.ticks() >= 5 || watchdog.expired(); }));
+    starved = watchdog.expired();
+    done = true;
+    tick.Stop();
+    ASSERT_TRUE(RunUntil(io, [&] { return spun.done; }));
+  }
+  EXPECT_FALSE(starved) << "a libuv timer did not fire while KJ work kept coming";
+  EXPECT_GT(turns, 5u);
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+TEST(UvEventPort, ExecutorCallsFromAnotherThreadRunOnTheLoopThread) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  constexpr int kCalls = 200;
+  const kj::Executor& executor = kj::getCurrentThreadExecutor();
+  std::vector<std::thread::id> ran_on;
+  {
+    std::thread caller([&]() {
+      for (int i = 0; i < kCalls; ++i) {
+        executor.executeSync([&]() { ran_on.push_back(std::this_thread::get_id()); });
+      }
+    });
+    bool all = RunUntil(io, [&] { return ran_on.size() == kCalls; });
+    caller.join();
+    ASSERT_TRUE(all) << ran_on.size() << " of " << kCalls << " calls ran";
+  }
+  for (auto id : ran_on) EXPECT_EQ(id, std::this_thread::get_id());
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+TEST(UvEventPort, CrossThreadWakeDuringEndlessKjWorkDoesNotStarveLibuvTimers) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  const kj::Executor& executor = kj::getCurrentThreadExecutor();
+  uint64_t turns = 0;
+  bool starved;
+  bool called = false;
+  {
+    Watchdog watchdog(10);
+    bool done = false;
+    std::function<bool()> stop = [&]() { return done || watchdog.expired(); };
+    auto spinning = Spin(stop, turns).eagerlyEvaluate(nullptr);
+
+    std::atomic<bool> sending{false};
+    uint64_t ticks_after_send = 0;
+    UvRepeatingTimer tick(io.loop(), 1, [&] { ticks_after_send += sending.load(); });
+    tick.Start();
+    std::thread caller([&]() {
+      sending = true;
+      executor.executeSync([&]() { called = true; });
+    });
+    // The wake-up arrives while KJ always has more work queued.
+    EXPECT_TRUE(RunUntil(io, [&] { return ticks_after_send >= 30 || watchdog.expired(); }));
+    starved = watchdog.expired();
+    done = true;
+    bool finished = RunUntil(io, [&] { return called; });
+    caller.join();
+    EXPECT_TRUE(finished) << "the cross-thread call never ran";
+    tick.Stop();
+  }
+  EXPECT_FALSE(starved) << "libuv timers stopped while a cross-thread wake met busy KJ work";
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+}  // namespace
+}  // namespace dispatch::uvkj::testing
