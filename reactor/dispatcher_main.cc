@@ -1,6 +1,6 @@
 // `dispatcher`: the dispatcher process. Parses flags, then runs one libuv loop
 // until SIGINT/SIGTERM ends it gracefully (exit 0). Exit codes: 0 clean stop,
-// 1 start-up failure, 2 bad flags.
+// 1 start-up failure, 2 bad flags, 3 journal write failure (fail-stop).
 #include <signal.h>
 #include <stdio.h>
 
@@ -46,6 +46,10 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                    });
   parser.AddString("token", "TOKEN",
                    "secret a peer must present at the gateway (empty: no check)", &o.token);
+  parser.AddUint("snapshot-every",
+                 "write a snapshot (and drop the journal before it) every N journaled updates; "
+                 "0: only at clean shutdown",
+                 &o.durable.snapshot_every, 0, 1ull << 40);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,
                  60000);
   parser.AddUint("drain-timeout-ms",
@@ -106,6 +110,7 @@ int Main(int argc, char** argv) {
         printf("dispatcher listening on %s\n", bound->c_str());
         fflush(stdout);
         io.Run();
+        exit_code = server.exit_code();
       }
     }
     // Events queued while tearing the server down must run before the loop goes.

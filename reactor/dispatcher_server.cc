@@ -54,8 +54,10 @@ DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions option
 
 DispatcherServer::~DispatcherServer() noexcept(false) {
   shutdown_ = nullptr;
+  io_.port().SetPassEndHook(nullptr);
   tick_.reset();
   rpc_ = nullptr;
+  durable_.reset();
   store_.reset();
   if (!unix_socket_path_.empty()) unlink(unix_socket_path_.c_str());
 }
@@ -67,6 +69,16 @@ Result<std::string> DispatcherServer::Start() {
   auto store = storage::Store::Open(store_options);
   if (!store.ok()) return store.status();
   store_ = std::move(store.value());
+  auto durable = DurableState::Recover(io_.loop(), *store_, options_.durable);
+  if (!durable.ok()) return durable.status();
+  durable_ = std::move(durable.value());
+  durable_->SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
+  // The group commit closes every loop pass, releasing the replies it parked.
+  io_.port().SetPassEndHook([this]() { durable_->CommitPass(); });
+  const DurableStats& recovered = durable_->stats();
+  Log(LogLevel::kInfo, "recovered state: snapshot at ", store_->snapshot_seq(), " + ", recovered.replayed,
+      " journal records in ", recovered.recovery_micros / 1000, " ms (last sequence number ",
+      store_->last_seq(), ")");
 
   Result<std::string> address = ToKjAddress(options_.listen);
   if (!address.ok()) return address.status();
@@ -94,6 +106,18 @@ Result<std::string> DispatcherServer::Start() {
   Log(LogLevel::kInfo, "dispatcher ", DISPATCH_VERSION, " listening on ", bound.c_str(),
       ", work dir ", options_.work_dir.c_str());
   return bound;
+}
+
+void DispatcherServer::StopOnStorageFailure(const Status& status) {
+  exit_code_ = kExitStorageFailure;
+  Log(LogLevel::kError, "exiting with code ", kExitStorageFailure, ": ", status.ToString().c_str());
+  shutting_down_ = true;
+  rpc_->StopAccepting();
+  rpc_->CloseAll();
+  tick_->Stop();
+  // The pass-end hook stays: we may be running inside it, and a failed
+  // DurableState commits nothing more.
+  io_.Stop();
 }
 
 void DispatcherServer::Tick() {
@@ -157,8 +181,10 @@ void DispatcherServer::BeginShutdown(const char* why) {
 
 kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   // Replies already computed sit in each connection's outbound queue until
-  // the kernel takes them; wait for that (or the deadline), then close.
-  if (!rpc_->Quiescent() && uv_now(io_.loop()) < deadline_ms) {
+  // the kernel takes them; wait for that (or the deadline), then close. A
+  // checkpoint on the thread pool must finish before the Store closes.
+  bool checkpointing = durable_ != nullptr && durable_->checkpoint_in_flight();
+  if ((!rpc_->Quiescent() && uv_now(io_.loop()) < deadline_ms) || checkpointing) {
     return io_.timer().afterDelay(2 * kj::MILLISECONDS).then([this, deadline_ms]() {
       return DrainThenStop(deadline_ms);
     });
@@ -166,8 +192,14 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   if (!rpc_->Quiescent()) Log(LogLevel::kWarning, "drain deadline passed with replies still queued");
   rpc_->CloseAll();
   tick_->Stop();
-  // Closing the store checkpoints the WAL into the database and releases the
-  // work dir's lock: the next dispatcher starts from a tidy file.
+  // A snapshot makes the next start-up a load instead of a replay. Closing
+  // the store checkpoints the WAL into the database and releases the work
+  // dir's lock: the next dispatcher starts from a tidy file.
+  io_.port().SetPassEndHook(nullptr);
+  durable_->CommitPass();
+  Status snapshot = durable_->Snapshot();
+  if (!snapshot.ok()) Log(LogLevel::kWarning, "no snapshot at shutdown: ", snapshot.ToString().c_str());
+  durable_.reset();
   store_.reset();
   // Let the close events run, then leave uv_run.
   return kj::evalLater([this]() {

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "reactor/durable_state.h"
 #include "reactor/loop_thread.h"
 #include "reactor/rpc_server.h"
 #include "reactor/uvkj/async_io.h"
@@ -30,6 +31,7 @@ struct DispatcherOptions {
   // Empty: the gateway accepts any token.
   std::string token;
   storage::Synchronous synchronous = storage::Synchronous::kFull;
+  DurableStateOptions durable;
   uint64_t tick_ms = 100;
   uint64_t drain_timeout_ms = 5000;
   ServerLimits limits;
@@ -58,9 +60,14 @@ class DispatcherServer {
   void FillVersion(rpc::Version::Builder version) const;
   void FillStats(rpc::ServerStats::Builder stats) const;
   uint64_t incarnation() const { return incarnation_; }
+  DurableState& durable() { return *durable_; }
+  // 0 after a clean stop; kExitStorageFailure after a failed commit.
+  int exit_code() const { return exit_code_; }
 
  private:
   void Tick();
+  // A commit failed: no more acknowledgements; leave the loop at once.
+  void StopOnStorageFailure(const Status& status);
   kj::Promise<void> DrainThenStop(uint64_t deadline_ms);
 
   uvkj::UvAsyncIo& io_;
@@ -70,9 +77,11 @@ class DispatcherServer {
   LoopThread loop_thread_;
   std::string unix_socket_path_;  // removed on shutdown
   std::unique_ptr<storage::Store> store_;  // holds the work dir's lock while open
+  std::unique_ptr<DurableState> durable_;  // declared after store_: destroyed first
   kj::Own<RpcServer> rpc_;
   std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
   bool shutting_down_ = false;
+  int exit_code_ = 0;
   kj::Promise<void> shutdown_ = nullptr;
 };
 

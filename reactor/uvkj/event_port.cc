@@ -48,24 +48,31 @@ bool UvEventPort::wait() {
   KJ_REQUIRE(uv_depth_ == 0,
              "Promise::wait() called inside a libuv callback; store the promise in a "
              "kj::TaskSet or use .then() instead");
+  // KJ calls wait() when its queue is empty: a pass has ended. Close it the
+  // way a libuv-driven pass ends; if that made work (a commit releasing
+  // parked replies), return to KJ instead of blocking.
+  RunPassEndHook();
+  if (kj_loop_.isRunnable()) return woken_.exchange(false);
   // KJ does not tell us "not runnable" before it blocks in wait(), so the idle
   // handle could stay armed and turn uv_run(ONCE) into a busy spin. Disarm it
   // for the duration and restore it from the loop's real state afterwards.
   ArmIdle(false);
-  ++uv_depth_;
-  in_wait_ = true;
-  int alive = uv_run(loop_, UV_RUN_ONCE);
-  in_wait_ = false;
-  --uv_depth_;
-  bool woken = woken_.exchange(false);
-  if (kj_loop_.isRunnable()) {
-    ArmIdle(true);
-  } else if (alive == 0 && !woken) {
-    // Nothing in libuv can ever fire again: the awaited promise can never
-    // resolve. Failing beats spinning forever.
+  // With no active handle or request nothing in libuv can ever fire again,
+  // so the awaited promise can never resolve: failing beats hanging. This is
+  // checked before the pass, not after it: the pass that completes the
+  // awaited promise (say, the writable event that ends a write) often leaves
+  // no active handle behind, and KJ calls wait() again only if it is pending.
+  if (!uv_loop_alive(loop_) && !woken_.load()) {
     KJ_FAIL_REQUIRE("Promise::wait() on a promise that can never resolve: the libuv loop has no "
                     "active handles left");
   }
+  ++uv_depth_;
+  in_wait_ = true;
+  uv_run(loop_, UV_RUN_ONCE);
+  in_wait_ = false;
+  --uv_depth_;
+  bool woken = woken_.exchange(false);
+  ArmIdle(kj_loop_.isRunnable());
   return woken;
 }
 
@@ -105,7 +112,37 @@ void UvEventPort::RunSlice() {
       KJ_LOG(ERROR, "uncaught exception in a KJ event; continuing", *e);
     }
   }
+  // (Inside a top-level wait(), KJ itself drains them once wait() returns.)
+  if (xthread_pending_ && !in_wait_ && !kj_loop_.isRunnable()) DrainCrossThread();
+  RunPassEndHook();
   ArmIdle(kj_loop_.isRunnable());
+}
+
+void UvEventPort::DrainCrossThread() {
+  // WaitScope::poll() runs KJ until its queue is empty, with no bound: called
+  // while KJ work is queued, it could hold libuv inside this one callback for
+  // as long as that work keeps coming. So drain only from an empty queue, and
+  // otherwise let the slice that empties it come back here. (KJ's own loop
+  // also polls for cross-thread events only once its queue is empty.)
+  if (kj_loop_.isRunnable()) {
+    xthread_pending_ = true;
+    ArmIdle(true);
+    return;
+  }
+  xthread_pending_ = false;
+  if (wait_scope_ != nullptr) {
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([this]() { wait_scope_->poll(); })) {
+      KJ_LOG(ERROR, "exception while draining cross-thread events", *e);
+    }
+  }
+  ArmIdle(kj_loop_.isRunnable());
+}
+
+void UvEventPort::RunPassEndHook() {
+  if (!pass_end_hook_) return;
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([this]() { pass_end_hook_(); })) {
+    KJ_LOG(ERROR, "uncaught exception in the pass-end hook; continuing", *e);
+  }
 }
 
 void UvEventPort::OnIdle(uv_idle_t* handle) {
@@ -122,12 +159,7 @@ void UvEventPort::OnAsync(uv_async_t* handle) {
   // Within a top-level wait(), KJ drains cross-thread events itself once
   // wait() returns true. Otherwise only WaitScope::poll() queues them.
   if (self->in_wait_) return;
-  if (self->wait_scope_ != nullptr) {
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([self]() { self->wait_scope_->poll(); })) {
-      KJ_LOG(ERROR, "exception while draining cross-thread events", *e);
-    }
-  }
-  self->ArmIdle(self->kj_loop_.isRunnable());
+  self->DrainCrossThread();
 }
 
 }  // namespace dispatch::uvkj

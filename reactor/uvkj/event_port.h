@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include <kj/async.h>
 
@@ -45,6 +46,11 @@ class UvEventPort final : public kj::EventPort {
 
   uint64_t slices_run() const { return slices_run_; }
 
+  // Runs after every KJ slice and at every check phase (after I/O), on the
+  // loop thread: the place for work that must close a loop pass, such as the
+  // group commit that releases the replies parked during the pass.
+  void SetPassEndHook(std::function<void()> hook) { pass_end_hook_ = std::move(hook); }
+
   // kj::EventPort. wait() and poll() serve only a top-level Promise::wait()
   // (start-up, tests, clients that block on purpose).
   bool wait() override;
@@ -60,6 +66,10 @@ class UvEventPort final : public kj::EventPort {
   // Runs one bounded slice of KJ work and arms or disarms the idle handle.
   void RunSlice();
   void ArmIdle(bool on);
+  // Queues kj::Executor events through WaitScope::poll(), or, while KJ work
+  // is queued, defers that to the slice that empties the queue.
+  void DrainCrossThread();
+  void RunPassEndHook();
 
   uv_loop_t* const loop_;
   uv_idle_t* idle_ = nullptr;
@@ -68,9 +78,11 @@ class UvEventPort final : public kj::EventPort {
   bool idle_armed_ = false;
   int uv_depth_ = 0;
   bool in_wait_ = false;  // inside a top-level wait()'s uv_run
+  bool xthread_pending_ = false;  // a wake() arrived while KJ work was queued
   uint64_t slices_run_ = 0;
   mutable std::atomic<bool> woken_{false};
   kj::WaitScope* wait_scope_ = nullptr;
+  std::function<void()> pass_end_hook_;
   // Declared last: destroyed first, before the handles it may still signal.
   kj::EventLoop kj_loop_;
 };

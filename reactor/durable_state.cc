@@ -1,0 +1,207 @@
+#include "reactor/durable_state.h"
+
+#include <sys/time.h>
+
+#include <algorithm>
+
+#include <kj/debug.h>
+
+#include "common/log.h"
+#include "common/rpc_status.h"
+#include "state/codec.h"
+
+namespace dispatch::reactor {
+namespace {
+
+int64_t WallClockMicros() {
+  struct timeval tv;
+  gettimeofday(&tv, nullptr);
+  return static_cast<int64_t>(tv.tv_sec) * 1000000 + tv.tv_usec;
+}
+
+uint64_t MonotonicMicros() { return uv_hrtime() / 1000; }
+
+}  // namespace
+
+std::string EncodeUpdate(journal::Update::Reader update) {
+  capnp::MallocMessageBuilder message(update.totalSize().wordCount + 1);
+  message.setRoot(update);
+  return state::EncodeMessage(message);
+}
+
+DurableState::DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options)
+    : loop_(loop), store_(store), options_(options) {}
+
+DurableState::~DurableState() {
+  // The thread pool may still be copying the WAL with our Checkpointer; it is
+  // handed back (and destroyed) by the after-work callback, which must not
+  // find us gone.
+  // REQUIRES: not inside uv_run when a checkpoint is in flight (the
+  // dispatcher's shutdown waits for it first, so this loop normally never runs).
+  while (checkpoint_in_flight_) uv_run(loop_, UV_RUN_ONCE);
+  *alive_ = false;
+}
+
+Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, storage::Store& store,
+                                                            DurableStateOptions options) {
+  std::unique_ptr<DurableState> self(new DurableState(loop, store, options));
+  uint64_t start = MonotonicMicros();
+
+  auto snapshot = store.LoadLatestSnapshot();
+  if (!snapshot.ok()) return snapshot.status();
+  if (snapshot->has_value()) {
+    const storage::Snapshot& snap = **snapshot;
+    auto restored = state::DecodeSnapshot(snap.bytes);
+    if (!restored.ok()) {
+      return DataLossError("snapshot at sequence number " + std::to_string(snap.seq) + ": " +
+                           restored.status().message());
+    }
+    self->state_ = std::move(restored.value());
+  }
+
+  DISPATCH_RETURN_IF_ERROR(self->Replay());
+
+  auto checkpointer = store.NewCheckpointer();
+  if (!checkpointer.ok()) return checkpointer.status();
+  self->checkpointer_ = std::move(checkpointer.value());
+  self->stats_.recovery_micros = MonotonicMicros() - start;
+  return self;
+}
+
+Status DurableState::Replay() {
+  return store_.Replay(store_.snapshot_seq(), [this](uint64_t seq, std::string_view bytes) -> Status {
+    Status applied = state::ApplyEncodedUpdate(state_, bytes);
+    if (!applied.ok()) {
+      return DataLossError("journal record " + std::to_string(seq) + " does not apply: " + applied.ToString());
+    }
+    ++stats_.replayed;
+    return Status::Ok();
+  });
+}
+
+int64_t DurableState::NowMicros() const { return std::max(WallClockMicros(), state_.LastTimeMicros()); }
+
+Status DurableState::Submit(journal::Update::Reader update) {
+  if (failed()) return failure_;
+  // Apply checks first and changes nothing on error; only an applied update
+  // is journaled, and both happen before the pass's commit.
+  DISPATCH_RETURN_IF_ERROR(state_.Apply(update));
+  batch_.AddRecord(EncodeUpdate(update));
+  return Status::Ok();
+}
+
+void DurableState::PutDataset(std::string key, std::string definition) {
+  batch_.PutDataset(std::move(key), std::move(definition));
+}
+
+kj::Promise<void> DurableState::Barrier() {
+  if (failed()) return ExceptionFromStatus(failure_);
+  if (batch_.empty()) return kj::READY_NOW;
+  if (batch_committed_promise_ == nullptr) {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    batch_committed_ = kj::mv(paf.fulfiller);
+    batch_committed_promise_ = paf.promise.fork();
+  }
+  KJ_IF_MAYBE(forked, batch_committed_promise_) { return forked->addBranch(); }
+  KJ_UNREACHABLE;
+}
+
+void DurableState::CommitPass() {
+  if (failed() || batch_.empty()) return;
+  size_t records = batch_.record_count();
+  Result<uint64_t> committed = store_.Commit(batch_);
+  if (!committed.ok()) {
+    FailStop(committed.status());
+    return;
+  }
+  ++stats_.commits;
+  stats_.records += records;
+  stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
+  batch_.Clear();
+  KJ_IF_MAYBE(fulfiller, batch_committed_) { (*fulfiller)->fulfill(); }
+  batch_committed_ = nullptr;
+  batch_committed_promise_ = nullptr;
+
+  if (options_.snapshot_every > 0 && store_.journal_length() >= options_.snapshot_every) {
+    Status status = Snapshot();
+    if (!status.ok()) {
+      if (store_.failed()) {
+        FailStop(status);
+        return;
+      }
+      Log(LogLevel::kWarning, "snapshot skipped: ", status.ToString().c_str());
+    }
+  }
+  MaybeCheckpoint();
+}
+
+Status DurableState::Snapshot() {
+  if (failed()) return failure_;
+  if (!batch_.empty()) return FailedPreconditionError("a snapshot needs every update committed first");
+  if (store_.journal_length() == 0) return Status::Ok();
+  std::string bytes = state::EncodeSnapshot(state_);
+  DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
+  ++stats_.snapshots;
+  return Status::Ok();
+}
+
+void DurableState::FailStop(const Status& status) {
+  failure_ = status;
+  Log(LogLevel::kError, "journal commit failed, stopping (fail-stop): ", status.ToString().c_str());
+  // The parked replies learn the truth; nothing after this is acknowledged.
+  KJ_IF_MAYBE(fulfiller, batch_committed_) { (*fulfiller)->reject(ExceptionFromStatus(status)); }
+  batch_committed_ = nullptr;
+  batch_committed_promise_ = nullptr;
+  batch_.Clear();
+  if (on_fatal_) on_fatal_(status);
+}
+
+namespace {
+
+struct CheckpointWork {
+  uv_work_t request;
+  std::unique_ptr<storage::Checkpointer> checkpointer;
+  Result<storage::CheckpointStats> result = InternalError("checkpoint did not run");
+  std::shared_ptr<bool> alive;
+  std::function<void(CheckpointWork*)> done;
+};
+
+}  // namespace
+
+void DurableState::MaybeCheckpoint() {
+  if (checkpointer_ == nullptr || checkpoint_in_flight_ || !store_.WantsCheckpoint()) return;
+  auto* work = new CheckpointWork;
+  work->request.data = work;
+  work->checkpointer = std::move(checkpointer_);
+  work->alive = alive_;
+  work->done = [this](CheckpointWork* w) {
+    checkpoint_in_flight_ = false;
+    checkpointer_ = std::move(w->checkpointer);
+    if (w->result.ok()) {
+      ++stats_.checkpoints;
+    } else {
+      // Nothing is lost: the WAL still holds every commit. Try again later.
+      Log(LogLevel::kWarning, "checkpoint failed: ", w->result.status().ToString().c_str());
+    }
+  };
+  checkpoint_in_flight_ = true;
+  int rc = uv_queue_work(
+      loop_, &work->request,
+      [](uv_work_t* request) {
+        // On a thread-pool thread: only the Checkpointer (its own connection).
+        auto* w = static_cast<CheckpointWork*>(request->data);
+        w->result = w->checkpointer->Checkpoint();
+      },
+      [](uv_work_t* request, int) {
+        auto* w = static_cast<CheckpointWork*>(request->data);
+        if (*w->alive) w->done(w);
+        delete w;
+      });
+  if (rc < 0) {
+    checkpoint_in_flight_ = false;
+    checkpointer_ = std::move(work->checkpointer);
+    delete work;
+  }
+}
+
+}  // namespace dispatch::reactor

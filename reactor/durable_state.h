@@ -1,0 +1,121 @@
+// DurableState: the dispatcher's state behind the durability barrier. Every
+// change goes validate -> journal -> apply: Submit checks an Update against
+// the state, appends it to this loop pass's batch and applies it (so later
+// requests of the same pass see it); CommitPass, run once at the end of each
+// loop pass, writes the whole batch in one SQLite transaction and only then
+// releases the replies parked on Barrier(). A failed commit is fail-stop: no
+// reply is acknowledged again and the process exits with kExitStorageFailure.
+// REQUIRES: loop thread only.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <capnp/message.h>
+#include <kj/async.h>
+
+#include "common/status.h"
+#include "schema/journal.capnp.h"
+#include "state/dispatcher_state.h"
+#include "storage/store.h"
+
+namespace dispatch::reactor {
+
+// Exit code of a dispatcher that stopped because its journal could not be
+// written; the restart replays up to the last durable commit.
+inline constexpr int kExitStorageFailure = 3;
+
+struct DurableStateOptions {
+  // A snapshot is written once the journal holds this many records since
+  // the last one (0: only on clean shutdown).
+  uint64_t snapshot_every = 100000;
+};
+
+struct DurableStats {
+  uint64_t commits = 0;          // group commits (transactions) written
+  uint64_t records = 0;          // updates journaled
+  uint64_t max_batch = 0;        // most updates in one commit
+  uint64_t snapshots = 0;
+  uint64_t checkpoints = 0;
+  uint64_t replayed = 0;         // updates replayed at start-up
+  uint64_t recovery_micros = 0;  // time to load the snapshot and replay
+};
+
+class DurableState {
+ public:
+  // Rebuilds the state from `store`: the latest snapshot, then every record
+  // after it through the same Apply. A record that does not decode or does
+  // not apply is DataLoss naming its sequence number: start-up stops rather
+  // than continue from a partial state.
+  static Result<std::unique_ptr<DurableState>> Recover(uv_loop_t* loop, storage::Store& store,
+                                                       DurableStateOptions options);
+  ~DurableState();
+  DurableState(const DurableState&) = delete;
+  DurableState& operator=(const DurableState&) = delete;
+
+  const state::DispatcherState& state() const { return state_; }
+
+  // The one clock of the state: wall-clock microseconds (times survive a
+  // restart), never earlier than the last applied update's time.
+  int64_t NowMicros() const;
+
+  // Validates `update`, appends it to the pass's batch and applies it. A
+  // rejected update (the Check error) changes nothing and journals nothing;
+  // after a storage failure every Submit fails with that failure.
+  Status Submit(journal::Update::Reader update);
+  // Stores a dataset definition in the same transaction as the pass's updates.
+  void PutDataset(std::string key, std::string definition);
+
+  // Resolves when everything submitted so far is durable: at once when
+  // nothing is pending, else after this pass's commit. Every reply waits on
+  // it, reads included (a read may have observed an uncommitted update).
+  kj::Promise<void> Barrier();
+
+  // Commits the pass's batch, releases the parked replies, then snapshots or
+  // checkpoints when due. The reactor runs it at the end of every loop pass.
+  void CommitPass();
+
+  // Called once when a commit fails (after the parked replies were failed):
+  // the owner stops the process with kExitStorageFailure.
+  void SetFatalHandler(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
+
+  // Writes a snapshot of the current (committed) state now.
+  Status Snapshot();
+  // True while a checkpoint runs on the thread pool; the Store must outlive it.
+  bool checkpoint_in_flight() const { return checkpoint_in_flight_; }
+  bool failed() const { return !failure_.ok(); }
+  const DurableStats& stats() const { return stats_; }
+  storage::Store& store() { return store_; }
+
+ private:
+  DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options);
+
+  Status Replay();
+  void FailStop(const Status& status);
+  void MaybeCheckpoint();
+
+  uv_loop_t* const loop_;
+  storage::Store& store_;
+  const DurableStateOptions options_;
+  state::DispatcherState state_;
+  storage::Batch batch_;
+  // Replies parked on the current batch; fulfilled together after its commit.
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> batch_committed_;
+  kj::Maybe<kj::ForkedPromise<void>> batch_committed_promise_;
+  std::unique_ptr<storage::Checkpointer> checkpointer_;
+  bool checkpoint_in_flight_ = false;
+  // Set when the owner is gone while a checkpoint still runs (see ~DurableState).
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  Status failure_;
+  std::function<void(const Status&)> on_fatal_;
+  DurableStats stats_;
+};
+
+// Update encoding for the journal: a flat Cap'n Proto message.
+std::string EncodeUpdate(journal::Update::Reader update);
+
+}  // namespace dispatch::reactor
