@@ -23,7 +23,21 @@ bool RunUntil(UvAsyncIo& io, const std::function<bool()>& done, uint64_t deadlin
               },
               deadline_ms, 0),
           "uv_timer_start");
+  // A condition that a libuv callback made true early in a pass would
+  // otherwise be seen only after the pass has blocked for the next event:
+  // check it before each poll phase and stop the pass from blocking.
+  auto* check = new uv_prepare_t;
+  CheckUv(uv_prepare_init(io.loop(), check), "uv_prepare_init");
+  check->data = const_cast<std::function<bool()>*>(&done);
+  CheckUv(uv_prepare_start(check,
+                           [](uv_prepare_t* p) {
+                             auto* condition = static_cast<std::function<bool()>*>(p->data);
+                             if (condition != nullptr && (*condition)()) uv_stop(p->loop);
+                           }),
+          "uv_prepare_start");
+  uv_unref(reinterpret_cast<uv_handle_t*>(check));
   while (!done() && !expired) io.Run(UV_RUN_ONCE);
+  CloseAndDelete(check);
   CloseAndDelete(deadline);
   return done();
 }
