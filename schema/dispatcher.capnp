@@ -5,6 +5,10 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("dispatch::rpc");
 
+using Journal = import "/schema/journal.capnp";
+using ProcessingMode = Journal.ProcessingMode;
+using TargetWorkers = Journal.TargetWorkers;
+
 interface Gateway @0xd63b3058ab2548ee {
   authenticate @0 (token :Data) -> (dispatcher :Dispatcher);
   # Hands out the dispatcher when `token` matches the one the dispatcher was
@@ -27,6 +31,190 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   getServerStats @2 () -> (stats :ServerStats);
   # Counters of the process itself: connections, calls, limits crossed, and
   # the housekeeping timer (which proves the loop is never starved).
+
+  # ---- Data service: datasets ------------------------------------------
+  # Every result below carries `incarnation` (the dispatcher's, see Version):
+  # a caller that sees it change knows the dispatcher restarted.
+
+  getOrRegisterDataset @3 (definition :Data, splitSource :SplitSource, elementSpec :Data,
+                           metadata :Data) -> (datasetId :UInt64, incarnation :UInt64);
+  # Registers the dataset once: a definition whose fingerprint (a hash of its
+  # bytes, confirmed byte for byte) is already registered returns the existing
+  # id. An empty `elementSpec` sets none; a non-empty one is set when the
+  # dataset has none yet.
+
+  getDatasetDef @4 (datasetId :UInt64)
+      -> (definition :Data, splitSource :SplitSource, metadata :Data, incarnation :UInt64);
+  getElementSpec @5 (datasetId :UInt64) -> (elementSpec :Data, incarnation :UInt64);
+  # FailedPrecondition when the dataset has no element spec.
+
+  # ---- Data service: jobs and their consumers ---------------------------
+
+  getOrCreateJob @6 (request :JobRequest) -> (jobId :UInt64, jobClientId :UInt64, incarnation :UInt64);
+  # Creates the job (anonymous: always new; named: new unless a live job holds
+  # the name and index) and a job client for the caller. Reusing a named job
+  # with another processing mode or other target workers is a
+  # FailedPrecondition naming both.
+
+  clientHeartbeat @7 (request :ClientHeartbeatRequest) -> (response :ClientHeartbeatResponse);
+  releaseJobClient @8 (jobClientId :UInt64) -> (incarnation :UInt64);
+  maybeRemoveTask @9 (taskId :UInt64, consumerIndex :UInt32, round :Int64)
+      -> (removed :Bool, incarnation :UInt64);
+  # Round robin only: the task is removed once every consumer asked at the same round.
+
+  getSplit @10 (request :SplitRequest) -> (response :SplitResponse);
+  # DYNAMIC jobs: the next split(s) of one provider for one task. Idempotent
+  # by `sequence`: a retry gets the same answer, across dispatcher restarts.
+
+  # ---- Workers ----------------------------------------------------------
+
+  workerHeartbeat @11 (request :WorkerHeartbeatRequest) -> (response :WorkerHeartbeatResponse);
+  # The first heartbeat of an address registers the worker (and its
+  # WorkerControl); every heartbeat answers the tasks to start and to delete.
+  workerUpdate @12 (workerId :UInt64, updates :List(TaskProgress)) -> (incarnation :UInt64);
+
+  # ---- Listings (dispatchctl) -------------------------------------------
+
+  getWorkers @13 () -> (workers :List(WorkerInfo), incarnation :UInt64);
+  listDatasets @14 () -> (datasets :List(DatasetInfo), incarnation :UInt64);
+  listJobs @15 () -> (jobs :List(JobInfo), incarnation :UInt64);
+  getJob @16 (jobId :UInt64) -> (job :JobInfo, tasks :List(TaskInfo), clients :List(JobClientInfo),
+                                 incarnation :UInt64);
+  listTasks @17 () -> (tasks :List(TaskInfo), incarnation :UInt64);
+  listJobClients @18 () -> (clients :List(JobClientInfo), incarnation :UInt64);
+}
+
+struct SplitSource @0xd72d95c8c6bbd493 {
+  # How the dispatcher hands out splits of a dataset for DYNAMIC jobs.
+  union {
+    none @0 :Void;               # no dynamic sharding
+    indexed @1 :UInt64;          # N splits, numbered 0..N-1 (the payload is empty)
+    explicit @2 :List(Data);     # split i is payload i (e.g. file names)
+  }
+}
+
+struct JobRequest @0x95c08c7fedd5dbd4 {
+  datasetId @0 :UInt64;
+  processingMode @1 :ProcessingMode;
+  jobName @2 :Text;              # empty: an anonymous job
+  jobNameIndex @3 :Int64;        # distinguishes repetitions of a named job
+  numConsumers @4 :UInt32;       # 0: no round robin
+  targetWorkers @5 :TargetWorkers;
+  requeueUnfinishedSplits @6 :Bool;  # DYNAMIC: a dead worker's unfinished splits are handed out again
+}
+
+struct TaskInfo @0x873f54ce1fa07543 {
+  taskId @0 :UInt64;
+  jobId @1 :UInt64;
+  datasetId @2 :UInt64;
+  workerAddress @3 :Text;
+  transferAddress @4 :Text;
+  startingRound @5 :Int64;
+  processingMode @6 :ProcessingMode;
+  # Static sharding (FILE, DATA, FILE_OR_DATA, HINT): this worker's place in
+  # the configured worker list. -1 / 0 otherwise.
+  workerIndex @7 :Int64;
+  numWorkers @8 :UInt32;
+  numSplitProviders @9 :UInt32;
+  numConsumers @10 :UInt32;
+  finished @11 :Bool;
+  pending @12 :Bool;             # round robin: waiting for every consumer to agree
+}
+
+struct ClientHeartbeatRequest @0x8da81078aa1c332a {
+  jobClientId @0 :UInt64;
+  currentRound @1 :Int64;        # round robin: -1 when none
+  blockedRound @2 :Int64;        # round robin: -1 when not blocked
+  knownTaskListVersion @3 :UInt64;  # 0: send the list whatever it is
+}
+
+struct ClientHeartbeatResponse @0xde0e439dc89a9422 {
+  taskListVersion @0 :UInt64;
+  taskListChanged @1 :Bool;      # false: `tasks` is empty, keep the list you have
+  tasks @2 :List(TaskInfo);
+  jobFinished @3 :Bool;
+  incarnation @4 :UInt64;
+}
+
+struct SplitRequest @0x82e4c944167a0533 {
+  taskId @0 :UInt64;
+  repetition @1 :Int64;
+  providerIndex @2 :UInt32;
+  sequence @3 :UInt64;           # per (task, provider), strictly increasing
+  maxSplits @4 :UInt32;          # 0 or 1: one split; more: a batch in one update
+}
+
+struct SplitResponse @0xd4cb0ae786ffd32a {
+  splits @0 :List(Split);
+  endOfSplits @1 :Bool;          # this repetition has no more splits for anyone
+  repetition @2 :Int64;          # the repetition the answer is for
+  incarnation @3 :UInt64;
+}
+
+struct Split @0x97df665c9401e04f {
+  index @0 :UInt64;
+  payload @1 :Data;
+}
+
+struct WorkerHeartbeatRequest @0xcb578b95f651f783 {
+  address @0 :Text;              # unique per worker; its identity across reconnects
+  transferAddress @1 :Text;      # where consumers read elements
+  tags @2 :List(Text);
+  workerIncarnation @3 :UInt64;  # random per worker process start
+  control @4 :WorkerControl;     # tasks and closures are pushed here
+  currentTasks @5 :List(UInt64);
+  maxClosures @6 :UInt32;        # closure slots (0: runs no closures)
+  functions @7 :List(Text);      # closure functions this worker can run
+}
+
+struct WorkerHeartbeatResponse @0xc2faba3584071f05 {
+  workerId @0 :UInt64;
+  newTasks @1 :List(TaskInfo);
+  tasksToDelete @2 :List(UInt64);
+  incarnation @3 :UInt64;
+  heartbeatIntervalMillis @4 :UInt32;  # how often the dispatcher wants to hear from it
+}
+
+struct TaskProgress @0x8968f524500bff31 {
+  taskId @0 :UInt64;
+  completed @1 :Bool;
+}
+
+struct WorkerInfo @0x8df4345f4464d8f7 {
+  workerId @0 :UInt64;
+  address @1 :Text;
+  transferAddress @2 :Text;
+  tags @3 :List(Text);
+  connected @4 :Bool;
+  numTasks @5 :UInt32;
+  lastHeartbeatMicros @6 :Int64;
+}
+
+struct DatasetInfo @0xdedb154bd78b990e {
+  datasetId @0 :UInt64;
+  fingerprint @1 :UInt64;
+  hasElementSpec @2 :Bool;
+  numSplits @3 :UInt64;
+}
+
+struct JobInfo @0xe25323511119f606 {
+  jobId @0 :UInt64;
+  datasetId @1 :UInt64;
+  jobName @2 :Text;
+  jobNameIndex @3 :Int64;
+  processingMode @4 :ProcessingMode;
+  numConsumers @5 :UInt32;
+  targetWorkers @6 :TargetWorkers;
+  numClients @7 :UInt32;
+  finished @8 :Bool;
+  garbageCollected @9 :Bool;
+  numTasks @10 :UInt32;
+}
+
+struct JobClientInfo @0xe6ab10d8a09e35f9 {
+  jobClientId @0 :UInt64;
+  jobId @1 :UInt64;
+  lastHeartbeatMicros @2 :Int64;
 }
 
 struct ServerStats @0xc83666b68b88b628 {
@@ -49,4 +237,17 @@ struct ServerStats @0xc83666b68b88b628 {
   # another thread (always 0: one thread owns the state).
   loopThreadId @13 :UInt64;
   callbacksOffLoopThread @14 :UInt64;
+}
+
+interface WorkerControl @0xa8eac0fa617cee1b {
+  # What the dispatcher can ask of a worker. A worker hands this capability
+  # to the dispatcher in its heartbeat; the dispatcher pushes over it, never
+  # blocking its loop on the answer. A push that fails because the worker is
+  # gone is redone when the worker comes back.
+
+  startTasks @0 (tasks :List(TaskInfo)) -> ();
+  # Start these tasks (idempotent: a task already running is left alone).
+
+  deleteTasks @1 (taskIds :List(UInt64)) -> ();
+  # Stop and forget these tasks.
 }

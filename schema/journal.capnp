@@ -224,13 +224,16 @@ struct FinishTask {
 
 struct ClosureScheduled {
   # Precondition: `closureId` >= the next closure id and nonzero; `functionName`
-  # is non-empty.
+  # is non-empty; when `requestId` != 0, no unreleased closure of the
+  # coordinator carries the same `requestId`.
   # Effect: adds a queued closure owned by `coordinatorId` at the back of the
-  # global queue. The next closure id becomes `closureId` + 1.
+  # global queue. The next closure id becomes `closureId` + 1. A coordinator
+  # that retries a Schedule whose reply it lost finds its closure by requestId.
   closureId @0 :UInt64;
   coordinatorId @1 :UInt64;
   functionName @2 :Text;
   args @3 :Data;
+  requestId @4 :UInt64;   # chosen by the coordinator; 0: none
 }
 
 struct ClosureAssigned {
@@ -436,6 +439,7 @@ struct ClosureRecord {
   userError @10 :Bool;
   scheduledMicros @11 :Int64;
   doneMicros @12 :Int64;
+  requestId @13 :UInt64;
 }
 
 struct CoordinatorErrorRecord {
