@@ -38,7 +38,7 @@ struct JournalFlags {
   uint64_t runs = 3;          // each figure is the median of this many runs
   uint64_t startup_records = 1000000;
   uint64_t snapshot_bytes = 8u << 20;
-  uint64_t tail = 10000;      // records after the snapshot in the start-up case
+  uint64_t tail = 10000;  // records after the snapshot in the start-up case
   bool skip_startup = false;
 };
 
@@ -128,8 +128,9 @@ double MeasureFloor(const std::string& parent, Synchronous sync, uint64_t batch_
   ScratchDir dir(parent);
   sqlite3* db = nullptr;
   const std::string path = dir.path() + "/floor.db";
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                            SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
     Die("floor: cannot open " + path);
   }
   Exec(db, "PRAGMA journal_mode=WAL");
@@ -237,8 +238,8 @@ StartUpTimes MedianStartUp(const std::string& dir, uint64_t runs) {
 }
 
 void PrintStartUp(const char* label, const StartUpTimes& t) {
-  std::printf("%-44s %9.1f %9.1f %9.1f %9.1f %12.0f\n", label, t.open_s * 1e3,
-              t.snapshot_s * 1e3, t.replay_s * 1e3, t.total() * 1e3,
+  std::printf("%-44s %9.1f %9.1f %9.1f %9.1f %12.0f\n", label, t.open_s * 1e3, t.snapshot_s * 1e3,
+              t.replay_s * 1e3, t.total() * 1e3,
               t.replay_s > 0 ? static_cast<double>(t.replayed) / t.replay_s : 0.0);
 }
 
@@ -261,8 +262,8 @@ void RunStartUp(const JournalFlags& flags) {
     std::printf("\nbuilt a journal of %llu records in %.1f s\n",
                 static_cast<unsigned long long>(flags.startup_records), SecondsSince(start));
   }
-  std::printf("%-44s %9s %9s %9s %9s %12s\n", "start-up (warm page cache)", "open ms",
-              "snap ms", "replay ms", "total ms", "replay rec/s");
+  std::printf("%-44s %9s %9s %9s %9s %12s\n", "start-up (warm page cache)", "open ms", "snap ms",
+              "replay ms", "total ms", "replay rec/s");
   const std::string no_snapshot =
       "after " + std::to_string(flags.startup_records) + " records, no snapshot";
   PrintStartUp(no_snapshot.c_str(), MedianStartUp(dir.path(), flags.runs));
@@ -300,30 +301,31 @@ int RunJournalBench(int argc, char** argv) {
   parser.AddString("dir", "PATH", "parent of the scratch work dirs", &flags.dir);
   parser.AddUint("record_bytes", "bytes per record", &flags.record_bytes, 1, 1u << 24);
   parser.AddUint("records", "records per write measurement, at most", &flags.records, 1);
-  parser.AddCustom("seconds", "S", "time per write measurement, at most", "1.0",
-                   [&flags](const std::string& value) {
-                     char* end = nullptr;
-                     flags.seconds = std::strtod(value.c_str(), &end);
-                     if (end == value.c_str() || *end != '\0' || !(flags.seconds > 0)) {
-                       return InvalidArgumentError("--seconds wants a positive number, got '" +
-                                                   value + "'");
-                     }
-                     return Status::Ok();
-                   });
+  parser.AddCustom(
+      "seconds", "S", "time per write measurement, at most", "1.0",
+      [&flags](const std::string& value) {
+        char* end = nullptr;
+        flags.seconds = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || !(flags.seconds > 0)) {
+          return InvalidArgumentError("--seconds wants a positive number, got '" + value + "'");
+        }
+        return Status::Ok();
+      });
   parser.AddUint("runs", "runs per figure (median)", &flags.runs, 1, 100);
-  parser.AddUint("startup_records", "journal length for the start-up case",
-                 &flags.startup_records, 1);
-  parser.AddUint("snapshot_bytes", "snapshot size for the start-up case", &flags.snapshot_bytes,
-                 1, 512u << 20);
+  parser.AddUint("startup_records", "journal length for the start-up case", &flags.startup_records,
+                 1);
+  parser.AddUint("snapshot_bytes", "snapshot size for the start-up case", &flags.snapshot_bytes, 1,
+                 512u << 20);
   parser.AddUint("tail", "records after the snapshot in the start-up case", &flags.tail);
   parser.AddBool("skip_startup", "only the write table", &flags.skip_startup);
   ParseFlagsOrExit(parser, argc, argv);
 
-  std::printf("journal bench: %llu-byte records, median of %llu runs, scratch dirs in %s, "
-              "SQLite %s, CRC32C %s\n\n",
-              static_cast<unsigned long long>(flags.record_bytes),
-              static_cast<unsigned long long>(flags.runs), flags.dir.c_str(), sqlite3_libversion(),
-              Crc32cIsHardwareAccelerated() ? "sse4.2" : "table");
+  std::printf(
+      "journal bench: %llu-byte records, median of %llu runs, scratch dirs in %s, "
+      "SQLite %s, CRC32C %s\n\n",
+      static_cast<unsigned long long>(flags.record_bytes),
+      static_cast<unsigned long long>(flags.runs), flags.dir.c_str(), sqlite3_libversion(),
+      Crc32cIsHardwareAccelerated() ? "sse4.2" : "table");
   RunWriteTable(flags);
   if (!flags.skip_startup) RunStartUp(flags);
   return 0;

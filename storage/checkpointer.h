@@ -13,9 +13,9 @@
 namespace dispatch::storage {
 
 struct CheckpointStats {
-  int wal_frames = 0;          // frames in the WAL when the last pass ran
-  int checkpointed_frames = 0; // of those, frames now copied into the database
-  int passes = 0;              // PASSIVE checkpoints run by this call
+  int wal_frames = 0;           // frames in the WAL when the last pass ran
+  int checkpointed_frames = 0;  // of those, frames now copied into the database
+  int passes = 0;               // PASSIVE checkpoints run by this call
   // Everything in the WAL is in the database: the next commit restarts the WAL
   // from its beginning, so the file stops growing.
   bool complete() const { return checkpointed_frames >= wal_frames; }

@@ -11,25 +11,44 @@ namespace {
 // reported by number.
 const char* ExtendedCodeName(int rc) {
   switch (rc) {
-    case SQLITE_IOERR_READ: return "SQLITE_IOERR_READ";
-    case SQLITE_IOERR_SHORT_READ: return "SQLITE_IOERR_SHORT_READ";
-    case SQLITE_IOERR_WRITE: return "SQLITE_IOERR_WRITE";
-    case SQLITE_IOERR_FSYNC: return "SQLITE_IOERR_FSYNC";
-    case SQLITE_IOERR_DIR_FSYNC: return "SQLITE_IOERR_DIR_FSYNC";
-    case SQLITE_IOERR_TRUNCATE: return "SQLITE_IOERR_TRUNCATE";
-    case SQLITE_IOERR_FSTAT: return "SQLITE_IOERR_FSTAT";
-    case SQLITE_IOERR_LOCK: return "SQLITE_IOERR_LOCK";
-    case SQLITE_IOERR_SHMOPEN: return "SQLITE_IOERR_SHMOPEN";
-    case SQLITE_IOERR_SHMSIZE: return "SQLITE_IOERR_SHMSIZE";
-    case SQLITE_IOERR_SHMMAP: return "SQLITE_IOERR_SHMMAP";
-    case SQLITE_FULL: return "SQLITE_FULL";
-    case SQLITE_CORRUPT: return "SQLITE_CORRUPT";
-    case SQLITE_NOTADB: return "SQLITE_NOTADB";
-    case SQLITE_BUSY: return "SQLITE_BUSY";
-    case SQLITE_CANTOPEN: return "SQLITE_CANTOPEN";
-    case SQLITE_READONLY: return "SQLITE_READONLY";
-    case SQLITE_TOOBIG: return "SQLITE_TOOBIG";
-    default: return nullptr;
+    case SQLITE_IOERR_READ:
+      return "SQLITE_IOERR_READ";
+    case SQLITE_IOERR_SHORT_READ:
+      return "SQLITE_IOERR_SHORT_READ";
+    case SQLITE_IOERR_WRITE:
+      return "SQLITE_IOERR_WRITE";
+    case SQLITE_IOERR_FSYNC:
+      return "SQLITE_IOERR_FSYNC";
+    case SQLITE_IOERR_DIR_FSYNC:
+      return "SQLITE_IOERR_DIR_FSYNC";
+    case SQLITE_IOERR_TRUNCATE:
+      return "SQLITE_IOERR_TRUNCATE";
+    case SQLITE_IOERR_FSTAT:
+      return "SQLITE_IOERR_FSTAT";
+    case SQLITE_IOERR_LOCK:
+      return "SQLITE_IOERR_LOCK";
+    case SQLITE_IOERR_SHMOPEN:
+      return "SQLITE_IOERR_SHMOPEN";
+    case SQLITE_IOERR_SHMSIZE:
+      return "SQLITE_IOERR_SHMSIZE";
+    case SQLITE_IOERR_SHMMAP:
+      return "SQLITE_IOERR_SHMMAP";
+    case SQLITE_FULL:
+      return "SQLITE_FULL";
+    case SQLITE_CORRUPT:
+      return "SQLITE_CORRUPT";
+    case SQLITE_NOTADB:
+      return "SQLITE_NOTADB";
+    case SQLITE_BUSY:
+      return "SQLITE_BUSY";
+    case SQLITE_CANTOPEN:
+      return "SQLITE_CANTOPEN";
+    case SQLITE_READONLY:
+      return "SQLITE_READONLY";
+    case SQLITE_TOOBIG:
+      return "SQLITE_TOOBIG";
+    default:
+      return nullptr;
   }
 }
 
@@ -39,14 +58,14 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
   const int primary = rc & 0xFF;
   // sqlite3_errmsg describes the connection's most recent error, which is the
   // one we are reporting; sqlite3_errstr names the code when there is no db.
-  std::string message = std::string(what) + ": " + (db != nullptr ? sqlite3_errmsg(db)
-                                                                    : sqlite3_errstr(rc));
+  std::string message =
+      std::string(what) + ": " + (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   const char* name = ExtendedCodeName(rc);
   message += " [" + (name != nullptr ? std::string(name) : "sqlite code " + std::to_string(rc));
   // For I/O errors the OS error is what an operator needs ("File too large").
   const int err = db != nullptr ? sqlite3_system_errno(db) : 0;
-  if (err != 0 && (primary == SQLITE_IOERR || primary == SQLITE_FULL ||
-                   primary == SQLITE_CANTOPEN)) {
+  if (err != 0 &&
+      (primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN)) {
     message += ", errno " + std::to_string(err) + ": " + std::strerror(err);
   }
   message += "]";

@@ -66,9 +66,7 @@ class Statement {
   void Reset() { sqlite3_reset(stmt_); }
 
   int64_t ColumnInt(int column) const { return sqlite3_column_int64(stmt_, column); }
-  bool ColumnIsNull(int column) const {
-    return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
-  }
+  bool ColumnIsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
   // Valid until the next Step() or Reset(); not aligned.
   std::string_view ColumnBlob(int column) const;
 

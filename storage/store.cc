@@ -30,8 +30,9 @@ Status Store::ValidateBatch(const Batch& batch) const {
   }
   for (const DatasetPut& put : batch.dataset_puts()) {
     if (put.key.empty()) {
-      return InvalidArgumentError("a dataset definition has an empty key; nothing of its batch "
-                                  "was written");
+      return InvalidArgumentError(
+          "a dataset definition has an empty key; nothing of its batch "
+          "was written");
     }
     if (put.key.size() > options_.max_record_bytes) {
       return ResourceExhaustedError("dataset key of " + std::to_string(put.key.size()) +
@@ -123,9 +124,9 @@ Status Store::Replay(uint64_t after_seq, const RecordFn& fn) {
   }
   if (after_seq < snapshot_seq_) {
     return FailedPreconditionError(
-        "cannot replay the journal of " + db_path_ + " after record " +
-        std::to_string(after_seq) + ": records up to " + std::to_string(snapshot_seq_) +
-        " exist only in the snapshot at " + std::to_string(snapshot_seq_));
+        "cannot replay the journal of " + db_path_ + " after record " + std::to_string(after_seq) +
+        ": records up to " + std::to_string(snapshot_seq_) + " exist only in the snapshot at " +
+        std::to_string(snapshot_seq_));
   }
   sqlite3* db = db_.get();
   in_replay_ = true;
@@ -137,9 +138,8 @@ Status Store::Replay(uint64_t after_seq, const RecordFn& fn) {
     const int rc = select_records_.Step();
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) {
-      status = SqliteStatus(db, rc,
-                            "reading journal record " + std::to_string(expected) + " of " +
-                                db_path_);
+      status = SqliteStatus(
+          db, rc, "reading journal record " + std::to_string(expected) + " of " + db_path_);
       if (status.code() == StatusCode::kDataLoss) {
         status = DataLossError("journal database " + db_path_ + " is damaged at or after record " +
                                std::to_string(expected) + ": " + status.message());
@@ -148,9 +148,8 @@ Status Store::Replay(uint64_t after_seq, const RecordFn& fn) {
     }
     const uint64_t seq = static_cast<uint64_t>(select_records_.ColumnInt(0));
     if (seq != expected) {
-      status = DataLossError("journal of " + db_path_ + " is missing " +
-                             Range(expected, seq - 1) + " (the next record present is " +
-                             std::to_string(seq) + ")");
+      status = DataLossError("journal of " + db_path_ + " is missing " + Range(expected, seq - 1) +
+                             " (the next record present is " + std::to_string(seq) + ")");
       break;
     }
     const std::string_view body = select_records_.ColumnBlob(2);
@@ -173,8 +172,8 @@ Status Store::Replay(uint64_t after_seq, const RecordFn& fn) {
   }
   in_replay_ = false;
   if (status.ok() && expected != last_seq_ + 1) {
-    status = DataLossError("journal of " + db_path_ + " is missing " +
-                           Range(expected, last_seq_) + " at its end");
+    status = DataLossError("journal of " + db_path_ + " is missing " + Range(expected, last_seq_) +
+                           " at its end");
   }
   return status;
 }
@@ -202,8 +201,8 @@ Status Store::WriteSnapshot(uint64_t seq, std::string_view bytes) {
 
 Status Store::WriteSnapshotTransaction(uint64_t seq, std::string_view bytes) {
   sqlite3* db = db_.get();
-  const std::string what = "writing the snapshot at record " + std::to_string(seq) + " to " +
-                           db_path_;
+  const std::string what =
+      "writing the snapshot at record " + std::to_string(seq) + " to " + db_path_;
   int rc = begin_.Step();
   begin_.Reset();
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (BEGIN)");
@@ -221,8 +220,8 @@ Status Store::WriteSnapshotTransaction(uint64_t seq, std::string_view bytes) {
   rc = truncate_journal_.Step();
   truncate_journal_.Reset();
   if (rc != SQLITE_DONE) {
-    return SqliteStatus(db, rc, what + " (deleting journal records up to " +
-                                    std::to_string(seq) + ")");
+    return SqliteStatus(db, rc,
+                        what + " (deleting journal records up to " + std::to_string(seq) + ")");
   }
   rc = commit_.Step();
   commit_.Reset();
@@ -253,8 +252,8 @@ Result<std::optional<Snapshot>> Store::LoadLatestSnapshot() {
   }
   // Read the body straight into its final buffer with incremental blob I/O:
   // sqlite3_column_blob would first assemble a copy of the whole snapshot.
-  const std::string what = "reading the snapshot at record " + std::to_string(snapshot.seq) +
-                           " of " + db_path_;
+  const std::string what =
+      "reading the snapshot at record " + std::to_string(snapshot.seq) + " of " + db_path_;
   sqlite3_blob* raw = nullptr;
   int rc = sqlite3_blob_open(db_.get(), "main", "snapshot", "body",
                              static_cast<sqlite3_int64>(snapshot.seq), 0, &raw);
@@ -268,9 +267,9 @@ Result<std::optional<Snapshot>> Store::LoadLatestSnapshot() {
   if (rc != SQLITE_OK) return SqliteStatus(db_.get(), rc, what);
   const uint32_t computed = SnapshotChecksum(snapshot.seq, snapshot.bytes);
   if (stored != static_cast<int64_t>(computed)) {
-    return DataLossError("snapshot at record " + std::to_string(snapshot.seq) + " in " +
-                         db_path_ + " fails its checksum (stored " + std::to_string(stored) +
-                         ", computed " + std::to_string(computed) + ")");
+    return DataLossError("snapshot at record " + std::to_string(snapshot.seq) + " in " + db_path_ +
+                         " fails its checksum (stored " + std::to_string(stored) + ", computed " +
+                         std::to_string(computed) + ")");
   }
   return std::optional<Snapshot>(std::move(snapshot));
 }
@@ -291,8 +290,8 @@ Result<std::string> Store::GetDataset(std::string_view key) {
   const uint32_t computed = DatasetChecksum(key, body);
   if (stored != static_cast<int64_t>(computed)) {
     return DataLossError("dataset " + QuoteKey(key) + " in " + db_path_ +
-                         " fails its checksum (stored " + std::to_string(stored) +
-                         ", computed " + std::to_string(computed) + ")");
+                         " fails its checksum (stored " + std::to_string(stored) + ", computed " +
+                         std::to_string(computed) + ")");
   }
   return std::string(body);
 }

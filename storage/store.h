@@ -64,8 +64,8 @@ struct StoreOptions {
 };
 
 struct Snapshot {
-  uint64_t seq = 0;    // the snapshot holds the state after record `seq`
-  std::string bytes;   // opaque to storage
+  uint64_t seq = 0;   // the snapshot holds the state after record `seq`
+  std::string bytes;  // opaque to storage
 };
 
 // Called once per journal record, in order. `bytes` is valid only during the

@@ -144,8 +144,8 @@ Status Store::ConfigureConnection() {
   // estimate its frames (a 32-byte header, then frames of 24 bytes + a page).
   struct stat wal;
   if (stat((db_path_ + "-wal").c_str(), &wal) == 0 && wal.st_size > 32) {
-    wal_frames_ = static_cast<int>(std::min<int64_t>(
-        (wal.st_size - 32) / (*page_size + 24), std::numeric_limits<int>::max()));
+    wal_frames_ = static_cast<int>(
+        std::min<int64_t>((wal.st_size - 32) / (*page_size + 24), std::numeric_limits<int>::max()));
   }
   return Status::Ok();
 }
@@ -163,10 +163,11 @@ Status Store::CheckOrCreateSchema() {
 
   if (*app_id == 0 && *version == 0 && *objects == 0) {
     if (FileExists(marker)) {
-      return DataLossError("journal database " + db_path_ +
-                           " is empty or was replaced, but " + marker +
+      return DataLossError("journal database " + db_path_ + " is empty or was replaced, but " +
+                           marker +
                            " says this work dir held a dispatcher's journal; refusing to start "
-                           "with no state (remove " + marker + " to start afresh on purpose)");
+                           "with no state (remove " +
+                           marker + " to start afresh on purpose)");
     }
     const std::string create = "creating the schema in " + db_path_;
     DISPATCH_RETURN_IF_ERROR(ExecSql(db, "BEGIN IMMEDIATE", create));
@@ -182,15 +183,14 @@ Status Store::CheckOrCreateSchema() {
     return WriteMarker(options_.work_dir);
   }
   if (*app_id != kApplicationId) {
-    return FailedPreconditionError(db_path_ + " is not a dispatch journal (application_id " +
-                                   std::to_string(*app_id) + ", expected " +
-                                   std::to_string(kApplicationId) +
-                                   "): its header is damaged or the file belongs to something else");
+    return FailedPreconditionError(
+        db_path_ + " is not a dispatch journal (application_id " + std::to_string(*app_id) +
+        ", expected " + std::to_string(kApplicationId) +
+        "): its header is damaged or the file belongs to something else");
   }
   if (*version != kFormatVersion) {
     return FailedPreconditionError(db_path_ + " has format version " + std::to_string(*version) +
-                                   "; this build reads version " +
-                                   std::to_string(kFormatVersion));
+                                   "; this build reads version " + std::to_string(kFormatVersion));
   }
   auto tables = QueryInt(db,
                          "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN "
@@ -261,10 +261,9 @@ Status Store::LoadBounds() {
   last_seq_ = snapshot_seq_;
   if (first.present) {
     if (first.value <= 0 || static_cast<uint64_t>(first.value) != snapshot_seq_ + 1) {
-      const std::string base = has_snapshot_
-                                   ? "the latest snapshot is at record " +
-                                         std::to_string(snapshot_seq_)
-                                   : "there is no snapshot";
+      const std::string base =
+          has_snapshot_ ? "the latest snapshot is at record " + std::to_string(snapshot_seq_)
+                        : "there is no snapshot";
       return DataLossError("journal in " + db_path_ + " starts at record " +
                            std::to_string(first.value) + " but " + base + ": expected record " +
                            std::to_string(snapshot_seq_ + 1) + " first");

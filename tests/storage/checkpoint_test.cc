@@ -1,14 +1,13 @@
 // Checkpoints: the Store asks for one once the WAL passes its threshold, never
 // runs one itself, and the Checkpointer's own connection can copy the WAL on
 // another thread while the loop thread keeps committing.
-#include "storage/checkpointer.h"
-
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <atomic>
 #include <thread>
 
+#include "storage/checkpointer.h"
 #include "storage/store.h"
 #include "tests/storage/test_util.h"
 

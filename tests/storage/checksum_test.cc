@@ -1,11 +1,11 @@
 // CRC32C: standard check values, incremental use, and the hardware and table
 // implementations agreeing on every length and alignment.
+#include "common/checksum.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
-
-#include "common/checksum.h"
 
 namespace dispatch {
 namespace {

@@ -206,7 +206,8 @@ TEST(Damage, GarbledMagicIsDataLossNamingTheFile) {
 }
 
 TEST(Damage, RandomlyGarbledHeaderGivesAnErrorOrTheIntactJournal) {
-  const uint64_t seed = testing::TestSeed("Damage.RandomlyGarbledHeaderGivesAnErrorOrTheIntactJournal");
+  const uint64_t seed =
+      testing::TestSeed("Damage.RandomlyGarbledHeaderGivesAnErrorOrTheIntactJournal");
   std::mt19937_64 rng(seed);
   TempDir tmp;
   WriteJournal(tmp.path());

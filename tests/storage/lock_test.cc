@@ -1,8 +1,6 @@
 // The work-dir lock: a second dispatcher on the same work dir, in this process
 // or another, is refused with a message naming the dir and the holder; the
 // lock is free again once the holder closes its Store or is killed.
-#include "storage/work_dir_lock.h"
-
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,6 +9,7 @@
 #include <string>
 
 #include "storage/store.h"
+#include "storage/work_dir_lock.h"
 #include "tests/storage/test_util.h"
 
 namespace dispatch::storage {

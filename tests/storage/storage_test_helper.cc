@@ -121,9 +121,10 @@ off_t FileSize(const std::string& path) {
 int Fill(const std::string& dir, long extra_bytes) {
   std::unique_ptr<Store> store = OpenOrDie(dir, Synchronous::kFull, 1 << 30);
   signal(SIGXFSZ, SIG_IGN);
-  const off_t biggest = std::max({FileSize(dir + "/dispatch.db"),
-                                  FileSize(dir + "/dispatch.db-wal"), off_t{32768}});
-  rlimit limit{static_cast<rlim_t>(biggest + extra_bytes), static_cast<rlim_t>(biggest + extra_bytes)};
+  const off_t biggest =
+      std::max({FileSize(dir + "/dispatch.db"), FileSize(dir + "/dispatch.db-wal"), off_t{32768}});
+  rlimit limit{static_cast<rlim_t>(biggest + extra_bytes),
+               static_cast<rlim_t>(biggest + extra_bytes)};
   if (setrlimit(RLIMIT_FSIZE, &limit) != 0) Die(InternalError("setrlimit failed"));
   Batch batch;
   Status failure;
@@ -147,8 +148,8 @@ int Fill(const std::string& dir, long extra_bytes) {
   auto retry = store->Commit(batch);
   const Status snapshot = store->WriteSnapshot(store->last_seq(), "s");
   const bool same = !retry.ok() && retry.status() == failure && snapshot == failure;
-  Report(std::string("R ") + (same ? "same" : "different: " + retry.status().ToString() +
-                                                  " / " + snapshot.ToString()));
+  Report(std::string("R ") +
+         (same ? "same" : "different: " + retry.status().ToString() + " / " + snapshot.ToString()));
   return 0;
 }
 

@@ -196,7 +196,8 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 
 std::string RawSql(const std::string& db_path, const std::string& sql) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  int rc =
+      sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   std::string error;
   if (rc == SQLITE_OK) {
     char* message = nullptr;

@@ -27,7 +27,6 @@ Result<Records> ReplayAll(Store& store, uint64_t after_seq);
 // A batch of RecordPayload(first) .. RecordPayload(first + count - 1).
 Batch PayloadBatch(uint64_t first, int count);
 
-
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
 class TempDir {
  public:
