@@ -169,6 +169,11 @@ class DescriptorLimit {
 };
 
 TEST(UvNetwork, AcceptWithoutFreeDescriptorsBacksOffWithoutSpinning) {
+#if defined(__SANITIZE_ADDRESS__)
+  // UBSan's vptr check probes memory through pipe(2); with no descriptor
+  // left it reports every virtual call as "invalid vptr".
+  GTEST_SKIP() << "needs descriptors the sanitizers would take";
+#endif
   Bridge bridge;
   auto& io = bridge.io();
   {
