@@ -35,6 +35,13 @@ Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader 
                                 std::to_string(next_closure_id_));
   }
   if (u.getFunctionName().size() == 0) return InvalidArgumentError(ClosureName(id) + " has no function name");
+  if (u.getRequestId() != 0) {
+    const Closure* earlier = FindClosureByRequest(u.getCoordinatorId(), u.getRequestId());
+    if (earlier != nullptr) {
+      return AlreadyExistsError("coordinator " + std::to_string(u.getCoordinatorId()) + " request " +
+                                std::to_string(u.getRequestId()) + " already scheduled " + ClosureName(earlier->id));
+    }
+  }
   return Status::Ok();
 }
 
@@ -42,6 +49,7 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   Closure closure;
   closure.id = u.getClosureId();
   closure.coordinator_id = u.getCoordinatorId();
+  closure.request_id = u.getRequestId();
   closure.function_name = ToString(u.getFunctionName());
   closure.args = ToString(u.getArgs());
   closure.state = ClosureState::QUEUED;
@@ -49,6 +57,9 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   closure.scheduled_micros = now;
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   AddToIndex(indexes_.closures_by_state, ClosureState::QUEUED, closure.id);
+  if (closure.request_id != 0) {
+    indexes_.closure_by_request.emplace(std::make_pair(closure.coordinator_id, closure.request_id), closure.id);
+  }
   AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
   indexes_.closure_queue.emplace(closure.queue_position, closure.id);
   next_closure_id_ = closure.id + 1;
@@ -182,6 +193,7 @@ void DispatcherState::ApplyClosureReleased(journal::ClosureReleased::Reader u) {
   const Closure& closure = closures_.at(u.getClosureId());
   RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
   RemoveFromIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
+  if (closure.request_id != 0) indexes_.closure_by_request.erase(std::make_pair(closure.coordinator_id, closure.request_id));
   closures_.erase(u.getClosureId());
 }
 
@@ -248,6 +260,11 @@ std::vector<const Closure*> DispatcherState::ClosuresOnWorker(uint64_t worker_id
   if (it == indexes_.closures_by_worker.end()) return out;
   for (uint64_t id : it->second) out.push_back(&closures_.at(id));
   return out;
+}
+
+const Closure* DispatcherState::FindClosureByRequest(uint64_t coordinator_id, uint64_t request_id) const {
+  auto it = indexes_.closure_by_request.find(std::make_pair(coordinator_id, request_id));
+  return it == indexes_.closure_by_request.end() ? nullptr : FindClosure(it->second);
 }
 
 const CoordinatorError* DispatcherState::FindCoordinatorError(uint64_t coordinator_id) const {

@@ -152,6 +152,7 @@ uint64_t DispatcherState::Digest() const {
   for (const auto& [id, c] : closures_) {
     h.U64(id);
     h.U64(c.coordinator_id);
+    h.U64(c.request_id);
     h.Str(c.function_name);
     h.Str(c.args);
     h.U64(static_cast<uint64_t>(c.state));

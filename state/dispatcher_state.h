@@ -120,6 +120,8 @@ class DispatcherState {
   // Closures assigned to the worker, by id.
   std::vector<const Closure*> ClosuresOnWorker(uint64_t worker_id) const;
   const CoordinatorError* FindCoordinatorError(uint64_t coordinator_id) const;
+  // The unreleased closure the coordinator scheduled with `request_id` (!= 0).
+  const Closure* FindClosureByRequest(uint64_t coordinator_id, uint64_t request_id) const;
 
   // ---- Whole state -------------------------------------------------------
 
@@ -153,6 +155,8 @@ class DispatcherState {
     std::map<uint64_t, uint64_t> closure_queue;  // queue position -> closure
     std::map<uint64_t, std::set<uint64_t>> closures_by_worker;
     std::map<uint64_t, std::set<uint64_t>> closures_by_coordinator;
+    // (coordinator, request id) -> closure, for closures with a request id.
+    std::map<std::pair<uint64_t, uint64_t>, uint64_t> closure_by_request;
     // Queued and assigned closures by coordinator (Done/Join in O(log n)).
     std::map<uint64_t, std::set<uint64_t>> unfinished_by_coordinator;
     std::map<ClosureState, std::set<uint64_t>> closures_by_state;

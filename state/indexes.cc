@@ -31,6 +31,7 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
     if (c.state == ClosureState::QUEUED) x.closure_queue.emplace(c.queue_position, id);
     if (c.state == ClosureState::ASSIGNED) AddToIndex(x.closures_by_worker, c.worker_id, id);
     AddToIndex(x.closures_by_coordinator, c.coordinator_id, id);
+    if (c.request_id != 0) x.closure_by_request.emplace(std::make_pair(c.coordinator_id, c.request_id), id);
     if (c.state == ClosureState::QUEUED || c.state == ClosureState::ASSIGNED) {
       AddToIndex(x.unfinished_by_coordinator, c.coordinator_id, id);
     }
@@ -57,6 +58,7 @@ Status DispatcherState::CheckIndexes() const {
   if (x.closures_by_coordinator != indexes_.closures_by_coordinator) return differs("closures_by_coordinator");
   if (x.closures_by_state != indexes_.closures_by_state) return differs("closures_by_state");
   if (x.unfinished_by_coordinator != indexes_.unfinished_by_coordinator) return differs("unfinished_by_coordinator");
+  if (x.closure_by_request != indexes_.closure_by_request) return differs("closure_by_request");
   return Status::Ok();
 }
 
@@ -124,6 +126,11 @@ Status DispatcherState::CheckReferences() const {
       return DataLossError("split grant of task " + std::to_string(r.task_id) + " provider " +
                            std::to_string(r.provider_index) + " has no task or provider");
     }
+  }
+  size_t with_request = 0;
+  for (const auto& [id, c] : closures_) with_request += c.request_id != 0 ? 1 : 0;
+  if (indexes_.closure_by_request.size() != with_request) {
+    return DataLossError("two closures of one coordinator share a request id");
   }
   std::set<uint64_t> positions;
   for (const auto& [id, c] : closures_) {

@@ -119,6 +119,7 @@ struct SplitRequester {
 struct Closure {
   uint64_t id = 0;
   uint64_t coordinator_id = 0;
+  uint64_t request_id = 0;     // the coordinator's idempotency key; 0: none
   std::string function_name;
   std::string args;
   ClosureState state = ClosureState::QUEUED;

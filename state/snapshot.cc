@@ -155,6 +155,7 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     r.setUserError(c.user_error);
     r.setScheduledMicros(c.scheduled_micros);
     r.setDoneMicros(c.done_micros);
+    r.setRequestId(c.request_id);
   }
 
   auto errors = s.initCoordinatorErrors(coordinator_errors_.size());
@@ -277,6 +278,7 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     c.user_error = r.getUserError();
     c.scheduled_micros = r.getScheduledMicros();
     c.done_micros = r.getDoneMicros();
+    c.request_id = r.getRequestId();
     DISPATCH_RETURN_IF_ERROR(Insert(state.closures_, c.id, std::move(c), "closure"));
   }
   for (auto r : s.getCoordinatorErrors()) {

@@ -46,6 +46,23 @@ TEST(DispatcherState, SchedulingClosuresQueuesThemInOrder) {
   EXPECT_EQ(state.NextClosureId(), 7u);
 }
 
+TEST(DispatcherState, SchedulingClosureTwiceForOneRequestIsRefusedUntilReleased) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, RegisterWorker(1, "a")));
+  ASSERT_TRUE(Applies(state, ScheduleClosure(1, 7, "echo", "x", 42)));
+  EXPECT_EQ(state.FindClosureByRequest(7, 42)->id, 1u);
+  EXPECT_EQ(state.FindClosureByRequest(8, 42), nullptr);
+  EXPECT_TRUE(Rejects(state, ScheduleClosure(2, 7, "echo", "x", 42), StatusCode::kAlreadyExists,
+                      "coordinator 7 request 42 already scheduled closure 1"));
+  ASSERT_TRUE(Applies(state, ScheduleClosure(2, 8, "echo", "x", 42)));  // another coordinator
+  ASSERT_TRUE(Applies(state, ScheduleClosure(3, 7, "echo", "x", 0)));
+  ASSERT_TRUE(Applies(state, ScheduleClosure(4, 7, "echo", "x", 0)));  // 0 is no request id
+  ASSERT_TRUE(Applies(state, CancelClosure(1)));
+  ASSERT_TRUE(Applies(state, ReleaseClosure(1)));
+  EXPECT_EQ(state.FindClosureByRequest(7, 42), nullptr);
+  EXPECT_TRUE(Applies(state, ScheduleClosure(5, 7, "echo", "x", 42)));
+}
+
 TEST(DispatcherState, SchedulingClosureRejectsBadIdsAndMissingFunction) {
   DispatcherState state;
   EXPECT_TRUE(Rejects(state, ScheduleClosure(0, 1), StatusCode::kInvalidArgument, "closure id 0"));

@@ -58,7 +58,7 @@ DispatcherState RichState() {
   apply(AcquireJobClient(3, 3));
   apply(ReleaseJobClient(3));
   apply(FinishTask(5));
-  for (uint64_t id = 1; id <= 6; ++id) apply(ScheduleClosure(id, 9, "fn-" + std::to_string(id), "args"));
+  for (uint64_t id = 1; id <= 6; ++id) apply(ScheduleClosure(id, 9, "fn-" + std::to_string(id), "args", 100 + id));
   apply(AssignClosure(1, 1, 1));
   apply(FinishClosure(1, 1, 1, "result"));
   apply(AssignClosure(2, 1, 1));

@@ -177,13 +177,14 @@ OwnedUpdate FinishTask(uint64_t task_id) {
 }
 
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id, const std::string& function_name,
-                            const std::string& args) {
+                            const std::string& args, uint64_t request_id) {
   OwnedUpdate u;
   auto r = u.builder().initClosureScheduled();
   r.setClosureId(closure_id);
   r.setCoordinatorId(coordinator_id);
   r.setFunctionName(AsText(function_name));
   r.setArgs(AsData(args));
+  r.setRequestId(request_id);
   return u;
 }
 

@@ -68,7 +68,7 @@ OwnedUpdate FinishTask(uint64_t task_id);
 
 // Closures.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id, const std::string& function_name = "noop",
-                            const std::string& args = "");
+                            const std::string& args = "", uint64_t request_id = 0);
 OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
 OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& result);
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& error,

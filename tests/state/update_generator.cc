@@ -256,8 +256,14 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       static const std::vector<std::string> kFunctions = {"noop", "echo", "sleep", "fail"};
       std::string args(Uniform(33), '\0');
       for (char& c : args) c = static_cast<char>(Uniform(256));
-      out = ScheduleClosure(state.NextClosureId() + (OneIn(5) ? Uniform(3) : 0), 1 + Uniform(kNumCoordinators),
-                            Pick(kFunctions), args);
+      const uint64_t coordinator = 1 + Uniform(kNumCoordinators);
+      uint64_t request_id = 0;
+      if (OneIn(2)) {
+        while (state.FindClosureByRequest(coordinator, next_request_id_) != nullptr) ++next_request_id_;
+        request_id = next_request_id_++;
+      }
+      out = ScheduleClosure(state.NextClosureId() + (OneIn(5) ? Uniform(3) : 0), coordinator, Pick(kFunctions), args,
+                            request_id);
       return true;
     }
     case Which::CLOSURE_ASSIGNED: {

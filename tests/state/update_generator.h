@@ -18,9 +18,9 @@ class UpdateGenerator {
  public:
   explicit UpdateGenerator(uint64_t seed);
 
-  // A random update that `state.Check` accepts. REQUIRES: `state` is the state
-  // every earlier update of this generator was applied to (the generator
-  // tracks time and a few pools but takes ids from the state).
+  // A random update that `state.Check` accepts, for any state (ids, names and
+  // request ids come from the state; the generator keeps only its clock, so
+  // times grow when one generator drives one state).
   OwnedUpdate Next(const DispatcherState& state);
 
   // How many updates of each variant Next has produced.
@@ -42,6 +42,7 @@ class UpdateGenerator {
 
   std::mt19937_64 rng_;
   int64_t now_micros_ = 1'000'000;
+  uint64_t next_request_id_ = 1;  // grows; skips ids the state still holds
   std::map<journal::Update::Which, uint64_t> counts_;
 };
 
