@@ -3,6 +3,7 @@
 // other threads through kj::Executor.
 #include <gtest/gtest.h>
 #include <kj/debug.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -80,8 +81,11 @@ TEST(UvEventPort, WaitScopeAccessorThrowsInsideALibuvCallback) {
   {
     FromUvCallback call(io.loop(), [&]() {
       ran = true;
+      // A promise that is already resolved: the port's wait() is never
+      // reached, so only the accessor can refuse. (Without it this "works" by
+      // running KJ nested in the callback, which hides the bug.)
       caught = kj::runCatchingExceptions(
-          [&]() { io.timer().afterDelay(kj::MILLISECONDS).wait(io.wait_scope()); });
+          [&]() { kj::Promise<void>(kj::READY_NOW).wait(io.wait_scope()); });
     });
     io.Run(UV_RUN_DEFAULT);
   }
@@ -92,7 +96,8 @@ TEST(UvEventPort, WaitScopeAccessorThrowsInsideALibuvCallback) {
   } else {
     FAIL() << "wait_scope() inside a libuv callback did not throw";
   }
-  // Outside the loop the same call is fine.
+  // Outside the loop the same calls are fine.
+  kj::Promise<void>(kj::READY_NOW).wait(io.wait_scope());
   io.timer().afterDelay(kj::MILLISECONDS).wait(io.wait_scope());
   EXPECT_EQ(bridge.Teardown(), 0);
 }
@@ -105,9 +110,17 @@ TEST(UvEventPort, PortWaitThrowsInsideALibuvCallbackInsteadOfReenteringUvRun) {
     auto pair = MakeUnixPair(io);
     kj::Maybe<kj::Exception> caught;
     bool ran = false;
+    // Makes the read complete 20 ms later, so that without the guard a
+    // nested uv_run would return and the test fail instead of hanging.
+    int writer_fd = KJ_ASSERT_NONNULL(pair.a->getFd());
+    UvRepeatingTimer rescue(io.loop(), 20, [&]() {
+      rescue.Stop();
+      KJ_SYSCALL(::write(writer_fd, "x", 1));
+    });
     {
       FromUvCallback call(io.loop(), [&]() {
         ran = true;
+        rescue.Start();
         caught = kj::runCatchingExceptions([&]() {
           kj::byte byte;
           pair.b->tryRead(&byte, 1, 1).wait(wait_scope);  // needs I/O: would nest uv_run
