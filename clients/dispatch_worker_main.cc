@@ -1,0 +1,142 @@
+// `dispatch-worker`: the reference worker, built on WorkerAgent. It registers
+// with the dispatcher, runs the tasks it is given (DYNAMIC ones read all their
+// splits) and reports them complete, until SIGINT/SIGTERM. Stdout carries one
+// line per registration ("dispatch-worker registered as worker N ...") for
+// scripts and tests. Exit codes: 0 clean stop, 1 start-up failure, 2 bad flags.
+#include <signal.h>
+#include <stdio.h>
+
+#include <sstream>
+
+#include "clients/split_reading_task.h"
+#include "clients/worker_agent.h"
+#include "common/flag_parser.h"
+#include "common/log.h"
+
+namespace dispatch::clients {
+namespace {
+
+struct Flags {
+  WorkerAgentOptions agent;
+  std::string log_level = "info";
+  bool hold_tasks = false;
+};
+
+Status ParseUint32(const std::string& name, const std::string& value, uint32_t min, uint32_t max,
+                   uint32_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = strtoull(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < min || v > max) {
+    return InvalidArgumentError("--" + name + " must be an integer in [" + std::to_string(min) +
+                                ", " + std::to_string(max) + "], got '" + value + "'");
+  }
+  *out = static_cast<uint32_t>(v);
+  return Status::Ok();
+}
+
+void DeclareFlags(FlagParser& parser, Flags& flags) {
+  WorkerAgentOptions& o = flags.agent;
+  parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH",
+                   &o.dispatcher_address);
+  parser.AddString("address", "ADDRESS",
+                   "this worker's address, its identity across reconnects (required)",
+                   &o.worker_address);
+  parser.AddString("transfer-address", "ADDRESS",
+                   "where consumers read this worker's elements (default: --address)",
+                   &o.transfer_address);
+  parser.AddCustom("tags", "TAG,TAG", "comma-separated worker tags", "", [&o](const std::string& v) {
+    o.tags.clear();
+    std::stringstream in(v);
+    std::string tag;
+    while (std::getline(in, tag, ',')) {
+      if (!tag.empty()) o.tags.push_back(tag);
+    }
+    return Status::Ok();
+  });
+  parser.AddString("token", "TOKEN", "secret presented at the dispatcher's gateway", &o.token);
+  auto add_u32 = [&parser](const char* name, const char* help, uint32_t* target, uint32_t min,
+                           uint32_t max) {
+    std::string n = name;
+    parser.AddCustom(n, "N", help, std::to_string(*target), [n, target, min, max](const std::string& v) {
+      return ParseUint32(n, v, min, max, target);
+    });
+  };
+  add_u32("heartbeat-ms", "heartbeat interval in milliseconds (the dispatcher may ask for less)",
+          &o.heartbeat_interval_ms, 1, 3600000);
+  add_u32("heartbeat-timeout-ms", "drop the connection when a heartbeat is unanswered this long "
+          "(0: max(10 intervals, 10 s))", &o.heartbeat_timeout_ms, 0, 3600000);
+  add_u32("connect-timeout-ms", "give up one connection attempt after this long",
+          &o.connect_timeout_ms, 1, 3600000);
+  add_u32("backoff-initial-ms", "first reconnect delay (jittered)", &o.backoff_initial_ms, 1,
+          3600000);
+  add_u32("backoff-max-ms", "longest reconnect delay", &o.backoff_max_ms, 1, 3600000);
+  add_u32("split-batch", "splits asked for per getSplit call", &o.split_batch, 1, 65536);
+  parser.AddUint("seed", "seed for reconnect jitter and the worker incarnation (0: random)", &o.seed);
+  parser.AddBool("hold-tasks", "keep tasks running after their work, until the dispatcher deletes them",
+                 &flags.hold_tasks);
+  parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  FlagParser parser("dispatch-worker",
+                    "The reference dispatch worker: registers with the dispatcher, runs its tasks "
+                    "(DYNAMIC tasks read all their splits) and reports them complete.");
+  DeclareFlags(parser, flags);
+  ParseFlagsOrExit(parser, argc, argv);
+  auto level = ParseLogLevel(flags.log_level);
+  if (!level) {
+    fprintf(stderr, "dispatch-worker: --log-level must be debug, info, warning or error, got '%s'\n",
+            flags.log_level.c_str());
+    return 2;
+  }
+  SetLogLevel(*level);
+  if (flags.agent.dispatcher_address.empty() || flags.agent.worker_address.empty()) {
+    fprintf(stderr, "dispatch-worker: --dispatcher and --address are required\n"
+                    "run with --help to list the flags\n");
+    return 2;
+  }
+  Status valid = ValidateWorkerAgentOptions(flags.agent);
+  if (!valid.ok()) {
+    fprintf(stderr, "dispatch-worker: %s\n", valid.message().c_str());
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  // Blocked before the agent thread exists, so only sigwait() below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  WorkerAgent agent(flags.agent, std::make_unique<SplitReadingFactory>(
+                                     SplitReadingOptions{.hold = flags.hold_tasks}));
+  uint64_t printed_registrations = 0;
+  agent.SetStatusListener([&printed_registrations](const WorkerAgentStatus& s) {
+    // Agent thread only: no lock needed for printed_registrations.
+    if (s.registrations == printed_registrations) return;
+    printed_registrations = s.registrations;
+    printf("dispatch-worker registered as worker %llu (dispatcher incarnation %llu)\n",
+           static_cast<unsigned long long>(s.worker_id),
+           static_cast<unsigned long long>(s.dispatcher_incarnation));
+    fflush(stdout);
+  });
+  Status started = agent.Start();
+  if (!started.ok()) {
+    Log(LogLevel::kError, "dispatch-worker: ", started.ToString().c_str());
+    return 1;
+  }
+  printf("dispatch-worker %s started\n", flags.agent.worker_address.c_str());
+  fflush(stdout);
+  int signum = 0;
+  sigwait(&stop_signals, &signum);
+  Log(LogLevel::kInfo, "dispatch-worker: ", signum == SIGINT ? "SIGINT" : "SIGTERM", ", stopping");
+  agent.Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace dispatch::clients
+
+int main(int argc, char** argv) { return dispatch::clients::Main(argc, argv); }

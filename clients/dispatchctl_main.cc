@@ -1,0 +1,149 @@
+// `dispatchctl`: looks at a running dispatcher. Lists workers, datasets, jobs,
+// tasks and job clients, or shows one job, as an aligned table or (--json) as
+// the reply struct in capnp's JSON encoding. Exit codes: 0 ok, 1 the
+// dispatcher refused or could not be reached (its message on stderr), 2 usage.
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <capnp/compat/json.h>
+#include <kj/debug.h>
+
+#include "clients/dispatcher_connection.h"
+#include "clients/listing_format.h"
+#include "common/flag_parser.h"
+#include "common/log.h"
+#include "common/rpc_status.h"
+#include "reactor/uvkj/async_io.h"
+#include "reactor/uvkj/uv_handle.h"
+
+namespace dispatch::clients {
+namespace {
+
+constexpr const char* kCommands = "workers | datasets | jobs | tasks | clients | job ID";
+
+struct Flags {
+  std::string dispatcher;
+  std::string token;
+  bool json = false;
+  uint64_t timeout_ms = 10000;
+};
+
+template <typename Reader>
+std::string Json(Reader reader) {
+  capnp::JsonCodec codec;
+  codec.setPrettyPrint(true);
+  return std::string(codec.encode(reader).cStr()) + "\n";
+}
+
+// Runs one command on `dispatcher`; returns what to print.
+kj::Promise<std::string> RunCommand(rpc::Dispatcher::Client dispatcher,
+                                    const std::vector<std::string>& args, bool json) {
+  const std::string& command = args[0];
+  if (command == "workers") {
+    return dispatcher.getWorkersRequest().send().then(
+        [json](capnp::Response<rpc::Dispatcher::GetWorkersResults> r) {
+          return json ? Json(rpc::Dispatcher::GetWorkersResults::Reader(r)) : FormatWorkers(r.getWorkers());
+        });
+  }
+  if (command == "datasets") {
+    return dispatcher.listDatasetsRequest().send().then(
+        [json](capnp::Response<rpc::Dispatcher::ListDatasetsResults> r) {
+          return json ? Json(rpc::Dispatcher::ListDatasetsResults::Reader(r))
+                      : FormatDatasets(r.getDatasets());
+        });
+  }
+  if (command == "jobs") {
+    return dispatcher.listJobsRequest().send().then(
+        [json](capnp::Response<rpc::Dispatcher::ListJobsResults> r) {
+          return json ? Json(rpc::Dispatcher::ListJobsResults::Reader(r)) : FormatJobs(r.getJobs());
+        });
+  }
+  if (command == "tasks") {
+    return dispatcher.listTasksRequest().send().then(
+        [json](capnp::Response<rpc::Dispatcher::ListTasksResults> r) {
+          return json ? Json(rpc::Dispatcher::ListTasksResults::Reader(r)) : FormatTasks(r.getTasks());
+        });
+  }
+  if (command == "clients") {
+    return dispatcher.listJobClientsRequest().send().then(
+        [json](capnp::Response<rpc::Dispatcher::ListJobClientsResults> r) {
+          return json ? Json(rpc::Dispatcher::ListJobClientsResults::Reader(r))
+                      : FormatClients(r.getClients());
+        });
+  }
+  KJ_ASSERT(command == "job");
+  auto request = dispatcher.getJobRequest();
+  request.setJobId(strtoull(args[1].c_str(), nullptr, 10));
+  return request.send().then([json](capnp::Response<rpc::Dispatcher::GetJobResults> r) {
+    return json ? Json(rpc::Dispatcher::GetJobResults::Reader(r))
+                : FormatJob(r.getJob(), r.getTasks(), r.getClients());
+  });
+}
+
+// Usage errors name the problem; nullptr when the arguments are fine.
+std::string CheckArgs(const std::vector<std::string>& args) {
+  if (args.empty()) return std::string("no command given; one of: ") + kCommands;
+  const std::string& c = args[0];
+  bool listing = c == "workers" || c == "datasets" || c == "jobs" || c == "tasks" || c == "clients";
+  if (listing) return args.size() == 1 ? "" : "'" + c + "' takes no argument";
+  if (c != "job") return "unknown command '" + c + "'; one of: " + kCommands;
+  if (args.size() != 2) return "'job' takes one job id";
+  const std::string& id = args[1];
+  if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos || id.size() > 19) {
+    return "job id must be a non-negative integer, got '" + id + "'";
+  }
+  return "";
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  FlagParser parser("dispatchctl",
+                    std::string("Looks at a running dispatcher. Commands: ") + kCommands + ".");
+  parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH (required)",
+                   &flags.dispatcher);
+  parser.AddString("token", "TOKEN", "secret presented at the dispatcher's gateway", &flags.token);
+  parser.AddBool("json", "print the reply as JSON", &flags.json);
+  parser.AddUint("timeout-ms", "give up after this long", &flags.timeout_ms, 1, 3600000);
+  std::vector<std::string> args;
+  ParseFlagsOrExit(parser, argc, argv, &args);
+  std::string usage_error = flags.dispatcher.empty() ? "--dispatcher is required" : CheckArgs(args);
+  if (!usage_error.empty()) {
+    fprintf(stderr, "dispatchctl: %s\nrun with --help for usage\n", usage_error.c_str());
+    return 2;
+  }
+  SetLogLevel(LogLevel::kError);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::string output;
+  Status status;
+  uvkj::UvLoop loop;
+  {
+    uvkj::UvAsyncIo io(loop.get());
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+      auto work = DispatcherConnection::Connect(io.network(), flags.dispatcher, flags.token)
+                      .then([&](kj::Own<DispatcherConnection> connection) {
+                        auto& ref = *connection;
+                        return RunCommand(ref.dispatcher(), args, flags.json).attach(kj::mv(connection));
+                      });
+      output = io.timer()
+                   .timeoutAfter(flags.timeout_ms * kj::MILLISECONDS, kj::mv(work))
+                   .wait(io.wait_scope());
+    })) {
+      status = StatusFromException(*e);
+    }
+    io.wait_scope().poll();
+  }
+  loop.Close();
+  if (!status.ok()) {
+    fprintf(stderr, "dispatchctl: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  fputs(output.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dispatch::clients
+
+int main(int argc, char** argv) { return dispatch::clients::Main(argc, argv); }

@@ -1,0 +1,163 @@
+#include "clients/job_client.h"
+
+#include <kj/debug.h>
+
+#include "common/log.h"
+#include "common/rpc_status.h"
+
+namespace dispatch::clients {
+
+kj::Promise<kj::Own<JobClient>> JobClient::Create(rpc::Dispatcher::Client dispatcher,
+                                                  kj::Timer& timer, JobOptions options) {
+  auto request = dispatcher.getOrCreateJobRequest();
+  auto job = request.initRequest();
+  job.setDatasetId(options.dataset_id);
+  job.setProcessingMode(options.processing_mode);
+  job.setJobName(options.job_name);
+  job.setJobNameIndex(options.job_name_index);
+  job.setNumConsumers(options.num_consumers);
+  job.setTargetWorkers(options.target_workers);
+  job.setRequeueUnfinishedSplits(options.requeue_unfinished_splits);
+  return request.send().then(
+      [dispatcher, &timer, options = kj::mv(options)](
+          capnp::Response<rpc::Dispatcher::GetOrCreateJobResults> r) mutable {
+        return kj::heap<JobClient>(kj::mv(dispatcher), timer, kj::mv(options), r.getJobId(),
+                                   r.getJobClientId(), r.getIncarnation());
+      });
+}
+
+JobClient::JobClient(rpc::Dispatcher::Client dispatcher, kj::Timer& timer, JobOptions options,
+                     uint64_t job_id, uint64_t job_client_id, uint64_t incarnation)
+    : dispatcher_(kj::mv(dispatcher)),
+      timer_(timer),
+      options_(kj::mv(options)),
+      job_id_(job_id),
+      job_client_id_(job_client_id),
+      incarnation_(incarnation) {
+  beat_requested_ = true;  // the first heartbeat goes at once
+  loop_ = Loop().eagerlyEvaluate([](kj::Exception&& e) {
+    Log(LogLevel::kWarning, "job client heartbeats ended: ", e.getDescription());
+  });
+}
+
+void JobClient::SetRounds(int64_t current_round, int64_t blocked_round) {
+  current_round_ = current_round;
+  blocked_round_ = blocked_round;
+}
+
+kj::Promise<void> JobClient::Loop() {
+  kj::Promise<void> wait = nullptr;
+  if (beat_requested_) {
+    beat_requested_ = false;
+    wait = kj::READY_NOW;
+  } else {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    wake_ = kj::mv(paf.fulfiller);
+    wait = timer_.afterDelay(options_.heartbeat_interval_ms * kj::MILLISECONDS)
+               .exclusiveJoin(kj::mv(paf.promise))
+               .then([this]() { wake_ = nullptr; });
+  }
+  return wait.then([this]() { return Beat(); }).then([this]() -> kj::Promise<void> {
+    if (closed_ || !status_.ok()) return kj::READY_NOW;  // terminal: no more heartbeats
+    return Loop();
+  });
+}
+
+kj::Promise<void> JobClient::Beat() {
+  auto waiters = kj::mv(beat_waiters_);
+  beat_waiters_ = kj::Vector<kj::Own<kj::PromiseFulfiller<void>>>();
+  auto request = dispatcher_.clientHeartbeatRequest();
+  auto heartbeat = request.initRequest();
+  heartbeat.setJobClientId(job_client_id_);
+  heartbeat.setCurrentRound(current_round_);
+  heartbeat.setBlockedRound(blocked_round_);
+  heartbeat.setKnownTaskListVersion(known_version_);
+  return request.send().then(
+      [this, waiters = kj::mv(waiters)](
+          capnp::Response<rpc::Dispatcher::ClientHeartbeatResults> r) mutable {
+        Apply(r.getResponse());
+        for (auto& waiter : waiters) waiter->fulfill();
+      },
+      [this, waiters = kj::mv(waiters)](kj::Exception&& e) mutable {
+        Fail(e);
+        for (auto& waiter : waiters) waiter->reject(kj::cp(e));
+      });
+}
+
+void JobClient::Apply(rpc::ClientHeartbeatResponse::Reader response) {
+  ++heartbeats_;
+  bool changed = false;
+  uint64_t incarnation = response.getIncarnation();
+  bool restarted = incarnation != 0 && incarnation_ != 0 && incarnation != incarnation_;
+  incarnation_ = incarnation;
+  if (response.getTaskListChanged()) {
+    std::vector<TaskDescription> tasks;
+    tasks.reserve(response.getTasks().size());
+    for (auto info : response.getTasks()) tasks.push_back(TaskDescription::FromReader(info));
+    changed = tasks != tasks_;
+    tasks_ = std::move(tasks);
+    known_version_ = response.getTaskListVersion();
+    ++task_list_reads_;
+  } else if (restarted && known_version_ != 0) {
+    // A restarted dispatcher may number its lists anew: read it whole.
+    Log(LogLevel::kInfo, "job client ", job_client_id_, ": the dispatcher restarted; re-reading the task list");
+    known_version_ = 0;
+    beat_requested_ = true;
+  }
+  if (response.getJobFinished() && !job_finished_) {
+    job_finished_ = true;
+    changed = true;
+  }
+  if (changed) NotifyChanged();
+}
+
+void JobClient::Fail(const kj::Exception& e) {
+  Status status = StatusFromException(e);
+  Log(LogLevel::kWarning, "job client ", job_client_id_, " of job ", job_id_,
+      ": heartbeat failed: ", status.ToString().c_str());
+  bool terminal = status.code() == StatusCode::kNotFound ||
+                  status.code() == StatusCode::kFailedPrecondition ||
+                  e.getType() == kj::Exception::Type::DISCONNECTED;
+  if (!terminal) return;  // try again at the next interval
+  status_ = status;
+  NotifyChanged();
+}
+
+void JobClient::NotifyChanged() {
+  auto waiters = kj::mv(change_waiters_);
+  change_waiters_ = kj::Vector<kj::Own<kj::PromiseFulfiller<void>>>();
+  for (auto& waiter : waiters) waiter->fulfill();
+}
+
+kj::Promise<void> JobClient::HeartbeatNow() {
+  if (closed_) return KJ_EXCEPTION(FAILED, "the job client is closed");
+  if (!status_.ok()) return ExceptionFromStatus(status_);
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  beat_waiters_.add(kj::mv(paf.fulfiller));
+  KJ_IF_MAYBE(wake, wake_) {
+    (*wake)->fulfill();
+  } else {
+    beat_requested_ = true;
+  }
+  return kj::mv(paf.promise);
+}
+
+kj::Promise<void> JobClient::WhenChanged() {
+  if (!status_.ok() || closed_) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  change_waiters_.add(kj::mv(paf.fulfiller));
+  return kj::mv(paf.promise);
+}
+
+kj::Promise<void> JobClient::Close() {
+  if (closed_) return kj::READY_NOW;
+  closed_ = true;
+  loop_ = nullptr;
+  wake_ = nullptr;
+  NotifyChanged();
+  auto request = dispatcher_.releaseJobClientRequest();
+  request.setJobClientId(job_client_id_);
+  return request.send().ignoreResult();
+}
+
+}  // namespace dispatch::clients

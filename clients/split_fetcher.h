@@ -1,0 +1,37 @@
+// LinkSplitFetcher: the SplitFetcher of one (task, split provider), backed by
+// the agent's link. Sequence numbers start at 1 and advance only when an
+// answer arrives; a call that fails with a retryable error (lost reply,
+// dropped connection, dispatcher restart) is sent again with the same
+// sequence once the worker is registered again. One call in flight at a time.
+#pragma once
+
+#include <cstdint>
+
+#include <kj/timer.h>
+
+#include "clients/agent_link.h"
+#include "clients/agent_status.h"
+#include "clients/task_handler.h"
+
+namespace dispatch::clients {
+
+class LinkSplitFetcher final : public SplitFetcher {
+ public:
+  LinkSplitFetcher(AgentLink& link, kj::Timer& timer, StatusBoard& board, uint64_t task_id,
+                   uint32_t provider_index, uint32_t batch_size);
+
+  kj::Promise<SplitBatch> Next(int64_t repetition) override;
+  uint64_t next_sequence() const override { return next_sequence_; }
+
+ private:
+  AgentLink& link_;
+  kj::Timer& timer_;
+  StatusBoard& board_;
+  const uint64_t task_id_;
+  const uint32_t provider_index_;
+  const uint32_t batch_size_;
+  uint64_t next_sequence_ = 1;
+  bool in_flight_ = false;
+};
+
+}  // namespace dispatch::clients

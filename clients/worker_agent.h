@@ -1,0 +1,89 @@
+// WorkerAgent: the library a worker process embeds. It runs on its OWN thread
+// with its own libuv loop: it connects to the dispatcher, registers with its
+// WorkerControl capability, heartbeats, runs one TaskHandler per assigned task,
+// fetches splits, reports completion, and reconnects with jittered backoff.
+// Threading contract: every public method may be called from any thread and
+// returns without waiting for the network; the factory, the handlers and
+// functions given to Post() run on the agent thread, never concurrently.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <uv.h>
+
+#include "clients/agent_status.h"
+#include "clients/task_handler.h"
+#include "clients/worker_agent_options.h"
+#include "common/status.h"
+
+namespace dispatch::clients {
+
+class WorkerAgent {
+ public:
+  WorkerAgent(WorkerAgentOptions options, std::unique_ptr<TaskHandlerFactory> factory);
+  // Stops the agent if it is running.
+  ~WorkerAgent();
+  WorkerAgent(const WorkerAgent&) = delete;
+  WorkerAgent& operator=(const WorkerAgent&) = delete;
+
+  // Validates the options and starts the agent thread. Returns once that
+  // thread's loop is up (no network wait): connecting happens in the
+  // background. InvalidArgument for bad options; FailedPrecondition if
+  // started twice.
+  Status Start();
+  // Cancels every task, closes the connection and joins the agent thread.
+  // Waits only for that local teardown. Idempotent.
+  void Stop();
+
+  // A copy of the latest status.
+  WorkerAgentStatus status() const { return board_.Snapshot(); }
+  // Blocks the caller (its choice) until `condition` holds or `timeout`.
+  bool WaitFor(const std::function<bool(const WorkerAgentStatus&)>& condition,
+               std::chrono::milliseconds timeout) const {
+    return board_.WaitFor(condition, timeout);
+  }
+
+  // Called on the agent thread after every status change.
+  // REQUIRES: before Start().
+  void SetStatusListener(std::function<void(const WorkerAgentStatus&)> listener) {
+    board_.SetListener(std::move(listener));
+  }
+
+  // Asks for a heartbeat now instead of at the next interval.
+  void HeartbeatNow();
+  // Runs `function` on the agent thread soon. Returns false (and drops it)
+  // when the agent is not running.
+  bool Post(std::function<void()> function);
+
+  const WorkerAgentOptions& options() const { return options_; }
+
+ private:
+  class Runner;  // the agent thread's objects
+
+  void ThreadMain();
+  static void OnWake(uv_async_t* handle);
+  void DrainCommands();
+
+  const WorkerAgentOptions options_;
+  std::unique_ptr<TaskHandlerFactory> factory_;
+  StatusBoard board_;
+  std::thread thread_;
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable started_cv_;
+  bool started_ = false;           // the thread set up its loop (or failed to)
+  Status start_status_;
+  bool stop_requested_ = false;
+  uv_async_t* wake_ = nullptr;     // valid while the agent loop runs
+  std::vector<std::function<void()>> commands_;
+
+  Runner* runner_ = nullptr;  // agent thread only: set while its loop runs
+};
+
+}  // namespace dispatch::clients

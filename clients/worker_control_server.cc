@@ -1,0 +1,19 @@
+#include "clients/worker_control_server.h"
+
+#include <kj/debug.h>
+
+namespace dispatch::clients {
+
+kj::Promise<void> WorkerControlServer::startTasks(StartTasksContext context) {
+  if (tasks_ == nullptr) return KJ_EXCEPTION(DISCONNECTED, "the worker is stopping");
+  tasks_->OnTasksAssigned(context.getParams().getTasks());
+  return kj::READY_NOW;
+}
+
+kj::Promise<void> WorkerControlServer::deleteTasks(DeleteTasksContext context) {
+  if (tasks_ == nullptr) return KJ_EXCEPTION(DISCONNECTED, "the worker is stopping");
+  tasks_->OnTasksToDelete(context.getParams().getTaskIds());
+  return kj::READY_NOW;
+}
+
+}  // namespace dispatch::clients

@@ -1,0 +1,25 @@
+// WorkerControlServer: the WorkerControl capability a WorkerAgent hands the
+// dispatcher in its heartbeats. Pushed tasks go to the same TaskTable as tasks
+// in heartbeat replies (both idempotent). Runs on the agent thread; after
+// Detach() (the agent is stopping) every call fails as DISCONNECTED.
+#pragma once
+
+#include "clients/agent_link.h"
+#include "schema/dispatcher.capnp.h"
+
+namespace dispatch::clients {
+
+class WorkerControlServer final : public rpc::WorkerControl::Server {
+ public:
+  explicit WorkerControlServer(AgentLink::Delegate& tasks) : tasks_(&tasks) {}
+  void Detach() { tasks_ = nullptr; }
+
+ protected:
+  kj::Promise<void> startTasks(StartTasksContext context) override;
+  kj::Promise<void> deleteTasks(DeleteTasksContext context) override;
+
+ private:
+  AgentLink::Delegate* tasks_;
+};
+
+}  // namespace dispatch::clients
