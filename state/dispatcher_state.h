@@ -76,6 +76,8 @@ class DispatcherState {
   // garbage-collected (then a new job may take the key).
   const Job* FindNamedJob(const NamedJobKey& key) const;
   std::vector<const Job*> ListJobs() const;
+  // Jobs that are not finished, by id (a returning worker gets tasks of these).
+  std::vector<const Job*> ListUnfinishedJobs() const;
 
   const Task* FindTask(uint64_t task_id) const;
   Result<const Task*> GetTask(uint64_t task_id) const;
@@ -146,6 +148,7 @@ class DispatcherState {
     std::map<std::string, uint64_t, std::less<>> dataset_by_definition_key;
     std::map<std::string, uint64_t, std::less<>> worker_by_address;
     std::map<NamedJobKey, uint64_t> job_by_name;
+    std::set<uint64_t> unfinished_jobs;
     // Unfinished tasks, active and pending, by worker address.
     std::map<std::string, std::set<uint64_t>, std::less<>> tasks_by_worker;
     // Active tasks, finished ones included, by job.

@@ -20,6 +20,7 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
   // Ids grow, so the latest job created with a key is the one with the largest id.
   for (const auto& [id, j] : jobs_) {
     if (j.named_key.has_value()) x.job_by_name.insert_or_assign(*j.named_key, id);
+    if (!j.finished) x.unfinished_jobs.insert(id);
   }
   for (const auto& [id, t] : tasks_) {
     if (!t.finished) AddToIndex(x.tasks_by_worker, t.worker_address, id);
@@ -49,6 +50,7 @@ Status DispatcherState::CheckIndexes() const {
   if (x.dataset_by_definition_key != indexes_.dataset_by_definition_key) return differs("dataset_by_definition_key");
   if (x.worker_by_address != indexes_.worker_by_address) return differs("worker_by_address");
   if (x.job_by_name != indexes_.job_by_name) return differs("job_by_name");
+  if (x.unfinished_jobs != indexes_.unfinished_jobs) return differs("unfinished_jobs");
   if (x.tasks_by_worker != indexes_.tasks_by_worker) return differs("tasks_by_worker");
   if (x.tasks_by_job != indexes_.tasks_by_job) return differs("tasks_by_job");
   if (x.task_by_job_worker != indexes_.task_by_job_worker) return differs("task_by_job_worker");

@@ -90,6 +90,7 @@ void DispatcherState::ApplyCreateJob(journal::CreateJob::Reader u, int64_t now) 
   job.requeue_unfinished_splits = u.getRequeueUnfinishedSplits();
   job.providers.resize(u.getNumSplitProviders());
   job.created_micros = now;
+  indexes_.unfinished_jobs.insert(job.id);
   next_job_id_ = job.id + 1;
   jobs_.emplace(job.id, std::move(job));
 }
@@ -152,6 +153,7 @@ void DispatcherState::ApplyGarbageCollectJob(journal::GarbageCollectJob::Reader 
   Job& job = jobs_.at(u.getJobId());
   job.garbage_collected = true;
   job.finished = true;
+  indexes_.unfinished_jobs.erase(job.id);
   auto active = indexes_.tasks_by_job.find(job.id);
   if (active != indexes_.tasks_by_job.end()) {
     for (uint64_t task_id : active->second) {
@@ -190,6 +192,13 @@ std::vector<const Job*> DispatcherState::ListJobs() const {
   std::vector<const Job*> out;
   out.reserve(jobs_.size());
   for (const auto& [id, job] : jobs_) out.push_back(&job);
+  return out;
+}
+
+std::vector<const Job*> DispatcherState::ListUnfinishedJobs() const {
+  std::vector<const Job*> out;
+  out.reserve(indexes_.unfinished_jobs.size());
+  for (uint64_t id : indexes_.unfinished_jobs) out.push_back(&jobs_.at(id));
   return out;
 }
 

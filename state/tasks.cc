@@ -171,6 +171,7 @@ void DispatcherState::ApplyFinishTask(journal::FinishTask::Reader u) {
     if (!tasks_.at(id).finished) return;
   }
   jobs_.at(task.job_id).finished = true;
+  indexes_.unfinished_jobs.erase(task.job_id);
 }
 
 void DispatcherState::FinishTaskRecord(Task& task) {

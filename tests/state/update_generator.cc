@@ -14,6 +14,12 @@ using Which = journal::Update::Which;
 
 constexpr int kNumAddresses = 8;
 constexpr uint64_t kNumCoordinators = 4;
+// Caps that keep the live state (and the cost of each Next) bounded in long
+// runs; finished jobs and tasks still accumulate, as they do in a dispatcher.
+constexpr size_t kMaxDatasets = 256;
+constexpr size_t kMaxUnfinishedJobs = 40;
+constexpr size_t kMaxClients = 64;
+constexpr size_t kMaxClosuresPerState = 256;
 
 // Relative frequency of each variant; the rest of the generator only decides
 // whether the state allows one right now.
@@ -59,7 +65,9 @@ OwnedUpdate UpdateGenerator::Next(const DispatcherState& state) {
   }
   if (!built) {
     out = OwnedUpdate();
+    fallback_ = true;
     TryBuild(Which::REGISTER_DATASET, state, out);  // always possible
+    fallback_ = false;
   }
   now_micros_ += static_cast<int64_t>(Uniform(5000));
   out.builder().setTimeMicros(now_micros_);
@@ -91,6 +99,7 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
   };
   switch (kind) {
     case Which::REGISTER_DATASET: {
+      if (!fallback_ && state.ListDatasets().size() >= kMaxDatasets) return false;
       const uint64_t id = state.NextDatasetId() + (OneIn(5) ? Uniform(3) : 0);
       uint64_t fingerprint = rng_();
       while (state.FindDatasetByFingerprint(fingerprint) != nullptr) fingerprint = rng_();
@@ -129,6 +138,7 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       return true;
     }
     case Which::CREATE_JOB: {
+      if (state.ListUnfinishedJobs().size() >= kMaxUnfinishedJobs) return false;
       std::vector<const Dataset*> datasets = state.ListDatasets();
       if (datasets.empty()) return false;
       JobOptions options;
@@ -149,7 +159,7 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
     }
     case Which::PRODUCE_SPLIT: {
       std::vector<std::pair<const Job*, const Task*>> candidates;
-      for (const Job* job : state.ListJobs()) {
+      for (const Job* job : state.ListUnfinishedJobs()) {
         if (!job->IsDynamic() || job->finished) continue;
         for (const Task* task : state.TasksForJob(job->id)) {
           if (!task->finished) candidates.emplace_back(job, task);
@@ -174,8 +184,10 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       return true;
     }
     case Which::ACQUIRE_JOB_CLIENT: {
+      if (state.ListJobClients().size() >= kMaxClients) return false;
       std::vector<uint64_t> ids;
-      for (const Job* job : state.ListJobs()) {
+      // Now and then a finished (not yet collected) job: it may take clients too.
+      for (const Job* job : OneIn(10) ? state.ListJobs() : state.ListUnfinishedJobs()) {
         if (!job->garbage_collected) ids.push_back(job->id);
       }
       if (ids.empty()) return false;
@@ -190,7 +202,7 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
     }
     case Which::GARBAGE_COLLECT_JOB: {
       std::vector<uint64_t> ids;
-      for (const Job* job : state.ListJobs()) {
+      for (const Job* job : state.ListUnfinishedJobs()) {
         if (!job->finished && job->num_clients == 0 && job->last_client_released_micros >= 0) ids.push_back(job->id);
       }
       if (ids.empty()) return false;
@@ -201,7 +213,7 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
     case Which::CREATE_PENDING_TASK: {
       const bool pending = kind == Which::CREATE_PENDING_TASK;
       std::vector<std::pair<uint64_t, std::string>> pairs;
-      for (const Job* job : state.ListJobs()) {
+      for (const Job* job : state.ListUnfinishedJobs()) {
         if (job->finished || (pending && !job->IsRoundRobin())) continue;
         for (const Worker* worker : state.ListWorkers()) {
           if (state.FindTaskForJobAndWorker(job->id, worker->address) == nullptr) {
@@ -235,7 +247,7 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
     case Which::FINISH_TASK: {
       const bool remove = kind == Which::REMOVE_TASK;
       std::vector<uint64_t> ids;
-      for (const Job* job : state.ListJobs()) {
+      for (const Job* job : state.ListUnfinishedJobs()) {
         if (remove && !job->IsRoundRobin()) continue;
         for (const Task* task : state.TasksForJob(job->id)) {
           if (remove || !task->finished) ids.push_back(task->id);
@@ -253,6 +265,12 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
 bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, OwnedUpdate& out) {
   switch (kind) {
     case Which::CLOSURE_SCHEDULED: {
+      if (state.NumClosuresInState(ClosureState::QUEUED) >= kMaxClosuresPerState ||
+          state.NumClosuresInState(ClosureState::FINISHED) + state.NumClosuresInState(ClosureState::FAILED) +
+                  state.NumClosuresInState(ClosureState::CANCELLED) >=
+              kMaxClosuresPerState) {
+        return false;
+      }
       static const std::vector<std::string> kFunctions = {"noop", "echo", "sleep", "fail"};
       std::string args(Uniform(33), '\0');
       for (char& c : args) c = static_cast<char>(Uniform(256));
