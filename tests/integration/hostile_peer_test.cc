@@ -11,19 +11,13 @@
 #include "common/rpc_status.h"
 #include "tests/integration/client_loop.h"
 #include "tests/support/dispatcher_process.h"
+#include "tests/support/test_seed.h"
 #include "tests/support/raw_socket.h"
 
 namespace dispatch::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-uint64_t TestSeed() {
-  const char* env = getenv("DISPATCH_TEST_SEED");
-  uint64_t seed = env != nullptr ? strtoull(env, nullptr, 10) : std::random_device()();
-  printf("DISPATCH_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
 
 struct Probe {
   ClientLoop& loop;

@@ -8,16 +8,10 @@
 
 #include "tests/integration/client_loop.h"
 #include "tests/support/dispatcher_process.h"
+#include "tests/support/test_seed.h"
 
 namespace dispatch::testing {
 namespace {
-
-uint64_t TestSeed() {
-  const char* env = getenv("DISPATCH_TEST_SEED");
-  uint64_t seed = env != nullptr ? strtoull(env, nullptr, 10) : std::random_device()();
-  printf("DISPATCH_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
 
 kj::Array<kj::byte> RandomPayload(std::mt19937_64& rng, size_t max_size) {
   auto payload = kj::heapArray<kj::byte>(rng() % (max_size + 1));

@@ -15,19 +15,13 @@
 #include "tests/state/update_builders.h"
 #include "tests/state/update_generator.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_seed.h"
 
 namespace dispatch::reactor {
 namespace {
 
 using state::testing::OwnedUpdate;
 using state::testing::UpdateGenerator;
-
-uint64_t TestSeed() {
-  const char* env = getenv("DISPATCH_TEST_SEED");
-  uint64_t seed = env != nullptr ? strtoull(env, nullptr, 10) : std::random_device()();
-  printf("DISPATCH_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
 
 // A store and its recovered state on a fresh or existing work dir.
 struct Opened {
@@ -77,7 +71,7 @@ class DurableStateTest : public ::testing::Test {
 };
 
 TEST_F(DurableStateTest, ReplayAfterRestartReproducesTheLiveDigest) {
-  uint64_t seed = TestSeed();
+  uint64_t seed = testing::TestSeed();
   std::mt19937_64 rng(seed);
   UpdateGenerator generator(seed);
   uint64_t live_digest, live_applied;
@@ -96,7 +90,7 @@ TEST_F(DurableStateTest, ReplayAfterRestartReproducesTheLiveDigest) {
 }
 
 TEST_F(DurableStateTest, SnapshotsAtRandomPointsReplayToTheSameDigest) {
-  uint64_t seed = TestSeed();
+  uint64_t seed = testing::TestSeed();
   std::mt19937_64 rng(seed);
   UpdateGenerator generator(seed);
   uint64_t live_digest;
@@ -117,7 +111,7 @@ TEST_F(DurableStateTest, SnapshotsAtRandomPointsReplayToTheSameDigest) {
 }
 
 TEST_F(DurableStateTest, AutomaticSnapshotsKeepTheJournalShort) {
-  uint64_t seed = TestSeed();
+  uint64_t seed = testing::TestSeed();
   std::mt19937_64 rng(seed);
   UpdateGenerator generator(seed);
   Opened live = Open(loop_.get(), dir_.path(), {.snapshot_every = 1000});
