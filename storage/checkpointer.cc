@@ -39,7 +39,10 @@ Result<CheckpointStats> Checkpointer::Checkpoint() {
     const int rc =
         sqlite3_wal_checkpoint_v2(db_.get(), "main", SQLITE_CHECKPOINT_PASSIVE, &log, &done);
     ++stats.passes;
-    if (rc == SQLITE_BUSY) break;  // another checkpointer holds it: try again later
+    if (rc == SQLITE_BUSY) {  // another checkpointer holds it: try again later
+      stats.busy = true;
+      break;
+    }
     if (rc != SQLITE_OK) return SqliteStatus(db_.get(), rc, "checkpointing " + db_path_);
     stats.wal_frames = log;
     stats.checkpointed_frames = done;

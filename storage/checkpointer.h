@@ -16,9 +16,10 @@ struct CheckpointStats {
   int wal_frames = 0;           // frames in the WAL when the last pass ran
   int checkpointed_frames = 0;  // of those, frames now copied into the database
   int passes = 0;               // PASSIVE checkpoints run by this call
+  bool busy = false;            // another checkpoint held SQLite's checkpoint lock
   // Everything in the WAL is in the database: the next commit restarts the WAL
   // from its beginning, so the file stops growing.
-  bool complete() const { return checkpointed_frames >= wal_frames; }
+  bool complete() const { return !busy && checkpointed_frames >= wal_frames; }
 };
 
 // Threading contract (for reactor/):
@@ -32,6 +33,8 @@ struct CheckpointStats {
 //    the Store's lock on the work dir must outlive every connection.
 //  - It never writes rows, so it cannot break fail-stop; a failed checkpoint
 //    loses nothing (the WAL still holds every commit) and may simply be retried.
+//  - Hand every result to Store::FinishCheckpoint on the loop thread: it lets
+//    the WAL restart under steady load (see store.h).
 class Checkpointer {
  public:
   // Opens a second connection to `db_path` (which the Store has already

@@ -48,8 +48,12 @@ struct StoreOptions {
   size_t max_record_bytes = 16u << 20;
   size_t max_dataset_bytes = 64u << 20;
   size_t max_snapshot_bytes = 512u << 20;
-  // WantsCheckpoint() turns true once the WAL holds this many frames (pages).
+  // WantsCheckpoint() turns true once the WAL holds this many frames (pages)
+  // not yet copied into the database.
   int checkpoint_wal_frames = 2048;
+  // FinishCheckpoint copies at most this many remaining frames on the loop
+  // thread (256 frames = 1 MiB: a pause of about one commit's fsync).
+  int inline_checkpoint_max_frames = 256;
   // After a checkpoint let SQLite restart the WAL, the next commit truncates
   // the file to this size (PRAGMA journal_size_limit), so one burst (a big
   // snapshot) does not keep a big WAL file forever.
@@ -123,14 +127,41 @@ class Store {
   // its checksum fails.
   Result<std::string> GetDataset(std::string_view key);
 
-  // True when the WAL has grown past options.checkpoint_wal_frames, as last
-  // reported by SQLite's WAL hook after one of our commits (right after Open,
-  // estimated from the size of a WAL left by the previous run). The reactor then
-  // runs Checkpointer::Checkpoint() on the thread pool (one at a time). The
-  // value may stay true after a checkpoint until the next commit; the extra
-  // checkpoint that causes finds nothing to copy and costs no fsync.
-  bool WantsCheckpoint() const { return wal_frames_ >= options_.checkpoint_wal_frames; }
+  // Checkpoints, the protocol (see also checkpointer.h):
+  //   1. After a commit, if WantsCheckpoint(), the reactor runs
+  //      Checkpointer::Checkpoint() on the thread pool (uv_queue_work), at most
+  //      one at a time, and keeps committing meanwhile.
+  //   2. In the after-work callback (loop thread) it calls
+  //      FinishCheckpoint(stats) with the result.
+  // Why step 2: SQLite can only restart the WAL from its beginning when a
+  // checkpoint has copied every frame, but under steady load the loop commits
+  // new frames while the off-loop checkpoint runs (each checkpoint fsyncs), so
+  // it never catches up and the WAL file would grow without bound.
+  // FinishCheckpoint copies that small remainder on the loop thread when it is
+  // at most options.inline_checkpoint_max_frames, a bounded pause; else it
+  // leaves it for the next off-loop checkpoint, which WantsCheckpoint() asks
+  // for once the remainder reaches the threshold again.
+
+  // True when the WAL holds at least options.checkpoint_wal_frames frames not
+  // yet copied into the database, as reported by SQLite's WAL hook after our
+  // commits and by FinishCheckpoint (right after Open: estimated from the size
+  // of a WAL left by the previous run).
+  bool WantsCheckpoint() const {
+    return wal_frames_ - backfilled_frames_ >= options_.checkpoint_wal_frames;
+  }
+  // Frames in the WAL (since its last restart) and, of those, frames known to
+  // be copied into the database.
   int wal_frames() const { return wal_frames_; }
+  int backfilled_frames() const { return backfilled_frames_; }
+
+  // REQUIRES: loop thread; `done` is what the Checkpointer's Checkpoint()
+  // returned, and no checkpoint is running now. Records its progress and, when
+  // the frames it could not copy number at most inline_checkpoint_max_frames,
+  // copies them here (one PASSIVE checkpoint on the Store's connection: copy
+  // plus fsync of that little), so the next commit restarts the WAL. Returns
+  // the inline pass's stats (passes == 0 if none ran). A failure loses nothing
+  // (the WAL still holds every commit) and does not fail-stop the Store.
+  Result<CheckpointStats> FinishCheckpoint(const CheckpointStats& done);
 
   // A Checkpointer with its own connection to this database. Made on the loop
   // thread while the Store (and so the lock) is alive; see checkpointer.h.
@@ -190,6 +221,7 @@ class Store {
   uint64_t snapshot_seq_ = 0;
   bool has_snapshot_ = false;
   int wal_frames_ = 0;
+  int backfilled_frames_ = 0;
   bool in_replay_ = false;
   Status failure_;
 };

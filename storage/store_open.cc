@@ -68,6 +68,9 @@ Store::~Store() = default;
 
 Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   if (options.work_dir.empty()) return InvalidArgumentError("StoreOptions.work_dir is empty");
+  if (options.inline_checkpoint_max_frames < 0) {
+    return InvalidArgumentError("StoreOptions.inline_checkpoint_max_frames must not be negative");
+  }
   if (options.checkpoint_wal_frames <= 0) {
     return InvalidArgumentError("StoreOptions.checkpoint_wal_frames must be positive, got " +
                                 std::to_string(options.checkpoint_wal_frames));
@@ -278,8 +281,44 @@ Result<std::unique_ptr<Checkpointer>> Store::NewCheckpointer() {
 }
 
 int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int frames) {
-  static_cast<Store*>(self)->wal_frames_ = frames;
+  Store* store = static_cast<Store*>(self);
+  // The WAL only shrinks when SQLite restarted it from the beginning; then
+  // none of its (new) frames are copied yet.
+  if (frames < store->wal_frames_) store->backfilled_frames_ = 0;
+  store->wal_frames_ = frames;
   return SQLITE_OK;
+}
+
+Result<CheckpointStats> Store::FinishCheckpoint(const CheckpointStats& done) {
+  // The off-loop pass saw the WAL as it was then; if it has restarted since
+  // (fewer frames now than the pass saw), its progress says nothing about it.
+  if (done.wal_frames <= wal_frames_) {
+    backfilled_frames_ = std::max(backfilled_frames_, done.checkpointed_frames);
+  }
+  CheckpointStats inline_stats;
+  inline_stats.wal_frames = wal_frames_;
+  inline_stats.checkpointed_frames = backfilled_frames_;
+  const int remaining = wal_frames_ - backfilled_frames_;
+  if (remaining <= 0 || remaining > options_.inline_checkpoint_max_frames) return inline_stats;
+  int log = 0;
+  int copied = 0;
+  const int rc =
+      sqlite3_wal_checkpoint_v2(db_.get(), "main", SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+  inline_stats.passes = 1;
+  if (rc == SQLITE_BUSY) {  // a checkpoint is running after all: later
+    inline_stats.busy = true;
+    return inline_stats;
+  }
+  if (rc != SQLITE_OK) {
+    return SqliteStatus(db_.get(), rc,
+                        "checkpointing the last " + std::to_string(remaining) + " WAL frames of " +
+                            db_path_ + " on the loop thread");
+  }
+  inline_stats.wal_frames = log;
+  inline_stats.checkpointed_frames = copied;
+  wal_frames_ = log;
+  backfilled_frames_ = copied;
+  return inline_stats;
 }
 
 }  // namespace dispatch::storage

@@ -13,13 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 
 #include "storage/store.h"
 #include "tests/storage/test_util.h"
@@ -59,8 +57,7 @@ int Append(const std::string& dir, uint64_t seed, Synchronous sync) {
   auto checkpointer = store->NewCheckpointer();
   if (!checkpointer.ok()) Die(checkpointer.status());
   std::mt19937_64 rng(seed);
-  std::atomic<bool> checkpoint_running{false};
-  std::thread checkpoint_thread;
+  ThreadedCheckpoints checkpoints(*store, **checkpointer);
   Batch batch;
   while (true) {
     batch.Clear();
@@ -80,15 +77,8 @@ int Append(const std::string& dir, uint64_t seed, Synchronous sync) {
       if (!status.ok()) Die(status);
       Report("S " + std::to_string(*last));
     }
-    if (store->WantsCheckpoint() && !checkpoint_running.load()) {
-      if (checkpoint_thread.joinable()) checkpoint_thread.join();
-      checkpoint_running = true;
-      checkpoint_thread = std::thread([&checkpoint_running, cp = checkpointer->get()] {
-        auto stats = cp->Checkpoint();
-        if (!stats.ok()) Die(stats.status());
-        checkpoint_running = false;
-      });
-    }
+    Status checkpoint = checkpoints.Poll();
+    if (!checkpoint.ok()) Die(checkpoint);
   }
 }
 

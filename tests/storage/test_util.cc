@@ -61,6 +61,35 @@ Batch PayloadBatch(uint64_t first, int count) {
   return batch;
 }
 
+Status ThreadedCheckpoints::Finish() {
+  worker_.join();
+  if (!result_.ok()) return result_.status();
+  auto finished = store_.FinishCheckpoint(*result_);
+  if (!finished.ok()) return finished.status();
+  inline_passes_ += finished->passes;
+  return Status::Ok();
+}
+
+Status ThreadedCheckpoints::Poll() {
+  if (worker_.joinable() && !running_.load(std::memory_order_acquire)) {
+    DISPATCH_RETURN_IF_ERROR(Finish());
+  }
+  if (!worker_.joinable() && store_.WantsCheckpoint()) {
+    running_.store(true, std::memory_order_relaxed);
+    ++started_;
+    worker_ = std::thread([this] {
+      result_ = checkpointer_.Checkpoint();
+      running_.store(false, std::memory_order_release);
+    });
+  }
+  return Status::Ok();
+}
+
+Status ThreadedCheckpoints::Drain() {
+  if (!worker_.joinable()) return Status::Ok();
+  return Finish();
+}
+
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +

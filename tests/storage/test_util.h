@@ -6,10 +6,12 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,40 @@ Result<Records> ReplayAll(Store& store, uint64_t after_seq);
 
 // A batch of RecordPayload(first) .. RecordPayload(first + count - 1).
 Batch PayloadBatch(uint64_t first, int count);
+
+// The reactor's checkpoint protocol with a std::thread standing in for
+// uv_queue_work: Poll() after each commit on the "loop" thread finishes a
+// checkpoint that completed (Store::FinishCheckpoint) and starts one when the
+// Store wants it; at most one runs at a time.
+class ThreadedCheckpoints {
+ public:
+  ThreadedCheckpoints(Store& store, Checkpointer& checkpointer)
+      : store_(store), checkpointer_(checkpointer) {}
+  ThreadedCheckpoints(const ThreadedCheckpoints&) = delete;
+  ThreadedCheckpoints& operator=(const ThreadedCheckpoints&) = delete;
+  ~ThreadedCheckpoints() {
+    if (worker_.joinable()) worker_.join();
+  }
+
+  // The first error of a checkpoint or of FinishCheckpoint, else ok.
+  Status Poll();
+  // Waits for a running checkpoint and finishes it.
+  Status Drain();
+
+  int started() const { return started_; }
+  int inline_passes() const { return inline_passes_; }
+
+ private:
+  Status Finish();
+
+  Store& store_;
+  Checkpointer& checkpointer_;
+  std::thread worker_;
+  std::atomic<bool> running_{false};
+  Result<CheckpointStats> result_ = CheckpointStats();  // written by the worker
+  int started_ = 0;
+  int inline_passes_ = 0;
+};
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
 class TempDir {
