@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "state/codec.h"
 #include "state/dispatcher_state.h"
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
@@ -154,6 +155,21 @@ TEST(DispatcherState, SplitsOfAnEndedRepetitionAreNotRequeued) {
   ASSERT_TRUE(Applies(state, ProduceSplit(1, 0, 0, 2, 1, {1}, true)));
   ASSERT_TRUE(Applies(state, RemoveWorker(1)));
   EXPECT_TRUE(state.FindSplitProvider(1, 0)->requeued.empty());
+}
+
+TEST(DispatcherState, RetriedSplitRequestFindsTheSameAnswerAfterARestart) {
+  DispatcherState state = DynamicJob(false);
+  ASSERT_TRUE(Applies(state, ProduceSplit(1, 0, 0, 1, 7, {0, 1})));
+  Result<DispatcherState> restarted = DecodeSnapshot(EncodeSnapshot(state));
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  const SplitGrant* grant = restarted->FindSplitGrant(1, 0);
+  ASSERT_NE(grant, nullptr);
+  EXPECT_EQ(grant->sequence, 7u);
+  EXPECT_EQ(grant->split_indices, (Indices{0, 1}));
+  // The retry is answered from the grant; a new update for it is refused.
+  EXPECT_TRUE(Rejects(*restarted, ProduceSplit(1, 0, 0, 1, 7, {2}), StatusCode::kFailedPrecondition,
+                      "already used sequence 7"));
+  EXPECT_TRUE(Applies(*restarted, ProduceSplit(1, 0, 0, 1, 8, {2})));
 }
 
 TEST(DispatcherState, RemovingTaskDropsItsSplitGrants) {
