@@ -5,6 +5,7 @@
 #include <random>
 #include <string>
 
+#include <capnp/schema.h>
 #include <gtest/gtest.h>
 
 #include "state/codec.h"
@@ -44,6 +45,22 @@ TEST(StateCodec, MalformedUpdateBytesAreRefusedWithDataLoss) {
   }
   EXPECT_EQ(state.Digest(), digest);
   EXPECT_TRUE(ApplyEncodedUpdate(state, good).ok());
+}
+
+TEST(StateCodec, UpdateFromANewerSchemaIsRefusedAndNamesItsVariant) {
+  // Write a discriminant this code does not know into a well-formed message:
+  // one segment, so the root struct's data section starts at byte 16.
+  std::string bytes = FinishTask(1).ToBytes();
+  const uint32_t offset = capnp::Schema::from<journal::Update>().getProto().getStruct().getDiscriminantOffset();
+  const uint16_t unknown = 999;
+  ASSERT_LT(16 + offset * 2 + 2, bytes.size());
+  memcpy(&bytes[16 + offset * 2], &unknown, sizeof(unknown));
+  DispatcherState state;
+  const uint64_t digest = state.Digest();
+  const Status status = ApplyEncodedUpdate(state, bytes);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  EXPECT_NE(status.message().find("unknown transition 999"), std::string::npos) << status.ToString();
+  EXPECT_EQ(state.Digest(), digest);
 }
 
 TEST(StateCodec, FlippedBytesNeverCrashAndRejectionsChangeNothing) {
