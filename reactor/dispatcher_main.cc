@@ -55,6 +55,67 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
   parser.AddUint("drain-timeout-ms",
                  "on SIGTERM, how long to wait for in-flight replies before closing", &o.drain_timeout_ms,
                  0, 600000);
+  DataServiceOptions& d = o.data;
+  parser.AddCustom(
+      "fault-tolerant-mode", "BOOL",
+      "true: the state (datasets, jobs, tasks, splits, clients) survives a restart. The journal is "
+      "written either way: durability is this product's promise, so true is the default. false: a "
+      "restart begins from an empty state (ids are never reused) and clients of the previous run get "
+      "clear errors, as the reference does without fault tolerance",
+      "true", [&d](const std::string& v) {
+        if (v == "true" || v == "1") {
+          d.fault_tolerant_mode = true;
+        } else if (v == "false" || v == "0") {
+          d.fault_tolerant_mode = false;
+        } else {
+          return InvalidArgumentError("--fault-tolerant-mode must be true or false, got '" + v + "'");
+        }
+        return Status::Ok();
+      });
+  parser.AddCustom("worker-addresses", "ADDR,ADDR,...",
+                   "fixed list of worker addresses for static sharding (FILE, DATA, FILE_OR_DATA, "
+                   "HINT): a worker's index is its place in the list, and only listed workers may "
+                   "register. Empty: static sharding is refused with an error",
+                   "", [&d](const std::string& v) {
+                     d.worker_addresses.clear();
+                     size_t start = 0;
+                     while (start <= v.size() && !v.empty()) {
+                       size_t comma = v.find(',', start);
+                       std::string item = v.substr(start, comma == std::string::npos ? std::string::npos
+                                                                                      : comma - start);
+                       if (item.empty()) {
+                         return InvalidArgumentError("--worker-addresses has an empty entry in '" + v + "'");
+                       }
+                       d.worker_addresses.push_back(item);
+                       if (comma == std::string::npos) break;
+                       start = comma + 1;
+                     }
+                     return Status::Ok();
+                   });
+  parser.AddUint("job-gc-check-interval-ms",
+                 "how often to look for jobs to garbage-collect (reference default: 10 minutes); 0 turns "
+                 "job GC off",
+                 &d.job_gc_check_interval_ms, 0, 1ull << 40);
+  parser.AddUint("job-gc-timeout-ms",
+                 "a job whose last client was released this long ago is garbage-collected (reference "
+                 "default: 5 minutes)",
+                 &d.job_gc_timeout_ms, 0, 1ull << 40);
+  parser.AddUint("client-timeout-ms",
+                 "a job client with no heartbeat for this long is released (reference default: 2 "
+                 "minutes); 0: never",
+                 &d.client_timeout_ms, 0, 1ull << 40);
+  parser.AddUint("worker-timeout-ms",
+                 "a worker with no heartbeat for this long is removed (ours: 1 minute); a dropped "
+                 "connection removes it at once; 0: only on a dropped connection",
+                 &d.worker_timeout_ms, 0, 1ull << 40);
+  parser.AddUint("worker-heartbeat-interval-ms",
+                 "how often workers are asked to heartbeat (told in every heartbeat reply)",
+                 &d.worker_heartbeat_interval_ms, 1, 1ull << 32);
+  parser.AddUint("max-splits-per-call", "most splits one batched getSplit hands out",
+                 &d.max_splits_per_call, 1, 1u << 20);
+  parser.AddUint("max-name-bytes",
+                 "longest worker address, transfer address, tag or job name accepted",
+                 &d.max_name_bytes, 16, 1u << 20);
   parser.AddUint("max-connections", "open connections allowed at once; more are refused",
                  &o.limits.max_connections, 1, 1000000);
   parser.AddUint("max-message-bytes", "largest message a peer may send", &o.limits.max_message_bytes,

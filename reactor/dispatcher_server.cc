@@ -56,6 +56,7 @@ DispatcherServer::~DispatcherServer() noexcept(false) {
   shutdown_ = nullptr;
   io_.port().SetPassEndHook(nullptr);
   tick_.reset();
+  data_.reset();
   rpc_ = nullptr;
   durable_.reset();
   store_.reset();
@@ -79,6 +80,11 @@ Result<std::string> DispatcherServer::Start() {
   Log(LogLevel::kInfo, "recovered state: snapshot at ", store_->snapshot_seq(), " + ", recovered.replayed,
       " journal records in ", recovered.recovery_micros / 1000, " ms (last sequence number ",
       store_->last_seq(), ")");
+  data_ = std::make_unique<DataService>(io_.loop(), *durable_, options_.data, incarnation_);
+  DISPATCH_RETURN_IF_ERROR(data_->Start());
+  rpc_->AddDisconnectListener([this](RpcServer::ConnectionId id) {
+    if (data_ != nullptr && !shutting_down_) data_->workers().OnDisconnect(id);
+  });
 
   Result<std::string> address = ToKjAddress(options_.listen);
   if (!address.ok()) return address.status();
@@ -115,6 +121,7 @@ void DispatcherServer::StopOnStorageFailure(const Status& status) {
   rpc_->StopAccepting();
   rpc_->CloseAll();
   tick_->Stop();
+  if (data_ != nullptr) data_->StopTimers();
   // The pass-end hook stays: we may be running inside it, and a failed
   // DurableState commits nothing more.
   io_.Stop();
@@ -190,6 +197,7 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
     });
   }
   if (!rpc_->Quiescent()) Log(LogLevel::kWarning, "drain deadline passed with replies still queued");
+  if (data_ != nullptr) data_->StopTimers();
   rpc_->CloseAll();
   tick_->Stop();
   // A snapshot makes the next start-up a load instead of a replay. Closing
@@ -199,6 +207,7 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   durable_->CommitPass();
   Status snapshot = durable_->Snapshot();
   if (!snapshot.ok()) Log(LogLevel::kWarning, "no snapshot at shutdown: ", snapshot.ToString().c_str());
+  data_.reset();
   durable_.reset();
   store_.reset();
   // Let the close events run, then leave uv_run.

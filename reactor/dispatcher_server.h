@@ -12,6 +12,8 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "reactor/data_service.h"
+#include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
 #include "reactor/loop_thread.h"
 #include "reactor/rpc_server.h"
@@ -35,6 +37,7 @@ struct DispatcherOptions {
   uint64_t tick_ms = 100;
   uint64_t drain_timeout_ms = 5000;
   ServerLimits limits;
+  DataServiceOptions data;
 };
 
 class DispatcherServer {
@@ -61,6 +64,8 @@ class DispatcherServer {
   void FillStats(rpc::ServerStats::Builder stats) const;
   uint64_t incarnation() const { return incarnation_; }
   DurableState& durable() { return *durable_; }
+  // Null before Start() and once shutdown released it.
+  DataService* data() { return data_.get(); }
   // 0 after a clean stop; kExitStorageFailure after a failed commit.
   int exit_code() const { return exit_code_; }
 
@@ -78,6 +83,9 @@ class DispatcherServer {
   std::string unix_socket_path_;  // removed on shutdown
   std::unique_ptr<storage::Store> store_;  // holds the work dir's lock while open
   std::unique_ptr<DurableState> durable_;  // declared after store_: destroyed first
+  // Holds worker capabilities and pushes waiting on durable_: released before
+  // the connections and durable_ (see ~DispatcherServer and DrainThenStop).
+  std::unique_ptr<DataService> data_;
   kj::Own<RpcServer> rpc_;
   std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
   bool shutting_down_ = false;

@@ -91,7 +91,38 @@ Status DurableState::Submit(journal::Update::Reader update) {
 }
 
 void DurableState::PutDataset(std::string key, std::string definition) {
+  pending_datasets_.insert_or_assign(key, definition);
   batch_.PutDataset(std::move(key), std::move(definition));
+}
+
+Result<std::string> DurableState::GetDataset(const std::string& key) {
+  auto it = pending_datasets_.find(key);
+  if (it != pending_datasets_.end()) return it->second;
+  return store_.GetDataset(key);
+}
+
+Status DurableState::ResetKeepingIds() {
+  if (failed()) return failure_;
+  if (!batch_.empty()) return FailedPreconditionError("cannot reset the state with updates pending");
+  if (state_.NumApplied() == 0) return Status::Ok();
+  capnp::MallocMessageBuilder message;
+  auto snapshot = message.initRoot<journal::StateSnapshot>();
+  state_.WriteSnapshot(snapshot);
+  snapshot.initDatasets(0);
+  snapshot.initWorkers(0);
+  snapshot.initJobs(0);
+  snapshot.initTasks(0);
+  snapshot.initJobClients(0);
+  snapshot.initSplitGrants(0);
+  snapshot.initClosures(0);
+  snapshot.initCoordinatorErrors(0);
+  std::string bytes = state::EncodeMessage(message);
+  auto empty = state::DecodeSnapshot(bytes);
+  if (!empty.ok()) return empty.status();
+  DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
+  state_ = std::move(empty.value());
+  ++stats_.snapshots;
+  return Status::Ok();
 }
 
 kj::Promise<void> DurableState::Barrier() {
@@ -118,6 +149,7 @@ void DurableState::CommitPass() {
   stats_.records += records;
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
   batch_.Clear();
+  pending_datasets_.clear();
   KJ_IF_MAYBE(fulfiller, batch_committed_) { (*fulfiller)->fulfill(); }
   batch_committed_ = nullptr;
   batch_committed_promise_ = nullptr;
@@ -153,6 +185,7 @@ void DurableState::FailStop(const Status& status) {
   batch_committed_ = nullptr;
   batch_committed_promise_ = nullptr;
   batch_.Clear();
+  pending_datasets_.clear();
   if (on_fatal_) on_fatal_(status);
 }
 

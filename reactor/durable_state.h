@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -69,6 +70,14 @@ class DurableState {
   Status Submit(journal::Update::Reader update);
   // Stores a dataset definition in the same transaction as the pass's updates.
   void PutDataset(std::string key, std::string definition);
+  // A definition stored under `key`: this pass's puts first (not committed
+  // yet, but the update naming them is applied), then the store.
+  Result<std::string> GetDataset(const std::string& key);
+
+  // Forgets the whole state but keeps every next-id counter (ids are never
+  // reused), by writing a snapshot of that empty state over the journal.
+  // Used at start-up without fault-tolerant mode. REQUIRES: nothing pending.
+  Status ResetKeepingIds();
 
   // Resolves when everything submitted so far is durable: at once when
   // nothing is pending, else after this pass's commit. Every reply waits on
@@ -103,6 +112,8 @@ class DurableState {
   const DurableStateOptions options_;
   state::DispatcherState state_;
   storage::Batch batch_;
+  // Definitions put in this pass, readable before their commit.
+  std::map<std::string, std::string> pending_datasets_;
   // Replies parked on the current batch; fulfilled together after its commit.
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> batch_committed_;
   kj::Maybe<kj::ForkedPromise<void>> batch_committed_promise_;

@@ -42,6 +42,12 @@ capnp::Capability::Server::DispatchCallResult DispatcherService::dispatchCall(
   return result;
 }
 
+DataService& DispatcherService::data() {
+  DataService* data = server_.data();
+  if (data == nullptr || server_.shutting_down()) ThrowStatus(UnavailableError("the dispatcher is shutting down"));
+  return *data;
+}
+
 kj::Promise<void> DispatcherService::getVersion(GetVersionContext context) {
   server_.FillVersion(context.getResults().initVersion());
   return kj::READY_NOW;

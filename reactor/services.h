@@ -10,6 +10,7 @@
 namespace dispatch::reactor {
 
 class DispatcherServer;
+class DataService;
 
 class GatewayService final : public rpc::Gateway::Server {
  public:
@@ -39,7 +40,34 @@ class DispatcherService final : public rpc::Dispatcher::Server {
   kj::Promise<void> ping(PingContext context) override;
   kj::Promise<void> getServerStats(GetServerStatsContext context) override;
 
+  // Data service (DataService holds what they share). Each one validates,
+  // submits its Updates, fills its results and returns DurableState::Barrier():
+  // the reply leaves only after the pass's group commit.
+  // dataset_service.cc
+  kj::Promise<void> getOrRegisterDataset(GetOrRegisterDatasetContext context) override;
+  kj::Promise<void> getDatasetDef(GetDatasetDefContext context) override;
+  kj::Promise<void> getElementSpec(GetElementSpecContext context) override;
+  // job_service.cc
+  kj::Promise<void> getOrCreateJob(GetOrCreateJobContext context) override;
+  kj::Promise<void> clientHeartbeat(ClientHeartbeatContext context) override;
+  kj::Promise<void> releaseJobClient(ReleaseJobClientContext context) override;
+  kj::Promise<void> maybeRemoveTask(MaybeRemoveTaskContext context) override;
+  // split_service.cc
+  kj::Promise<void> getSplit(GetSplitContext context) override;
+  // worker_service.cc
+  kj::Promise<void> workerHeartbeat(WorkerHeartbeatContext context) override;
+  kj::Promise<void> workerUpdate(WorkerUpdateContext context) override;
+  // listing_service.cc
+  kj::Promise<void> getWorkers(GetWorkersContext context) override;
+  kj::Promise<void> listDatasets(ListDatasetsContext context) override;
+  kj::Promise<void> listJobs(ListJobsContext context) override;
+  kj::Promise<void> getJob(GetJobContext context) override;
+  kj::Promise<void> listTasks(ListTasksContext context) override;
+  kj::Promise<void> listJobClients(ListJobClientsContext context) override;
+
  private:
+  DataService& data();
+
   DispatcherServer& server_;
   const RpcServer::ConnectionId connection_;
 };

@@ -93,6 +93,13 @@ struct SplitSource @0xd72d95c8c6bbd493 {
   }
 }
 
+struct DatasetMetadata @0x9399e21a7b582ac1 {
+  # What the dispatcher keeps about a dataset besides its definition bytes:
+  # encoded as one flat message into the journal's RegisterDataset.metadata.
+  splitSource @0 :SplitSource;
+  userMetadata @1 :Data;         # the caller's `metadata`, returned by getDatasetDef
+}
+
 struct JobRequest @0x95c08c7fedd5dbd4 {
   datasetId @0 :UInt64;
   processingMode @1 :ProcessingMode;
@@ -134,6 +141,8 @@ struct ClientHeartbeatResponse @0xde0e439dc89a9422 {
   tasks @2 :List(TaskInfo);
   jobFinished @3 :Bool;
   incarnation @4 :UInt64;
+  blockRound @5 :Int64;          # round robin: the front pending task's target round, where
+                                 # consumers should block until it is accepted; -1 when none
 }
 
 struct SplitRequest @0x82e4c944167a0533 {

@@ -1,0 +1,37 @@
+// Settings of the data service (datasets, jobs, tasks, splits, workers,
+// consumers): every one is a `dispatcher` flag. Defaults follow the tf.data
+// service dispatcher where it has one; the rest are ours and say so in --help.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dispatch::reactor {
+
+struct DataServiceOptions {
+  // True: the state survives a restart (the journal is always written; this
+  // product's promise is durability). False: a restart begins from an empty
+  // state (ids are never reused), so clients get the reference's clear errors.
+  bool fault_tolerant_mode = true;
+  // Fixed worker list for static sharding (FILE, DATA, FILE_OR_DATA, HINT): a
+  // worker's index is its place here. Empty: static sharding is refused.
+  std::vector<std::string> worker_addresses;
+  // Job GC: how often to look, and how long a job must have had no client.
+  // A check interval of 0 turns job GC off.
+  uint64_t job_gc_check_interval_ms = 10 * 60 * 1000;
+  uint64_t job_gc_timeout_ms = 5 * 60 * 1000;
+  // A consumer with no heartbeat for this long is released (0: never).
+  uint64_t client_timeout_ms = 2 * 60 * 1000;
+  // A worker with no heartbeat for this long is removed (0: never; a dropped
+  // connection removes it at once regardless).
+  uint64_t worker_timeout_ms = 60 * 1000;
+  // What the dispatcher asks workers to heartbeat at.
+  uint64_t worker_heartbeat_interval_ms = 10 * 1000;
+  // Most splits one batched getSplit may hand out.
+  uint64_t max_splits_per_call = 65536;
+  // Longest worker address, job name, tag or transfer address accepted.
+  uint64_t max_name_bytes = 4096;
+};
+
+}  // namespace dispatch::reactor

@@ -1,0 +1,32 @@
+// Small helpers shared by the DispatcherService method files: a failed Status
+// becomes the call's exception (common/rpc_status.h maps it), and Cap'n Proto
+// blobs become the std::string / string_view the state speaks.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <capnp/blob.h>
+
+#include "common/rpc_status.h"
+#include "common/status.h"
+
+namespace dispatch::reactor {
+
+inline void ThrowIfError(const Status& status) {
+  if (!status.ok()) ThrowStatus(status);
+}
+
+template <typename T>
+T ValueOrThrow(Result<T> result) {
+  if (!result.ok()) ThrowStatus(result.status());
+  return std::move(result).value();
+}
+
+inline std::string_view View(capnp::Text::Reader text) { return std::string_view(text.cStr(), text.size()); }
+inline std::string_view View(capnp::Data::Reader data) {
+  return std::string_view(reinterpret_cast<const char*>(data.begin()), data.size());
+}
+
+}  // namespace dispatch::reactor

@@ -1,0 +1,198 @@
+#include "reactor/worker_registry.h"
+
+#include <capnp/message.h>
+#include <kj/debug.h>
+
+#include "common/log.h"
+#include "reactor/task_info.h"
+
+namespace dispatch::reactor {
+
+void WorkerRegistry::ErrorHandler::taskFailed(kj::Exception&& exception) {
+  Log(LogLevel::kDebug, "worker push failed: ", exception.getDescription());
+}
+
+WorkerRegistry::WorkerRegistry(uv_loop_t* loop, DurableState& durable, const DataServiceOptions& options)
+    : loop_(loop), durable_(durable), options_(options), pushes_(error_handler_) {}
+
+WorkerRegistry::~WorkerRegistry() = default;
+
+void WorkerRegistry::Initialize() {
+  uint64_t now = uv_now(loop_);
+  for (const state::Worker* worker : durable_.state().ListWorkers()) {
+    Entry& entry = entries_[worker->address];
+    entry.worker_id = worker->id;
+    entry.last_heartbeat_ms = now;
+  }
+}
+
+bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::ConnectionId connection, bool has_control,
+                               rpc::WorkerControl::Client control) {
+  auto [it, inserted] = entries_.try_emplace(worker.address);
+  Entry& entry = it->second;
+  entry.last_heartbeat_ms = uv_now(loop_);
+  entry.last_heartbeat_micros = durable_.NowMicros();
+  bool attached = inserted || entry.connection != connection || entry.worker_id != worker.id;
+  if (attached) {
+    if (entry.connection != 0) {
+      auto old = by_connection_.find(entry.connection);
+      if (old != by_connection_.end()) {
+        old->second.erase(worker.address);
+        if (old->second.empty()) by_connection_.erase(old);
+      }
+    }
+    entry.worker_id = worker.id;
+    entry.connection = connection;
+    entry.generation += 1;
+    by_connection_[connection].insert(worker.address);
+  }
+  if (has_control) entry.control = kj::mv(control);
+  if (attached) {
+    // Pushes that failed while it was gone: announce them over the new link.
+    auto unpushed = unpushed_.find(worker.address);
+    if (unpushed != unpushed_.end()) {
+      std::vector<uint64_t> ids(unpushed->second.begin(), unpushed->second.end());
+      unpushed_.erase(unpushed);
+      PushStartTasks(worker.address, std::move(ids));
+    }
+  }
+  return attached;
+}
+
+void WorkerRegistry::OnDisconnect(RpcServer::ConnectionId connection) {
+  auto it = by_connection_.find(connection);
+  if (it == by_connection_.end()) return;
+  std::set<std::string> addresses = std::move(it->second);
+  by_connection_.erase(it);
+  for (const std::string& address : addresses) {
+    auto entry = entries_.find(address);
+    if (entry == entries_.end() || entry->second.connection != connection) continue;
+    entry->second.connection = 0;  // keeps Remove from touching by_connection_
+    Status status = Remove(address, "its connection dropped");
+    if (status.ok()) ++stats_.removed_disconnected;
+  }
+}
+
+void WorkerRegistry::CheckTimeouts() {
+  if (options_.worker_timeout_ms == 0) return;
+  uint64_t now = uv_now(loop_);
+  std::vector<std::string> expired;
+  for (const auto& [address, entry] : entries_) {
+    if (now - entry.last_heartbeat_ms > options_.worker_timeout_ms) expired.push_back(address);
+  }
+  for (const std::string& address : expired) {
+    Status status = Remove(address, "no heartbeat within the worker timeout");
+    if (status.ok()) ++stats_.removed_timed_out;
+  }
+}
+
+Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
+  auto entry = entries_.find(address);
+  if (entry != entries_.end()) {
+    if (entry->second.connection != 0) {
+      auto conn = by_connection_.find(entry->second.connection);
+      if (conn != by_connection_.end()) {
+        conn->second.erase(entry->first);
+        if (conn->second.empty()) by_connection_.erase(conn);
+      }
+    }
+    entries_.erase(entry);
+  }
+  const state::Worker* worker = durable_.state().FindWorkerByAddress(address);
+  if (worker == nullptr) return Status::Ok();
+  const uint64_t worker_id = worker->id;
+  // RemoveWorker requires a worker without closures: they go back to the queue.
+  for (const state::Closure* closure : durable_.state().ClosuresOnWorker(worker_id)) {
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    update.setTimeMicros(durable_.NowMicros());
+    auto put_back = update.initClosurePutBack();
+    put_back.setClosureId(closure->id);
+    put_back.setWorkerId(worker_id);
+    put_back.setAttempt(closure->attempts);
+    DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  }
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  update.initRemoveWorker().setWorkerId(worker_id);
+  Status status = durable_.Submit(update);
+  if (status.ok()) {
+    Log(LogLevel::kInfo, "removed worker ", worker_id, " at ", std::string(address).c_str(), ": ", reason);
+  } else {
+    Log(LogLevel::kWarning, "could not remove worker ", worker_id, ": ", status.ToString().c_str());
+  }
+  return status;
+}
+
+void WorkerRegistry::PushStartTasks(const std::string& address, std::vector<uint64_t> task_ids) {
+  if (task_ids.empty()) return;
+  pushes_.add(durable_.Barrier().then(
+      [this, address, ids = kj::mv(task_ids)]() mutable { return SendStart(address, kj::mv(ids)); }));
+}
+
+void WorkerRegistry::PushDeleteTasks(const std::string& address, std::vector<uint64_t> task_ids) {
+  if (task_ids.empty()) return;
+  pushes_.add(durable_.Barrier().then(
+      [this, address, ids = kj::mv(task_ids)]() mutable { return SendDelete(address, kj::mv(ids)); }));
+}
+
+void WorkerRegistry::RetryLater(const std::string& address, const std::vector<uint64_t>& task_ids) {
+  ++stats_.pushes_failed;
+  unpushed_[address].insert(task_ids.begin(), task_ids.end());
+}
+
+kj::Promise<void> WorkerRegistry::SendStart(std::string address, std::vector<uint64_t> task_ids) {
+  const state::DispatcherState& state = durable_.state();
+  std::vector<const state::Task*> tasks;
+  for (uint64_t id : task_ids) {
+    const state::Task* task = state.FindTask(id);
+    if (task != nullptr && !task->finished && task->worker_address == address) tasks.push_back(task);
+  }
+  if (tasks.empty()) return kj::READY_NOW;
+  auto entry = entries_.find(address);
+  rpc::WorkerControl::Client* control = nullptr;
+  if (entry != entries_.end()) {
+    KJ_IF_MAYBE(c, entry->second.control) { control = c; }
+  }
+  if (control == nullptr) {
+    RetryLater(address, task_ids);
+    return kj::READY_NOW;
+  }
+  auto request = control->startTasksRequest();
+  auto list = request.initTasks(static_cast<unsigned>(tasks.size()));
+  for (size_t i = 0; i < tasks.size(); ++i) FillTaskInfo(state, options_, *tasks[i], list[i]);
+  ++stats_.pushes_sent;
+  return request.send().then([](auto&&) {},
+                             [this, address, task_ids = kj::mv(task_ids)](kj::Exception&& e) {
+                               Log(LogLevel::kDebug, "startTasks to ", address.c_str(),
+                                   " failed: ", e.getDescription());
+                               RetryLater(address, task_ids);
+                             });
+}
+
+kj::Promise<void> WorkerRegistry::SendDelete(std::string address, std::vector<uint64_t> task_ids) {
+  auto entry = entries_.find(address);
+  if (entry == entries_.end()) return kj::READY_NOW;  // its next heartbeat learns it
+  KJ_IF_MAYBE(control, entry->second.control) {
+    auto request = control->deleteTasksRequest();
+    auto list = request.initTaskIds(static_cast<unsigned>(task_ids.size()));
+    for (size_t i = 0; i < task_ids.size(); ++i) list.set(i, task_ids[i]);
+    ++stats_.pushes_sent;
+    // A lost delete is harmless: the next heartbeat lists the task to delete.
+    return request.send().then([](auto&&) {}, [this](kj::Exception&&) { ++stats_.pushes_failed; });
+  }
+  return kj::READY_NOW;
+}
+
+bool WorkerRegistry::IsConnected(std::string_view address) const {
+  auto it = entries_.find(address);
+  return it != entries_.end() && it->second.connection != 0;
+}
+
+int64_t WorkerRegistry::LastHeartbeatMicros(std::string_view address) const {
+  auto it = entries_.find(address);
+  return it == entries_.end() ? 0 : it->second.last_heartbeat_micros;
+}
+
+}  // namespace dispatch::reactor

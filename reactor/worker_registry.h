@@ -1,0 +1,99 @@
+// WorkerRegistry: the live side of the registered workers: which connection
+// each one heartbeats over, the WorkerControl capability it handed us, when we
+// last heard from it, and the task pushes in flight. Pushes wait for the group
+// commit of the tasks they announce and never block the loop; a push that
+// fails because the worker is gone is redone when the worker comes back.
+// Removing a worker (dropped connection, heartbeat timeout) is journaled.
+// REQUIRES: loop thread only.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <kj/async.h>
+
+#include "reactor/data_service_options.h"
+#include "reactor/durable_state.h"
+#include "reactor/rpc_server.h"
+#include "schema/dispatcher.capnp.h"
+
+namespace dispatch::reactor {
+
+struct WorkerRegistryStats {
+  uint64_t pushes_sent = 0;
+  uint64_t pushes_failed = 0;
+  uint64_t removed_disconnected = 0;
+  uint64_t removed_timed_out = 0;
+};
+
+class WorkerRegistry {
+ public:
+  WorkerRegistry(uv_loop_t* loop, DurableState& durable, const DataServiceOptions& options);
+  ~WorkerRegistry();
+  WorkerRegistry(const WorkerRegistry&) = delete;
+  WorkerRegistry& operator=(const WorkerRegistry&) = delete;
+
+  // After recovery: every worker of the state gets a worker timeout to come back.
+  void Initialize();
+
+  // The registered worker at `address` heartbeated over `connection`, with
+  // its control capability when it sent one. Returns true when the worker was
+  // not attached to this connection before (first heartbeat since it
+  // registered, reconnected or the dispatcher restarted).
+  bool Heartbeat(const state::Worker& worker, RpcServer::ConnectionId connection, bool has_control,
+                 rpc::WorkerControl::Client control);
+
+  // A connection is gone: every worker attached to it is removed.
+  void OnDisconnect(RpcServer::ConnectionId connection);
+  // Removes every worker not heard from within the worker timeout.
+  void CheckTimeouts();
+  // Puts back the worker's closures and journals RemoveWorker.
+  Status Remove(std::string_view address, const char* reason);
+
+  // Announces tasks (startTasks) / withdraws them (deleteTasks) once the
+  // current pass has committed. Tasks that no longer exist are skipped.
+  void PushStartTasks(const std::string& address, std::vector<uint64_t> task_ids);
+  void PushDeleteTasks(const std::string& address, std::vector<uint64_t> task_ids);
+
+  bool IsConnected(std::string_view address) const;
+  // Wall-clock micros of the last heartbeat; 0 when none since start.
+  int64_t LastHeartbeatMicros(std::string_view address) const;
+  const WorkerRegistryStats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    uint64_t worker_id = 0;
+    RpcServer::ConnectionId connection = 0;  // 0: not attached (after a restart)
+    kj::Maybe<rpc::WorkerControl::Client> control;
+    uint64_t last_heartbeat_ms = 0;   // uv_now
+    int64_t last_heartbeat_micros = 0;
+    uint64_t generation = 0;          // bumped on every (re)attachment
+  };
+  class ErrorHandler final : public kj::TaskSet::ErrorHandler {
+   public:
+    void taskFailed(kj::Exception&& exception) override;
+  };
+
+  kj::Promise<void> SendStart(std::string address, std::vector<uint64_t> task_ids);
+  kj::Promise<void> SendDelete(std::string address, std::vector<uint64_t> task_ids);
+  void RetryLater(const std::string& address, const std::vector<uint64_t>& task_ids);
+
+  uv_loop_t* const loop_;
+  DurableState& durable_;
+  const DataServiceOptions& options_;
+  std::map<std::string, Entry, std::less<>> entries_;
+  std::map<RpcServer::ConnectionId, std::set<std::string>> by_connection_;
+  // Start pushes that failed, by worker address: redone when it is back.
+  std::map<std::string, std::set<uint64_t>, std::less<>> unpushed_;
+  WorkerRegistryStats stats_;
+  ErrorHandler error_handler_;
+  kj::TaskSet pushes_;
+};
+
+}  // namespace dispatch::reactor

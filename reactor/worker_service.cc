@@ -1,0 +1,104 @@
+// DispatcherService: workers. The first heartbeat of an address registers the
+// worker (journaled) and creates its tasks for every unfinished job; every
+// heartbeat refreshes its liveness and its WorkerControl capability and
+// answers the tasks it should start and delete. A heartbeat from a new
+// process at a registered address (another worker incarnation) replaces the
+// old registration. workerUpdate records finished tasks.
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reactor/data_service.h"
+#include "reactor/service_util.h"
+#include "reactor/services.h"
+#include "reactor/task_info.h"
+
+namespace dispatch::reactor {
+
+kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext context) {
+  DataService& data = this->data();
+  const auto& state = data.state();
+  auto request = context.getParams().getRequest();
+  const std::string address(View(request.getAddress()));
+  if (address.empty()) ThrowStatus(InvalidArgumentError("a worker heartbeat needs a worker address"));
+  ThrowIfError(data.CheckName("worker address", address));
+  ThrowIfError(data.CheckName("transfer address", View(request.getTransferAddress())));
+  for (auto tag : request.getTags()) ThrowIfError(data.CheckName("worker tag", View(tag)));
+  ThrowIfError(data.CheckWorkerAddress(address));
+  const uint64_t incarnation = request.getWorkerIncarnation();
+
+  const state::Worker* worker = state.FindWorkerByAddress(address);
+  if (worker != nullptr && incarnation != 0 && worker->incarnation != incarnation) {
+    // Another process at this address: the old one is gone.
+    ThrowIfError(data.workers().Remove(address, "a new worker process took its address"));
+    worker = nullptr;
+  }
+  bool registered = false;
+  if (worker == nullptr) {
+    const uint64_t worker_id = state.NextWorkerId();
+    ThrowIfError(data.Submit([&](journal::Update::Builder update) {
+      auto reg = update.initRegisterWorker();
+      reg.setWorkerId(worker_id);
+      reg.setAddress(address);
+      reg.setTransferAddress(request.getTransferAddress());
+      reg.setTags(request.getTags());
+      reg.setIncarnation(incarnation);
+    }));
+    worker = state.FindWorker(worker_id);
+    registered = true;
+  }
+  const bool attached = data.workers().Heartbeat(*worker, connection_, request.hasControl(), request.getControl());
+  if (registered || attached) {
+    // Tasks for every unfinished job it lacks (pending for round robin).
+    ValueOrThrow(data.CreateMissingTasks(address));
+  }
+
+  auto response = context.getResults().initResponse();
+  response.setWorkerId(worker->id);
+  response.setIncarnation(data.incarnation());
+  response.setHeartbeatIntervalMillis(static_cast<uint32_t>(data.options().worker_heartbeat_interval_ms));
+  std::set<uint64_t> current;
+  for (uint64_t id : request.getCurrentTasks()) current.insert(id);
+  const auto assigned = state.TasksForWorker(address);
+  std::vector<const state::Task*> fresh;
+  std::set<uint64_t> assigned_ids;
+  for (const state::Task* task : assigned) {
+    assigned_ids.insert(task->id);
+    if (!current.contains(task->id)) fresh.push_back(task);
+  }
+  auto new_tasks = response.initNewTasks(static_cast<unsigned>(fresh.size()));
+  for (size_t i = 0; i < fresh.size(); ++i) FillTaskInfo(state, data.options(), *fresh[i], new_tasks[i]);
+  std::vector<uint64_t> to_delete;
+  for (uint64_t id : current) {
+    if (!assigned_ids.contains(id)) to_delete.push_back(id);
+  }
+  auto deletes = response.initTasksToDelete(static_cast<unsigned>(to_delete.size()));
+  for (size_t i = 0; i < to_delete.size(); ++i) deletes.set(i, to_delete[i]);
+  return data.durable().Barrier();
+}
+
+kj::Promise<void> DispatcherService::workerUpdate(WorkerUpdateContext context) {
+  DataService& data = this->data();
+  const auto& state = data.state();
+  auto params = context.getParams();
+  // Validate every entry before changing anything.
+  std::vector<uint64_t> to_finish;
+  for (auto progress : params.getUpdates()) {
+    const state::Task* task = ValueOrThrow(state.GetTask(progress.getTaskId()));
+    // A repeated report changes nothing; a pending round-robin task has not
+    // started for its consumers, so it cannot have finished for them.
+    if (!progress.getCompleted() || task->finished || task->pending) continue;
+    to_finish.push_back(task->id);
+  }
+  for (uint64_t task_id : to_finish) {
+    if (state.FindTask(task_id)->finished) continue;  // listed twice
+    ThrowIfError(data.Submit([task_id](journal::Update::Builder update) {
+      update.initFinishTask().setTaskId(task_id);
+    }));
+  }
+  context.getResults().setIncarnation(data.incarnation());
+  return data.durable().Barrier();
+}
+
+}  // namespace dispatch::reactor

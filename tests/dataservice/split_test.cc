@@ -1,0 +1,170 @@
+// getSplit over RPC: splits in order, end of splits then the next
+// repetition, an older repetition answered with end of splits, retries by
+// sequence, batches, payloads of an explicit split source, clear errors, and
+// 100,000 splits read by 4 simulated workers each handed out exactly once per
+// repetition.
+#include <algorithm>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <kj/vector.h>
+
+#include "tests/dataservice/ds_test_util.h"
+
+namespace dispatch::testing {
+namespace {
+
+using journal::ProcessingMode;
+
+struct DynamicJob {
+  JobIds ids;
+  std::vector<std::unique_ptr<SimWorker>> workers;
+  std::vector<uint64_t> tasks;  // one per worker
+};
+
+DynamicJob StartDynamicJob(ClientLoop& loop, DsClient& client, const std::string& address, int num_workers,
+                           const DatasetSpec& dataset) {
+  DynamicJob job;
+  for (int i = 0; i < num_workers; ++i) {
+    job.workers.push_back(std::make_unique<SimWorker>(loop, address, "worker-" + std::to_string(i)));
+    EXPECT_TRUE(job.workers.back()->Heartbeat().ok());
+  }
+  auto dataset_id = client.RegisterDataset(dataset);
+  EXPECT_TRUE(dataset_id.ok());
+  job.ids = *client.GetOrCreateJob({.dataset_id = *dataset_id, .mode = ProcessingMode::DYNAMIC});
+  for (auto& worker : job.workers) {
+    EXPECT_TRUE(worker->Heartbeat().ok());
+    job.tasks.push_back(worker->TaskOf(job.ids.job_id)->task_id);
+  }
+  return job;
+}
+
+TEST(Splits, InOrderThenEndOfSplitsThenTheNextRepetition) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 2, {.definition = "d", .indexed_splits = 3});
+  uint64_t a = job.tasks[0], b = job.tasks[1];
+  EXPECT_EQ(client.GetSplit(a, 0, 1)->indices, std::vector<uint64_t>{0});
+  EXPECT_EQ(client.GetSplit(b, 0, 1)->indices, std::vector<uint64_t>{1});
+  EXPECT_EQ(client.GetSplit(a, 0, 2)->indices, std::vector<uint64_t>{2});
+  auto end = *client.GetSplit(b, 0, 2);
+  EXPECT_TRUE(end.end_of_splits);
+  EXPECT_TRUE(end.indices.empty());
+  EXPECT_EQ(end.incarnation, client.Incarnation());
+  // Repetition 0 is over for everyone.
+  auto late = *client.GetSplit(a, 0, 3);
+  EXPECT_TRUE(late.end_of_splits);
+  EXPECT_EQ(late.repetition, 0);
+  // Repetition 1 starts from the beginning.
+  auto next = *client.GetSplit(a, 1, 4);
+  EXPECT_EQ(next.indices, std::vector<uint64_t>{0});
+  EXPECT_EQ(next.repetition, 1);
+  auto ahead = client.GetSplit(b, 5, 3);
+  EXPECT_EQ(ahead.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(ahead.status().message().find("repetition 1"), std::string::npos) << ahead.status().message();
+}
+
+TEST(Splits, ARetryWithTheSameSequenceGetsTheSameAnswer) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 2, {.definition = "d", .indexed_splits = 100});
+  auto first = *client.GetSplit(job.tasks[0], 0, 1, 10);
+  EXPECT_EQ(client.GetSplit(job.tasks[1], 0, 1, 5)->indices.front(), 10u);
+  auto retry = *client.GetSplit(job.tasks[0], 0, 1, 10);
+  EXPECT_EQ(retry.indices, first.indices);
+  auto next = *client.GetSplit(job.tasks[0], 0, 2, 1);
+  EXPECT_EQ(next.indices, std::vector<uint64_t>{15});
+  auto stale = client.GetSplit(job.tasks[0], 0, 1);
+  EXPECT_EQ(stale.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(stale.status().message().find("older"), std::string::npos) << stale.status().message();
+}
+
+TEST(Splits, ExplicitSplitSourcesHandOutTheirPayloads) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 1,
+                             {.definition = "files", .explicit_splits = {"a.rec", "b.rec", "c.rec"}});
+  auto batch = *client.GetSplit(job.tasks[0], 0, 1, 10);
+  EXPECT_EQ(batch.indices, (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(batch.payloads, (std::vector<std::string>{"a.rec", "b.rec", "c.rec"}));
+  EXPECT_FALSE(batch.end_of_splits);
+  EXPECT_TRUE(client.GetSplit(job.tasks[0], 0, 2, 10)->end_of_splits);
+}
+
+TEST(Splits, BadRequestsGetClearErrors) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 1, {.definition = "d", .indexed_splits = 3});
+  auto provider = client.GetSplit(job.tasks[0], 0, 1, 1, /*provider=*/2);
+  EXPECT_EQ(provider.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(provider.status().message().find("job " + std::to_string(job.ids.job_id) + " has no split provider 2"),
+            std::string::npos)
+      << provider.status().message();
+  auto unknown = client.GetSplit(999, 0, 1);
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("task 999"), std::string::npos);
+  EXPECT_EQ(client.GetSplit(job.tasks[0], 0, 0).status().code(), StatusCode::kInvalidArgument);
+  auto off = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d", .indexed_splits = 3})});
+  ASSERT_TRUE(job.workers[0]->Heartbeat().ok());
+  auto off_task = job.workers[0]->TaskOf(off.job_id)->task_id;
+  auto not_dynamic = client.GetSplit(off_task, 0, 1);
+  EXPECT_EQ(not_dynamic.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(not_dynamic.status().message().find("not DYNAMIC"), std::string::npos);
+}
+
+// Reads one repetition to its end with the workers interleaved (each keeps
+// one request in flight), returning how often each split was handed out.
+std::vector<int> ReadRepetition(ClientLoop& loop, DsClient& client, const std::vector<uint64_t>& tasks,
+                                int64_t repetition, std::vector<uint64_t>& sequences, uint64_t num_splits,
+                                std::mt19937_64& rng) {
+  std::vector<int> seen(num_splits, 0);
+  std::vector<bool> finished(tasks.size(), false);
+  size_t open = tasks.size();
+  while (open > 0) {
+    // Every unfinished worker asks at once; the dispatcher answers each.
+    kj::Vector<kj::Promise<SplitView>> replies;
+    std::vector<size_t> who;
+    for (size_t w = 0; w < tasks.size(); ++w) {
+      if (finished[w]) continue;
+      uint32_t batch = static_cast<uint32_t>(1 + rng() % 400);
+      replies.add(client.GetSplitAsync(tasks[w], repetition, ++sequences[w], batch));
+      who.push_back(w);
+    }
+    auto all = loop.Wait(kj::joinPromises(replies.releaseAsArray()));
+    for (size_t i = 0; i < all.size(); ++i) {
+      for (uint64_t index : all[i].indices) {
+        EXPECT_LT(index, num_splits);
+        if (index < num_splits) ++seen[index];
+      }
+      if (all[i].end_of_splits) {
+        finished[who[i]] = true;
+        --open;
+      }
+    }
+  }
+  return seen;
+}
+
+TEST(Splits, HundredThousandSplitsReadByFourWorkersAreEachHandedOutOncePerRepetition) {
+  const uint64_t seed = TestSeed();
+  std::mt19937_64 rng(seed);
+  constexpr uint64_t kSplits = 100000;
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 4, {.definition = "big", .indexed_splits = kSplits});
+  std::vector<uint64_t> sequences(4, 0);
+  for (int64_t repetition = 0; repetition < 2; ++repetition) {
+    auto seen = ReadRepetition(loop, client, job.tasks, repetition, sequences, kSplits, rng);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(kSplits))
+        << "repetition " << repetition << ": missing " << std::count(seen.begin(), seen.end(), 0)
+        << ", twice or more " << std::count_if(seen.begin(), seen.end(), [](int n) { return n > 1; });
+  }
+}
+
+}  // namespace
+}  // namespace dispatch::testing

@@ -1,0 +1,230 @@
+// Workers over RPC: registration by the first heartbeat, tasks for every
+// unfinished job, tasks to delete, pushes over the WorkerControl capability
+// (and a failed push redone when the worker comes back), workerUpdate,
+// liveness (a dropped connection or a missed heartbeat removes the worker
+// while everyone else is served; a returning worker re-registers), a new
+// worker process at a known address, and the incarnation in every reply.
+#include <signal.h>
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "tests/dataservice/ds_test_util.h"
+#include "tests/support/temp_dir.h"
+
+namespace dispatch::testing {
+namespace {
+
+bool Listed(DsClient& client, const std::string& address) {
+  auto workers = client.GetWorkers();
+  for (const WorkerView& worker : *workers) {
+    if (worker.address == address) return true;
+  }
+  return false;
+}
+
+TEST(Workers, FirstHeartbeatRegistersAndGetsATaskForEveryUnfinishedJob) {
+  DispatcherProcess dispatcher({.extra_flags = {"--worker-heartbeat-interval-ms=1234"}});
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  uint64_t dataset = *client.RegisterDataset({.definition = "d"});
+  auto a = *client.GetOrCreateJob({.dataset_id = dataset});
+  auto b = *client.GetOrCreateJob({.dataset_id = dataset, .num_consumers = 2});
+  auto done = *client.GetOrCreateJob({.dataset_id = dataset});
+  SimWorker first(loop, dispatcher.address(), "first");
+  ASSERT_TRUE(first.Heartbeat().ok());
+  ASSERT_TRUE(first.Complete({first.TaskOf(done.job_id)->task_id}).ok());
+
+  SimWorker worker(loop, dispatcher.address(), "w");
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  EXPECT_NE(worker.worker_id(), 0u);
+  EXPECT_EQ(worker.last_incarnation(), client.Incarnation());
+  EXPECT_EQ(worker.heartbeat_interval_ms(), 1234u);
+  ASSERT_TRUE(worker.TaskOf(a.job_id).has_value());
+  EXPECT_FALSE(worker.TaskOf(a.job_id)->pending);
+  ASSERT_TRUE(worker.TaskOf(b.job_id).has_value());
+  EXPECT_TRUE(worker.TaskOf(b.job_id)->pending) << "round-robin jobs get a pending task";
+  EXPECT_FALSE(worker.TaskOf(done.job_id).has_value()) << "a finished job gets no task";
+
+  auto workers = *client.GetWorkers();
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_TRUE(workers[1].connected);
+  EXPECT_EQ(workers[1].tags, std::vector<std::string>{"sim"});
+  EXPECT_EQ(workers[1].num_tasks, 2u);
+  // A second heartbeat: nothing new, the same id.
+  uint64_t id = worker.worker_id();
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  EXPECT_EQ(worker.worker_id(), id);
+}
+
+TEST(Workers, HeartbeatListsTasksTheWorkerShouldDelete) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker worker(loop, dispatcher.address(), "w");
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  uint64_t task = worker.TaskOf(job.job_id)->task_id;
+  // Finished behind its back (e.g. reported by an earlier process): withdrawn.
+  auto update = worker.dispatcher().workerUpdateRequest();
+  update.setWorkerId(worker.worker_id());
+  update.initUpdates(1)[0].setTaskId(task);
+  update.getUpdates()[0].setCompleted(true);
+  loop.Wait(update.send());
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  EXPECT_EQ(worker.last_deleted(), std::vector<uint64_t>{task});
+  EXPECT_TRUE(worker.tasks().empty());
+}
+
+TEST(Workers, WorkerUpdateFinishesTasksAndNamesUnknownOnes) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker worker(loop, dispatcher.address(), "w");
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  auto unknown = worker.Complete({4242});
+  EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.message().find("task 4242"), std::string::npos) << unknown.message();
+  ASSERT_TRUE(worker.Complete({worker.TaskOf(job.job_id)->task_id}).ok());
+  EXPECT_TRUE(client.ClientHeartbeat(job.job_client_id)->job_finished);
+}
+
+TEST(Workers, NewTasksArePushedOverWorkerControlWithoutWaitingForAHeartbeat) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker w1(loop, dispatcher.address(), "w1");
+  SimWorker w2(loop, dispatcher.address(), "w2");
+  ASSERT_TRUE(w1.Heartbeat().ok());
+  ASSERT_TRUE(w2.Heartbeat().ok());
+  auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
+  for (SimWorker* w : {&w1, &w2}) {
+    ASSERT_TRUE(loop.WaitUntil([&] { return !w->pushes().started.empty(); }));
+    EXPECT_EQ(w->pushes().started[0].job_id, job.job_id);
+    EXPECT_EQ(w->pushes().started[0].worker_address, w->address());
+  }
+}
+
+TEST(Workers, APushThatFailedIsRedoneWhenTheWorkerComesBack) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker worker(loop, dispatcher.address(), "w");
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  worker.pushes().fail_next_starts = 1;
+  auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
+  ASSERT_TRUE(loop.WaitUntil([&] { return worker.pushes().failed_starts == 1; }));
+  EXPECT_TRUE(worker.pushes().started.empty());
+  // It comes back over a new connection (the old one not yet noticed dead).
+  worker.Reconnect(dispatcher.address(), /*keep_old=*/true);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  ASSERT_TRUE(loop.WaitUntil([&] { return !worker.pushes().started.empty(); }));
+  EXPECT_EQ(worker.pushes().started[0].job_id, job.job_id);
+}
+
+TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
+  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=600000"}});
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker gone(loop, dispatcher.address(), "gone");
+  SimWorker stays(loop, dispatcher.address(), "stays");
+  ASSERT_TRUE(gone.Heartbeat().ok());
+  ASSERT_TRUE(stays.Heartbeat().ok());
+  uint64_t dataset = *client.RegisterDataset({.definition = "d"});
+  auto job = *client.GetOrCreateJob({.dataset_id = dataset});
+  gone.Disconnect();
+  ASSERT_TRUE(loop.WaitUntil([&] {
+    EXPECT_TRUE(stays.Heartbeat().ok());
+    EXPECT_TRUE(client.ClientHeartbeat(job.job_client_id).ok());
+    return !Listed(client, "gone");
+  }));
+  EXPECT_TRUE(Listed(client, "stays"));
+  // Its task waits for it: it comes back, re-registers under a new id and
+  // gets the task again.
+  gone.Reconnect(dispatcher.address());
+  ASSERT_TRUE(gone.Heartbeat().ok());
+  EXPECT_TRUE(Listed(client, "gone"));
+  EXPECT_TRUE(gone.TaskOf(job.job_id).has_value());
+}
+
+TEST(Workers, AWorkerThatStopsHeartbeatingIsRemovedWithinTheTimeout) {
+  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=300"}});
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker silent(loop, dispatcher.address(), "silent");
+  SimWorker alive(loop, dispatcher.address(), "alive");
+  ASSERT_TRUE(silent.Heartbeat().ok());
+  ASSERT_TRUE(alive.Heartbeat().ok());
+  uint64_t first_id = silent.worker_id();
+  // `silent` keeps its connection open but says nothing.
+  ASSERT_TRUE(loop.WaitUntil([&] {
+    EXPECT_TRUE(alive.Heartbeat().ok());
+    return !Listed(client, "silent");
+  }));
+  EXPECT_TRUE(Listed(client, "alive"));
+  ASSERT_TRUE(silent.Heartbeat().ok());
+  EXPECT_NE(silent.worker_id(), first_id) << "a returning worker registers again";
+  EXPECT_TRUE(Listed(client, "silent"));
+}
+
+TEST(Workers, ANewProcessAtAKnownAddressReplacesTheOldRegistration) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker old_process(loop, dispatcher.address(), "w", /*incarnation=*/11);
+  ASSERT_TRUE(old_process.Heartbeat().ok());
+  auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
+  SimWorker new_process(loop, dispatcher.address(), "w", /*incarnation=*/12);
+  ASSERT_TRUE(new_process.Heartbeat().ok());
+  EXPECT_NE(new_process.worker_id(), old_process.worker_id());
+  EXPECT_TRUE(new_process.TaskOf(job.job_id).has_value());
+  EXPECT_EQ(client.GetWorkers()->size(), 1u);
+}
+
+TEST(Workers, AfterARestartWorkersSeeTheNewIncarnationAndKeepTheirTasks) {
+  TempDir dir;
+  uint64_t job_id;
+  uint64_t worker_id;
+  uint64_t incarnation;
+  std::map<uint64_t, TaskView> tasks;
+  {
+    DispatcherProcess dispatcher({.work_dir = dir.File("work")});
+    ClientLoop loop;
+    DsClient client(loop, dispatcher.address());
+    SimWorker worker(loop, dispatcher.address(), "w", 5);
+    ASSERT_TRUE(worker.Heartbeat().ok());
+    job_id = client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})})->job_id;
+    ASSERT_TRUE(worker.Heartbeat().ok());
+    worker_id = worker.worker_id();
+    incarnation = worker.last_incarnation();
+    tasks = worker.tasks();
+    dispatcher.process().Signal(SIGKILL);
+    dispatcher.process().Wait(std::chrono::seconds(10));
+  }
+  DispatcherProcess dispatcher({.work_dir = dir.File("work")});
+  ClientLoop loop;
+  SimWorker worker(loop, dispatcher.address(), "w", 5);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  EXPECT_NE(worker.last_incarnation(), incarnation);
+  EXPECT_EQ(worker.worker_id(), worker_id);
+  ASSERT_TRUE(worker.TaskOf(job_id).has_value());
+  EXPECT_EQ(worker.TaskOf(job_id)->task_id, tasks.begin()->first);
+}
+
+TEST(Workers, BadHeartbeatsGetClearErrors) {
+  DispatcherProcess dispatcher({.extra_flags = {"--max-name-bytes=64"}});
+  ClientLoop loop;
+  SimWorker nameless(loop, dispatcher.address(), "");
+  EXPECT_EQ(nameless.Heartbeat().code(), StatusCode::kInvalidArgument);
+  SimWorker long_name(loop, dispatcher.address(), std::string(100, 'x'));
+  auto status = long_name.Heartbeat();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("worker address"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace dispatch::testing
