@@ -27,6 +27,7 @@ struct WorkerAgentStatus {
   uint64_t registrations = 0;       // sessions on which the dispatcher accepted us
   uint64_t dispatcher_restarts = 0; // incarnation changes seen
   uint64_t heartbeats = 0;          // heartbeats answered
+  uint64_t pushes_received = 0;     // startTasks/deleteTasks calls from the dispatcher
   uint64_t tasks_started = 0;
   uint64_t tasks_completed = 0;     // handlers that finished
   uint64_t completions_reported = 0;  // acknowledged by workerUpdate

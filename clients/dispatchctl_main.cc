@@ -122,6 +122,16 @@ int Main(int argc, char** argv) {
     uvkj::UvAsyncIo io(loop.get());
     KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
       auto work = DispatcherConnection::Connect(io.network(), flags.dispatcher, flags.token)
+                      .then([](kj::Own<DispatcherConnection> c) { return kj::mv(c); },
+                            [&](kj::Exception&& e) -> kj::Own<DispatcherConnection> {
+                              Status s = StatusFromException(e);
+                              if (s.code() == StatusCode::kUnauthenticated ||
+                                  s.code() == StatusCode::kInvalidArgument) {
+                                kj::throwFatalException(kj::mv(e));
+                              }
+                              ThrowStatus(UnavailableError("cannot reach the dispatcher at " +
+                                                           flags.dispatcher + ": " + s.message()));
+                            })
                       .then([&](kj::Own<DispatcherConnection> connection) {
                         auto& ref = *connection;
                         return RunCommand(ref.dispatcher(), args, flags.json).attach(kj::mv(connection));

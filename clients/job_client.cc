@@ -64,24 +64,28 @@ kj::Promise<void> JobClient::Loop() {
 }
 
 kj::Promise<void> JobClient::Beat() {
-  auto waiters = kj::mv(beat_waiters_);
+  // Those who asked for a heartbeat before this one was sent get its outcome.
+  // Held once for both branches below (two lambdas cannot both own it).
+  auto waiters = kj::heap<kj::Vector<kj::Own<kj::PromiseFulfiller<void>>>>(kj::mv(beat_waiters_));
   beat_waiters_ = kj::Vector<kj::Own<kj::PromiseFulfiller<void>>>();
+  auto& ref = *waiters;
   auto request = dispatcher_.clientHeartbeatRequest();
   auto heartbeat = request.initRequest();
   heartbeat.setJobClientId(job_client_id_);
   heartbeat.setCurrentRound(current_round_);
   heartbeat.setBlockedRound(blocked_round_);
   heartbeat.setKnownTaskListVersion(known_version_);
-  return request.send().then(
-      [this, waiters = kj::mv(waiters)](
-          capnp::Response<rpc::Dispatcher::ClientHeartbeatResults> r) mutable {
-        Apply(r.getResponse());
-        for (auto& waiter : waiters) waiter->fulfill();
-      },
-      [this, waiters = kj::mv(waiters)](kj::Exception&& e) mutable {
-        Fail(e);
-        for (auto& waiter : waiters) waiter->reject(kj::cp(e));
-      });
+  return request.send()
+      .then(
+          [this, &ref](capnp::Response<rpc::Dispatcher::ClientHeartbeatResults> r) {
+            Apply(r.getResponse());
+            for (auto& waiter : ref) waiter->fulfill();
+          },
+          [this, &ref](kj::Exception&& e) {
+            Fail(e);
+            for (auto& waiter : ref) waiter->reject(kj::cp(e));
+          })
+      .attach(kj::mv(waiters));
 }
 
 void JobClient::Apply(rpc::ClientHeartbeatResponse::Reader response) {

@@ -33,7 +33,7 @@ class WorkerAgent::Runner {
          StatusBoard& board, uint64_t worker_incarnation, kj::Own<kj::PromiseFulfiller<void>> stop)
       : table_(io.timer(), factory, board, options.split_batch),
         link_(io.timer(), io.network(), options, worker_incarnation, table_,
-              MakeControl(table_, &server_), board),
+              MakeControl(table_, board, &server_), board),
         stop_(kj::mv(stop)) {
     table_.set_link(&link_);
   }
@@ -47,8 +47,9 @@ class WorkerAgent::Runner {
   void RequestStop() { stop_->fulfill(); }
 
  private:
-  static rpc::WorkerControl::Client MakeControl(TaskTable& table, WorkerControlServer** out) {
-    auto server = kj::heap<WorkerControlServer>(table);
+  static rpc::WorkerControl::Client MakeControl(TaskTable& table, StatusBoard& board,
+                                                WorkerControlServer** out) {
+    auto server = kj::heap<WorkerControlServer>(table, board);
     *out = server.get();
     return kj::mv(server);
   }

@@ -6,12 +6,14 @@ namespace dispatch::clients {
 
 kj::Promise<void> WorkerControlServer::startTasks(StartTasksContext context) {
   if (tasks_ == nullptr) return KJ_EXCEPTION(DISCONNECTED, "the worker is stopping");
+  board_.Update([](WorkerAgentStatus& s) { ++s.pushes_received; });
   tasks_->OnTasksAssigned(context.getParams().getTasks());
   return kj::READY_NOW;
 }
 
 kj::Promise<void> WorkerControlServer::deleteTasks(DeleteTasksContext context) {
   if (tasks_ == nullptr) return KJ_EXCEPTION(DISCONNECTED, "the worker is stopping");
+  board_.Update([](WorkerAgentStatus& s) { ++s.pushes_received; });
   tasks_->OnTasksToDelete(context.getParams().getTaskIds());
   return kj::READY_NOW;
 }

@@ -5,13 +5,15 @@
 #pragma once
 
 #include "clients/agent_link.h"
+#include "clients/agent_status.h"
 #include "schema/dispatcher.capnp.h"
 
 namespace dispatch::clients {
 
 class WorkerControlServer final : public rpc::WorkerControl::Server {
  public:
-  explicit WorkerControlServer(AgentLink::Delegate& tasks) : tasks_(&tasks) {}
+  WorkerControlServer(AgentLink::Delegate& tasks, StatusBoard& board)
+      : tasks_(&tasks), board_(board) {}
   void Detach() { tasks_ = nullptr; }
 
  protected:
@@ -20,6 +22,7 @@ class WorkerControlServer final : public rpc::WorkerControl::Server {
 
  private:
   AgentLink::Delegate* tasks_;
+  StatusBoard& board_;
 };
 
 }  // namespace dispatch::clients

@@ -1,0 +1,95 @@
+// Helpers for the client tests: the dispatch-worker binary as a child
+// process, dispatchctl runs with their output, a recording TaskHandlerFactory
+// for in-process WorkerAgents. Seeds come from tests/support/test_seed.h.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "clients/dataset_client.h"
+#include "clients/job_client.h"
+#include "clients/task_handler.h"
+#include "clients/worker_agent.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/test_seed.h"
+
+namespace dispatch::testing {
+
+inline constexpr std::chrono::milliseconds kTestDeadline{30000};
+
+// Specs without designated initializers (which -Wextra flags when partial).
+clients::DatasetSpec DatasetOf(std::string definition, uint64_t num_splits = 0);
+clients::JobOptions JobOf(uint64_t dataset_id,
+                          journal::ProcessingMode mode = journal::ProcessingMode::OFF,
+                          std::string name = "", int64_t name_index = 0);
+
+const char* DispatchWorkerBinary();
+const char* DispatchctlBinary();
+
+// `dispatch-worker` started against a dispatcher.
+class WorkerProcess {
+ public:
+  WorkerProcess(const std::string& dispatcher, const std::string& address,
+                std::vector<std::string> extra_flags = {});
+  // Waits for the next "registered as worker N" line; returns N (0 on timeout).
+  uint64_t WaitRegistered(std::chrono::milliseconds timeout = kTestDeadline);
+  Subprocess& process() { return *process_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  std::unique_ptr<Subprocess> process_;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // -1: did not exit normally (or timed out)
+  std::string output;  // stdout and stderr, interleaved
+};
+// Runs dispatchctl with `args` to completion.
+CommandResult RunDispatchctl(const std::vector<std::string>& args);
+
+// Task handlers that record what they saw. DYNAMIC tasks read every split and
+// complete; other tasks run until deleted. Thread-safe to inspect.
+class RecordingFactory final : public clients::TaskHandlerFactory {
+ public:
+  struct Record {
+    std::set<uint64_t> started;
+    std::set<uint64_t> deleted;
+    std::set<uint64_t> completed;
+    std::multiset<uint64_t> splits;  // split indices handed to this worker
+    std::vector<uint64_t> sequences; // getSplit sequence numbers in the order answered
+  };
+  RecordingFactory() : state_(std::make_shared<State>()) {}
+  kj::Own<clients::TaskHandler> CreateHandler(const clients::TaskDescription& task) override;
+  struct State {
+    std::mutex mu;
+    std::condition_variable changed;
+    Record record;
+    Record Snapshot();
+    // Waits (woken by every change) until `condition` holds or `timeout`.
+    bool WaitFor(const std::function<bool(const Record&)>& condition,
+                 std::chrono::milliseconds timeout = kTestDeadline);
+  };
+  // The records, shared with the handlers (the agent owns the factory).
+  std::shared_ptr<State> state() const { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// A WorkerAgent with a RecordingFactory, for in-process tests.
+struct TestAgent {
+  TestAgent(const std::string& dispatcher, const std::string& address, uint64_t seed,
+            uint32_t heartbeat_ms = 100);
+  std::shared_ptr<RecordingFactory::State> records;
+  std::unique_ptr<clients::WorkerAgent> agent;
+};
+
+}  // namespace dispatch::testing

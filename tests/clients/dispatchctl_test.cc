@@ -1,0 +1,141 @@
+// dispatchctl as a user runs it against a dispatcher with a worker, a
+// dataset and a named job: every listing prints, --json prints valid JSON,
+// an unknown job fails with the dispatcher's message, usage errors exit 2.
+#include <capnp/compat/json.h>
+#include <capnp/message.h>
+
+#include <gtest/gtest.h>
+
+#include "clients/dataset_client.h"
+#include "clients/job_client.h"
+#include "tests/clients/client_test_support.h"
+#include "tests/integration/client_loop.h"
+#include "tests/support/dispatcher_process.h"
+
+namespace dispatch::testing {
+namespace {
+
+class DispatchctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    worker_ = std::make_unique<WorkerProcess>(dispatcher_.address(), "tcp:127.0.0.1:7301",
+                                              std::vector<std::string>{"--hold-tasks", "--tags=gpu,eu"});
+    ASSERT_NE(worker_->WaitRegistered(), 0u);
+    conn_ = loop_.Connect(dispatcher_.address());
+    dataset_ = loop_.Wait(clients::RegisterDataset(conn_->dispatcher(),
+                                                   DatasetOf("ctl", 10)))
+                   .dataset_id;
+    job_ = loop_.Wait(clients::JobClient::Create(
+        conn_->dispatcher(), loop_.io().timer(),
+        JobOf(dataset_, journal::ProcessingMode::OFF, "ctl-job")));
+    ASSERT_TRUE(loop_.WaitUntil([&] { return !job_->tasks().empty(); }));
+  }
+
+  CommandResult Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), "--dispatcher=" + dispatcher_.address());
+    return RunDispatchctl(args);
+  }
+
+  // Held through a unique_ptr: KJ objects have throwing destructors, which a
+  // gtest fixture's own destructor may not have.
+  struct Env {
+    DispatcherProcess dispatcher;
+    ClientLoop loop;
+    kj::Own<clients::DispatcherConnection> conn;
+    kj::Own<clients::JobClient> job;
+  };
+  std::unique_ptr<Env> env_ = std::make_unique<Env>();
+  DispatcherProcess& dispatcher_ = env_->dispatcher;
+  ClientLoop& loop_ = env_->loop;
+  kj::Own<clients::DispatcherConnection>& conn_ = env_->conn;
+  kj::Own<clients::JobClient>& job_ = env_->job;
+  std::unique_ptr<WorkerProcess> worker_;
+  uint64_t dataset_ = 0;
+};
+
+void ExpectContains(const CommandResult& r, const std::string& text) {
+  EXPECT_NE(r.output.find(text), std::string::npos) << "missing '" << text << "' in:\n" << r.output;
+}
+
+TEST_F(DispatchctlTest, PrintsEachListing) {
+  std::string job = std::to_string(job_->job_id());
+  std::string client = std::to_string(job_->job_client_id());
+  auto workers = Ctl({"workers"});
+  EXPECT_EQ(workers.exit_code, 0) << workers.output;
+  ExpectContains(workers, "ADDRESS");
+  ExpectContains(workers, "tcp:127.0.0.1:7301");
+  ExpectContains(workers, "gpu,eu");
+  auto datasets = Ctl({"datasets"});
+  EXPECT_EQ(datasets.exit_code, 0) << datasets.output;
+  ExpectContains(datasets, "FINGERPRINT");
+  ExpectContains(datasets, std::to_string(dataset_));
+  auto jobs = Ctl({"jobs"});
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.output;
+  ExpectContains(jobs, "ctl-job");
+  auto tasks = Ctl({"tasks"});
+  EXPECT_EQ(tasks.exit_code, 0) << tasks.output;
+  ExpectContains(tasks, std::to_string(job_->tasks()[0].task_id));
+  ExpectContains(tasks, "tcp:127.0.0.1:7301");
+  auto clients = Ctl({"clients"});
+  EXPECT_EQ(clients.exit_code, 0) << clients.output;
+  ExpectContains(clients, client);
+  auto one = Ctl({"job", job});
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+  ExpectContains(one, "ctl-job");
+  ExpectContains(one, "tasks (1)");
+  ExpectContains(one, client);
+}
+
+TEST_F(DispatchctlTest, PrintsValidJson) {
+  capnp::JsonCodec codec;
+  std::string job = std::to_string(job_->job_id());
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"workers"}, {"datasets"}, {"jobs"}, {"tasks"}, {"clients"},
+        {"job", job}}) {
+    args.push_back("--json");
+    auto result = Ctl(args);
+    ASSERT_EQ(result.exit_code, 0) << args[0] << ": " << result.output;
+    capnp::MallocMessageBuilder message;
+    auto root = message.initRoot<capnp::JsonValue>();
+    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
+      codec.decodeRaw(kj::arrayPtr(result.output.data(), result.output.size()), root);
+    })) {
+      ADD_FAILURE() << args[0] << " --json is not valid JSON: " << e->getDescription().cStr()
+                    << "\n" << result.output;
+      continue;
+    }
+    EXPECT_EQ(root.which(), capnp::JsonValue::OBJECT) << args[0];
+    ExpectContains(result, "\"incarnation\"");
+  }
+}
+
+TEST_F(DispatchctlTest, FailsClearlyOnAnUnknownJob) {
+  auto result = Ctl({"job", "987654321"});
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  ExpectContains(result, "987654321");
+  ExpectContains(result, "NotFound");
+}
+
+TEST(Dispatchctl, UsageErrorsExitTwoAndAnUnreachableDispatcherOne) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1"},
+        std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1", "frobnicate"},
+        std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1", "job"},
+        std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1", "job", "x"},
+        std::vector<std::string>{"workers"}, std::vector<std::string>{"--bogus", "workers"}}) {
+    auto result = RunDispatchctl(args);
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+  }
+  std::string address;
+  {
+    DispatcherProcess gone;
+    address = gone.address();
+    ASSERT_TRUE(gone.Terminate().has_value());
+  }
+  auto result = RunDispatchctl({"--dispatcher=" + address, "workers"});
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  ExpectContains(result, "Unavailable");
+}
+
+}  // namespace
+}  // namespace dispatch::testing

@@ -1,0 +1,149 @@
+// The consumer JobClient against the real dispatcher and dispatch-worker
+// processes: named jobs are joined (a new job client each time), a named job
+// reused with another mode is refused, anonymous jobs are always new, the
+// task list follows workers joining and leaving and is re-read only when it
+// changed, and Close() releases the job client.
+#include <signal.h>
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "clients/dataset_client.h"
+#include "clients/job_client.h"
+#include "common/rpc_status.h"
+#include "tests/clients/client_test_support.h"
+#include "tests/integration/client_loop.h"
+#include "tests/support/dispatcher_process.h"
+
+namespace dispatch::testing {
+namespace {
+
+using clients::JobClient;
+using clients::JobOptions;
+
+class JobClientTest : public ::testing::Test {
+ protected:
+  JobClientTest() : env_(std::make_unique<Env>()) {}
+
+  uint64_t Dataset(const std::string& definition) {
+    return loop_.Wait(clients::RegisterDataset(conn_->dispatcher(), DatasetOf(definition)))
+        .dataset_id;
+  }
+  kj::Own<JobClient> Job(JobOptions options) {
+    options.heartbeat_interval_ms = 50;
+    return loop_.Wait(JobClient::Create(conn_->dispatcher(), loop_.io().timer(), options));
+  }
+  // The dispatcher's own view of the job's task ids.
+  std::set<uint64_t> DispatcherTasks(uint64_t job_id) {
+    auto request = conn_->dispatcher().getJobRequest();
+    request.setJobId(job_id);
+    auto reply = loop_.Wait(request.send());
+    std::set<uint64_t> ids;
+    for (auto t : reply.getTasks()) ids.insert(t.getTaskId());
+    return ids;
+  }
+  static std::set<uint64_t> Ids(const JobClient& client) {
+    std::set<uint64_t> ids;
+    for (auto& t : client.tasks()) ids.insert(t.task_id);
+    return ids;
+  }
+  static std::set<std::string> Workers(const JobClient& client) {
+    std::set<std::string> addresses;
+    for (auto& t : client.tasks()) addresses.insert(t.worker_address);
+    return addresses;
+  }
+
+  // Held through a unique_ptr: KJ objects have throwing destructors, which a
+  // gtest fixture's own destructor may not have.
+  struct Env {
+    Env() : conn(loop.Connect(dispatcher.address())) {}
+    DispatcherProcess dispatcher;
+    ClientLoop loop;
+    kj::Own<clients::DispatcherConnection> conn;
+  };
+  std::unique_ptr<Env> env_;
+  DispatcherProcess& dispatcher_ = env_->dispatcher;
+  ClientLoop& loop_ = env_->loop;
+  kj::Own<clients::DispatcherConnection>& conn_ = env_->conn;
+};
+
+TEST_F(JobClientTest, JoiningANamedJobGivesTheSameJobAndANewJobClient) {
+  uint64_t dataset = Dataset("named");
+  auto first = Job(JobOf(dataset, journal::ProcessingMode::OFF, "train"));
+  auto second = Job(JobOf(dataset, journal::ProcessingMode::OFF, "train"));
+  EXPECT_EQ(first->job_id(), second->job_id());
+  EXPECT_NE(first->job_client_id(), second->job_client_id());
+  auto other_index = Job(JobOf(dataset, journal::ProcessingMode::OFF, "train", 1));
+  EXPECT_NE(other_index->job_id(), first->job_id());
+  auto anonymous_a = Job(JobOf(dataset));
+  auto anonymous_b = Job(JobOf(dataset));
+  EXPECT_NE(anonymous_a->job_id(), anonymous_b->job_id());
+}
+
+TEST_F(JobClientTest, ANamedJobReusedWithAnotherModeIsRefused) {
+  uint64_t dataset = Dataset("modes");
+  auto first = Job(JobOf(dataset, journal::ProcessingMode::OFF, "eval"));
+  JobOptions options = JobOf(dataset, journal::ProcessingMode::DYNAMIC, "eval");
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { Job(options); })) {
+    Status status = StatusFromException(*e);
+    EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
+  } else {
+    ADD_FAILURE() << "reusing job 'eval' with another processing mode succeeded";
+  }
+}
+
+TEST_F(JobClientTest, FollowsTheTaskListAsWorkersJoinAndLeave) {
+  WorkerProcess w1(dispatcher_.address(), "tcp:127.0.0.1:7201", {"--hold-tasks"});
+  ASSERT_NE(w1.WaitRegistered(), 0u);
+  uint64_t dataset = Dataset("follow");
+  auto client = Job(JobOf(dataset, journal::ProcessingMode::OFF, "follow"));
+  ASSERT_TRUE(loop_.WaitUntil([&] { return Workers(*client).count(w1.address()) == 1; }));
+
+  WorkerProcess w2(dispatcher_.address(), "tcp:127.0.0.1:7202", {"--hold-tasks"});
+  ASSERT_NE(w2.WaitRegistered(), 0u);
+  ASSERT_TRUE(loop_.WaitUntil([&] { return Workers(*client).count(w2.address()) == 1; }))
+      << "the new worker's task never reached the consumer";
+  EXPECT_EQ(Ids(*client), DispatcherTasks(client->job_id()));
+
+  // Unchanged list: heartbeats go on, the list is not sent again.
+  uint64_t reads = client->task_list_reads();
+  uint64_t beats = client->heartbeats();
+  for (int i = 0; i < 5; ++i) loop_.Wait(client->HeartbeatNow());
+  EXPECT_GE(client->heartbeats(), beats + 5);
+  EXPECT_EQ(client->task_list_reads(), reads) << "an unchanged task list was re-read";
+
+  // A worker leaves (killed): the consumer ends up with the dispatcher's view.
+  w2.process().Signal(SIGKILL);
+  ASSERT_TRUE(w2.process().Wait(kTestDeadline).has_value());
+  ASSERT_TRUE(loop_.WaitUntil([&] {
+    auto reply = loop_.Wait(conn_->dispatcher().getWorkersRequest().send());
+    for (auto w : reply.getWorkers()) {
+      if (w.getAddress() == w2.address() && w.getConnected()) return false;
+    }
+    return true;
+  })) << "the dispatcher never noticed the killed worker";
+  EXPECT_TRUE(loop_.WaitUntil([&] { return Ids(*client) == DispatcherTasks(client->job_id()); }));
+  EXPECT_TRUE(client->status().ok()) << client->status().ToString();
+}
+
+TEST_F(JobClientTest, CloseReleasesTheJobClient) {
+  uint64_t dataset = Dataset("release");
+  auto client = Job(JobOf(dataset, journal::ProcessingMode::OFF, "release"));
+  uint64_t id = client->job_client_id();
+  auto listed = [&] {
+    auto reply = loop_.Wait(conn_->dispatcher().listJobClientsRequest().send());
+    for (auto c : reply.getClients()) {
+      if (c.getJobClientId() == id) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(listed());
+  loop_.Wait(client->Close());
+  loop_.Wait(client->Close());  // idempotent
+  EXPECT_FALSE(listed()) << "job client " << id << " still listed after Close()";
+  EXPECT_ANY_THROW(loop_.Wait(client->HeartbeatNow()));
+}
+
+}  // namespace
+}  // namespace dispatch::testing
