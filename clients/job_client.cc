@@ -7,8 +7,10 @@
 
 namespace dispatch::clients {
 
-kj::Promise<kj::Own<JobClient>> JobClient::Create(rpc::Dispatcher::Client dispatcher,
-                                                  kj::Timer& timer, JobOptions options) {
+namespace {
+
+kj::Promise<capnp::Response<rpc::Dispatcher::GetOrCreateJobResults>> SendGetOrCreateJob(
+    rpc::Dispatcher::Client dispatcher, const JobOptions& options) {
   auto request = dispatcher.getOrCreateJobRequest();
   auto job = request.initRequest();
   job.setDatasetId(options.dataset_id);
@@ -18,17 +20,38 @@ kj::Promise<kj::Own<JobClient>> JobClient::Create(rpc::Dispatcher::Client dispat
   job.setNumConsumers(options.num_consumers);
   job.setTargetWorkers(options.target_workers);
   job.setRequeueUnfinishedSplits(options.requeue_unfinished_splits);
-  return request.send().then(
-      [dispatcher, &timer, options = kj::mv(options)](
-          capnp::Response<rpc::Dispatcher::GetOrCreateJobResults> r) mutable {
-        return kj::heap<JobClient>(kj::mv(dispatcher), timer, kj::mv(options), r.getJobId(),
-                                   r.getJobClientId(), r.getIncarnation());
+  return request.send();
+}
+
+}  // namespace
+
+kj::Promise<kj::Own<JobClient>> JobClient::Create(rpc::Dispatcher::Client dispatcher,
+                                                  kj::Timer& timer, JobOptions options) {
+  auto sent = SendGetOrCreateJob(dispatcher, options);
+  return sent.then([dispatcher, &timer, options = kj::mv(options)](
+                       capnp::Response<rpc::Dispatcher::GetOrCreateJobResults> r) mutable {
+    return kj::heap<JobClient>(kj::mv(dispatcher), nullptr, timer, kj::mv(options), r.getJobId(),
+                               r.getJobClientId(), r.getIncarnation());
+  });
+}
+
+kj::Promise<kj::Own<JobClient>> JobClient::Create(ReconnectingConnection& connection,
+                                                  kj::Timer& timer, JobOptions options) {
+  return connection.Ready()
+      .then([&connection, options]() { return SendGetOrCreateJob(connection.dispatcher(), options); })
+      .then([&connection, &timer, options = kj::mv(options)](
+                capnp::Response<rpc::Dispatcher::GetOrCreateJobResults> r) mutable {
+        return kj::heap<JobClient>(connection.dispatcher(), connection, timer, kj::mv(options),
+                                   r.getJobId(), r.getJobClientId(), r.getIncarnation());
       });
 }
 
-JobClient::JobClient(rpc::Dispatcher::Client dispatcher, kj::Timer& timer, JobOptions options,
-                     uint64_t job_id, uint64_t job_client_id, uint64_t incarnation)
+JobClient::JobClient(rpc::Dispatcher::Client dispatcher,
+                     kj::Maybe<ReconnectingConnection&> reconnecting, kj::Timer& timer,
+                     JobOptions options, uint64_t job_id, uint64_t job_client_id,
+                     uint64_t incarnation)
     : dispatcher_(kj::mv(dispatcher)),
+      reconnecting_(reconnecting),
       timer_(timer),
       options_(kj::mv(options)),
       job_id_(job_id),
@@ -38,6 +61,11 @@ JobClient::JobClient(rpc::Dispatcher::Client dispatcher, kj::Timer& timer, JobOp
   loop_ = Loop().eagerlyEvaluate([](kj::Exception&& e) {
     Log(LogLevel::kWarning, "job client heartbeats ended: ", e.getDescription());
   });
+}
+
+rpc::Dispatcher::Client JobClient::Dispatcher() {
+  KJ_IF_MAYBE(connection, reconnecting_) { return connection->dispatcher(); }
+  return dispatcher_;
 }
 
 void JobClient::SetRounds(int64_t current_round, int64_t blocked_round) {
@@ -69,20 +97,26 @@ kj::Promise<void> JobClient::Beat() {
   auto waiters = kj::heap<kj::Vector<kj::Own<kj::PromiseFulfiller<void>>>>(kj::mv(beat_waiters_));
   beat_waiters_ = kj::Vector<kj::Own<kj::PromiseFulfiller<void>>>();
   auto& ref = *waiters;
-  auto request = dispatcher_.clientHeartbeatRequest();
-  auto heartbeat = request.initRequest();
-  heartbeat.setJobClientId(job_client_id_);
-  heartbeat.setCurrentRound(current_round_);
-  heartbeat.setBlockedRound(blocked_round_);
-  heartbeat.setKnownTaskListVersion(known_version_);
-  return request.send()
+  kj::Promise<void> ready = kj::READY_NOW;
+  KJ_IF_MAYBE(connection, reconnecting_) { ready = connection->Ready(); }
+  return ready
+      .then([this]() {
+        KJ_IF_MAYBE(connection, reconnecting_) { sent_generation_ = connection->generation(); }
+        auto request = Dispatcher().clientHeartbeatRequest();
+        auto heartbeat = request.initRequest();
+        heartbeat.setJobClientId(job_client_id_);
+        heartbeat.setCurrentRound(current_round_);
+        heartbeat.setBlockedRound(blocked_round_);
+        heartbeat.setKnownTaskListVersion(known_version_);
+        return request.send();
+      })
       .then(
           [this, &ref](capnp::Response<rpc::Dispatcher::ClientHeartbeatResults> r) {
             Apply(r.getResponse());
             for (auto& waiter : ref) waiter->fulfill();
           },
           [this, &ref](kj::Exception&& e) {
-            Fail(e);
+            Fail(e, sent_generation_);
             for (auto& waiter : ref) waiter->reject(kj::cp(e));
           })
       .attach(kj::mv(waiters));
@@ -108,6 +142,7 @@ void JobClient::Apply(rpc::ClientHeartbeatResponse::Reader response) {
     known_version_ = 0;
     beat_requested_ = true;
   }
+  block_round_ = response.getBlockRound();
   if (response.getJobFinished() && !job_finished_) {
     job_finished_ = true;
     changed = true;
@@ -115,13 +150,19 @@ void JobClient::Apply(rpc::ClientHeartbeatResponse::Reader response) {
   if (changed) NotifyChanged();
 }
 
-void JobClient::Fail(const kj::Exception& e) {
+void JobClient::Fail(const kj::Exception& e, uint64_t generation) {
   Status status = StatusFromException(e);
   Log(LogLevel::kWarning, "job client ", job_client_id_, " of job ", job_id_,
       ": heartbeat failed: ", status.ToString().c_str());
+  bool disconnected = e.getType() == kj::Exception::Type::DISCONNECTED;
+  KJ_IF_MAYBE(connection, reconnecting_) {
+    if (disconnected) {
+      connection->Drop(generation);  // the next heartbeat connects again
+      disconnected = false;
+    }
+  }
   bool terminal = status.code() == StatusCode::kNotFound ||
-                  status.code() == StatusCode::kFailedPrecondition ||
-                  e.getType() == kj::Exception::Type::DISCONNECTED;
+                  status.code() == StatusCode::kFailedPrecondition || disconnected;
   if (!terminal) return;  // try again at the next interval
   status_ = status;
   NotifyChanged();
@@ -159,9 +200,13 @@ kj::Promise<void> JobClient::Close() {
   loop_ = nullptr;
   wake_ = nullptr;
   NotifyChanged();
-  auto request = dispatcher_.releaseJobClientRequest();
-  request.setJobClientId(job_client_id_);
-  return request.send().ignoreResult();
+  kj::Promise<void> ready = kj::READY_NOW;
+  KJ_IF_MAYBE(connection, reconnecting_) { ready = connection->Ready(); }
+  return ready.then([this]() {
+    auto request = Dispatcher().releaseJobClientRequest();
+    request.setJobClientId(job_client_id_);
+    return request.send().ignoreResult();
+  });
 }
 
 }  // namespace dispatch::clients

@@ -14,6 +14,7 @@
 #include <kj/timer.h>
 #include <kj/vector.h>
 
+#include "clients/reconnecting_connection.h"
 #include "clients/task_description.h"
 #include "common/status.h"
 #include "schema/dispatcher.capnp.h"
@@ -36,11 +37,19 @@ class JobClient {
   // Creates or joins the job and starts heartbeating (the first heartbeat
   // goes at once). Rejects with the dispatcher's error (for example a named
   // job reused with another processing mode).
+  // On one connection: a dropped connection stops the heartbeats (status()
+  // says Unavailable).
   static kj::Promise<kj::Own<JobClient>> Create(rpc::Dispatcher::Client dispatcher,
                                                 kj::Timer& timer, JobOptions options);
+  // Through `connection`, which must outlive the JobClient: a dropped
+  // connection is made again and the heartbeats go on with the same job
+  // client (which a fault-tolerant dispatcher keeps across restarts).
+  static kj::Promise<kj::Own<JobClient>> Create(ReconnectingConnection& connection,
+                                                kj::Timer& timer, JobOptions options);
 
-  JobClient(rpc::Dispatcher::Client dispatcher, kj::Timer& timer, JobOptions options,
-            uint64_t job_id, uint64_t job_client_id, uint64_t incarnation);
+  JobClient(rpc::Dispatcher::Client dispatcher, kj::Maybe<ReconnectingConnection&> reconnecting,
+            kj::Timer& timer, JobOptions options, uint64_t job_id, uint64_t job_client_id,
+            uint64_t incarnation);
   // Stops heartbeating. Does not release the job client: call Close() first.
   ~JobClient() = default;
   JobClient(const JobClient&) = delete;
@@ -52,6 +61,9 @@ class JobClient {
   const std::vector<TaskDescription>& tasks() const { return tasks_; }
   uint64_t task_list_version() const { return known_version_; }
   bool job_finished() const { return job_finished_; }
+  // Round robin: the round consumers should block at until the front pending
+  // task is accepted; -1 when none.
+  int64_t block_round() const { return block_round_; }
   uint64_t dispatcher_incarnation() const { return incarnation_; }
   // Ok, or the error that stopped the heartbeats (unknown job client after a
   // restart without fault tolerance, job garbage-collected, connection lost).
@@ -74,10 +86,12 @@ class JobClient {
   kj::Promise<void> Loop();
   kj::Promise<void> Beat();
   void Apply(rpc::ClientHeartbeatResponse::Reader response);
-  void Fail(const kj::Exception& e);
+  void Fail(const kj::Exception& e, uint64_t generation);
+  rpc::Dispatcher::Client Dispatcher();
   void NotifyChanged();
 
   rpc::Dispatcher::Client dispatcher_;
+  kj::Maybe<ReconnectingConnection&> reconnecting_;
   kj::Timer& timer_;
   const JobOptions options_;
   const uint64_t job_id_;
@@ -86,6 +100,8 @@ class JobClient {
   uint64_t known_version_ = 0;
   std::vector<TaskDescription> tasks_;
   bool job_finished_ = false;
+  int64_t block_round_ = -1;
+  uint64_t sent_generation_ = 0;  // the connection the heartbeat in flight went out on
   Status status_;
   bool closed_ = false;
   uint64_t heartbeats_ = 0;

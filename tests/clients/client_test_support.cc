@@ -1,6 +1,9 @@
 #include "tests/clients/client_test_support.h"
 
+#include <signal.h>
 #include <sys/wait.h>
+
+#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +30,27 @@ clients::JobOptions JobOf(uint64_t dataset_id, journal::ProcessingMode mode, std
   options.job_name_index = name_index;
   options.heartbeat_interval_ms = 100;
   return options;
+}
+
+void RestartableDispatcher::Kill9() {
+  process_->process().Signal(SIGKILL);
+  ASSERT_TRUE(process_->process().Wait(kTestDeadline).has_value());
+  process_.reset();
+}
+
+void RestartableDispatcher::StopGracefully() {
+  auto status = process_->Terminate(kTestDeadline);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  process_.reset();
+}
+
+void RestartableDispatcher::Start() {
+  DispatcherProcess::Options options;
+  options.listen = address_;  // empty the first time: a free port
+  options.work_dir = work_dir_;
+  process_ = std::make_unique<DispatcherProcess>(options);
+  address_ = process_->address();
 }
 
 const char* DispatchWorkerBinary() { return DISPATCH_WORKER_BINARY; }

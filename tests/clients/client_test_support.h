@@ -17,7 +17,9 @@
 #include "clients/job_client.h"
 #include "clients/task_handler.h"
 #include "clients/worker_agent.h"
+#include "tests/support/dispatcher_process.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_seed.h"
 
 namespace dispatch::testing {
@@ -32,6 +34,24 @@ clients::JobOptions JobOf(uint64_t dataset_id,
 
 const char* DispatchWorkerBinary();
 const char* DispatchctlBinary();
+
+// A dispatcher that can be killed (-9) or stopped and started again on the
+// same work dir and address.
+class RestartableDispatcher {
+ public:
+  RestartableDispatcher() : work_dir_(dir_.File("work")) { Start(); }
+  const std::string& address() const { return address_; }
+  DispatcherProcess& process() { return *process_; }
+  void Kill9();
+  void StopGracefully();
+  void Start();
+
+ private:
+  TempDir dir_;
+  std::string work_dir_;
+  std::string address_;
+  std::unique_ptr<DispatcherProcess> process_;
+};
 
 // `dispatch-worker` started against a dispatcher.
 class WorkerProcess {

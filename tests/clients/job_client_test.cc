@@ -147,3 +147,50 @@ TEST_F(JobClientTest, CloseReleasesTheJobClient) {
 
 }  // namespace
 }  // namespace dispatch::testing
+
+namespace dispatch::testing {
+namespace {
+
+// Through a ReconnectingConnection, a consumer's job client outlives a
+// dispatcher killed -9: the same job client id heartbeats again, the task
+// list is read again in full, and it matches the dispatcher's.
+TEST(JobClientRestart, KeepsItsJobClientAcrossADispatcherKill9) {
+  RestartableDispatcher dispatcher;
+  WorkerProcess worker(dispatcher.address(), "tcp:127.0.0.1:7203", {"--hold-tasks"});
+  ASSERT_NE(worker.WaitRegistered(), 0u);
+  ClientLoop loop;
+  clients::ReconnectingConnection connection(loop.io().network(), loop.io().timer(),
+                                             dispatcher.address(), "", TestSeed(), 20, 200);
+  loop.Wait(connection.Ready());
+  uint64_t dataset = loop.Wait(clients::RegisterDataset(connection.dispatcher(), DatasetOf("rc")))
+                         .dataset_id;
+  auto client = loop.Wait(clients::JobClient::Create(
+      connection, loop.io().timer(), JobOf(dataset, journal::ProcessingMode::OFF, "survivor")));
+  ASSERT_TRUE(loop.WaitUntil([&] { return client->tasks().size() == 1; }));
+  uint64_t incarnation = client->dispatcher_incarnation();
+  uint64_t reads = client->task_list_reads();
+
+  dispatcher.Kill9();
+  dispatcher.Start();
+  ASSERT_TRUE(loop.WaitUntil([&] {
+    return client->dispatcher_incarnation() != incarnation && client->task_list_reads() > reads;
+  })) << client->status().ToString();
+  EXPECT_TRUE(client->status().ok()) << client->status().ToString();
+  EXPECT_GE(connection.generation(), 2u);
+
+  auto request = connection.dispatcher().getJobRequest();
+  request.setJobId(client->job_id());
+  auto reply = loop.Wait(request.send());
+  std::set<uint64_t> truth;
+  for (auto t : reply.getTasks()) truth.insert(t.getTaskId());
+  std::set<uint64_t> seen;
+  for (auto& t : client->tasks()) seen.insert(t.task_id);
+  EXPECT_EQ(seen, truth);
+  bool listed = false;
+  for (auto c : reply.getClients()) listed |= c.getJobClientId() == client->job_client_id();
+  EXPECT_TRUE(listed) << "job client " << client->job_client_id() << " lost in the restart";
+  loop.Wait(client->Close());
+}
+
+}  // namespace
+}  // namespace dispatch::testing

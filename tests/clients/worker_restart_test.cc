@@ -20,39 +20,6 @@ namespace {
 
 using clients::WorkerAgentStatus;
 
-// A dispatcher that can be killed and started again at the same address.
-class RestartableDispatcher {
- public:
-  RestartableDispatcher() : work_dir_(dir_.File("work")) { Start(); }
-  const std::string& address() const { return address_; }
-  DispatcherProcess& process() { return *process_; }
-
-  void Kill9() {
-    process_->process().Signal(SIGKILL);
-    ASSERT_TRUE(process_->process().Wait(kTestDeadline).has_value());
-    process_.reset();
-  }
-  void StopGracefully() {
-    auto status = process_->Terminate(kTestDeadline);
-    ASSERT_TRUE(status.has_value());
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
-    process_.reset();
-  }
-  void Start() {
-    DispatcherProcess::Options options;
-    options.listen = address_;
-    options.work_dir = work_dir_;
-    process_ = std::make_unique<DispatcherProcess>(options);
-    address_ = process_->address();
-  }
-
- private:
-  TempDir dir_;
-  std::string work_dir_;
-  std::string address_;
-  std::unique_ptr<DispatcherProcess> process_;
-};
-
 void ExpectSameWorkerAfterRestart(bool kill9) {
   RestartableDispatcher dispatcher;
   TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7101", TestSeed());
