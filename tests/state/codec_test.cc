@@ -12,6 +12,7 @@
 #include "state/dispatcher_state.h"
 #include "tests/state/update_builders.h"
 #include "tests/state/update_generator.h"
+#include "tests/support/test_seed.h"
 
 namespace dispatch::state {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 using namespace ::dispatch::state::testing;  // NOLINT
 
 TEST(StateCodec, EncodedUpdatesReplayToTheSameDigest) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator(seed);
   DispatcherState live, replayed;
@@ -64,7 +65,7 @@ TEST(StateCodec, UpdateFromANewerSchemaIsRefusedAndNamesItsVariant) {
 }
 
 TEST(StateCodec, FlippedBytesNeverCrashAndRejectionsChangeNothing) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   UpdateGenerator generator(seed);
@@ -89,7 +90,7 @@ TEST(StateCodec, FlippedBytesNeverCrashAndRejectionsChangeNothing) {
 }
 
 TEST(StateCodec, SnapshotBytesRoundTripAndDamagedOnesAreRefused) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator(seed);
   DispatcherState state;

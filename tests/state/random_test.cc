@@ -9,6 +9,7 @@
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
 #include "tests/state/update_generator.h"
+#include "tests/support/test_seed.h"
 
 namespace dispatch::state {
 namespace {
@@ -18,7 +19,7 @@ using namespace ::dispatch::state::testing;  // NOLINT
 constexpr int kLongRun = 10000;
 
 TEST(DispatcherStateRandom, GeneratedUpdatesAreValidKeepIndexesAndCoverEveryVariant) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator(seed);
   DispatcherState state;
@@ -39,7 +40,7 @@ TEST(DispatcherStateRandom, GeneratedUpdatesAreValidKeepIndexesAndCoverEveryVari
 }
 
 TEST(DispatcherStateRandom, ReplayingTheSameBytesGivesTheSameDigestAtEveryStep) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator(seed);
   DispatcherState live;
@@ -54,7 +55,7 @@ TEST(DispatcherStateRandom, ReplayingTheSameBytesGivesTheSameDigestAtEveryStep) 
 }
 
 TEST(DispatcherStateRandom, TheSameSeedGivesTheSameSequence) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator a(seed), b(seed);
   DispatcherState state_a, state_b;
@@ -68,7 +69,7 @@ TEST(DispatcherStateRandom, TheSameSeedGivesTheSameSequence) {
 }
 
 TEST(DispatcherStateRandom, DifferentSequencesGiveDifferentDigests) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator a(seed), b(seed + 1);
   DispatcherState state_a, state_b;
@@ -85,7 +86,7 @@ bool RecordsTimeForever(journal::Update::Which which) {
 }
 
 TEST(DispatcherStateRandom, ChangingTheTimeOfOneUpdateChangesTheDigest) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator(seed);
   DispatcherState state;
@@ -113,7 +114,7 @@ TEST(DispatcherStateRandom, ChangingTheTimeOfOneUpdateChangesTheDigest) {
 }
 
 TEST(DispatcherStateRandom, EveryUpdateIsRejectedWhenAppliedTwice) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator(seed);
   DispatcherState state;
@@ -128,7 +129,7 @@ TEST(DispatcherStateRandom, EveryUpdateIsRejectedWhenAppliedTwice) {
 }
 
 TEST(DispatcherStateRandom, UpdatesValidForAnotherStateAreAppliedWholeOrNotAtAll) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator_a(seed), generator_b(seed ^ 0x5bd1e995u);
   DispatcherState a, b;

@@ -14,6 +14,7 @@
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
 #include "tests/state/update_generator.h"
+#include "tests/support/test_seed.h"
 
 namespace dispatch::state {
 namespace {
@@ -108,7 +109,7 @@ TEST(DispatcherStateSnapshot, RichStateRoundTripsWithItsQueries) {
 }
 
 TEST(DispatcherStateSnapshot, RandomStatesRoundTripAndThenEvolveLikeTheOriginal) {
-  const uint64_t seed = TestSeed();
+  const uint64_t seed = ::dispatch::testing::TestSeed();
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator(seed);
   DispatcherState live;

@@ -1,7 +1,5 @@
 #include "tests/state/update_generator.h"
 
-#include <cstdlib>
-#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -341,19 +339,6 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
     default:
       return false;
   }
-}
-
-uint64_t TestSeed() {
-  uint64_t seed;
-  const char* env = std::getenv("DISPATCH_TEST_SEED");
-  if (env != nullptr && *env != '\0') {
-    seed = std::strtoull(env, nullptr, 10);
-  } else {
-    std::random_device device;
-    seed = (static_cast<uint64_t>(device()) << 32) ^ device();
-  }
-  std::cerr << "DISPATCH_TEST_SEED=" << seed << " (set it to replay this run)\n";
-  return seed;
 }
 
 }  // namespace dispatch::state::testing

@@ -47,8 +47,4 @@ class UpdateGenerator {
   std::map<journal::Update::Which, uint64_t> counts_;
 };
 
-// The seed of a randomised test: DISPATCH_TEST_SEED when set, else a fresh
-// random one. Printed to stderr either way, so a failure can be replayed.
-uint64_t TestSeed();
-
 }  // namespace dispatch::state::testing
