@@ -51,8 +51,15 @@ struct StoreOptions {
   // WantsCheckpoint() turns true once the WAL holds this many frames (pages)
   // not yet copied into the database.
   int checkpoint_wal_frames = 2048;
-  // FinishCheckpoint copies at most this many remaining frames on the loop
-  // thread (256 frames = 1 MiB: a pause of about one commit's fsync).
+  // FinishCheckpoint pauses the loop to copy what an off-loop checkpoint could
+  // not (frames committed while it ran) only once the WAL is this long; below
+  // it the WAL restarts by itself after any checkpoint no commit raced, i.e.
+  // at the first lull. 8192 frames = 32 MiB with 4 KiB pages.
+  int wal_restart_frames = 8192;
+  // ... and only if that remainder is at most this many frames (256 = 1 MiB:
+  // a pause of about two fsyncs), unless the WAL has reached twice
+  // wal_restart_frames: then it copies whatever remains, so the WAL stays
+  // bounded even when the loop commits faster than a checkpoint can finish.
   int inline_checkpoint_max_frames = 256;
   // After a checkpoint let SQLite restart the WAL, the next commit truncates
   // the file to this size (PRAGMA journal_size_limit), so one burst (a big
@@ -137,10 +144,9 @@ class Store {
   // checkpoint has copied every frame, but under steady load the loop commits
   // new frames while the off-loop checkpoint runs (each checkpoint fsyncs), so
   // it never catches up and the WAL file would grow without bound.
-  // FinishCheckpoint copies that small remainder on the loop thread when it is
-  // at most options.inline_checkpoint_max_frames, a bounded pause; else it
-  // leaves it for the next off-loop checkpoint, which WantsCheckpoint() asks
-  // for once the remainder reaches the threshold again.
+  // FinishCheckpoint copies that remainder on the loop thread, a short and
+  // bounded pause, once the WAL is long enough to be worth it (see
+  // StoreOptions.wal_restart_frames / inline_checkpoint_max_frames).
 
   // True when the WAL holds at least options.checkpoint_wal_frames frames not
   // yet copied into the database, as reported by SQLite's WAL hook after our
@@ -155,12 +161,12 @@ class Store {
   int backfilled_frames() const { return backfilled_frames_; }
 
   // REQUIRES: loop thread; `done` is what the Checkpointer's Checkpoint()
-  // returned, and no checkpoint is running now. Records its progress and, when
-  // the frames it could not copy number at most inline_checkpoint_max_frames,
-  // copies them here (one PASSIVE checkpoint on the Store's connection: copy
-  // plus fsync of that little), so the next commit restarts the WAL. Returns
-  // the inline pass's stats (passes == 0 if none ran). A failure loses nothing
-  // (the WAL still holds every commit) and does not fail-stop the Store.
+  // returned, and no checkpoint is running now. Records its progress and, by
+  // the rule in StoreOptions, may copy the frames it could not copy here (one
+  // PASSIVE checkpoint on the Store's connection), so the next commit restarts
+  // the WAL. Returns the inline pass's stats (passes == 0 if none ran). A
+  // failure loses nothing (the WAL still holds every commit) and does not
+  // fail-stop the Store.
   Result<CheckpointStats> FinishCheckpoint(const CheckpointStats& done);
 
   // A Checkpointer with its own connection to this database. Made on the loop

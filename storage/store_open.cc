@@ -68,8 +68,10 @@ Store::~Store() = default;
 
 Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   if (options.work_dir.empty()) return InvalidArgumentError("StoreOptions.work_dir is empty");
-  if (options.inline_checkpoint_max_frames < 0) {
-    return InvalidArgumentError("StoreOptions.inline_checkpoint_max_frames must not be negative");
+  if (options.inline_checkpoint_max_frames < 0 || options.wal_restart_frames <= 0) {
+    return InvalidArgumentError(
+        "StoreOptions.inline_checkpoint_max_frames must not be negative and "
+        "StoreOptions.wal_restart_frames must be positive");
   }
   if (options.checkpoint_wal_frames <= 0) {
     return InvalidArgumentError("StoreOptions.checkpoint_wal_frames must be positive, got " +
@@ -299,7 +301,12 @@ Result<CheckpointStats> Store::FinishCheckpoint(const CheckpointStats& done) {
   inline_stats.wal_frames = wal_frames_;
   inline_stats.checkpointed_frames = backfilled_frames_;
   const int remaining = wal_frames_ - backfilled_frames_;
-  if (remaining <= 0 || remaining > options_.inline_checkpoint_max_frames) return inline_stats;
+  const bool long_wal = wal_frames_ >= options_.wal_restart_frames;
+  const bool too_long_wal = wal_frames_ / 2 >= options_.wal_restart_frames;
+  if (remaining <= 0 || !long_wal ||
+      (remaining > options_.inline_checkpoint_max_frames && !too_long_wal)) {
+    return inline_stats;
+  }
   int log = 0;
   int copied = 0;
   const int rc =

@@ -81,6 +81,7 @@ TEST(Checkpoint, RunsOnAnotherThreadWhileTheLoopThreadCommits) {
   TempDir tmp;
   StoreOptions options = OptionsFor(tmp.path(), Synchronous::kNormal);
   options.checkpoint_wal_frames = 20;
+  options.wal_restart_frames = 500;
   auto opened = Store::Open(options);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   Store& store = **opened;
@@ -89,22 +90,32 @@ TEST(Checkpoint, RunsOnAnotherThreadWhileTheLoopThreadCommits) {
   testing::ThreadedCheckpoints checkpoints(store, **checkpointer);
   uint64_t next = 1;
   int most_frames = 0;
-  for (int i = 0; i < 1500; ++i) {
-    auto last = store.Commit(PayloadBatch(next, 4));
-    ASSERT_TRUE(last.ok()) << "commit " << i << ": " << last.status().ToString();
-    next += 4;
+  int restarts = 0;
+  auto commit = [&](int count) {
+    const int before = store.wal_frames();
+    auto last = store.Commit(PayloadBatch(next, count));
+    ASSERT_TRUE(last.ok()) << "commit at " << next << ": " << last.status().ToString();
+    next += count;
+    if (store.wal_frames() < before) ++restarts;
     most_frames = std::max(most_frames, store.wal_frames());
+  };
+  for (int i = 0; i < 1500; ++i) {
+    commit(4);
     Status status = checkpoints.Poll();
     ASSERT_TRUE(status.ok()) << status.ToString();
   }
   Status status = checkpoints.Drain();
   ASSERT_TRUE(status.ok()) << status.ToString();
+  commit(1);
   EXPECT_GT(checkpoints.started(), 0);
   EXPECT_FALSE(store.failed());
+  // Hot-loop commits race every off-loop checkpoint; the WAL still restarts
+  // because FinishCheckpoint copies the remainder once it is long.
+  EXPECT_GT(restarts, 0) << "the WAL never restarted (peak " << most_frames << " frames)";
   std::printf(
-      "[ info     ] %d checkpoints off the thread, %d inline remainders, WAL peaked at %d "
-      "frames\n",
-      checkpoints.started(), checkpoints.inline_passes(), most_frames);
+      "[ info     ] %d checkpoints off the thread, %d inline remainders, %d WAL restarts, "
+      "WAL peaked at %d frames\n",
+      checkpoints.started(), checkpoints.inline_passes(), restarts, most_frames);
   auto records = ReplayAll(store, 0);
   ASSERT_TRUE(records.ok()) << records.status().ToString();
   ASSERT_EQ(records->size(), next - 1);
@@ -121,6 +132,7 @@ class CheckpointRemainder : public ::testing::Test {
     StoreOptions options = OptionsFor(tmp_.path(), Synchronous::kNormal);
     options.checkpoint_wal_frames = 50;
     options.inline_checkpoint_max_frames = inline_max_;
+    options.wal_restart_frames = wal_restart_;
     auto store = Store::Open(options);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
@@ -152,6 +164,7 @@ class CheckpointRemainder : public ::testing::Test {
 
   TempDir tmp_;
   int inline_max_ = 256;
+  int wal_restart_ = 1;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Checkpointer> checkpointer_;
   sqlite3* reader_ = nullptr;
@@ -184,12 +197,18 @@ TEST_F(CheckpointRemainder, FinishCheckpointCopiesASmallRemainderSoTheWalRestart
   EXPECT_EQ(records->size(), next_ - 1);
 }
 
+// About 60 frames are in the WAL when FinishCheckpoint runs in these tests
+// (threshold 50, then two more commits of ~3 frames).
 class CheckpointLargeRemainder : public CheckpointRemainder {
  protected:
-  CheckpointLargeRemainder() { inline_max_ = 1; }
+  CheckpointLargeRemainder() {
+    inline_max_ = 1;
+    wal_restart_ = 45;  // long enough to restart, not yet twice that
+  }
 };
 
 TEST_F(CheckpointLargeRemainder, IsLeftForTheNextOffLoopCheckpoint) {
+  ASSERT_LT(store_->wal_frames(), 90);
   auto finished = store_->FinishCheckpoint(stats_);
   ASSERT_TRUE(finished.ok()) << finished.status().ToString();
   EXPECT_EQ(finished->passes, 0);
@@ -202,6 +221,39 @@ TEST_F(CheckpointLargeRemainder, IsLeftForTheNextOffLoopCheckpoint) {
   auto stats = checkpointer_->Checkpoint();
   ASSERT_TRUE(stats.ok());
   EXPECT_TRUE(stats->complete());
+}
+
+class CheckpointShortWal : public CheckpointRemainder {
+ protected:
+  CheckpointShortWal() { wal_restart_ = 100000; }
+};
+
+TEST_F(CheckpointShortWal, RemainderOfAShortWalWaitsForALull) {
+  auto finished = store_->FinishCheckpoint(stats_);
+  ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+  EXPECT_EQ(finished->passes, 0);
+  const int frames = store_->wal_frames();
+  Commit(10);
+  EXPECT_GT(store_->wal_frames(), frames);
+}
+
+class CheckpointTooLongWal : public CheckpointRemainder {
+ protected:
+  CheckpointTooLongWal() {
+    inline_max_ = 1;
+    wal_restart_ = 20;  // the WAL is past twice that
+  }
+};
+
+TEST_F(CheckpointTooLongWal, RemainderIsCopiedWhateverItsSize) {
+  ASSERT_GE(store_->wal_frames(), 40);
+  auto finished = store_->FinishCheckpoint(stats_);
+  ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+  EXPECT_EQ(finished->passes, 1);
+  EXPECT_TRUE(finished->complete());
+  const int frames = store_->wal_frames();
+  Commit(10);
+  EXPECT_LT(store_->wal_frames(), frames) << "the WAL did not restart";
 }
 
 TEST(Checkpoint, AWalLeftByThePreviousRunIsReportedRightAfterOpen) {
