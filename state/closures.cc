@@ -16,12 +16,13 @@ namespace {
 std::string ClosureName(uint64_t id) { return "closure " + std::to_string(id); }
 
 bool IsTerminal(ClosureState state) {
-  return state == ClosureState::FINISHED || state == ClosureState::FAILED || state == ClosureState::CANCELLED;
+  return state == ClosureState::FINISHED || state == ClosureState::FAILED ||
+         state == ClosureState::CANCELLED;
 }
 
 Status WrongState(const Closure& closure, const char* wanted) {
-  return FailedPreconditionError(ClosureName(closure.id) + " is " + ClosureStateName(closure.state) + ", not " +
-                                 wanted);
+  return FailedPreconditionError(ClosureName(closure.id) + " is " +
+                                 ClosureStateName(closure.state) + ", not " + wanted);
 }
 
 }  // namespace
@@ -34,12 +35,14 @@ Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader 
     return InvalidArgumentError(ClosureName(id) + " reuses an id below the next closure id " +
                                 std::to_string(next_closure_id_));
   }
-  if (u.getFunctionName().size() == 0) return InvalidArgumentError(ClosureName(id) + " has no function name");
+  if (u.getFunctionName().size() == 0)
+    return InvalidArgumentError(ClosureName(id) + " has no function name");
   if (u.getRequestId() != 0) {
     const Closure* earlier = FindClosureByRequest(u.getCoordinatorId(), u.getRequestId());
     if (earlier != nullptr) {
-      return AlreadyExistsError("coordinator " + std::to_string(u.getCoordinatorId()) + " request " +
-                                std::to_string(u.getRequestId()) + " already scheduled " + ClosureName(earlier->id));
+      return AlreadyExistsError("coordinator " + std::to_string(u.getCoordinatorId()) +
+                                " request " + std::to_string(u.getRequestId()) +
+                                " already scheduled " + ClosureName(earlier->id));
     }
   }
   return Status::Ok();
@@ -58,7 +61,8 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   AddToIndex(indexes_.closures_by_state, ClosureState::QUEUED, closure.id);
   if (closure.request_id != 0) {
-    indexes_.closure_by_request.emplace(std::make_pair(closure.coordinator_id, closure.request_id), closure.id);
+    indexes_.closure_by_request.emplace(std::make_pair(closure.coordinator_id, closure.request_id),
+                                        closure.id);
   }
   AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
   indexes_.closure_queue.emplace(closure.queue_position, closure.id);
@@ -75,7 +79,8 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   if (closure.state == ClosureState::ASSIGNED) {
     RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   }
-  if (IsTerminal(state)) RemoveFromIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
+  if (IsTerminal(state))
+    RemoveFromIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
   closure.state = state;
   AddToIndex(indexes_.closures_by_state, state, closure.id);
   if (state == ClosureState::QUEUED) {
@@ -89,15 +94,16 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   }
 }
 
-Status DispatcherState::CheckAssignedTo(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) const {
+Status DispatcherState::CheckAssignedTo(uint64_t closure_id, uint64_t worker_id,
+                                        uint32_t attempt) const {
   const Closure* closure = FindClosure(closure_id);
   if (closure == nullptr) return NotFoundError(ClosureName(closure_id) + " is unknown");
   if (closure->state != ClosureState::ASSIGNED) return WrongState(*closure, "assigned");
   if (closure->worker_id != worker_id || closure->attempts != attempt) {
-    return FailedPreconditionError(ClosureName(closure_id) + " runs as attempt " +
-                                   std::to_string(closure->attempts) + " on worker " +
-                                   std::to_string(closure->worker_id) + ", not as attempt " +
-                                   std::to_string(attempt) + " on worker " + std::to_string(worker_id));
+    return FailedPreconditionError(
+        ClosureName(closure_id) + " runs as attempt " + std::to_string(closure->attempts) +
+        " on worker " + std::to_string(closure->worker_id) + ", not as attempt " +
+        std::to_string(attempt) + " on worker " + std::to_string(worker_id));
   }
   return Status::Ok();
 }
@@ -111,8 +117,9 @@ Status DispatcherState::CheckClosureAssigned(journal::ClosureAssigned::Reader u)
                          std::to_string(u.getWorkerId()));
   }
   if (u.getAttempt() != closure->attempts + 1) {
-    return FailedPreconditionError(ClosureName(closure->id) + " has had " + std::to_string(closure->attempts) +
-                                   " attempts; the next is " + std::to_string(closure->attempts + 1) + ", not " +
+    return FailedPreconditionError(ClosureName(closure->id) + " has had " +
+                                   std::to_string(closure->attempts) + " attempts; the next is " +
+                                   std::to_string(closure->attempts + 1) + ", not " +
                                    std::to_string(u.getAttempt()));
   }
   return Status::Ok();
@@ -145,7 +152,8 @@ Status DispatcherState::CheckClosureFailed(journal::ClosureFailed::Reader u) con
     if (IsTerminal(closure->state)) return WrongState(*closure, "queued or assigned");
   }
   if (u.getError().size() == 0) {
-    return InvalidArgumentError("the failure of " + ClosureName(u.getClosureId()) + " has no error message");
+    return InvalidArgumentError("the failure of " + ClosureName(u.getClosureId()) +
+                                " has no error message");
   }
   return Status::Ok();
 }
@@ -157,7 +165,8 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::FAILED);
   if (!coordinator_errors_.contains(closure.coordinator_id)) {
-    coordinator_errors_.emplace(closure.coordinator_id, CoordinatorError{closure.id, closure.error});
+    coordinator_errors_.emplace(closure.coordinator_id,
+                                CoordinatorError{closure.id, closure.error});
   }
 }
 
@@ -193,13 +202,16 @@ void DispatcherState::ApplyClosureReleased(journal::ClosureReleased::Reader u) {
   const Closure& closure = closures_.at(u.getClosureId());
   RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
   RemoveFromIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
-  if (closure.request_id != 0) indexes_.closure_by_request.erase(std::make_pair(closure.coordinator_id, closure.request_id));
+  if (closure.request_id != 0)
+    indexes_.closure_by_request.erase(std::make_pair(closure.coordinator_id, closure.request_id));
   closures_.erase(u.getClosureId());
 }
 
-Status DispatcherState::CheckCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) const {
+Status DispatcherState::CheckCoordinatorErrorCleared(
+    journal::CoordinatorErrorCleared::Reader u) const {
   if (!coordinator_errors_.contains(u.getCoordinatorId())) {
-    return NotFoundError("coordinator " + std::to_string(u.getCoordinatorId()) + " has no pending error");
+    return NotFoundError("coordinator " + std::to_string(u.getCoordinatorId()) +
+                         " has no pending error");
   }
   return Status::Ok();
 }
@@ -262,7 +274,8 @@ std::vector<const Closure*> DispatcherState::ClosuresOnWorker(uint64_t worker_id
   return out;
 }
 
-const Closure* DispatcherState::FindClosureByRequest(uint64_t coordinator_id, uint64_t request_id) const {
+const Closure* DispatcherState::FindClosureByRequest(uint64_t coordinator_id,
+                                                     uint64_t request_id) const {
   auto it = indexes_.closure_by_request.find(std::make_pair(coordinator_id, request_id));
   return it == indexes_.closure_by_request.end() ? nullptr : FindClosure(it->second);
 }

@@ -4,11 +4,11 @@
 
 #include "state/codec.h"
 
-#include <cstring>
-#include <functional>
-
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+
+#include <cstring>
+#include <functional>
 
 namespace dispatch::state {
 
@@ -19,7 +19,8 @@ constexpr int kNestingLimit = 64;
 // Calls `use` with the validated root of `bytes` read as T. DataLoss when the
 // bytes are not exactly one well-formed message.
 template <typename T>
-Status WithRoot(std::string_view bytes, const char* what, const std::function<Status(typename T::Reader)>& use) {
+Status WithRoot(std::string_view bytes, const char* what,
+                const std::function<Status(typename T::Reader)>& use) {
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
     return DataLossError(std::string(what) + " of " + std::to_string(bytes.size()) +
                          " bytes is not a whole number of words");
@@ -32,17 +33,19 @@ Status WithRoot(std::string_view bytes, const char* what, const std::function<St
   options.nestingLimit = kNestingLimit;
   Status result;
   Status decode_error;
-  KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&]() {
-                capnp::FlatArrayMessageReader reader(words, options);
-                if (reader.getEnd() != words.end()) {
-                  decode_error = DataLossError(std::string(what) + " has trailing bytes after its message");
-                  return;
-                }
-                typename T::Reader root = reader.getRoot<T>();
-                root.totalSize();  // touches every pointer once
-                result = use(root);
-              })) {
-    return DataLossError(std::string(what) + " does not decode: " + exception->getDescription().cStr());
+  KJ_IF_MAYBE (exception, kj::runCatchingExceptions([&]() {
+                 capnp::FlatArrayMessageReader reader(words, options);
+                 if (reader.getEnd() != words.end()) {
+                   decode_error =
+                       DataLossError(std::string(what) + " has trailing bytes after its message");
+                   return;
+                 }
+                 typename T::Reader root = reader.getRoot<T>();
+                 root.totalSize();  // touches every pointer once
+                 result = use(root);
+               })) {
+    return DataLossError(std::string(what) +
+                         " does not decode: " + exception->getDescription().cStr());
   }
   if (!decode_error.ok()) return decode_error;
   return result;
@@ -57,13 +60,13 @@ std::string EncodeMessage(capnp::MessageBuilder& message) {
 }
 
 Status ApplyEncodedUpdate(DispatcherState& state, std::string_view bytes) {
-  return WithRoot<journal::Update>(bytes, "update",
-                                   [&](journal::Update::Reader update) { return state.Apply(update); });
+  return WithRoot<journal::Update>(
+      bytes, "update", [&](journal::Update::Reader update) { return state.Apply(update); });
 }
 
 Status CheckEncodedUpdate(const DispatcherState& state, std::string_view bytes) {
-  return WithRoot<journal::Update>(bytes, "update",
-                                   [&](journal::Update::Reader update) { return state.Check(update); });
+  return WithRoot<journal::Update>(
+      bytes, "update", [&](journal::Update::Reader update) { return state.Check(update); });
 }
 
 std::string EncodeSnapshot(const DispatcherState& state) {
@@ -74,10 +77,11 @@ std::string EncodeSnapshot(const DispatcherState& state) {
 
 Result<DispatcherState> DecodeSnapshot(std::string_view bytes) {
   Result<DispatcherState> out = InternalError("snapshot was not read");
-  Status status = WithRoot<journal::StateSnapshot>(bytes, "snapshot", [&](journal::StateSnapshot::Reader root) {
-    out = DispatcherState::FromSnapshot(root);
-    return out.status();
-  });
+  Status status =
+      WithRoot<journal::StateSnapshot>(bytes, "snapshot", [&](journal::StateSnapshot::Reader root) {
+        out = DispatcherState::FromSnapshot(root);
+        return out.status();
+      });
   if (!status.ok()) return status;
   return out;
 }

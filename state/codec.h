@@ -5,10 +5,10 @@
 // nothing; it never throws.
 #pragma once
 
+#include <capnp/message.h>
+
 #include <string>
 #include <string_view>
-
-#include <capnp/message.h>
 
 #include "common/status.h"
 #include "state/dispatcher_state.h"

@@ -48,8 +48,9 @@ class Hasher {
 uint64_t DispatcherState::Digest() const {
   Hasher h;
   h.Tag('N');
-  for (uint64_t next : {next_dataset_id_, next_worker_id_, next_job_id_, next_task_id_, next_job_client_id_,
-                        next_closure_id_, next_queue_position_, num_applied_}) {
+  for (uint64_t next :
+       {next_dataset_id_, next_worker_id_, next_job_id_, next_task_id_, next_job_client_id_,
+        next_closure_id_, next_queue_position_, num_applied_}) {
     h.U64(next);
   }
   h.I64(last_time_micros_);

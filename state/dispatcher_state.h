@@ -104,7 +104,8 @@ class DispatcherState {
   // The last answer given to (task, provider), for idempotent getSplit.
   const SplitGrant* FindSplitGrant(uint64_t task_id, uint32_t provider_index) const;
   // Every grant of the job's tasks, by (task, provider).
-  std::vector<std::pair<SplitRequester, const SplitGrant*>> SplitGrantsForJob(uint64_t job_id) const;
+  std::vector<std::pair<SplitRequester, const SplitGrant*>> SplitGrantsForJob(
+      uint64_t job_id) const;
 
   // ---- Closures ----------------------------------------------------------
 

@@ -32,7 +32,8 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
     if (c.state == ClosureState::QUEUED) x.closure_queue.emplace(c.queue_position, id);
     if (c.state == ClosureState::ASSIGNED) AddToIndex(x.closures_by_worker, c.worker_id, id);
     AddToIndex(x.closures_by_coordinator, c.coordinator_id, id);
-    if (c.request_id != 0) x.closure_by_request.emplace(std::make_pair(c.coordinator_id, c.request_id), id);
+    if (c.request_id != 0)
+      x.closure_by_request.emplace(std::make_pair(c.coordinator_id, c.request_id), id);
     if (c.state == ClosureState::QUEUED || c.state == ClosureState::ASSIGNED) {
       AddToIndex(x.unfinished_by_coordinator, c.coordinator_id, id);
     }
@@ -45,9 +46,13 @@ void DispatcherState::RebuildIndexes() { indexes_ = ComputeIndexes(); }
 
 Status DispatcherState::CheckIndexes() const {
   const Indexes x = ComputeIndexes();
-  auto differs = [](const char* name) { return InternalError(std::string("index ") + name + " disagrees with the records"); };
-  if (x.dataset_by_fingerprint != indexes_.dataset_by_fingerprint) return differs("dataset_by_fingerprint");
-  if (x.dataset_by_definition_key != indexes_.dataset_by_definition_key) return differs("dataset_by_definition_key");
+  auto differs = [](const char* name) {
+    return InternalError(std::string("index ") + name + " disagrees with the records");
+  };
+  if (x.dataset_by_fingerprint != indexes_.dataset_by_fingerprint)
+    return differs("dataset_by_fingerprint");
+  if (x.dataset_by_definition_key != indexes_.dataset_by_definition_key)
+    return differs("dataset_by_definition_key");
   if (x.worker_by_address != indexes_.worker_by_address) return differs("worker_by_address");
   if (x.job_by_name != indexes_.job_by_name) return differs("job_by_name");
   if (x.unfinished_jobs != indexes_.unfinished_jobs) return differs("unfinished_jobs");
@@ -57,9 +62,11 @@ Status DispatcherState::CheckIndexes() const {
   if (x.clients_by_job != indexes_.clients_by_job) return differs("clients_by_job");
   if (x.closure_queue != indexes_.closure_queue) return differs("closure_queue");
   if (x.closures_by_worker != indexes_.closures_by_worker) return differs("closures_by_worker");
-  if (x.closures_by_coordinator != indexes_.closures_by_coordinator) return differs("closures_by_coordinator");
+  if (x.closures_by_coordinator != indexes_.closures_by_coordinator)
+    return differs("closures_by_coordinator");
   if (x.closures_by_state != indexes_.closures_by_state) return differs("closures_by_state");
-  if (x.unfinished_by_coordinator != indexes_.unfinished_by_coordinator) return differs("unfinished_by_coordinator");
+  if (x.unfinished_by_coordinator != indexes_.unfinished_by_coordinator)
+    return differs("unfinished_by_coordinator");
   if (x.closure_by_request != indexes_.closure_by_request) return differs("closure_by_request");
   return Status::Ok();
 }
@@ -67,21 +74,26 @@ Status DispatcherState::CheckIndexes() const {
 Status DispatcherState::CheckReferences() const {
   auto below = [](uint64_t id, uint64_t next, const char* what) {
     return id < next ? Status::Ok()
-                     : DataLossError(std::string(what) + " " + std::to_string(id) + " is not below the next id " +
-                                     std::to_string(next));
+                     : DataLossError(std::string(what) + " " + std::to_string(id) +
+                                     " is not below the next id " + std::to_string(next));
   };
-  for (const auto& [id, d] : datasets_) DISPATCH_RETURN_IF_ERROR(below(id, next_dataset_id_, "dataset"));
-  for (const auto& [id, w] : workers_) DISPATCH_RETURN_IF_ERROR(below(id, next_worker_id_, "worker"));
+  for (const auto& [id, d] : datasets_)
+    DISPATCH_RETURN_IF_ERROR(below(id, next_dataset_id_, "dataset"));
+  for (const auto& [id, w] : workers_)
+    DISPATCH_RETURN_IF_ERROR(below(id, next_worker_id_, "worker"));
   for (const auto& [id, j] : jobs_) DISPATCH_RETURN_IF_ERROR(below(id, next_job_id_, "job"));
   for (const auto& [id, t] : tasks_) DISPATCH_RETURN_IF_ERROR(below(id, next_task_id_, "task"));
-  for (const auto& [id, c] : job_clients_) DISPATCH_RETURN_IF_ERROR(below(id, next_job_client_id_, "job client"));
-  for (const auto& [id, c] : closures_) DISPATCH_RETURN_IF_ERROR(below(id, next_closure_id_, "closure"));
+  for (const auto& [id, c] : job_clients_)
+    DISPATCH_RETURN_IF_ERROR(below(id, next_job_client_id_, "job client"));
+  for (const auto& [id, c] : closures_)
+    DISPATCH_RETURN_IF_ERROR(below(id, next_closure_id_, "closure"));
 
   if (indexes_.dataset_by_fingerprint.size() != datasets_.size() ||
       indexes_.dataset_by_definition_key.size() != datasets_.size()) {
     return DataLossError("two datasets share a fingerprint or a definition key");
   }
-  if (indexes_.worker_by_address.size() != workers_.size()) return DataLossError("two workers share an address");
+  if (indexes_.worker_by_address.size() != workers_.size())
+    return DataLossError("two workers share an address");
   if (indexes_.task_by_job_worker.size() != tasks_.size()) {
     return DataLossError("two tasks of one job share a worker address");
   }
@@ -94,37 +106,46 @@ Status DispatcherState::CheckReferences() const {
     if (j.processing_mode > ProcessingMode::HINT || j.target_workers > TargetWorkers::LOCAL) {
       return DataLossError(name + " has an unknown processing mode or target");
     }
-    if (j.IsDynamic() == j.providers.empty()) return DataLossError(name + " has split providers iff not DYNAMIC");
+    if (j.IsDynamic() == j.providers.empty())
+      return DataLossError(name + " has split providers iff not DYNAMIC");
     const auto clients = indexes_.clients_by_job.find(id);
-    const size_t num_clients = clients == indexes_.clients_by_job.end() ? 0 : clients->second.size();
+    const size_t num_clients =
+        clients == indexes_.clients_by_job.end() ? 0 : clients->second.size();
     if (j.num_clients < 0 || static_cast<size_t>(j.num_clients) != num_clients) {
       return DataLossError(name + " counts " + std::to_string(j.num_clients) + " clients but has " +
                            std::to_string(num_clients));
     }
-    if (j.named_key.has_value() && !j.garbage_collected && !live_names.emplace(*j.named_key, id).second) {
+    if (j.named_key.has_value() && !j.garbage_collected &&
+        !live_names.emplace(*j.named_key, id).second) {
       return DataLossError(name + " shares its name with another live job");
     }
     for (const PendingTask& p : j.pending_tasks) {
       auto task = tasks_.find(p.task_id);
       if (task == tasks_.end() || task->second.job_id != id || !task->second.pending ||
           !queued_tasks.insert(p.task_id).second) {
-        return DataLossError(name + " queues task " + std::to_string(p.task_id) + ", which is not its pending task");
+        return DataLossError(name + " queues task " + std::to_string(p.task_id) +
+                             ", which is not its pending task");
       }
     }
   }
   for (const auto& [id, t] : tasks_) {
-    if (!jobs_.contains(t.job_id)) return DataLossError("task " + std::to_string(id) + " names an unknown job");
+    if (!jobs_.contains(t.job_id))
+      return DataLossError("task " + std::to_string(id) + " names an unknown job");
     if (t.pending != queued_tasks.contains(id)) {
-      return DataLossError("task " + std::to_string(id) + " is pending but not queued, or the reverse");
+      return DataLossError("task " + std::to_string(id) +
+                           " is pending but not queued, or the reverse");
     }
-    if (t.pending && t.finished) return DataLossError("task " + std::to_string(id) + " is pending and finished");
+    if (t.pending && t.finished)
+      return DataLossError("task " + std::to_string(id) + " is pending and finished");
   }
   for (const auto& [id, c] : job_clients_) {
-    if (!jobs_.contains(c.job_id)) return DataLossError("job client " + std::to_string(id) + " names an unknown job");
+    if (!jobs_.contains(c.job_id))
+      return DataLossError("job client " + std::to_string(id) + " names an unknown job");
   }
   for (const auto& [r, g] : split_grants_) {
     auto task = tasks_.find(r.task_id);
-    if (task == tasks_.end() || r.provider_index >= jobs_.at(task->second.job_id).providers.size()) {
+    if (task == tasks_.end() ||
+        r.provider_index >= jobs_.at(task->second.job_id).providers.size()) {
       return DataLossError("split grant of task " + std::to_string(r.task_id) + " provider " +
                            std::to_string(r.provider_index) + " has no task or provider");
     }
@@ -142,7 +163,8 @@ Status DispatcherState::CheckReferences() const {
       return DataLossError(name + " is assigned to unknown worker " + std::to_string(c.worker_id));
     }
     if (c.state == ClosureState::QUEUED &&
-        (c.queue_position == 0 || c.queue_position >= next_queue_position_ || !positions.insert(c.queue_position).second)) {
+        (c.queue_position == 0 || c.queue_position >= next_queue_position_ ||
+         !positions.insert(c.queue_position).second)) {
       return DataLossError(name + " has a bad queue position");
     }
   }

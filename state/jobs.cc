@@ -36,7 +36,8 @@ Status DispatcherState::CheckCreateJob(journal::CreateJob::Reader u) const {
                                 std::to_string(next_job_id_));
   }
   if (!datasets_.contains(u.getDatasetId())) {
-    return NotFoundError(JobName(id) + " names unknown dataset " + std::to_string(u.getDatasetId()));
+    return NotFoundError(JobName(id) + " names unknown dataset " +
+                         std::to_string(u.getDatasetId()));
   }
   const ProcessingMode mode = u.getProcessingMode();
   if (!KnownMode(mode)) {
@@ -49,15 +50,18 @@ Status DispatcherState::CheckCreateJob(journal::CreateJob::Reader u) const {
   }
   const uint32_t providers = u.getNumSplitProviders();
   if (mode == ProcessingMode::DYNAMIC) {
-    if (providers == 0) return InvalidArgumentError(JobName(id) + " is DYNAMIC but has no split provider");
+    if (providers == 0)
+      return InvalidArgumentError(JobName(id) + " is DYNAMIC but has no split provider");
     if (providers > kMaxSplitProviders) {
       return InvalidArgumentError(JobName(id) + " has " + std::to_string(providers) +
-                                  " split providers, more than " + std::to_string(kMaxSplitProviders));
+                                  " split providers, more than " +
+                                  std::to_string(kMaxSplitProviders));
     }
   } else {
     if (providers != 0) {
-      return InvalidArgumentError(JobName(id) + " is " + ProcessingModeName(mode) + " and cannot have " +
-                                  std::to_string(providers) + " split providers");
+      return InvalidArgumentError(JobName(id) + " is " + ProcessingModeName(mode) +
+                                  " and cannot have " + std::to_string(providers) +
+                                  " split providers");
     }
     if (u.getRequeueUnfinishedSplits()) {
       return InvalidArgumentError(JobName(id) + " is " + ProcessingModeName(mode) +
@@ -65,7 +69,8 @@ Status DispatcherState::CheckCreateJob(journal::CreateJob::Reader u) const {
     }
   }
   if (u.getNamedKey().isNamed()) {
-    NamedJobKey key{ToString(u.getNamedKey().getNamed().getName()), u.getNamedKey().getNamed().getIndex()};
+    NamedJobKey key{ToString(u.getNamedKey().getNamed().getName()),
+                    u.getNamedKey().getNamed().getIndex()};
     if (key.name.empty()) return InvalidArgumentError(JobName(id) + " has an empty job name");
     const Job* holder = FindNamedJob(key);
     if (holder != nullptr && !holder->garbage_collected) {
@@ -104,7 +109,8 @@ Status DispatcherState::CheckAcquireJobClient(journal::AcquireJobClient::Reader 
                                 std::to_string(next_job_client_id_));
   }
   const Job* job = FindJob(u.getJobId());
-  if (job == nullptr) return NotFoundError(ClientName(id) + " names unknown job " + std::to_string(u.getJobId()));
+  if (job == nullptr)
+    return NotFoundError(ClientName(id) + " names unknown job " + std::to_string(u.getJobId()));
   if (job->garbage_collected) {
     return FailedPreconditionError(JobName(job->id) + " has been garbage-collected");
   }
@@ -140,8 +146,8 @@ Status DispatcherState::CheckGarbageCollectJob(journal::GarbageCollectJob::Reade
   if (job == nullptr) return NotFoundError(JobName(u.getJobId()) + " is unknown");
   if (job->finished) return FailedPreconditionError(JobName(job->id) + " is already finished");
   if (job->num_clients > 0) {
-    return FailedPreconditionError(JobName(job->id) + " still has " + std::to_string(job->num_clients) +
-                                   " clients");
+    return FailedPreconditionError(JobName(job->id) + " still has " +
+                                   std::to_string(job->num_clients) + " clients");
   }
   if (job->last_client_released_micros < 0) {
     return FailedPreconditionError(JobName(job->id) + " has never had a client released");

@@ -51,8 +51,8 @@ struct NamedJobKey {
 
 // Where one split provider of a DYNAMIC job stands.
 struct SplitProviderProgress {
-  int64_t repetition = 0;     // the repetition splits are handed out for now
-  uint64_t next_index = 0;    // the next fresh split index of that repetition
+  int64_t repetition = 0;         // the repetition splits are handed out for now
+  uint64_t next_index = 0;        // the next fresh split index of that repetition
   std::deque<uint64_t> requeued;  // splits of a dead worker, handed out first
 };
 
@@ -90,7 +90,7 @@ struct Task {
   std::string worker_address;
   std::string transfer_address;
   int64_t starting_round = 0;
-  bool pending = false;   // waiting in its job's pending queue
+  bool pending = false;  // waiting in its job's pending queue
   bool finished = false;
 };
 
@@ -119,18 +119,18 @@ struct SplitRequester {
 struct Closure {
   uint64_t id = 0;
   uint64_t coordinator_id = 0;
-  uint64_t request_id = 0;     // the coordinator's idempotency key; 0: none
+  uint64_t request_id = 0;  // the coordinator's idempotency key; 0: none
   std::string function_name;
   std::string args;
   ClosureState state = ClosureState::QUEUED;
-  uint64_t worker_id = 0;      // when assigned: the worker running it
-  uint32_t attempts = 0;       // assignments so far
-  uint64_t queue_position = 0; // when queued: its place in the global FIFO
-  std::string result;          // when finished
-  std::string error;           // when failed
+  uint64_t worker_id = 0;       // when assigned: the worker running it
+  uint32_t attempts = 0;        // assignments so far
+  uint64_t queue_position = 0;  // when queued: its place in the global FIFO
+  std::string result;           // when finished
+  std::string error;            // when failed
   bool user_error = false;
   int64_t scheduled_micros = 0;
-  int64_t done_micros = 0;     // when finished, failed or cancelled
+  int64_t done_micros = 0;  // when finished, failed or cancelled
 };
 
 // A coordinator's first error, held until raised once (CoordinatorErrorCleared).

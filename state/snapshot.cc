@@ -17,7 +17,8 @@ template <typename Map, typename Record>
 Status Insert(Map& map, uint64_t id, Record record, const char* what) {
   if (id == 0) return DataLossError(std::string("snapshot holds ") + what + " 0");
   if (!map.emplace(id, std::move(record)).second) {
-    return DataLossError(std::string("snapshot holds ") + what + " " + std::to_string(id) + " twice");
+    return DataLossError(std::string("snapshot holds ") + what + " " + std::to_string(id) +
+                         " twice");
   }
   return Status::Ok();
 }
@@ -99,7 +100,8 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
       pending[p].setTaskId(j.pending_tasks[p].task_id);
       pending[p].setTargetRound(j.pending_tasks[p].target_round);
       pending[p].setFailures(j.pending_tasks[p].failures);
-      FillU64(pending[p].initReadyClients(j.pending_tasks[p].ready_clients.size()), j.pending_tasks[p].ready_clients);
+      FillU64(pending[p].initReadyClients(j.pending_tasks[p].ready_clients.size()),
+              j.pending_tasks[p].ready_clients);
     }
   }
 
@@ -209,7 +211,8 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     j.id = r.getJobId();
     j.dataset_id = r.getDatasetId();
     j.processing_mode = r.getProcessingMode();
-    if (r.getIsNamed()) j.named_key = NamedJobKey{ToString(r.getNamedKey().getName()), r.getNamedKey().getIndex()};
+    if (r.getIsNamed())
+      j.named_key = NamedJobKey{ToString(r.getNamedKey().getName()), r.getNamedKey().getIndex()};
     j.num_consumers = r.getNumConsumers();
     j.target_workers = r.getTargetWorkers();
     j.requeue_unfinished_splits = r.getRequeueUnfinishedSplits();
@@ -259,8 +262,9 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     g.outstanding = r.getOutstanding();
     SplitRequester requester{r.getTaskId(), r.getProviderIndex()};
     if (!state.split_grants_.emplace(requester, std::move(g)).second) {
-      return DataLossError("snapshot holds the split grant of task " + std::to_string(requester.task_id) +
-                           " provider " + std::to_string(requester.provider_index) + " twice");
+      return DataLossError("snapshot holds the split grant of task " +
+                           std::to_string(requester.task_id) + " provider " +
+                           std::to_string(requester.provider_index) + " twice");
     }
   }
   for (auto r : s.getClosures()) {
@@ -284,8 +288,8 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
   for (auto r : s.getCoordinatorErrors()) {
     CoordinatorError e{r.getClosureId(), ToString(r.getError())};
     if (!state.coordinator_errors_.emplace(r.getCoordinatorId(), std::move(e)).second) {
-      return DataLossError("snapshot holds the error of coordinator " + std::to_string(r.getCoordinatorId()) +
-                           " twice");
+      return DataLossError("snapshot holds the error of coordinator " +
+                           std::to_string(r.getCoordinatorId()) + " twice");
     }
   }
   state.RebuildIndexes();

@@ -23,7 +23,8 @@ Status DispatcherState::CheckProduceSplit(journal::ProduceSplit::Reader u) const
   const Job* job = FindJob(u.getJobId());
   if (job == nullptr) return NotFoundError(JobName(u.getJobId()) + " is unknown");
   if (!job->IsDynamic()) {
-    return FailedPreconditionError(JobName(job->id) + " is " + ProcessingModeName(job->processing_mode) +
+    return FailedPreconditionError(JobName(job->id) + " is " +
+                                   ProcessingModeName(job->processing_mode) +
                                    ", not DYNAMIC, and has no splits");
   }
   if (job->finished) return FailedPreconditionError(JobName(job->id) + " is finished");
@@ -38,23 +39,27 @@ Status DispatcherState::CheckProduceSplit(journal::ProduceSplit::Reader u) const
                                    std::to_string(u.getRepetition()));
   }
   const Task* task = FindTask(u.getTaskId());
-  if (task == nullptr) return NotFoundError("task " + std::to_string(u.getTaskId()) + " is unknown");
+  if (task == nullptr)
+    return NotFoundError("task " + std::to_string(u.getTaskId()) + " is unknown");
   if (task->job_id != job->id) {
     return FailedPreconditionError("task " + std::to_string(task->id) + " belongs to " +
                                    JobName(task->job_id) + ", not " + JobName(job->id));
   }
-  if (task->finished) return FailedPreconditionError("task " + std::to_string(task->id) + " is finished");
+  if (task->finished)
+    return FailedPreconditionError("task " + std::to_string(task->id) + " is finished");
   const SplitGrant* last = FindSplitGrant(task->id, p);
   const uint64_t last_sequence = last == nullptr ? 0 : last->sequence;
   if (u.getSequence() <= last_sequence) {
     return FailedPreconditionError("task " + std::to_string(task->id) + " already used sequence " +
-                                   std::to_string(last_sequence) + " with " + ProviderName(job->id, p) +
-                                   "; sequence " + std::to_string(u.getSequence()) + " is not newer");
+                                   std::to_string(last_sequence) + " with " +
+                                   ProviderName(job->id, p) + "; sequence " +
+                                   std::to_string(u.getSequence()) + " is not newer");
   }
   const auto indices = u.getSplitIndices();
   const size_t requeued = progress.requeued.size();
   for (size_t i = 0; i < indices.size(); ++i) {
-    const uint64_t expected = i < requeued ? progress.requeued[i] : progress.next_index + (i - requeued);
+    const uint64_t expected =
+        i < requeued ? progress.requeued[i] : progress.next_index + (i - requeued);
     if (indices[i] != expected) {
       return FailedPreconditionError(ProviderName(job->id, p) + " repetition " +
                                      std::to_string(progress.repetition) + ": split " +
@@ -63,9 +68,9 @@ Status DispatcherState::CheckProduceSplit(journal::ProduceSplit::Reader u) const
     }
   }
   if (u.getEndOfSplits() && indices.size() < requeued) {
-    return FailedPreconditionError(ProviderName(job->id, p) + " cannot end repetition " +
-                                   std::to_string(progress.repetition) + " with " +
-                                   std::to_string(requeued - indices.size()) + " requeued splits left");
+    return FailedPreconditionError(
+        ProviderName(job->id, p) + " cannot end repetition " + std::to_string(progress.repetition) +
+        " with " + std::to_string(requeued - indices.size()) + " requeued splits left");
   }
   return Status::Ok();
 }
@@ -92,7 +97,8 @@ void DispatcherState::ApplyProduceSplit(journal::ProduceSplit::Reader u) {
     progress.repetition += 1;
     progress.next_index = 0;
   }
-  split_grants_.insert_or_assign(SplitRequester{u.getTaskId(), u.getProviderIndex()}, std::move(grant));
+  split_grants_.insert_or_assign(SplitRequester{u.getTaskId(), u.getProviderIndex()},
+                                 std::move(grant));
 }
 
 void DispatcherState::RequeueOutstandingSplits(const Task& task) {
@@ -117,7 +123,8 @@ void DispatcherState::ConsumeOutstandingSplits(uint64_t task_id) {
   }
 }
 
-const SplitProviderProgress* DispatcherState::FindSplitProvider(uint64_t job_id, uint32_t provider_index) const {
+const SplitProviderProgress* DispatcherState::FindSplitProvider(uint64_t job_id,
+                                                                uint32_t provider_index) const {
   const Job* job = FindJob(job_id);
   if (job == nullptr || provider_index >= job->providers.size()) return nullptr;
   return &job->providers[provider_index];
@@ -128,7 +135,8 @@ const SplitGrant* DispatcherState::FindSplitGrant(uint64_t task_id, uint32_t pro
   return it == split_grants_.end() ? nullptr : &it->second;
 }
 
-std::vector<std::pair<SplitRequester, const SplitGrant*>> DispatcherState::SplitGrantsForJob(uint64_t job_id) const {
+std::vector<std::pair<SplitRequester, const SplitGrant*>> DispatcherState::SplitGrantsForJob(
+    uint64_t job_id) const {
   std::vector<std::pair<SplitRequester, const SplitGrant*>> out;
   for (const auto& [requester, grant] : split_grants_) {
     if (tasks_.at(requester.task_id).job_id == job_id) out.emplace_back(requester, &grant);

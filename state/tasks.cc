@@ -16,7 +16,8 @@ std::string TaskName(uint64_t id) { return "task " + std::to_string(id); }
 std::string JobName(uint64_t id) { return "job " + std::to_string(id); }
 }  // namespace
 
-Status DispatcherState::CheckNewTask(uint64_t task_id, uint64_t job_id, std::string_view address) const {
+Status DispatcherState::CheckNewTask(uint64_t task_id, uint64_t job_id,
+                                     std::string_view address) const {
   if (task_id == 0) return InvalidArgumentError("task id 0 is reserved");
   if (tasks_.contains(task_id)) return AlreadyExistsError(TaskName(task_id) + " already exists");
   if (task_id < next_task_id_) {
@@ -24,11 +25,13 @@ Status DispatcherState::CheckNewTask(uint64_t task_id, uint64_t job_id, std::str
                                 std::to_string(next_task_id_));
   }
   const Job* job = FindJob(job_id);
-  if (job == nullptr) return NotFoundError(TaskName(task_id) + " names unknown job " + std::to_string(job_id));
-  if (job->finished) return FailedPreconditionError(TaskName(task_id) + " is for finished " + JobName(job_id));
+  if (job == nullptr)
+    return NotFoundError(TaskName(task_id) + " names unknown job " + std::to_string(job_id));
+  if (job->finished)
+    return FailedPreconditionError(TaskName(task_id) + " is for finished " + JobName(job_id));
   if (FindWorkerByAddress(address) == nullptr) {
-    return FailedPreconditionError(TaskName(task_id) + " is for worker address " + std::string(address) +
-                                   ", where no worker is registered");
+    return FailedPreconditionError(TaskName(task_id) + " is for worker address " +
+                                   std::string(address) + ", where no worker is registered");
   }
   const Task* existing = FindTaskForJobAndWorker(job_id, address);
   if (existing != nullptr) {
@@ -58,11 +61,12 @@ void DispatcherState::ApplyCreateTask(journal::CreateTask::Reader u) {
 Status DispatcherState::CheckCreatePendingTask(journal::CreatePendingTask::Reader u) const {
   DISPATCH_RETURN_IF_ERROR(CheckNewTask(u.getTaskId(), u.getJobId(), ToView(u.getWorkerAddress())));
   if (!FindJob(u.getJobId())->IsRoundRobin()) {
-    return FailedPreconditionError("pending " + TaskName(u.getTaskId()) + " is for " + JobName(u.getJobId()) +
-                                   ", which is not round robin");
+    return FailedPreconditionError("pending " + TaskName(u.getTaskId()) + " is for " +
+                                   JobName(u.getJobId()) + ", which is not round robin");
   }
   if (u.getStartingRound() < 0) {
-    return InvalidArgumentError("pending " + TaskName(u.getTaskId()) + " has negative starting round " +
+    return InvalidArgumentError("pending " + TaskName(u.getTaskId()) +
+                                " has negative starting round " +
                                 std::to_string(u.getStartingRound()));
   }
   return Status::Ok();
@@ -88,7 +92,8 @@ void DispatcherState::ApplyCreatePendingTask(journal::CreatePendingTask::Reader 
 
 Status DispatcherState::CheckClientHeartbeat(journal::ClientHeartbeat::Reader u) const {
   const JobClient* client = FindJobClient(u.getJobClientId());
-  if (client == nullptr) return NotFoundError("job client " + std::to_string(u.getJobClientId()) + " is unknown");
+  if (client == nullptr)
+    return NotFoundError("job client " + std::to_string(u.getJobClientId()) + " is unknown");
   const Job& job = jobs_.at(client->job_id);
   if (job.pending_tasks.empty()) {
     return FailedPreconditionError(JobName(job.id) + " has no pending task (heartbeat names " +
@@ -102,19 +107,22 @@ Status DispatcherState::CheckClientHeartbeat(journal::ClientHeartbeat::Reader u)
   switch (u.getOutcome().which()) {
     case journal::ClientHeartbeat::Outcome::ACCEPTED:
       if (front.ready_clients.contains(client->id)) {
-        return AlreadyExistsError("job client " + std::to_string(client->id) + " already accepted " +
-                                  TaskName(front.task_id) + " at round " + std::to_string(front.target_round));
+        return AlreadyExistsError("job client " + std::to_string(client->id) +
+                                  " already accepted " + TaskName(front.task_id) + " at round " +
+                                  std::to_string(front.target_round));
       }
       return Status::Ok();
     case journal::ClientHeartbeat::Outcome::REJECTED:
       if (u.getOutcome().getRejected() <= front.target_round) {
-        return InvalidArgumentError("new target round " + std::to_string(u.getOutcome().getRejected()) + " of " +
+        return InvalidArgumentError("new target round " +
+                                    std::to_string(u.getOutcome().getRejected()) + " of " +
                                     TaskName(front.task_id) + " does not exceed its target round " +
                                     std::to_string(front.target_round));
       }
       return Status::Ok();
   }
-  return InvalidArgumentError("client heartbeat for " + TaskName(front.task_id) + " has an unknown outcome");
+  return InvalidArgumentError("client heartbeat for " + TaskName(front.task_id) +
+                              " has an unknown outcome");
 }
 
 void DispatcherState::ApplyClientHeartbeat(journal::ClientHeartbeat::Reader u) {
@@ -207,7 +215,8 @@ std::vector<const Task*> DispatcherState::TasksForJob(uint64_t job_id) const {
   return out;
 }
 
-const Task* DispatcherState::FindTaskForJobAndWorker(uint64_t job_id, std::string_view address) const {
+const Task* DispatcherState::FindTaskForJobAndWorker(uint64_t job_id,
+                                                     std::string_view address) const {
   auto it = indexes_.task_by_job_worker.find(std::make_pair(job_id, std::string(address)));
   return it == indexes_.task_by_job_worker.end() ? nullptr : FindTask(it->second);
 }

@@ -43,7 +43,8 @@ void DispatcherState::ApplyRegisterWorker(journal::RegisterWorker::Reader u, int
   // A worker back at its address may serve data on another transfer address.
   auto tasks = indexes_.tasks_by_worker.find(worker.address);
   if (tasks != indexes_.tasks_by_worker.end()) {
-    for (uint64_t task_id : tasks->second) tasks_.at(task_id).transfer_address = worker.transfer_address;
+    for (uint64_t task_id : tasks->second)
+      tasks_.at(task_id).transfer_address = worker.transfer_address;
   }
   indexes_.worker_by_address.emplace(worker.address, worker.id);
   next_worker_id_ = worker.id + 1;

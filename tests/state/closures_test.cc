@@ -23,7 +23,8 @@ DispatcherState ThreeQueued() {
   DispatcherState state;
   EXPECT_TRUE(Applies(state, RegisterWorker(1, "a")));
   EXPECT_TRUE(Applies(state, RegisterWorker(2, "b")));
-  for (uint64_t id = 1; id <= 3; ++id) EXPECT_TRUE(Applies(state, ScheduleClosure(id, 7, "echo", "arg")));
+  for (uint64_t id = 1; id <= 3; ++id)
+    EXPECT_TRUE(Applies(state, ScheduleClosure(id, 7, "echo", "arg")));
   return state;
 }
 
@@ -66,10 +67,13 @@ TEST(DispatcherState, SchedulingClosureTwiceForOneRequestIsRefusedUntilReleased)
 TEST(DispatcherState, SchedulingClosureRejectsBadIdsAndMissingFunction) {
   DispatcherState state;
   EXPECT_TRUE(Rejects(state, ScheduleClosure(0, 1), StatusCode::kInvalidArgument, "closure id 0"));
-  EXPECT_TRUE(Rejects(state, ScheduleClosure(1, 1, ""), StatusCode::kInvalidArgument, "closure 1 has no function name"));
+  EXPECT_TRUE(Rejects(state, ScheduleClosure(1, 1, ""), StatusCode::kInvalidArgument,
+                      "closure 1 has no function name"));
   ASSERT_TRUE(Applies(state, ScheduleClosure(2, 1)));
-  EXPECT_TRUE(Rejects(state, ScheduleClosure(2, 1), StatusCode::kAlreadyExists, "closure 2 already exists"));
-  EXPECT_TRUE(Rejects(state, ScheduleClosure(1, 1), StatusCode::kInvalidArgument, "closure 1 reuses"));
+  EXPECT_TRUE(Rejects(state, ScheduleClosure(2, 1), StatusCode::kAlreadyExists,
+                      "closure 2 already exists"));
+  EXPECT_TRUE(
+      Rejects(state, ScheduleClosure(1, 1), StatusCode::kInvalidArgument, "closure 1 reuses"));
 }
 
 TEST(DispatcherState, AssigningClosureTakesItOffTheQueue) {
@@ -87,12 +91,15 @@ TEST(DispatcherState, AssigningClosureTakesItOffTheQueue) {
 
 TEST(DispatcherState, AssigningClosureRejectsUnknownClosureOrWorkerWrongStateAndWrongAttempt) {
   DispatcherState state = ThreeQueued();
-  EXPECT_TRUE(Rejects(state, AssignClosure(9, 1, 1), StatusCode::kNotFound, "closure 9 is unknown"));
-  EXPECT_TRUE(Rejects(state, AssignClosure(1, 5, 1), StatusCode::kNotFound, "closure 1 is assigned to unknown worker 5"));
+  EXPECT_TRUE(
+      Rejects(state, AssignClosure(9, 1, 1), StatusCode::kNotFound, "closure 9 is unknown"));
+  EXPECT_TRUE(Rejects(state, AssignClosure(1, 5, 1), StatusCode::kNotFound,
+                      "closure 1 is assigned to unknown worker 5"));
   EXPECT_TRUE(Rejects(state, AssignClosure(1, 1, 2), StatusCode::kFailedPrecondition,
                       "the next is 1, not 2"));
   ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
-  EXPECT_TRUE(Rejects(state, AssignClosure(1, 2, 2), StatusCode::kFailedPrecondition, "closure 1 is assigned, not queued"));
+  EXPECT_TRUE(Rejects(state, AssignClosure(1, 2, 2), StatusCode::kFailedPrecondition,
+                      "closure 1 is assigned, not queued"));
 }
 
 TEST(DispatcherState, FinishingClosureHoldsItsResult) {
@@ -131,7 +138,8 @@ TEST(DispatcherState, PuttingClosureBackQueuesItAtTheBack) {
   EXPECT_EQ(state.FindClosure(1)->attempts, 1u);
   EXPECT_EQ(state.FindClosure(1)->worker_id, 0u);
   EXPECT_EQ(Ids(state.ClosuresInState(ClosureState::QUEUED)), (std::vector<uint64_t>{2, 3, 1}));
-  EXPECT_TRUE(Rejects(state, PutBackClosure(1, 1, 1), StatusCode::kFailedPrecondition, "closure 1 is queued"));
+  EXPECT_TRUE(Rejects(state, PutBackClosure(1, 1, 1), StatusCode::kFailedPrecondition,
+                      "closure 1 is queued"));
 }
 
 TEST(DispatcherState, FailingClosureSetsTheCoordinatorsFirstErrorOnce) {
@@ -161,9 +169,12 @@ TEST(DispatcherState, DispatcherMayFailQueuedClosure) {
 
 TEST(DispatcherState, FailingClosureRejectsEmptyErrorAndFinishedClosure) {
   DispatcherState state = ThreeQueued();
-  EXPECT_TRUE(Rejects(state, FailClosure(1, 0, 0, ""), StatusCode::kInvalidArgument, "has no error message"));
-  EXPECT_TRUE(Rejects(state, FailClosure(9, 0, 0, "x"), StatusCode::kNotFound, "closure 9 is unknown"));
-  EXPECT_TRUE(Rejects(state, FailClosure(1, 1, 1, "x"), StatusCode::kFailedPrecondition, "closure 1 is queued"));
+  EXPECT_TRUE(Rejects(state, FailClosure(1, 0, 0, ""), StatusCode::kInvalidArgument,
+                      "has no error message"));
+  EXPECT_TRUE(
+      Rejects(state, FailClosure(9, 0, 0, "x"), StatusCode::kNotFound, "closure 9 is unknown"));
+  EXPECT_TRUE(Rejects(state, FailClosure(1, 1, 1, "x"), StatusCode::kFailedPrecondition,
+                      "closure 1 is queued"));
   ASSERT_TRUE(Applies(state, CancelClosure(1)));
   EXPECT_TRUE(Rejects(state, FailClosure(1, 0, 0, "x"), StatusCode::kFailedPrecondition,
                       "closure 1 is cancelled, not queued or assigned"));
@@ -178,8 +189,10 @@ TEST(DispatcherState, CancellingClosureFreesItsWorkerSlot) {
   EXPECT_TRUE(state.ClosuresOnWorker(1).empty());
   EXPECT_EQ(Ids(state.ClosuresInState(ClosureState::CANCELLED)), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(state.NumUnfinishedClosures(7), 1u);
-  EXPECT_TRUE(Rejects(state, CancelClosure(1), StatusCode::kFailedPrecondition, "closure 1 is cancelled"));
-  EXPECT_TRUE(Rejects(state, FinishClosure(1, 1, 1, "late"), StatusCode::kFailedPrecondition, "closure 1 is cancelled"));
+  EXPECT_TRUE(
+      Rejects(state, CancelClosure(1), StatusCode::kFailedPrecondition, "closure 1 is cancelled"));
+  EXPECT_TRUE(Rejects(state, FinishClosure(1, 1, 1, "late"), StatusCode::kFailedPrecondition,
+                      "closure 1 is cancelled"));
 }
 
 TEST(DispatcherState, ReleasingClosureForgetsIt) {
@@ -197,7 +210,8 @@ TEST(DispatcherState, ReleasingClosureForgetsIt) {
 
 TEST(DispatcherState, ClearingCoordinatorErrorAllowsTheNextOne) {
   DispatcherState state = ThreeQueued();
-  EXPECT_TRUE(Rejects(state, ClearCoordinatorError(7), StatusCode::kNotFound, "coordinator 7 has no pending error"));
+  EXPECT_TRUE(Rejects(state, ClearCoordinatorError(7), StatusCode::kNotFound,
+                      "coordinator 7 has no pending error"));
   ASSERT_TRUE(Applies(state, FailClosure(1, 0, 0, "first")));
   ASSERT_TRUE(Applies(state, ClearCoordinatorError(7)));
   EXPECT_EQ(state.FindCoordinatorError(7), nullptr);

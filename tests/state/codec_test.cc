@@ -2,13 +2,14 @@
 // digest; damaged bytes are refused (DataLoss or a Check error), never crash,
 // and change nothing.
 
-#include <random>
-#include <string>
+#include "state/codec.h"
 
 #include <capnp/schema.h>
 #include <gtest/gtest.h>
 
-#include "state/codec.h"
+#include <random>
+#include <string>
+
 #include "state/dispatcher_state.h"
 #include "tests/state/update_builders.h"
 #include "tests/state/update_generator.h"
@@ -42,7 +43,8 @@ TEST(StateCodec, MalformedUpdateBytesAreRefusedWithDataLoss) {
   for (const std::string& bad : {std::string(), good.substr(0, good.size() - 3), good.substr(0, 8),
                                  good + std::string(8, '\0'), std::string(64, '\xff')}) {
     const Status status = ApplyEncodedUpdate(state, bad);
-    EXPECT_EQ(status.code(), StatusCode::kDataLoss) << bad.size() << " bytes: " << status.ToString();
+    EXPECT_EQ(status.code(), StatusCode::kDataLoss)
+        << bad.size() << " bytes: " << status.ToString();
   }
   EXPECT_EQ(state.Digest(), digest);
   EXPECT_TRUE(ApplyEncodedUpdate(state, good).ok());
@@ -52,7 +54,8 @@ TEST(StateCodec, UpdateFromANewerSchemaIsRefusedAndNamesItsVariant) {
   // Write a discriminant this code does not know into a well-formed message:
   // one segment, so the root struct's data section starts at byte 16.
   std::string bytes = FinishTask(1).ToBytes();
-  const uint32_t offset = capnp::Schema::from<journal::Update>().getProto().getStruct().getDiscriminantOffset();
+  const uint32_t offset =
+      capnp::Schema::from<journal::Update>().getProto().getStruct().getDiscriminantOffset();
   const uint16_t unknown = 999;
   ASSERT_LT(16 + offset * 2 + 2, bytes.size());
   memcpy(&bytes[16 + offset * 2], &unknown, sizeof(unknown));
@@ -60,7 +63,8 @@ TEST(StateCodec, UpdateFromANewerSchemaIsRefusedAndNamesItsVariant) {
   const uint64_t digest = state.Digest();
   const Status status = ApplyEncodedUpdate(state, bytes);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
-  EXPECT_NE(status.message().find("unknown transition 999"), std::string::npos) << status.ToString();
+  EXPECT_NE(status.message().find("unknown transition 999"), std::string::npos)
+      << status.ToString();
   EXPECT_EQ(state.Digest(), digest);
 }
 
@@ -75,7 +79,8 @@ TEST(StateCodec, FlippedBytesNeverCrashAndRejectionsChangeNothing) {
     OwnedUpdate update = generator.Next(state);
     std::string bytes = update.ToBytes();
     const int flips = 1 + static_cast<int>(rng() % 3);
-    for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
+    for (int f = 0; f < flips; ++f)
+      bytes[rng() % bytes.size()] ^= static_cast<char>(1 + rng() % 255);
     DispatcherState copy = state;
     const Status damaged = ApplyEncodedUpdate(copy, bytes);
     if (!damaged.ok()) {
@@ -100,7 +105,8 @@ TEST(StateCodec, SnapshotBytesRoundTripAndDamagedOnesAreRefused) {
   ASSERT_TRUE(restored.ok()) << restored.status().ToString();
   EXPECT_EQ(restored->Digest(), state.Digest());
 
-  Result<DispatcherState> truncated = DecodeSnapshot(std::string_view(bytes).substr(0, bytes.size() / 2 / 8 * 8));
+  Result<DispatcherState> truncated =
+      DecodeSnapshot(std::string_view(bytes).substr(0, bytes.size() / 2 / 8 * 8));
   ASSERT_FALSE(truncated.ok());
   EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss);
 

@@ -46,8 +46,10 @@ TEST(DispatcherState, RegisteringDatasetRejectsBadIds) {
   DispatcherState state;
   EXPECT_TRUE(Rejects(state, RegisterDataset(0, 1), StatusCode::kInvalidArgument, "dataset id 0"));
   ASSERT_TRUE(Applies(state, RegisterDataset(5, 1)));
-  EXPECT_TRUE(Rejects(state, RegisterDataset(5, 2), StatusCode::kAlreadyExists, "dataset 5 already exists"));
-  EXPECT_TRUE(Rejects(state, RegisterDataset(4, 2), StatusCode::kInvalidArgument, "dataset 4 reuses"));
+  EXPECT_TRUE(Rejects(state, RegisterDataset(5, 2), StatusCode::kAlreadyExists,
+                      "dataset 5 already exists"));
+  EXPECT_TRUE(
+      Rejects(state, RegisterDataset(4, 2), StatusCode::kInvalidArgument, "dataset 4 reuses"));
 }
 
 TEST(DispatcherState, RegisteringDatasetRejectsKnownFingerprint) {
@@ -60,7 +62,8 @@ TEST(DispatcherState, RegisteringDatasetRejectsKnownFingerprint) {
 TEST(DispatcherState, RegisteringDatasetRejectsMissingOrTakenDefinitionKey) {
   DispatcherState state;
   ASSERT_TRUE(Applies(state, RegisterDataset(1, 10, "shared")));
-  EXPECT_TRUE(Rejects(state, RegisterDataset(2, 20, "shared"), StatusCode::kAlreadyExists, "belongs to dataset 1"));
+  EXPECT_TRUE(Rejects(state, RegisterDataset(2, 20, "shared"), StatusCode::kAlreadyExists,
+                      "belongs to dataset 1"));
   OwnedUpdate no_key = RegisterDataset(2, 20);
   no_key.builder().getRegisterDataset().setDefinitionKey("");
   EXPECT_TRUE(Rejects(state, no_key, StatusCode::kInvalidArgument, "empty definition key"));
@@ -76,11 +79,13 @@ TEST(DispatcherState, SettingElementSpecRecordsIt) {
 
 TEST(DispatcherState, SettingElementSpecRejectsUnknownDatasetSecondSpecAndEmptySpec) {
   DispatcherState state;
-  EXPECT_TRUE(Rejects(state, SetElementSpec(8, "x"), StatusCode::kNotFound, "dataset 8 is unknown"));
+  EXPECT_TRUE(
+      Rejects(state, SetElementSpec(8, "x"), StatusCode::kNotFound, "dataset 8 is unknown"));
   ASSERT_TRUE(Applies(state, RegisterDataset(8, 10)));
   EXPECT_TRUE(Rejects(state, SetElementSpec(8, ""), StatusCode::kInvalidArgument, "empty"));
   ASSERT_TRUE(Applies(state, SetElementSpec(8, "a")));
-  EXPECT_TRUE(Rejects(state, SetElementSpec(8, "b"), StatusCode::kAlreadyExists, "dataset 8 already has"));
+  EXPECT_TRUE(
+      Rejects(state, SetElementSpec(8, "b"), StatusCode::kAlreadyExists, "dataset 8 already has"));
   EXPECT_EQ(*state.FindDataset(8)->element_spec, "a");
 }
 

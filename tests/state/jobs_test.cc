@@ -85,7 +85,8 @@ TEST(DispatcherState, CreatingNamedJobMakesItTheHolderOfItsKey) {
 TEST(DispatcherState, CreatingJobRejectsBadIdsAndUnknownDataset) {
   DispatcherState state = WithDataset();
   EXPECT_TRUE(Rejects(state, CreateJob(0, 1), StatusCode::kInvalidArgument, "job id 0"));
-  EXPECT_TRUE(Rejects(state, CreateJob(3, 9), StatusCode::kNotFound, "job 3 names unknown dataset 9"));
+  EXPECT_TRUE(
+      Rejects(state, CreateJob(3, 9), StatusCode::kNotFound, "job 3 names unknown dataset 9"));
   ASSERT_TRUE(Applies(state, CreateJob(3, 1)));
   EXPECT_TRUE(Rejects(state, CreateJob(3, 1), StatusCode::kAlreadyExists, "job 3 already exists"));
   EXPECT_TRUE(Rejects(state, CreateJob(2, 1), StatusCode::kInvalidArgument, "job 2 reuses"));
@@ -96,14 +97,16 @@ TEST(DispatcherState, CreatingJobRejectsHeldOrEmptyName) {
   ASSERT_TRUE(Applies(state, CreateJob(1, 1, Named("train", 0))));
   EXPECT_TRUE(Rejects(state, CreateJob(2, 1, Named("train", 0)), StatusCode::kAlreadyExists,
                       "job name 'train' index 0 is held by job 1"));
-  EXPECT_TRUE(Rejects(state, CreateJob(2, 1, Named("", 0)), StatusCode::kInvalidArgument, "empty job name"));
+  EXPECT_TRUE(Rejects(state, CreateJob(2, 1, Named("", 0)), StatusCode::kInvalidArgument,
+                      "empty job name"));
 }
 
 TEST(DispatcherState, CreatingJobRejectsSplitProvidersThatDoNotMatchTheMode) {
   DispatcherState state = WithDataset();
   EXPECT_TRUE(Rejects(state, CreateJob(1, 1, Dynamic(0)), StatusCode::kInvalidArgument,
                       "job 1 is DYNAMIC but has no split provider"));
-  EXPECT_TRUE(Rejects(state, CreateJob(1, 1, Dynamic(100000)), StatusCode::kInvalidArgument, "100000 split providers"));
+  EXPECT_TRUE(Rejects(state, CreateJob(1, 1, Dynamic(100000)), StatusCode::kInvalidArgument,
+                      "100000 split providers"));
   JobOptions off_with_providers;
   off_with_providers.num_split_providers = 2;
   EXPECT_TRUE(Rejects(state, CreateJob(1, 1, off_with_providers), StatusCode::kInvalidArgument,
@@ -138,12 +141,16 @@ TEST(DispatcherState, AcquiringJobClientCountsIt) {
 
 TEST(DispatcherState, AcquiringJobClientRejectsBadIdsAndUnknownJob) {
   DispatcherState state = WithDataset();
-  EXPECT_TRUE(Rejects(state, AcquireJobClient(1, 4), StatusCode::kNotFound, "job client 1 names unknown job 4"));
+  EXPECT_TRUE(Rejects(state, AcquireJobClient(1, 4), StatusCode::kNotFound,
+                      "job client 1 names unknown job 4"));
   ASSERT_TRUE(Applies(state, CreateJob(4, 1)));
-  EXPECT_TRUE(Rejects(state, AcquireJobClient(0, 4), StatusCode::kInvalidArgument, "job client id 0"));
+  EXPECT_TRUE(
+      Rejects(state, AcquireJobClient(0, 4), StatusCode::kInvalidArgument, "job client id 0"));
   ASSERT_TRUE(Applies(state, AcquireJobClient(3, 4)));
-  EXPECT_TRUE(Rejects(state, AcquireJobClient(3, 4), StatusCode::kAlreadyExists, "job client 3 already exists"));
-  EXPECT_TRUE(Rejects(state, AcquireJobClient(2, 4), StatusCode::kInvalidArgument, "job client 2 reuses"));
+  EXPECT_TRUE(Rejects(state, AcquireJobClient(3, 4), StatusCode::kAlreadyExists,
+                      "job client 3 already exists"));
+  EXPECT_TRUE(
+      Rejects(state, AcquireJobClient(2, 4), StatusCode::kInvalidArgument, "job client 2 reuses"));
 }
 
 TEST(DispatcherState, ReleasingJobClientRecordsTheReleaseTime) {
@@ -155,7 +162,8 @@ TEST(DispatcherState, ReleasingJobClientRecordsTheReleaseTime) {
   EXPECT_EQ(state.FindJob(1)->num_clients, 0);
   EXPECT_EQ(state.FindJob(1)->last_client_released_micros, 1234);
   EXPECT_TRUE(state.ClientsForJob(1).empty());
-  EXPECT_TRUE(Rejects(state, ReleaseJobClient(1), StatusCode::kNotFound, "job client 1 is unknown"));
+  EXPECT_TRUE(
+      Rejects(state, ReleaseJobClient(1), StatusCode::kNotFound, "job client 1 is unknown"));
 }
 
 TEST(DispatcherState, GarbageCollectingJobFinishesItsTasksAndDropsPendingOnes) {
@@ -186,14 +194,17 @@ TEST(DispatcherState, GarbageCollectingJobRejectsJobsInUseOrNeverReleased) {
   DispatcherState state = WithDataset();
   EXPECT_TRUE(Rejects(state, GarbageCollectJob(1), StatusCode::kNotFound, "job 1 is unknown"));
   ASSERT_TRUE(Applies(state, CreateJob(1, 1)));
-  EXPECT_TRUE(Rejects(state, GarbageCollectJob(1), StatusCode::kFailedPrecondition, "never had a client released"));
+  EXPECT_TRUE(Rejects(state, GarbageCollectJob(1), StatusCode::kFailedPrecondition,
+                      "never had a client released"));
   ASSERT_TRUE(Applies(state, AcquireJobClient(1, 1)));
   ASSERT_TRUE(Applies(state, AcquireJobClient(2, 1)));
   ASSERT_TRUE(Applies(state, ReleaseJobClient(1)));
-  EXPECT_TRUE(Rejects(state, GarbageCollectJob(1), StatusCode::kFailedPrecondition, "job 1 still has 1 clients"));
+  EXPECT_TRUE(Rejects(state, GarbageCollectJob(1), StatusCode::kFailedPrecondition,
+                      "job 1 still has 1 clients"));
   ASSERT_TRUE(Applies(state, ReleaseJobClient(2)));
   ASSERT_TRUE(Applies(state, GarbageCollectJob(1)));
-  EXPECT_TRUE(Rejects(state, GarbageCollectJob(1), StatusCode::kFailedPrecondition, "job 1 is already finished"));
+  EXPECT_TRUE(Rejects(state, GarbageCollectJob(1), StatusCode::kFailedPrecondition,
+                      "job 1 is already finished"));
 }
 
 TEST(DispatcherState, NamedKeyPassesToNewJobAfterGarbageCollection) {
@@ -204,7 +215,8 @@ TEST(DispatcherState, NamedKeyPassesToNewJobAfterGarbageCollection) {
   ASSERT_TRUE(Applies(state, GarbageCollectJob(1)));
   ASSERT_TRUE(Applies(state, CreateJob(2, 1, Named("eval", 2))));
   EXPECT_EQ(state.FindNamedJob(NamedJobKey{"eval", 2})->id, 2u);
-  EXPECT_TRUE(Rejects(state, CreateJob(3, 1, Named("eval", 2)), StatusCode::kAlreadyExists, "held by job 2"));
+  EXPECT_TRUE(Rejects(state, CreateJob(3, 1, Named("eval", 2)), StatusCode::kAlreadyExists,
+                      "held by job 2"));
 }
 
 }  // namespace

@@ -35,7 +35,8 @@ TEST(DispatcherStateRandom, GeneratedUpdatesAreValidKeepIndexesAndCoverEveryVari
   EXPECT_EQ(state.NumApplied(), static_cast<uint64_t>(kLongRun));
   for (journal::Update::Which which : AllTransitionVariants()) {
     auto it = generator.counts().find(which);
-    EXPECT_TRUE(it != generator.counts().end() && it->second > 0) << VariantName(which) << " never generated";
+    EXPECT_TRUE(it != generator.counts().end() && it->second > 0)
+        << VariantName(which) << " never generated";
   }
 }
 
@@ -99,7 +100,8 @@ TEST(DispatcherStateRandom, ChangingTheTimeOfOneUpdateChangesTheDigest) {
   // Shift, by one microsecond, the time of an early update that lands in a
   // record (not the last one: the state also keeps the latest time).
   size_t target = 10;
-  while (target + 1 < updates.size() && !RecordsTimeForever(OwnedUpdate::FromBytes(updates[target]).reader().which())) {
+  while (target + 1 < updates.size() &&
+         !RecordsTimeForever(OwnedUpdate::FromBytes(updates[target]).reader().which())) {
     ++target;
   }
   ASSERT_LT(target + 1, updates.size());
@@ -123,8 +125,10 @@ TEST(DispatcherStateRandom, EveryUpdateIsRejectedWhenAppliedTwice) {
     ASSERT_TRUE(state.Apply(update.reader()).ok());
     const uint64_t digest = state.Digest();
     const Status again = state.Apply(update.reader());
-    ASSERT_FALSE(again.ok()) << VariantName(update.reader().which()) << " applied twice (update " << i << ")";
-    ASSERT_EQ(state.Digest(), digest) << VariantName(update.reader().which()) << ": " << again.ToString();
+    ASSERT_FALSE(again.ok()) << VariantName(update.reader().which()) << " applied twice (update "
+                             << i << ")";
+    ASSERT_EQ(state.Digest(), digest)
+        << VariantName(update.reader().which()) << ": " << again.ToString();
   }
 }
 
@@ -148,8 +152,8 @@ TEST(DispatcherStateRandom, UpdatesValidForAnotherStateAreAppliedWholeOrNotAtAll
       ASSERT_NE(a.Digest(), before);
     } else {
       ++rejected;
-      ASSERT_EQ(a.Digest(), before) << "rejected " << VariantName(foreign.reader().which()) << " changed the state: "
-                                    << applied.ToString();
+      ASSERT_EQ(a.Digest(), before) << "rejected " << VariantName(foreign.reader().which())
+                                    << " changed the state: " << applied.ToString();
     }
     if (i % 100 == 0) {
       ASSERT_TRUE(a.CheckIndexes().ok()) << a.CheckIndexes().ToString();

@@ -2,13 +2,13 @@
 // the snapshot matters (changing it changes the digest or is refused); broken
 // snapshots are refused with DataLoss.
 
-#include <string>
-#include <vector>
-
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "state/dispatcher_state.h"
 #include "tests/state/state_matchers.h"
@@ -59,7 +59,8 @@ DispatcherState RichState() {
   apply(AcquireJobClient(3, 3));
   apply(ReleaseJobClient(3));
   apply(FinishTask(5));
-  for (uint64_t id = 1; id <= 6; ++id) apply(ScheduleClosure(id, 9, "fn-" + std::to_string(id), "args", 100 + id));
+  for (uint64_t id = 1; id <= 6; ++id)
+    apply(ScheduleClosure(id, 9, "fn-" + std::to_string(id), "args", 100 + id));
   apply(AssignClosure(1, 1, 1));
   apply(FinishClosure(1, 1, 1, "result"));
   apply(AssignClosure(2, 1, 1));
@@ -239,7 +240,8 @@ TEST(DispatcherStateSnapshot, ChangingAnySnapshotFieldChangesTheDigestOrIsRefuse
     capnp::MallocMessageBuilder copy;
     copy.setRoot(root);
     Mutate(capnp::toDynamic(copy.getRoot<journal::StateSnapshot>()), path);
-    Result<DispatcherState> restored = DispatcherState::FromSnapshot(copy.getRoot<journal::StateSnapshot>().asReader());
+    Result<DispatcherState> restored =
+        DispatcherState::FromSnapshot(copy.getRoot<journal::StateSnapshot>().asReader());
     const bool noticed = !restored.ok() || restored->Digest() != state.Digest();
     detected[GroupName(path)] = detected[GroupName(path)] || noticed;
   }
@@ -267,7 +269,8 @@ TEST(DispatcherStateSnapshot, FromSnapshotRefusesDuplicateIds) {
   Result<DispatcherState> restored = DispatcherState::FromSnapshot(snapshot.asReader());
   ASSERT_FALSE(restored.ok());
   EXPECT_EQ(restored.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(restored.status().message().find("job 1 twice"), std::string::npos) << restored.status().ToString();
+  EXPECT_NE(restored.status().message().find("job 1 twice"), std::string::npos)
+      << restored.status().ToString();
 }
 
 TEST(DispatcherStateSnapshot, FromSnapshotRefusesDanglingReferences) {
@@ -288,7 +291,8 @@ TEST(DispatcherStateSnapshot, FromSnapshotRefusesDanglingReferences) {
     snapshot.setNextWorkerId(100);
     Result<DispatcherState> restored = DispatcherState::FromSnapshot(snapshot.asReader());
     ASSERT_FALSE(restored.ok());
-    EXPECT_NE(restored.status().message().find("closure 5 is assigned to unknown worker 2"), std::string::npos)
+    EXPECT_NE(restored.status().message().find("closure 5 is assigned to unknown worker 2"),
+              std::string::npos)
         << restored.status().ToString();
   }
 }

@@ -68,26 +68,32 @@ TEST(DispatcherState, EndOfSplitsStartsTheNextRepetitionAtIndexZero) {
 
 TEST(DispatcherState, ProducingSplitRejectsUnknownJobNonDynamicJobAndMissingProvider) {
   DispatcherState state = DynamicJob(false);
-  EXPECT_TRUE(Rejects(state, ProduceSplit(9, 0, 0, 1, 1, {0}), StatusCode::kNotFound, "job 9 is unknown"));
+  EXPECT_TRUE(
+      Rejects(state, ProduceSplit(9, 0, 0, 1, 1, {0}), StatusCode::kNotFound, "job 9 is unknown"));
   EXPECT_TRUE(Rejects(state, ProduceSplit(2, 0, 0, 3, 1, {0}), StatusCode::kFailedPrecondition,
                       "job 2 is OFF, not DYNAMIC"));
-  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 2, 1, 1, {0}), StatusCode::kNotFound, "job 1 has no split provider 2"));
+  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 2, 1, 1, {0}), StatusCode::kNotFound,
+                      "job 1 has no split provider 2"));
 }
 
 TEST(DispatcherState, ProducingSplitRejectsForeignUnknownOrFinishedTask) {
   DispatcherState state = DynamicJob(false);
-  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 9, 1, {0}), StatusCode::kNotFound, "task 9 is unknown"));
+  EXPECT_TRUE(
+      Rejects(state, ProduceSplit(1, 0, 0, 9, 1, {0}), StatusCode::kNotFound, "task 9 is unknown"));
   EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 3, 1, {0}), StatusCode::kFailedPrecondition,
                       "task 3 belongs to job 2, not job 1"));
   ASSERT_TRUE(Applies(state, FinishTask(1)));
-  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 1, 1, {0}), StatusCode::kFailedPrecondition, "task 1 is finished"));
+  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 1, 1, {0}), StatusCode::kFailedPrecondition,
+                      "task 1 is finished"));
   ASSERT_TRUE(Applies(state, FinishTask(2)));
-  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 2, 1, {0}), StatusCode::kFailedPrecondition, "job 1 is finished"));
+  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 2, 1, {0}), StatusCode::kFailedPrecondition,
+                      "job 1 is finished"));
 }
 
 TEST(DispatcherState, ProducingSplitRejectsSequenceThatIsNotNewer) {
   DispatcherState state = DynamicJob(false);
-  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 1, 0, {0}), StatusCode::kFailedPrecondition, "sequence 0 is not newer"));
+  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 1, 0, {0}), StatusCode::kFailedPrecondition,
+                      "sequence 0 is not newer"));
   ASSERT_TRUE(Applies(state, ProduceSplit(1, 0, 0, 1, 5, {0})));
   EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 1, 5, {1}), StatusCode::kFailedPrecondition,
                       "task 1 already used sequence 5"));
@@ -125,8 +131,8 @@ TEST(DispatcherState, RemovingWorkerRequeuesItsOutstandingSplitsWhenTheJobAsks) 
   // Requeued splits go first, in order; the end needs them all handed out.
   EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 2, 2, {3}), StatusCode::kFailedPrecondition,
                       "split 3 is out of order, expected 0"));
-  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 2, 2, {0}, true), StatusCode::kFailedPrecondition,
-                      "1 requeued splits left"));
+  EXPECT_TRUE(Rejects(state, ProduceSplit(1, 0, 0, 2, 2, {0}, true),
+                      StatusCode::kFailedPrecondition, "1 requeued splits left"));
   ASSERT_TRUE(Applies(state, ProduceSplit(1, 0, 0, 2, 2, {0, 1, 3})));
   EXPECT_TRUE(state.FindSplitProvider(1, 0)->requeued.empty());
   EXPECT_EQ(state.FindSplitProvider(1, 0)->next_index, 4u);

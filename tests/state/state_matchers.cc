@@ -7,19 +7,19 @@ namespace dispatch::state::testing {
 ::testing::AssertionResult Applies(DispatcherState& state, const OwnedUpdate& update) {
   const Status status = state.Apply(update.reader());
   if (!status.ok()) {
-    return ::testing::AssertionFailure() << VariantName(update.reader().which()) << " was rejected: "
-                                         << status.ToString();
+    return ::testing::AssertionFailure()
+           << VariantName(update.reader().which()) << " was rejected: " << status.ToString();
   }
   const Status indexes = state.CheckIndexes();
   if (!indexes.ok()) {
-    return ::testing::AssertionFailure() << "after " << VariantName(update.reader().which()) << ": "
-                                         << indexes.ToString();
+    return ::testing::AssertionFailure()
+           << "after " << VariantName(update.reader().which()) << ": " << indexes.ToString();
   }
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult Rejects(DispatcherState& state, const OwnedUpdate& update, StatusCode code,
-                                   std::string_view needle) {
+::testing::AssertionResult Rejects(DispatcherState& state, const OwnedUpdate& update,
+                                   StatusCode code, std::string_view needle) {
   const uint64_t before = state.Digest();
   const Status checked = state.Check(update.reader());
   const Status applied = state.Apply(update.reader());
@@ -27,18 +27,22 @@ namespace dispatch::state::testing {
     return ::testing::AssertionFailure() << VariantName(update.reader().which()) << " was applied";
   }
   if (checked != applied) {
-    return ::testing::AssertionFailure() << "Check said " << checked.ToString() << " but Apply said "
-                                         << applied.ToString();
+    return ::testing::AssertionFailure()
+           << "Check said " << checked.ToString() << " but Apply said " << applied.ToString();
   }
   if (applied.code() != code) {
-    return ::testing::AssertionFailure() << "expected " << StatusCodeName(code) << ", got " << applied.ToString();
+    return ::testing::AssertionFailure()
+           << "expected " << StatusCodeName(code) << ", got " << applied.ToString();
   }
   if (applied.message().find(needle) == std::string::npos) {
-    return ::testing::AssertionFailure() << "message '" << applied.message() << "' lacks '" << needle << "'";
+    return ::testing::AssertionFailure()
+           << "message '" << applied.message() << "' lacks '" << needle << "'";
   }
-  if (state.Digest() != before) return ::testing::AssertionFailure() << "the rejected update changed the state";
+  if (state.Digest() != before)
+    return ::testing::AssertionFailure() << "the rejected update changed the state";
   const Status indexes = state.CheckIndexes();
-  if (!indexes.ok()) return ::testing::AssertionFailure() << "after rejection: " << indexes.ToString();
+  if (!indexes.ok())
+    return ::testing::AssertionFailure() << "after rejection: " << indexes.ToString();
   return ::testing::AssertionSuccess() << applied.ToString();
 }
 

@@ -3,9 +3,9 @@
 // rejected update changed nothing (digest, next ids and indexes).
 #pragma once
 
-#include <string_view>
-
 #include <gtest/gtest.h>
+
+#include <string_view>
 
 #include "common/status.h"
 #include "state/dispatcher_state.h"
@@ -18,7 +18,7 @@ namespace dispatch::state::testing {
 
 // Success when Check and Apply both reject `update` with `code`, the message
 // contains `needle`, and the state's digest and indexes are unchanged.
-::testing::AssertionResult Rejects(DispatcherState& state, const OwnedUpdate& update, StatusCode code,
-                                   std::string_view needle);
+::testing::AssertionResult Rejects(DispatcherState& state, const OwnedUpdate& update,
+                                   StatusCode code, std::string_view needle);
 
 }  // namespace dispatch::state::testing

@@ -49,9 +49,11 @@ TEST(DispatcherState, CreatingTaskAssignsItToWorkerAndJob) {
 TEST(DispatcherState, CreatingTaskRejectsBadIdsUnknownJobAndSecondTaskOnWorker) {
   DispatcherState state = TwoWorkersTwoJobs();
   EXPECT_TRUE(Rejects(state, CreateTask(0, 1, "a"), StatusCode::kInvalidArgument, "task id 0"));
-  EXPECT_TRUE(Rejects(state, CreateTask(1, 9, "a"), StatusCode::kNotFound, "task 1 names unknown job 9"));
+  EXPECT_TRUE(
+      Rejects(state, CreateTask(1, 9, "a"), StatusCode::kNotFound, "task 1 names unknown job 9"));
   ASSERT_TRUE(Applies(state, CreateTask(3, 1, "a")));
-  EXPECT_TRUE(Rejects(state, CreateTask(3, 1, "b"), StatusCode::kAlreadyExists, "task 3 already exists"));
+  EXPECT_TRUE(
+      Rejects(state, CreateTask(3, 1, "b"), StatusCode::kAlreadyExists, "task 3 already exists"));
   EXPECT_TRUE(Rejects(state, CreateTask(2, 1, "b"), StatusCode::kInvalidArgument, "task 2 reuses"));
   EXPECT_TRUE(Rejects(state, CreateTask(4, 1, "a"), StatusCode::kAlreadyExists,
                       "job 1 already has task 3 on worker address a"));
@@ -68,7 +70,8 @@ TEST(DispatcherState, CreatingTaskRejectsFinishedJob) {
   DispatcherState state = TwoWorkersTwoJobs();
   ASSERT_TRUE(Applies(state, CreateTask(1, 1, "a")));
   ASSERT_TRUE(Applies(state, FinishTask(1)));
-  EXPECT_TRUE(Rejects(state, CreateTask(2, 1, "b"), StatusCode::kFailedPrecondition, "task 2 is for finished job 1"));
+  EXPECT_TRUE(Rejects(state, CreateTask(2, 1, "b"), StatusCode::kFailedPrecondition,
+                      "task 2 is for finished job 1"));
 }
 
 TEST(DispatcherState, CreatingPendingTaskShowsItToTheWorkerButNotTheConsumers) {
@@ -90,9 +93,11 @@ TEST(DispatcherState, CreatingPendingTaskRejectsJobWithoutRoundRobinAndNegativeR
   DispatcherState state = TwoWorkersTwoJobs();
   EXPECT_TRUE(Rejects(state, CreatePendingTask(1, 1, "a", 0), StatusCode::kFailedPrecondition,
                       "pending task 1 is for job 1, which is not round robin"));
-  EXPECT_TRUE(Rejects(state, CreatePendingTask(1, 2, "a", -1), StatusCode::kInvalidArgument, "negative starting round"));
+  EXPECT_TRUE(Rejects(state, CreatePendingTask(1, 2, "a", -1), StatusCode::kInvalidArgument,
+                      "negative starting round"));
   ASSERT_TRUE(Applies(state, CreatePendingTask(1, 2, "a", 0)));
-  EXPECT_TRUE(Rejects(state, CreatePendingTask(2, 2, "a", 0), StatusCode::kAlreadyExists, "job 2 already has task 1"));
+  EXPECT_TRUE(Rejects(state, CreatePendingTask(2, 2, "a", 0), StatusCode::kAlreadyExists,
+                      "job 2 already has task 1"));
 }
 
 TEST(DispatcherState, PendingTaskAcceptedByEveryConsumerBecomesActiveAtTheTargetRound) {
@@ -124,14 +129,17 @@ TEST(DispatcherState, RejectedPendingTaskMovesToTheNewRoundAndForgetsAcceptances
 
 TEST(DispatcherState, ClientHeartbeatRejectsUnknownClientMissingOrWrongTaskAndRepeats) {
   DispatcherState state = TwoWorkersTwoJobs();
-  EXPECT_TRUE(Rejects(state, AcceptPendingTask(9, 1), StatusCode::kNotFound, "job client 9 is unknown"));
-  EXPECT_TRUE(Rejects(state, AcceptPendingTask(1, 1), StatusCode::kFailedPrecondition, "job 2 has no pending task"));
+  EXPECT_TRUE(
+      Rejects(state, AcceptPendingTask(9, 1), StatusCode::kNotFound, "job client 9 is unknown"));
+  EXPECT_TRUE(Rejects(state, AcceptPendingTask(1, 1), StatusCode::kFailedPrecondition,
+                      "job 2 has no pending task"));
   ASSERT_TRUE(Applies(state, CreatePendingTask(1, 2, "a", 5)));
   ASSERT_TRUE(Applies(state, CreatePendingTask(2, 2, "b", 5)));
   EXPECT_TRUE(Rejects(state, AcceptPendingTask(1, 2), StatusCode::kFailedPrecondition,
                       "task 2 is not the front pending task of job 2 (task 1 is)"));
   ASSERT_TRUE(Applies(state, AcceptPendingTask(1, 1)));
-  EXPECT_TRUE(Rejects(state, AcceptPendingTask(1, 1), StatusCode::kAlreadyExists, "job client 1 already accepted task 1"));
+  EXPECT_TRUE(Rejects(state, AcceptPendingTask(1, 1), StatusCode::kAlreadyExists,
+                      "job client 1 already accepted task 1"));
   EXPECT_TRUE(Rejects(state, RejectPendingTask(1, 1, 5), StatusCode::kInvalidArgument,
                       "new target round 5 of task 1 does not exceed its target round 5"));
 }
@@ -187,7 +195,8 @@ TEST(DispatcherState, FinishingTaskRejectsUnknownPendingAndFinishedTasks) {
   ASSERT_TRUE(Applies(state, CreateTask(2, 1, "a")));
   ASSERT_TRUE(Applies(state, CreateTask(3, 1, "b")));
   ASSERT_TRUE(Applies(state, FinishTask(2)));
-  EXPECT_TRUE(Rejects(state, FinishTask(2), StatusCode::kFailedPrecondition, "task 2 is already finished"));
+  EXPECT_TRUE(
+      Rejects(state, FinishTask(2), StatusCode::kFailedPrecondition, "task 2 is already finished"));
 }
 
 }  // namespace

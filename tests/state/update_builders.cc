@@ -8,7 +8,8 @@
 namespace dispatch::state::testing {
 
 OwnedUpdate::OwnedUpdate()
-    : message_(std::make_unique<capnp::MallocMessageBuilder>()), root_(message_->initRoot<journal::Update>()) {}
+    : message_(std::make_unique<capnp::MallocMessageBuilder>()),
+      root_(message_->initRoot<journal::Update>()) {}
 
 OwnedUpdate OwnedUpdate::At(int64_t time_micros) && {
   root_.setTimeMicros(time_micros);
@@ -52,7 +53,8 @@ OwnedUpdate SetElementSpec(uint64_t dataset_id, const std::string& element_spec)
   return u;
 }
 
-OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address, const std::string& transfer_address,
+OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address,
+                           const std::string& transfer_address,
                            const std::vector<std::string>& tags, uint64_t incarnation) {
   OwnedUpdate u;
   auto r = u.builder().initRegisterWorker();
@@ -91,8 +93,9 @@ OwnedUpdate CreateJob(uint64_t job_id, uint64_t dataset_id, const JobOptions& op
   return u;
 }
 
-OwnedUpdate ProduceSplit(uint64_t job_id, int64_t repetition, uint32_t provider, uint64_t task_id, uint64_t sequence,
-                         const std::vector<uint64_t>& split_indices, bool end_of_splits) {
+OwnedUpdate ProduceSplit(uint64_t job_id, int64_t repetition, uint32_t provider, uint64_t task_id,
+                         uint64_t sequence, const std::vector<uint64_t>& split_indices,
+                         bool end_of_splits) {
   OwnedUpdate u;
   auto r = u.builder().initProduceSplit();
   r.setJobId(job_id);
@@ -176,8 +179,9 @@ OwnedUpdate FinishTask(uint64_t task_id) {
   return u;
 }
 
-OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id, const std::string& function_name,
-                            const std::string& args, uint64_t request_id) {
+OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
+                            const std::string& function_name, const std::string& args,
+                            uint64_t request_id) {
   OwnedUpdate u;
   auto r = u.builder().initClosureScheduled();
   r.setClosureId(closure_id);
@@ -197,7 +201,8 @@ OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t atte
   return u;
 }
 
-OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& result) {
+OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                          const std::string& result) {
   OwnedUpdate u;
   auto r = u.builder().initClosureFinished();
   r.setClosureId(closure_id);
@@ -207,8 +212,8 @@ OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t atte
   return u;
 }
 
-OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& error,
-                        bool user_error) {
+OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                        const std::string& error, bool user_error) {
   OwnedUpdate u;
   auto r = u.builder().initClosureFailed();
   r.setClosureId(closure_id);

@@ -3,14 +3,14 @@
 // time 0 unless set with At(). Ids, addresses and names are the caller's.
 #pragma once
 
+#include <capnp/message.h>
+#include <kj/array.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <capnp/message.h>
-#include <kj/array.h>
 
 #include "schema/journal.capnp.h"
 #include "state/records.h"
@@ -46,15 +46,17 @@ struct JobOptions {
 };
 
 // Data service. `definition_key` defaults to "dataset-<id>".
-OwnedUpdate RegisterDataset(uint64_t dataset_id, uint64_t fingerprint, std::string definition_key = "",
-                            std::string metadata = "");
+OwnedUpdate RegisterDataset(uint64_t dataset_id, uint64_t fingerprint,
+                            std::string definition_key = "", std::string metadata = "");
 OwnedUpdate SetElementSpec(uint64_t dataset_id, const std::string& element_spec);
-OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address, const std::string& transfer_address = "",
+OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address,
+                           const std::string& transfer_address = "",
                            const std::vector<std::string>& tags = {}, uint64_t incarnation = 1);
 OwnedUpdate RemoveWorker(uint64_t worker_id);
 OwnedUpdate CreateJob(uint64_t job_id, uint64_t dataset_id, const JobOptions& options = {});
-OwnedUpdate ProduceSplit(uint64_t job_id, int64_t repetition, uint32_t provider, uint64_t task_id, uint64_t sequence,
-                         const std::vector<uint64_t>& split_indices, bool end_of_splits = false);
+OwnedUpdate ProduceSplit(uint64_t job_id, int64_t repetition, uint32_t provider, uint64_t task_id,
+                         uint64_t sequence, const std::vector<uint64_t>& split_indices,
+                         bool end_of_splits = false);
 OwnedUpdate AcquireJobClient(uint64_t job_client_id, uint64_t job_id);
 OwnedUpdate ReleaseJobClient(uint64_t job_client_id);
 OwnedUpdate GarbageCollectJob(uint64_t job_id);
@@ -67,12 +69,14 @@ OwnedUpdate RemoveTask(uint64_t task_id);
 OwnedUpdate FinishTask(uint64_t task_id);
 
 // Closures.
-OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id, const std::string& function_name = "noop",
-                            const std::string& args = "", uint64_t request_id = 0);
+OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
+                            const std::string& function_name = "noop", const std::string& args = "",
+                            uint64_t request_id = 0);
 OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
-OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& result);
-OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& error,
-                        bool user_error = true);
+OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                          const std::string& result);
+OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                        const std::string& error, bool user_error = true);
 OwnedUpdate CancelClosure(uint64_t closure_id);
 OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
 OwnedUpdate ReleaseClosure(uint64_t closure_id);

@@ -23,14 +23,17 @@ constexpr size_t kMaxClosuresPerState = 256;
 // whether the state allows one right now.
 const std::vector<std::pair<Which, uint64_t>>& Weights() {
   static const auto* weights = new std::vector<std::pair<Which, uint64_t>>{
-      {Which::REGISTER_DATASET, 3},   {Which::SET_ELEMENT_SPEC, 2},     {Which::REGISTER_WORKER, 4},
-      {Which::REMOVE_WORKER, 2},      {Which::CREATE_JOB, 5},           {Which::PRODUCE_SPLIT, 14},
-      {Which::ACQUIRE_JOB_CLIENT, 5}, {Which::RELEASE_JOB_CLIENT, 4},   {Which::GARBAGE_COLLECT_JOB, 2},
-      {Which::CREATE_TASK, 8},        {Which::CREATE_PENDING_TASK, 4},  {Which::CLIENT_HEARTBEAT, 6},
-      {Which::REMOVE_TASK, 2},        {Which::FINISH_TASK, 5},          {Which::CLOSURE_SCHEDULED, 10},
-      {Which::CLOSURE_ASSIGNED, 8},   {Which::CLOSURE_FINISHED, 5},     {Which::CLOSURE_FAILED, 2},
-      {Which::CLOSURE_CANCELLED, 1},  {Which::CLOSURE_PUT_BACK, 2},     {Which::CLOSURE_RELEASED, 6},
-      {Which::COORDINATOR_ERROR_CLEARED, 2},
+      {Which::REGISTER_DATASET, 3},    {Which::SET_ELEMENT_SPEC, 2},
+      {Which::REGISTER_WORKER, 4},     {Which::REMOVE_WORKER, 2},
+      {Which::CREATE_JOB, 5},          {Which::PRODUCE_SPLIT, 14},
+      {Which::ACQUIRE_JOB_CLIENT, 5},  {Which::RELEASE_JOB_CLIENT, 4},
+      {Which::GARBAGE_COLLECT_JOB, 2}, {Which::CREATE_TASK, 8},
+      {Which::CREATE_PENDING_TASK, 4}, {Which::CLIENT_HEARTBEAT, 6},
+      {Which::REMOVE_TASK, 2},         {Which::FINISH_TASK, 5},
+      {Which::CLOSURE_SCHEDULED, 10},  {Which::CLOSURE_ASSIGNED, 8},
+      {Which::CLOSURE_FINISHED, 5},    {Which::CLOSURE_FAILED, 2},
+      {Which::CLOSURE_CANCELLED, 1},   {Which::CLOSURE_PUT_BACK, 2},
+      {Which::CLOSURE_RELEASED, 6},    {Which::COORDINATOR_ERROR_CLEARED, 2},
   };
   return *weights;
 }
@@ -168,7 +171,8 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       const uint32_t provider = static_cast<uint32_t>(Uniform(job->providers.size()));
       const SplitProviderProgress& progress = job->providers[provider];
       const SplitGrant* grant = state.FindSplitGrant(task->id, provider);
-      const uint64_t sequence = (grant == nullptr ? 0 : grant->sequence) + 1 + (OneIn(5) ? Uniform(3) : 0);
+      const uint64_t sequence =
+          (grant == nullptr ? 0 : grant->sequence) + 1 + (OneIn(5) ? Uniform(3) : 0);
       const bool end = OneIn(8);
       uint64_t count = Uniform(4);
       if (end && count < progress.requeued.size()) count = progress.requeued.size();
@@ -201,7 +205,8 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
     case Which::GARBAGE_COLLECT_JOB: {
       std::vector<uint64_t> ids;
       for (const Job* job : state.ListUnfinishedJobs()) {
-        if (!job->finished && job->num_clients == 0 && job->last_client_released_micros >= 0) ids.push_back(job->id);
+        if (!job->finished && job->num_clients == 0 && job->last_client_released_micros >= 0)
+          ids.push_back(job->id);
       }
       if (ids.empty()) return false;
       out = GarbageCollectJob(Pick(ids));
@@ -221,7 +226,8 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       }
       if (pairs.empty()) return false;
       const auto& [job_id, address] = Pick(pairs);
-      out = pending ? CreatePendingTask(state.NextTaskId(), job_id, address, static_cast<int64_t>(Uniform(10)))
+      out = pending ? CreatePendingTask(state.NextTaskId(), job_id, address,
+                                        static_cast<int64_t>(Uniform(10)))
                     : CreateTask(state.NextTaskId(), job_id, address);
       return true;
     }
@@ -264,7 +270,8 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
   switch (kind) {
     case Which::CLOSURE_SCHEDULED: {
       if (state.NumClosuresInState(ClosureState::QUEUED) >= kMaxClosuresPerState ||
-          state.NumClosuresInState(ClosureState::FINISHED) + state.NumClosuresInState(ClosureState::FAILED) +
+          state.NumClosuresInState(ClosureState::FINISHED) +
+                  state.NumClosuresInState(ClosureState::FAILED) +
                   state.NumClosuresInState(ClosureState::CANCELLED) >=
               kMaxClosuresPerState) {
         return false;
@@ -275,11 +282,12 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       const uint64_t coordinator = 1 + Uniform(kNumCoordinators);
       uint64_t request_id = 0;
       if (OneIn(2)) {
-        while (state.FindClosureByRequest(coordinator, next_request_id_) != nullptr) ++next_request_id_;
+        while (state.FindClosureByRequest(coordinator, next_request_id_) != nullptr)
+          ++next_request_id_;
         request_id = next_request_id_++;
       }
-      out = ScheduleClosure(state.NextClosureId() + (OneIn(5) ? Uniform(3) : 0), coordinator, Pick(kFunctions), args,
-                            request_id);
+      out = ScheduleClosure(state.NextClosureId() + (OneIn(5) ? Uniform(3) : 0), coordinator,
+                            Pick(kFunctions), args, request_id);
       return true;
     }
     case Which::CLOSURE_ASSIGNED: {
@@ -312,15 +320,18 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       if (kind == Which::CLOSURE_CANCELLED) {
         out = CancelClosure(c->id);
       } else if (by_dispatcher) {
-        out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id), false);
+        out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id),
+                          false);
       } else {
-        out = FailClosure(c->id, c->worker_id, c->attempts, "error-" + std::to_string(rng_()), OneIn(2));
+        out = FailClosure(c->id, c->worker_id, c->attempts, "error-" + std::to_string(rng_()),
+                          OneIn(2));
       }
       return true;
     }
     case Which::CLOSURE_RELEASED: {
       std::vector<const Closure*> done;
-      for (ClosureState s : {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
+      for (ClosureState s :
+           {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
         for (const Closure* c : state.ClosuresInState(s)) done.push_back(c);
       }
       if (done.empty()) return false;

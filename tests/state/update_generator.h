@@ -42,7 +42,7 @@ class UpdateGenerator {
 
   std::mt19937_64 rng_;
   int64_t now_micros_ = 1'000'000;
-  bool fallback_ = false;  // building the always-possible update: ignore caps
+  bool fallback_ = false;         // building the always-possible update: ignore caps
   uint64_t next_request_id_ = 1;  // grows; skips ids the state still holds
   std::map<journal::Update::Which, uint64_t> counts_;
 };

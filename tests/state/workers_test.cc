@@ -28,10 +28,13 @@ TEST(DispatcherState, RegisteringWorkerMakesItFindableByIdAndAddress) {
 TEST(DispatcherState, RegisteringWorkerRejectsBadIdsAndAddresses) {
   DispatcherState state;
   EXPECT_TRUE(Rejects(state, RegisterWorker(0, "a"), StatusCode::kInvalidArgument, "worker id 0"));
-  EXPECT_TRUE(Rejects(state, RegisterWorker(1, ""), StatusCode::kInvalidArgument, "worker 1 has an empty address"));
+  EXPECT_TRUE(Rejects(state, RegisterWorker(1, ""), StatusCode::kInvalidArgument,
+                      "worker 1 has an empty address"));
   ASSERT_TRUE(Applies(state, RegisterWorker(4, "a")));
-  EXPECT_TRUE(Rejects(state, RegisterWorker(4, "b"), StatusCode::kAlreadyExists, "worker 4 already exists"));
-  EXPECT_TRUE(Rejects(state, RegisterWorker(3, "b"), StatusCode::kInvalidArgument, "worker 3 reuses"));
+  EXPECT_TRUE(Rejects(state, RegisterWorker(4, "b"), StatusCode::kAlreadyExists,
+                      "worker 4 already exists"));
+  EXPECT_TRUE(
+      Rejects(state, RegisterWorker(3, "b"), StatusCode::kInvalidArgument, "worker 3 reuses"));
   EXPECT_TRUE(Rejects(state, RegisterWorker(5, "a"), StatusCode::kAlreadyExists,
                       "address a is already registered by worker 4"));
 }
@@ -80,7 +83,8 @@ TEST(DispatcherState, RemovingWorkerRejectsWorkerThatRunsClosure) {
   ASSERT_TRUE(Applies(state, RegisterWorker(1, "a")));
   ASSERT_TRUE(Applies(state, ScheduleClosure(7, 1)));
   ASSERT_TRUE(Applies(state, AssignClosure(7, 1, 1)));
-  EXPECT_TRUE(Rejects(state, RemoveWorker(1), StatusCode::kFailedPrecondition, "worker 1 still runs closure 7"));
+  EXPECT_TRUE(Rejects(state, RemoveWorker(1), StatusCode::kFailedPrecondition,
+                      "worker 1 still runs closure 7"));
   ASSERT_TRUE(Applies(state, PutBackClosure(7, 1, 1)));
   EXPECT_TRUE(Applies(state, RemoveWorker(1)));
 }
