@@ -181,9 +181,11 @@ kj::Promise<void> DispatcherService::clientHeartbeat(ClientHeartbeatContext cont
     const uint64_t task_id = pending.front()->task_id;
     const int64_t target = pending.front()->target_round;
     const int64_t failures = pending.front()->failures;
-    const bool accept = blocked_round >= 0 && blocked_round <= target &&
-                        !pending.front()->ready_clients.contains(client_id);
-    const bool reject = !accept && current_round >= 0 && current_round >= target;
+    // A consumer blocked at or before the target round can still start the
+    // task there; one that is past it (or at it without blocking) cannot.
+    const bool blocked_in_time = blocked_round >= 0 && blocked_round <= target;
+    const bool accept = blocked_in_time && !pending.front()->ready_clients.contains(client_id);
+    const bool reject = !blocked_in_time && current_round >= 0 && current_round >= target;
     if (accept || reject) {
       // Every rejection pushes the target exponentially further out.
       const int64_t offset = int64_t{2} << std::min<int64_t>(failures, 40);

@@ -134,6 +134,7 @@ Result<JobIds> DsClient::GetOrCreateJob(const JobSpec& spec) {
   job.setJobNameIndex(spec.name_index);
   job.setNumConsumers(spec.num_consumers);
   job.setTargetWorkers(spec.target);
+  job.setRequeueUnfinishedSplits(spec.requeue_unfinished_splits);
   return Try(loop_, request.send().then([](auto response) {
     return JobIds{response.getJobId(), response.getJobClientId(), response.getIncarnation()};
   }));

@@ -122,6 +122,7 @@ struct JobSpec {
   int64_t name_index = 0;
   uint32_t num_consumers = 0;
   journal::TargetWorkers target = journal::TargetWorkers::AUTO;
+  bool requeue_unfinished_splits = false;
 };
 
 // A consumer / operator connection with one call per operation.

@@ -63,6 +63,8 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
   std::vector<bool> finished(kWorkers, false);
   size_t open = kWorkers;
   int restarts = 0;
+  int answered_before_crash = 0;
+  int retried_fresh = 0;
   auto record = [&](const SplitView& view, size_t worker) {
     for (uint64_t index : view.indices) {
       ASSERT_LT(index, kSplits);
@@ -110,6 +112,7 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
     for (size_t i = 0; i < batch.size(); ++i) {
       auto retry = client->GetSplit(tasks[batch[i].worker], 0, batch[i].sequence, batch[i].batch);
       ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+      ++(answers[i].has_value() ? answered_before_crash : retried_fresh);
       if (answers[i].has_value()) {
         EXPECT_EQ(retry->indices, answers[i]->indices) << "a retry must get the answer already given";
         EXPECT_EQ(retry->end_of_splits, answers[i]->end_of_splits);
@@ -118,6 +121,8 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
     }
   }
   EXPECT_EQ(restarts, 3);
+  std::printf("in-flight requests at the crashes: %d answered before, %d only by their retry\n",
+              answered_before_crash, retried_fresh);
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(kSplits))
       << "missing " << std::count(seen.begin(), seen.end(), 0) << ", twice or more "
       << std::count_if(seen.begin(), seen.end(), [](int n) { return n > 1; });

@@ -116,6 +116,34 @@ TEST(Splits, BadRequestsGetClearErrors) {
   EXPECT_NE(not_dynamic.status().message().find("not DYNAMIC"), std::string::npos);
 }
 
+TEST(Splits, WithRequeueADeadWorkersOutstandingSplitsGoToOthersOtherwiseTheyAreLost) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker dies(loop, dispatcher.address(), "dies");
+  SimWorker lives(loop, dispatcher.address(), "lives");
+  ASSERT_TRUE(dies.Heartbeat().ok());
+  ASSERT_TRUE(lives.Heartbeat().ok());
+  uint64_t dataset = *client.RegisterDataset({.definition = "d", .indexed_splits = 10});
+  auto requeue = *client.GetOrCreateJob(
+      {.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC, .requeue_unfinished_splits = true});
+  auto lossy = *client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC});
+  ASSERT_TRUE(dies.Heartbeat().ok());
+  ASSERT_TRUE(lives.Heartbeat().ok());
+  EXPECT_EQ(client.GetSplit(dies.TaskOf(requeue.job_id)->task_id, 0, 1, 3)->indices,
+            (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(client.GetSplit(dies.TaskOf(lossy.job_id)->task_id, 0, 1, 3)->indices,
+            (std::vector<uint64_t>{0, 1, 2}));
+  dies.Disconnect();
+  ASSERT_TRUE(loop.WaitUntil([&] { return client.GetWorkers()->size() == 1; }));
+  // At least once: the dead worker's splits come first.
+  EXPECT_EQ(client.GetSplit(lives.TaskOf(requeue.job_id)->task_id, 0, 1, 5)->indices,
+            (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+  // At most once (the reference's default): they are gone.
+  EXPECT_EQ(client.GetSplit(lives.TaskOf(lossy.job_id)->task_id, 0, 1, 5)->indices,
+            (std::vector<uint64_t>{3, 4, 5, 6, 7}));
+}
+
 // Reads one repetition to its end with the workers interleaved (each keeps
 // one request in flight), returning how often each split was handed out.
 std::vector<int> ReadRepetition(ClientLoop& loop, DsClient& client, const std::vector<uint64_t>& tasks,
