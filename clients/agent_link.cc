@@ -36,8 +36,15 @@ bool AgentLink::IsRetryable(const kj::Exception& exception) {
 
 kj::Promise<void> AgentLink::Run() {
   return RunSession()
-      .then([this]() { EndSession("the session ended"); },
-            [this](kj::Exception&& e) { EndSession(e.getDescription()); })
+      .then([this]() { EndSession("the session ended", true); },
+            [this](kj::Exception&& e) {
+              StatusCode code = StatusFromException(e).code();
+              // A refused token or a bad address will not fix itself: say so loudly.
+              bool expected = code != StatusCode::kUnauthenticated &&
+                              code != StatusCode::kInvalidArgument &&
+                              code != StatusCode::kFailedPrecondition;
+              EndSession(e.getDescription(), expected);
+            })
       .then([this]() {
         uint64_t delay_ms = backoff_.NextDelayMs();
         Log(LogLevel::kDebug, "worker ", options_.worker_address.c_str(), ": reconnecting in ",
@@ -66,7 +73,7 @@ kj::Promise<void> AgentLink::RunSession() {
       });
 }
 
-void AgentLink::EndSession(kj::StringPtr why) {
+void AgentLink::EndSession(kj::StringPtr why, bool expected) {
   bool was_connected = connection_.get() != nullptr;
   bool was_registered = registered_;
   registered_ = false;
@@ -81,9 +88,16 @@ void AgentLink::EndSession(kj::StringPtr why) {
     ++s.connect_failures;
     s.last_error = reason;
   });
-  LogLevel level = was_registered ? LogLevel::kWarning : LogLevel::kDebug;
+  // Quiet while a known outage goes on: loud when a registered session ends,
+  // for unexpected errors, and at 1, 10, 100... failed attempts in a row.
+  ++failures_in_a_row_;
+  if (was_registered) failures_in_a_row_ = 1;
+  bool milestone = failures_in_a_row_ == 1 || failures_in_a_row_ == 10 ||
+                   failures_in_a_row_ % 100 == 0;
+  LogLevel level = (was_registered || !expected || milestone) ? LogLevel::kWarning : LogLevel::kDebug;
   Log(level, "worker ", options_.worker_address.c_str(), ": ",
-      was_connected ? "lost the dispatcher: " : "cannot reach the dispatcher: ", why);
+      was_connected ? "lost the dispatcher: " : "cannot reach the dispatcher: ", why, " (",
+      failures_in_a_row_, " failed attempt", failures_in_a_row_ == 1 ? "" : "s", " in a row)");
 }
 
 kj::Promise<void> AgentLink::HeartbeatLoop() {
@@ -133,7 +147,9 @@ kj::Promise<void> AgentLink::SendHeartbeat() {
   std::vector<uint64_t> current = delegate_.CurrentTaskIds();
   auto list = heartbeat.initCurrentTasks(current.size());
   for (size_t i = 0; i < current.size(); ++i) list.set(i, current[i]);
-  heartbeat.setMaxClosures(0);
+  heartbeat.setMaxClosures(options_.max_closures);
+  auto functions = heartbeat.initFunctions(options_.functions.size());
+  for (size_t i = 0; i < options_.functions.size(); ++i) functions.set(i, options_.functions[i]);
   return timer_.timeoutAfter(HeartbeatTimeoutMs() * kj::MILLISECONDS, request.send())
       .then([this](capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults> response) {
         OnHeartbeatReply(response.getResponse());
@@ -170,6 +186,7 @@ void AgentLink::OnHeartbeatReply(rpc::WorkerHeartbeatResponse::Reader response) 
   delegate_.OnTasksAssigned(response.getNewTasks());
   if (first || restarted) {
     backoff_.Reset();
+    failures_in_a_row_ = 0;
     auto waiters = kj::mv(registered_waiters_);
     registered_waiters_ = kj::Vector<kj::Own<kj::PromiseFulfiller<void>>>();
     for (auto& waiter : waiters) waiter->fulfill();

@@ -65,7 +65,8 @@ class AgentLink {
   kj::Promise<void> SendHeartbeat();
   kj::Promise<void> WaitForNextHeartbeat();
   void OnHeartbeatReply(rpc::WorkerHeartbeatResponse::Reader response);
-  void EndSession(kj::StringPtr why);
+  // `expected`: a failure a reconnect may cure (dropped or refused connection).
+  void EndSession(kj::StringPtr why, bool expected);
   uint64_t HeartbeatTimeoutMs() const;
 
   kj::Timer& timer_;
@@ -82,6 +83,7 @@ class AgentLink {
   uint64_t worker_id_ = 0;
   uint64_t incarnation_ = 0;
   uint64_t interval_ms_;
+  uint64_t failures_in_a_row_ = 0;
   bool heartbeat_requested_ = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> wake_heartbeat_;
   kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> registered_waiters_;

@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include <kj/vector.h>
+
 #include <kj/debug.h>
 
 #include "clients/agent_link.h"
@@ -27,11 +29,13 @@ Status ValidateWorkerAgentOptions(const WorkerAgentOptions& o) {
 }
 
 // Everything that lives on the agent thread, in construction order.
-class WorkerAgent::Runner {
+class WorkerAgent::Runner final : public AgentEnvironment {
  public:
   Runner(uvkj::UvAsyncIo& io, const WorkerAgentOptions& options, TaskHandlerFactory& factory,
          StatusBoard& board, uint64_t worker_incarnation, kj::Own<kj::PromiseFulfiller<void>> stop)
-      : table_(io.timer(), factory, board, options.split_batch),
+      : io_(io),
+        options_(options),
+        table_(io.timer(), factory, board, options.split_batch),
         link_(io.timer(), io.network(), options, worker_incarnation, table_,
               MakeControl(table_, board, &server_), board),
         stop_(kj::mv(stop)) {
@@ -39,12 +43,25 @@ class WorkerAgent::Runner {
   }
 
   ~Runner() noexcept(false) {
+    services_.clear();  // before the tasks they may look at
     table_.StopAll();
     server_->Detach();  // the dispatcher may hold the capability a while longer
   }
 
   AgentLink& link() { return link_; }
   void RequestStop() { stop_->fulfill(); }
+  void StartService(AgentService& service) {
+    services_.add(kj::evalLater([this, &service]() { return service.Run(*this); })
+                      .eagerlyEvaluate([](kj::Exception&& e) {
+                        Log(LogLevel::kWarning, "worker agent: a service failed: ", e.getDescription());
+                      }));
+  }
+
+  // AgentEnvironment
+  kj::Network& network() override { return io_.network(); }
+  kj::Timer& timer() override { return io_.timer(); }
+  const WorkerAgentOptions& options() override { return options_; }
+  kj::Maybe<TaskHandler&> FindTask(uint64_t task_id) override { return table_.FindHandler(task_id); }
 
  private:
   static rpc::WorkerControl::Client MakeControl(TaskTable& table, StatusBoard& board,
@@ -54,10 +71,13 @@ class WorkerAgent::Runner {
     return kj::mv(server);
   }
 
+  uvkj::UvAsyncIo& io_;
+  const WorkerAgentOptions& options_;
   TaskTable table_;
   WorkerControlServer* server_ = nullptr;  // owned by the capability's refcount
   AgentLink link_;
   kj::Own<kj::PromiseFulfiller<void>> stop_;
+  kj::Vector<kj::Promise<void>> services_;  // declared last: cancelled first
 };
 
 WorkerAgent::WorkerAgent(WorkerAgentOptions options, std::unique_ptr<TaskHandlerFactory> factory)
@@ -82,6 +102,9 @@ void WorkerAgent::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable()) return;
+    KJ_REQUIRE(std::this_thread::get_id() != thread_.get_id(),
+               "WorkerAgent::Stop() called on the agent thread (from a handler or Post()); it "
+               "would wait for itself");
     stop_requested_ = true;
     if (wake_ != nullptr) uv_async_send(wake_);
   }
@@ -153,6 +176,7 @@ void WorkerAgent::ThreadMain() {
       }
       // A Stop() that came before wake_ existed is seen here.
       DrainCommands();
+      for (auto& service : services_) runner.StartService(*service);
       kj::Promise<void> run = runner.link().Run().eagerlyEvaluate([](kj::Exception&& e) {
         Log(LogLevel::kError, "worker agent: the link ended: ", e.getDescription());
       });

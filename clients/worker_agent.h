@@ -17,6 +17,7 @@
 
 #include <uv.h>
 
+#include "clients/agent_service.h"
 #include "clients/agent_status.h"
 #include "clients/task_handler.h"
 #include "clients/worker_agent_options.h"
@@ -39,6 +40,7 @@ class WorkerAgent {
   Status Start();
   // Cancels every task, closes the connection and joins the agent thread.
   // Waits only for that local teardown. Idempotent.
+  // REQUIRES: not on the agent thread.
   void Stop();
 
   // A copy of the latest status.
@@ -54,6 +56,9 @@ class WorkerAgent {
   void SetStatusListener(std::function<void(const WorkerAgentStatus&)> listener) {
     board_.SetListener(std::move(listener));
   }
+
+  // Adds a service to run on the agent loop. REQUIRES: before Start().
+  void AddService(std::unique_ptr<AgentService> service) { services_.push_back(std::move(service)); }
 
   // Asks for a heartbeat now instead of at the next interval.
   void HeartbeatNow();
@@ -72,6 +77,7 @@ class WorkerAgent {
 
   const WorkerAgentOptions options_;
   std::unique_ptr<TaskHandlerFactory> factory_;
+  std::vector<std::unique_ptr<AgentService>> services_;
   StatusBoard board_;
   std::thread thread_;
 

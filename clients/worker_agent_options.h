@@ -26,6 +26,10 @@ struct WorkerAgentOptions {
   uint32_t backoff_max_ms = 5000;
   uint32_t split_batch = 16;              // splits asked for per getSplit call
   uint64_t seed = 0;                      // jitter and worker incarnation; 0: random
+  // Closures (issue 5): slots and function names announced in every
+  // heartbeat. 0 / empty until a closure runner exists.
+  uint32_t max_closures = 0;
+  std::vector<std::string> functions;
 };
 
 // InvalidArgument naming the first bad field; ok otherwise.

@@ -186,3 +186,76 @@ TEST(WorkerAgent, RejectsBadOptionsAndASecondStart) {
 
 }  // namespace
 }  // namespace dispatch::testing
+
+namespace dispatch::testing {
+namespace {
+
+// An AgentService runs on the agent thread, sees the tasks the agent runs,
+// and is cancelled when the agent stops.
+class ProbeService final : public clients::AgentService {
+ public:
+  struct Seen {
+    std::mutex mu;
+    std::condition_variable changed;
+    bool ran = false;
+    bool found_task = false;
+    bool cancelled = false;
+  };
+  explicit ProbeService(std::shared_ptr<Seen> seen) : seen_(std::move(seen)) {}
+
+  kj::Promise<void> Run(clients::AgentEnvironment& env) override {
+    Update([](Seen& s) { s.ran = true; });
+    return Poll(env).attach(kj::defer([seen = seen_]() {
+      {
+        std::lock_guard<std::mutex> lock(seen->mu);
+        seen->cancelled = true;
+      }
+      seen->changed.notify_all();
+    }));
+  }
+
+ private:
+  // Looks for a task every few loop milliseconds (the agent's loop, not a sleep).
+  kj::Promise<void> Poll(clients::AgentEnvironment& env) {
+    return env.timer().afterDelay(5 * kj::MILLISECONDS).then([this, &env]() -> kj::Promise<void> {
+      for (uint64_t id = 1; id < 64; ++id) {
+        if (env.FindTask(id) != nullptr) {
+          Update([](Seen& s) { s.found_task = true; });
+          return kj::NEVER_DONE;
+        }
+      }
+      return Poll(env);
+    });
+  }
+  void Update(const std::function<void(Seen&)>& change) {
+    {
+      std::lock_guard<std::mutex> lock(seen_->mu);
+      change(*seen_);
+    }
+    seen_->changed.notify_all();
+  }
+  std::shared_ptr<Seen> seen_;
+};
+
+TEST(WorkerAgent, RunsAddedServicesOnItsLoopUntilStopped) {
+  DispatcherProcess dispatcher;
+  TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7008", TestSeed());
+  auto seen = std::make_shared<ProbeService::Seen>();
+  a.agent->AddService(std::make_unique<ProbeService>(seen));
+  ASSERT_TRUE(a.agent->Start().ok());
+  ASSERT_TRUE(a.agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
+  ClientLoop loop;
+  auto conn = loop.Connect(dispatcher.address());
+  uint64_t dataset = loop.Wait(clients::RegisterDataset(conn->dispatcher(), DatasetOf("svc"))).dataset_id;
+  auto job = loop.Wait(clients::JobClient::Create(conn->dispatcher(), loop.io().timer(), JobOf(dataset)));
+  {
+    std::unique_lock<std::mutex> lock(seen->mu);
+    EXPECT_TRUE(seen->changed.wait_for(lock, kTestDeadline, [&] { return seen->ran && seen->found_task; }));
+  }
+  a.agent->Stop();
+  std::lock_guard<std::mutex> lock(seen->mu);
+  EXPECT_TRUE(seen->cancelled);
+}
+
+}  // namespace
+}  // namespace dispatch::testing
