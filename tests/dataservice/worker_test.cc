@@ -215,6 +215,37 @@ TEST(Workers, AfterARestartWorkersSeeTheNewIncarnationAndKeepTheirTasks) {
   EXPECT_EQ(worker.TaskOf(job_id)->task_id, tasks.begin()->first);
 }
 
+TEST(Workers, WithoutFaultTolerantModeARestartedDispatcherTellsWorkersToDropEverything) {
+  TempDir dir;
+  const std::vector<std::string> flags = {"--fault-tolerant-mode=false"};
+  {
+    DispatcherProcess dispatcher({.work_dir = dir.File("work"), .extra_flags = flags});
+    ClientLoop loop;
+    DsClient client(loop, dispatcher.address());
+    SimWorker worker(loop, dispatcher.address(), "w", 5);
+    ASSERT_TRUE(worker.Heartbeat().ok());
+    ASSERT_TRUE(client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})}).ok());
+    ASSERT_TRUE(worker.Heartbeat().ok());
+    ASSERT_EQ(worker.tasks().size(), 1u);
+    dispatcher.process().Signal(SIGKILL);
+    dispatcher.process().Wait(std::chrono::seconds(10));
+  }
+  DispatcherProcess dispatcher({.work_dir = dir.File("work"), .extra_flags = flags});
+  ClientLoop loop;
+  SimWorker worker(loop, dispatcher.address(), "w", 5);
+  // The same process comes back with the task it was running.
+  auto stale = loop.Wait([&] {
+    auto request = worker.dispatcher().workerHeartbeatRequest();
+    request.initRequest().setAddress("w");
+    request.getRequest().setWorkerIncarnation(5);
+    request.getRequest().initCurrentTasks(1).set(0, 1);
+    return request.send();
+  }());
+  EXPECT_EQ(stale.getResponse().getTasksToDelete().size(), 1u);
+  EXPECT_EQ(stale.getResponse().getNewTasks().size(), 0u);
+  EXPECT_NE(stale.getResponse().getWorkerId(), 0u);
+}
+
 TEST(Workers, BadHeartbeatsGetClearErrors) {
   DispatcherProcess dispatcher({.extra_flags = {"--max-name-bytes=64"}});
   ClientLoop loop;
