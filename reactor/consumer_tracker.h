@@ -1,9 +1,8 @@
-// ConsumerTracker: what the dispatcher remembers about consumers (job clients)
-// without journaling it, as the reference does: when each last heartbeated
-// (for the client timeout and listings), the highest round each reported (for
-// the round-robin target rounds), and the consumers that asked to remove a
-// round-robin task (removal needs all of them at one round). After a restart
-// it starts empty: every known client gets a full client timeout again.
+// ConsumerTracker: what the dispatcher knows of consumers (job clients) without
+// journaling it, as the reference does: last heartbeat (client timeout,
+// listings), the highest round each reported (round-robin targets), released
+// clients (precise late errors) and pending task removals (all consumers must
+// ask at one round). Empty after a restart: known clients get a full timeout.
 // REQUIRES: loop thread only.
 #pragma once
 

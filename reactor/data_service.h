@@ -1,10 +1,8 @@
-// DataService: the data-service half of the dispatcher (datasets, jobs, tasks,
-// splits, workers, consumers) behind the DispatcherService RPC methods, which
-// are defined in dataset_service.cc, job_service.cc, split_service.cc,
-// worker_service.cc and listing_service.cc. It holds what the handlers share:
-// the options, the live worker registry, the consumer tracker, the dataset
-// catalog and the timers (gc_timers.cc). Every change goes through
-// DurableState::Submit; nothing here is state of record.
+// DataService: the data-service half of the dispatcher, behind the
+// DispatcherService methods in dataset_, job_, split_, worker_ and
+// listing_service.cc. It holds what they share (options, worker registry,
+// consumer tracker, dataset catalog, timers in gc_timers.cc) and no state of
+// record: every change goes through DurableState::Submit.
 // REQUIRES: loop thread only; created after DurableState recovered.
 #pragma once
 

@@ -44,6 +44,7 @@ bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::Connectio
     entry.worker_id = worker.id;
     entry.connection = connection;
     entry.generation += 1;
+    entry.pushes_in_flight = 0;  // answers to the old link's pushes no longer count
     by_connection_[connection].insert(worker.address);
   }
   if (has_control) entry.control = kj::mv(control);
@@ -159,16 +160,31 @@ kj::Promise<void> WorkerRegistry::SendStart(std::string address, std::vector<uin
     RetryLater(address, task_ids);
     return kj::READY_NOW;
   }
+  Entry& live = entry->second;
+  if (live.pushes_in_flight >= kMaxPushesInFlight) {
+    ++stats_.pushes_deferred;
+    unpushed_[address].insert(task_ids.begin(), task_ids.end());
+    return kj::READY_NOW;
+  }
   auto request = control->startTasksRequest();
   auto list = request.initTasks(static_cast<unsigned>(tasks.size()));
   for (size_t i = 0; i < tasks.size(); ++i) FillTaskInfo(state, options_, *tasks[i], list[i]);
   ++stats_.pushes_sent;
-  return request.send().then([](auto&&) {},
-                             [this, address, task_ids = kj::mv(task_ids)](kj::Exception&& e) {
-                               Log(LogLevel::kDebug, "startTasks to ", address.c_str(),
-                                   " failed: ", e.getDescription());
-                               RetryLater(address, task_ids);
-                             });
+  ++live.pushes_in_flight;
+  const uint64_t generation = live.generation;
+  return request.send().then(
+      [this, address, generation](auto&&) { PushDone(address, generation); },
+      [this, address, generation, task_ids = kj::mv(task_ids)](kj::Exception&& e) {
+        Log(LogLevel::kDebug, "startTasks to ", address.c_str(), " failed: ", e.getDescription());
+        PushDone(address, generation);
+        RetryLater(address, task_ids);
+      });
+}
+
+void WorkerRegistry::PushDone(const std::string& address, uint64_t generation) {
+  auto entry = entries_.find(address);
+  if (entry == entries_.end() || entry->second.generation != generation) return;
+  if (entry->second.pushes_in_flight > 0) --entry->second.pushes_in_flight;
 }
 
 kj::Promise<void> WorkerRegistry::SendDelete(std::string address, std::vector<uint64_t> task_ids) {

@@ -1,9 +1,8 @@
-// WorkerRegistry: the live side of the registered workers: which connection
-// each one heartbeats over, the WorkerControl capability it handed us, when we
-// last heard from it, and the task pushes in flight. Pushes wait for the group
-// commit of the tasks they announce and never block the loop; a push that
-// fails because the worker is gone is redone when the worker comes back.
-// Removing a worker (dropped connection, heartbeat timeout) is journaled.
+// WorkerRegistry: the live side of registered workers: the connection each
+// heartbeats over, the WorkerControl capability it handed us, when we last
+// heard from it, and task pushes, which wait for the commit of what they
+// announce, never block the loop, are limited per worker, and are redone when
+// a worker that missed one comes back. Removing a worker is journaled.
 // REQUIRES: loop thread only.
 #pragma once
 
@@ -28,12 +27,17 @@ namespace dispatch::reactor {
 struct WorkerRegistryStats {
   uint64_t pushes_sent = 0;
   uint64_t pushes_failed = 0;
+  uint64_t pushes_deferred = 0;  // over the in-flight limit: left to the heartbeat
   uint64_t removed_disconnected = 0;
   uint64_t removed_timed_out = 0;
 };
 
 class WorkerRegistry {
  public:
+  // Pushes one worker may have unanswered; more wait for its next attachment
+  // (and its heartbeat replies list the tasks anyway).
+  static constexpr uint32_t kMaxPushesInFlight = 64;
+
   WorkerRegistry(uv_loop_t* loop, DurableState& durable, const DataServiceOptions& options);
   ~WorkerRegistry();
   WorkerRegistry(const WorkerRegistry&) = delete;
@@ -74,6 +78,7 @@ class WorkerRegistry {
     uint64_t last_heartbeat_ms = 0;   // uv_now
     int64_t last_heartbeat_micros = 0;
     uint64_t generation = 0;          // bumped on every (re)attachment
+    uint32_t pushes_in_flight = 0;
   };
   class ErrorHandler final : public kj::TaskSet::ErrorHandler {
    public:
@@ -83,6 +88,8 @@ class WorkerRegistry {
   kj::Promise<void> SendStart(std::string address, std::vector<uint64_t> task_ids);
   kj::Promise<void> SendDelete(std::string address, std::vector<uint64_t> task_ids);
   void RetryLater(const std::string& address, const std::vector<uint64_t>& task_ids);
+  // The push sent to the entry of `generation` at `address` got its answer.
+  void PushDone(const std::string& address, uint64_t generation);
 
   uv_loop_t* const loop_;
   DurableState& durable_;

@@ -26,6 +26,10 @@ class RecordingControl final : public rpc::WorkerControl::Server {
       return KJ_EXCEPTION(DISCONNECTED, "simulated worker cannot take tasks now");
     }
     for (auto info : context.getParams().getTasks()) log_->started.push_back(ToView(info));
+    if (log_->hold_starts) {
+      ++log_->held_starts;
+      return kj::NEVER_DONE;
+    }
     return kj::READY_NOW;
   }
 

@@ -162,6 +162,8 @@ struct PushLog {
   std::vector<uint64_t> deleted;
   int fail_next_starts = 0;  // answer this many startTasks with an error
   int failed_starts = 0;
+  bool hold_starts = false;  // record startTasks but never answer them
+  int held_starts = 0;
 };
 
 class SimWorker {

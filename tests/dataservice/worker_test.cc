@@ -126,6 +126,30 @@ TEST(Workers, APushThatFailedIsRedoneWhenTheWorkerComesBack) {
   EXPECT_EQ(worker.pushes().started[0].job_id, job.job_id);
 }
 
+TEST(Workers, PushesAWorkerLeavesUnansweredAreLimitedAndTheRestWaitForItsReturn) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker worker(loop, dispatcher.address(), "w");
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  worker.pushes().hold_starts = true;
+  uint64_t dataset = *client.RegisterDataset({.definition = "d"});
+  constexpr int kJobs = 70;  // the limit is 64 unanswered pushes per worker
+  for (int i = 0; i < kJobs; ++i) ASSERT_TRUE(client.GetOrCreateJob({.dataset_id = dataset}).ok());
+  // Every push was issued before the replies above; this round trip on the
+  // worker's own connection delivers those that were sent.
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  EXPECT_EQ(worker.pushes().held_starts, 64);
+  EXPECT_EQ(worker.tasks().size(), static_cast<size_t>(kJobs)) << "heartbeats still list every task";
+  // Back over a new connection: the deferred pushes go out.
+  worker.pushes().hold_starts = false;
+  worker.Reconnect(dispatcher.address(), /*keep_old=*/true);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  ASSERT_TRUE(loop.WaitUntil([&] { return worker.pushes().started.size() == static_cast<size_t>(kJobs); },
+                             5 * kj::SECONDS))
+      << worker.pushes().started.size() << " started, " << worker.pushes().held_starts << " held";
+}
+
 TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
   DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=600000"}});
   ClientLoop loop;
