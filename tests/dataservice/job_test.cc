@@ -171,7 +171,7 @@ TEST(Jobs, ReleasedClientIsUnknownAndReleasingUnknownIsNotFound) {
 
 TEST(Jobs, AJobWithoutClientsIsGarbageCollectedAndItsClientsToldSo) {
   DispatcherProcess dispatcher({.extra_flags = {"--job-gc-check-interval-ms=20", "--job-gc-timeout-ms=50",
-                                                "--client-timeout-ms=200"}});
+                                                "--client-timeout-ms=1000"}});
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   SimWorker worker(loop, dispatcher.address(), "w");

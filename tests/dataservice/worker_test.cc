@@ -176,7 +176,7 @@ TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
 }
 
 TEST(Workers, AWorkerThatStopsHeartbeatingIsRemovedWithinTheTimeout) {
-  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=300"}});
+  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=500"}});
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   SimWorker silent(loop, dispatcher.address(), "silent");
