@@ -70,10 +70,9 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
 
 Status DurableState::Replay() {
   return store_.Replay(store_.snapshot_seq(), [this](uint64_t seq, std::string_view bytes) -> Status {
+    // Storage prefixes the error with the record's sequence number.
     Status applied = state::ApplyEncodedUpdate(state_, bytes);
-    if (!applied.ok()) {
-      return DataLossError("journal record " + std::to_string(seq) + " does not apply: " + applied.ToString());
-    }
+    if (!applied.ok()) return DataLossError("does not apply: " + applied.ToString());
     ++stats_.replayed;
     return Status::Ok();
   });
@@ -212,6 +211,12 @@ void DurableState::MaybeCheckpoint() {
     checkpointer_ = std::move(w->checkpointer);
     if (w->result.ok()) {
       ++stats_.checkpoints;
+      // Frames committed while the checkpoint ran keep SQLite from restarting
+      // the WAL; the Store copies that remainder here when the WAL is long.
+      auto finished = store_.FinishCheckpoint(*w->result);
+      if (!finished.ok()) {
+        Log(LogLevel::kWarning, "finishing a checkpoint failed: ", finished.status().ToString().c_str());
+      }
     } else {
       // Nothing is lost: the WAL still holds every commit. Try again later.
       Log(LogLevel::kWarning, "checkpoint failed: ", w->result.status().ToString().c_str());

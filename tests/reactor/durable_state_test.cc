@@ -30,11 +30,12 @@ struct Opened {
 };
 
 Opened Open(uv_loop_t* loop, const std::string& dir, DurableStateOptions options = {},
-            uint64_t max_db_bytes = 0) {
+            uint64_t max_db_bytes = 0, int checkpoint_wal_frames = 0) {
   storage::StoreOptions store_options;
   store_options.work_dir = dir;
   store_options.synchronous = storage::Synchronous::kNormal;  // these tests are about logic
   store_options.max_db_bytes = max_db_bytes;
+  if (checkpoint_wal_frames > 0) store_options.checkpoint_wal_frames = checkpoint_wal_frames;
   Opened opened;
   auto store = storage::Store::Open(store_options);
   EXPECT_TRUE(store.ok()) << store.status().ToString();
@@ -119,6 +120,25 @@ TEST_F(DurableStateTest, AutomaticSnapshotsKeepTheJournalShort) {
   EXPECT_GE(live.durable->stats().snapshots, 4u);
   // The journal since the last snapshot never exceeds N plus one pass.
   EXPECT_LT(live.store->journal_length(), 1000u + 64u);
+}
+
+TEST_F(DurableStateTest, CheckpointsRunOnTheThreadPoolAndComeBackToTheLoop) {
+  uint64_t seed = testing::TestSeed();
+  std::mt19937_64 rng(seed);
+  UpdateGenerator generator(seed);
+  Opened opened = Open(loop_.get(), dir_.path(), {.snapshot_every = 0}, 0, 16);
+  DurableState& durable = *opened.durable;
+  // Commit pass after pass, letting the loop deliver checkpoint completions
+  // in between, until a few checkpoints have come back.
+  for (int pass = 0; pass < 2000 && durable.stats().checkpoints < 3; ++pass) {
+    for (int i = 0; i < 32; ++i) ASSERT_TRUE(durable.Submit(generator.Next(durable.state()).reader()).ok());
+    durable.CommitPass();
+    uv_run(loop_.get(), UV_RUN_NOWAIT);
+  }
+  while (durable.checkpoint_in_flight()) uv_run(loop_.get(), UV_RUN_ONCE);
+  EXPECT_GE(durable.stats().checkpoints, 3u);
+  // The completions came back and copied the WAL: little is left to copy.
+  EXPECT_LT(opened.store->wal_frames() - opened.store->backfilled_frames(), 16 * 64);
 }
 
 TEST_F(DurableStateTest, BarrierReleasesAReplyOnlyAfterItsPassCommitted) {
