@@ -1,8 +1,8 @@
 #include "clients/agent_link.h"
 
-#include <algorithm>
-
 #include <kj/debug.h>
+
+#include <algorithm>
 
 #include "common/log.h"
 #include "common/rpc_status.h"
@@ -19,7 +19,8 @@ AgentLink::AgentLink(kj::Timer& timer, kj::Network& network, const WorkerAgentOp
       delegate_(delegate),
       control_(kj::mv(control)),
       board_(board),
-      backoff_(options.backoff_initial_ms, options.backoff_max_ms, options.seed ^ worker_incarnation),
+      backoff_(options.backoff_initial_ms, options.backoff_max_ms,
+               options.seed ^ worker_incarnation),
       interval_ms_(options.heartbeat_interval_ms) {}
 
 bool AgentLink::IsRetryable(const kj::Exception& exception) {
@@ -56,7 +57,8 @@ kj::Promise<void> AgentLink::Run() {
 
 kj::Promise<void> AgentLink::RunSession() {
   heartbeat_requested_ = false;
-  auto connect = DispatcherConnection::Connect(network_, options_.dispatcher_address, options_.token);
+  auto connect =
+      DispatcherConnection::Connect(network_, options_.dispatcher_address, options_.token);
   return timer_.timeoutAfter(options_.connect_timeout_ms * kj::MILLISECONDS, kj::mv(connect))
       .then([this](kj::Own<DispatcherConnection> connection) {
         connection_ = kj::mv(connection);
@@ -92,18 +94,19 @@ void AgentLink::EndSession(kj::StringPtr why, bool expected) {
   // for unexpected errors, and at 1, 10, 100... failed attempts in a row.
   ++failures_in_a_row_;
   if (was_registered) failures_in_a_row_ = 1;
-  bool milestone = failures_in_a_row_ == 1 || failures_in_a_row_ == 10 ||
-                   failures_in_a_row_ % 100 == 0;
-  LogLevel level = (was_registered || !expected || milestone) ? LogLevel::kWarning : LogLevel::kDebug;
+  bool milestone =
+      failures_in_a_row_ == 1 || failures_in_a_row_ == 10 || failures_in_a_row_ % 100 == 0;
+  LogLevel level =
+      (was_registered || !expected || milestone) ? LogLevel::kWarning : LogLevel::kDebug;
   Log(level, "worker ", options_.worker_address.c_str(), ": ",
       was_connected ? "lost the dispatcher: " : "cannot reach the dispatcher: ", why, " (",
       failures_in_a_row_, " failed attempt", failures_in_a_row_ == 1 ? "" : "s", " in a row)");
 }
 
 kj::Promise<void> AgentLink::HeartbeatLoop() {
-  return SendHeartbeat()
-      .then([this]() { return WaitForNextHeartbeat(); })
-      .then([this]() { return HeartbeatLoop(); });
+  return SendHeartbeat().then([this]() { return WaitForNextHeartbeat(); }).then([this]() {
+    return HeartbeatLoop();
+  });
 }
 
 kj::Promise<void> AgentLink::WaitForNextHeartbeat() {
@@ -119,7 +122,7 @@ kj::Promise<void> AgentLink::WaitForNextHeartbeat() {
 }
 
 void AgentLink::HeartbeatNow() {
-  KJ_IF_MAYBE(wake, wake_heartbeat_) {
+  KJ_IF_MAYBE (wake, wake_heartbeat_) {
     (*wake)->fulfill();
   } else {
     heartbeat_requested_ = true;

@@ -7,12 +7,12 @@
 // the dispatcher has answered a heartbeat on.
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include <kj/async-io.h>
 #include <kj/timer.h>
 #include <kj/vector.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "clients/agent_status.h"
 #include "clients/backoff.h"

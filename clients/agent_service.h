@@ -5,10 +5,10 @@
 // Everything here runs on the agent thread.
 #pragma once
 
-#include <cstdint>
-
 #include <kj/async-io.h>
 #include <kj/timer.h>
+
+#include <cstdint>
 
 #include "clients/task_handler.h"
 #include "clients/worker_agent_options.h"

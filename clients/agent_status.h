@@ -16,25 +16,25 @@
 namespace dispatch::clients {
 
 struct WorkerAgentStatus {
-  bool running = false;      // the agent thread is up
-  bool connected = false;    // a live, authenticated connection
-  bool registered = false;   // the dispatcher answered a heartbeat on that connection
-  uint64_t worker_id = 0;    // the dispatcher's id for this worker's address; 0 before
+  bool running = false;     // the agent thread is up
+  bool connected = false;   // a live, authenticated connection
+  bool registered = false;  // the dispatcher answered a heartbeat on that connection
+  uint64_t worker_id = 0;   // the dispatcher's id for this worker's address; 0 before
   uint64_t dispatcher_incarnation = 0;
-  uint64_t worker_incarnation = 0;  // ours, random per agent start
-  uint64_t connects = 0;            // connections established
-  uint64_t connect_failures = 0;    // attempts that failed or ended a session
-  uint64_t registrations = 0;       // sessions on which the dispatcher accepted us
-  uint64_t dispatcher_restarts = 0; // incarnation changes seen
-  uint64_t heartbeats = 0;          // heartbeats answered
-  uint64_t pushes_received = 0;     // startTasks/deleteTasks calls from the dispatcher
+  uint64_t worker_incarnation = 0;   // ours, random per agent start
+  uint64_t connects = 0;             // connections established
+  uint64_t connect_failures = 0;     // attempts that failed or ended a session
+  uint64_t registrations = 0;        // sessions on which the dispatcher accepted us
+  uint64_t dispatcher_restarts = 0;  // incarnation changes seen
+  uint64_t heartbeats = 0;           // heartbeats answered
+  uint64_t pushes_received = 0;      // startTasks/deleteTasks calls from the dispatcher
   uint64_t tasks_started = 0;
-  uint64_t tasks_completed = 0;     // handlers that finished
+  uint64_t tasks_completed = 0;       // handlers that finished
   uint64_t completions_reported = 0;  // acknowledged by workerUpdate
   uint64_t tasks_failed = 0;
-  uint64_t split_retries = 0;       // getSplit calls repeated with the same sequence
-  std::vector<uint64_t> tasks;      // task ids the agent holds, sorted
-  std::string last_error;           // the latest connection or call failure
+  uint64_t split_retries = 0;   // getSplit calls repeated with the same sequence
+  std::vector<uint64_t> tasks;  // task ids the agent holds, sorted
+  std::string last_error;       // the latest connection or call failure
 };
 
 class StatusBoard {

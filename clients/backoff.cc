@@ -1,8 +1,8 @@
 #include "clients/backoff.h"
 
-#include <algorithm>
-
 #include <kj/debug.h>
+
+#include <algorithm>
 
 namespace dispatch::clients {
 

@@ -4,11 +4,11 @@
 // Loop-thread functions over an authenticated rpc::Dispatcher::Client.
 #pragma once
 
+#include <kj/async.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <kj/async.h>
 
 #include "schema/dispatcher.capnp.h"
 

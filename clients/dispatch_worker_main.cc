@@ -37,7 +37,7 @@ Status ParseUint32(const std::string& name, const std::string& value, uint32_t m
 
 void DeclareFlags(FlagParser& parser, Flags& flags) {
   WorkerAgentOptions& o = flags.agent;
-  parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH",
+  parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH (required)",
                    &o.dispatcher_address);
   parser.AddString("address", "ADDRESS",
                    "this worker's address, its identity across reconnects (required)",
@@ -45,35 +45,41 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
   parser.AddString("transfer-address", "ADDRESS",
                    "where consumers read this worker's elements (default: --address)",
                    &o.transfer_address);
-  parser.AddCustom("tags", "TAG,TAG", "comma-separated worker tags", "", [&o](const std::string& v) {
-    o.tags.clear();
-    std::stringstream in(v);
-    std::string tag;
-    while (std::getline(in, tag, ',')) {
-      if (!tag.empty()) o.tags.push_back(tag);
-    }
-    return Status::Ok();
-  });
+  parser.AddCustom("tags", "TAG,TAG", "comma-separated worker tags", "",
+                   [&o](const std::string& v) {
+                     o.tags.clear();
+                     std::stringstream in(v);
+                     std::string tag;
+                     while (std::getline(in, tag, ',')) {
+                       if (!tag.empty()) o.tags.push_back(tag);
+                     }
+                     return Status::Ok();
+                   });
   parser.AddString("token", "TOKEN", "secret presented at the dispatcher's gateway", &o.token);
   auto add_u32 = [&parser](const char* name, const char* help, uint32_t* target, uint32_t min,
                            uint32_t max) {
     std::string n = name;
-    parser.AddCustom(n, "N", help, std::to_string(*target), [n, target, min, max](const std::string& v) {
-      return ParseUint32(n, v, min, max, target);
-    });
+    parser.AddCustom(n, "N", help, std::to_string(*target),
+                     [n, target, min, max](const std::string& v) {
+                       return ParseUint32(n, v, min, max, target);
+                     });
   };
   add_u32("heartbeat-ms", "heartbeat interval in milliseconds (the dispatcher may ask for less)",
           &o.heartbeat_interval_ms, 1, 3600000);
-  add_u32("heartbeat-timeout-ms", "drop the connection when a heartbeat is unanswered this long "
-          "(0: max(10 intervals, 10 s))", &o.heartbeat_timeout_ms, 0, 3600000);
+  add_u32("heartbeat-timeout-ms",
+          "drop the connection when a heartbeat is unanswered this long "
+          "(0: max(10 intervals, 10 s))",
+          &o.heartbeat_timeout_ms, 0, 3600000);
   add_u32("connect-timeout-ms", "give up one connection attempt after this long",
           &o.connect_timeout_ms, 1, 3600000);
   add_u32("backoff-initial-ms", "first reconnect delay (jittered)", &o.backoff_initial_ms, 1,
           3600000);
   add_u32("backoff-max-ms", "longest reconnect delay", &o.backoff_max_ms, 1, 3600000);
   add_u32("split-batch", "splits asked for per getSplit call", &o.split_batch, 1, 65536);
-  parser.AddUint("seed", "seed for reconnect jitter and the worker incarnation (0: random)", &o.seed);
-  parser.AddBool("hold-tasks", "keep tasks running after their work, until the dispatcher deletes them",
+  parser.AddUint("seed", "seed for reconnect jitter and the worker incarnation (0: random)",
+                 &o.seed);
+  parser.AddBool("hold-tasks",
+                 "keep tasks running after their work, until the dispatcher deletes them",
                  &flags.hold_tasks);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
 }
@@ -87,14 +93,16 @@ int Main(int argc, char** argv) {
   ParseFlagsOrExit(parser, argc, argv);
   auto level = ParseLogLevel(flags.log_level);
   if (!level) {
-    fprintf(stderr, "dispatch-worker: --log-level must be debug, info, warning or error, got '%s'\n",
+    fprintf(stderr,
+            "dispatch-worker: --log-level must be debug, info, warning or error, got '%s'\n",
             flags.log_level.c_str());
     return 2;
   }
   SetLogLevel(*level);
   if (flags.agent.dispatcher_address.empty() || flags.agent.worker_address.empty()) {
-    fprintf(stderr, "dispatch-worker: --dispatcher and --address are required\n"
-                    "run with --help to list the flags\n");
+    fprintf(stderr,
+            "dispatch-worker: --dispatcher and --address are required\n"
+            "run with --help to list the flags\n");
     return 2;
   }
   Status valid = ValidateWorkerAgentOptions(flags.agent);

@@ -2,12 +2,11 @@
 // tasks and job clients, or shows one job, as an aligned table or (--json) as
 // the reply struct in capnp's JSON encoding. Exit codes: 0 ok, 1 the
 // dispatcher refused or could not be reached (its message on stderr), 2 usage.
+#include <capnp/compat/json.h>
+#include <kj/debug.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#include <capnp/compat/json.h>
-#include <kj/debug.h>
 
 #include "clients/dispatcher_connection.h"
 #include "clients/listing_format.h"
@@ -43,7 +42,8 @@ kj::Promise<std::string> RunCommand(rpc::Dispatcher::Client dispatcher,
   if (command == "workers") {
     return dispatcher.getWorkersRequest().send().then(
         [json](capnp::Response<rpc::Dispatcher::GetWorkersResults> r) {
-          return json ? Json(rpc::Dispatcher::GetWorkersResults::Reader(r)) : FormatWorkers(r.getWorkers());
+          return json ? Json(rpc::Dispatcher::GetWorkersResults::Reader(r))
+                      : FormatWorkers(r.getWorkers());
         });
   }
   if (command == "datasets") {
@@ -62,7 +62,8 @@ kj::Promise<std::string> RunCommand(rpc::Dispatcher::Client dispatcher,
   if (command == "tasks") {
     return dispatcher.listTasksRequest().send().then(
         [json](capnp::Response<rpc::Dispatcher::ListTasksResults> r) {
-          return json ? Json(rpc::Dispatcher::ListTasksResults::Reader(r)) : FormatTasks(r.getTasks());
+          return json ? Json(rpc::Dispatcher::ListTasksResults::Reader(r))
+                      : FormatTasks(r.getTasks());
         });
   }
   if (command == "clients") {
@@ -120,26 +121,29 @@ int Main(int argc, char** argv) {
   uvkj::UvLoop loop;
   {
     uvkj::UvAsyncIo io(loop.get());
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
-      auto work = DispatcherConnection::Connect(io.network(), flags.dispatcher, flags.token)
-                      .then([](kj::Own<DispatcherConnection> c) { return kj::mv(c); },
-                            [&](kj::Exception&& e) -> kj::Own<DispatcherConnection> {
-                              Status s = StatusFromException(e);
-                              if (s.code() == StatusCode::kUnauthenticated ||
-                                  s.code() == StatusCode::kInvalidArgument) {
-                                kj::throwFatalException(kj::mv(e));
-                              }
-                              ThrowStatus(UnavailableError("cannot reach the dispatcher at " +
-                                                           flags.dispatcher + ": " + s.message()));
-                            })
-                      .then([&](kj::Own<DispatcherConnection> connection) {
-                        auto& ref = *connection;
-                        return RunCommand(ref.dispatcher(), args, flags.json).attach(kj::mv(connection));
-                      });
-      output = io.timer()
-                   .timeoutAfter(flags.timeout_ms * kj::MILLISECONDS, kj::mv(work))
-                   .wait(io.wait_scope());
-    })) {
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
+                   auto work =
+                       DispatcherConnection::Connect(io.network(), flags.dispatcher, flags.token)
+                           .then([](kj::Own<DispatcherConnection> c) { return kj::mv(c); },
+                                 [&](kj::Exception&& e) -> kj::Own<DispatcherConnection> {
+                                   Status s = StatusFromException(e);
+                                   if (s.code() == StatusCode::kUnauthenticated ||
+                                       s.code() == StatusCode::kInvalidArgument) {
+                                     kj::throwFatalException(kj::mv(e));
+                                   }
+                                   ThrowStatus(UnavailableError("cannot reach the dispatcher at " +
+                                                                flags.dispatcher + ": " +
+                                                                s.message()));
+                                 })
+                           .then([&](kj::Own<DispatcherConnection> connection) {
+                             auto& ref = *connection;
+                             return RunCommand(ref.dispatcher(), args, flags.json)
+                                 .attach(kj::mv(connection));
+                           });
+                   output = io.timer()
+                                .timeoutAfter(flags.timeout_ms * kj::MILLISECONDS, kj::mv(work))
+                                .wait(io.wait_scope());
+                 })) {
       status = StatusFromException(*e);
     }
     io.wait_scope().poll();

@@ -38,7 +38,8 @@ kj::Promise<kj::Own<JobClient>> JobClient::Create(rpc::Dispatcher::Client dispat
 kj::Promise<kj::Own<JobClient>> JobClient::Create(ReconnectingConnection& connection,
                                                   kj::Timer& timer, JobOptions options) {
   return connection.Ready()
-      .then([&connection, options]() { return SendGetOrCreateJob(connection.dispatcher(), options); })
+      .then(
+          [&connection, options]() { return SendGetOrCreateJob(connection.dispatcher(), options); })
       .then([&connection, &timer, options = kj::mv(options)](
                 capnp::Response<rpc::Dispatcher::GetOrCreateJobResults> r) mutable {
         return kj::heap<JobClient>(connection.dispatcher(), connection, timer, kj::mv(options),
@@ -64,7 +65,9 @@ JobClient::JobClient(rpc::Dispatcher::Client dispatcher,
 }
 
 rpc::Dispatcher::Client JobClient::Dispatcher() {
-  KJ_IF_MAYBE(connection, reconnecting_) { return connection->dispatcher(); }
+  KJ_IF_MAYBE (connection, reconnecting_) {
+    return connection->dispatcher();
+  }
   return dispatcher_;
 }
 
@@ -98,10 +101,14 @@ kj::Promise<void> JobClient::Beat() {
   beat_waiters_ = kj::Vector<kj::Own<kj::PromiseFulfiller<void>>>();
   auto& ref = *waiters;
   kj::Promise<void> ready = kj::READY_NOW;
-  KJ_IF_MAYBE(connection, reconnecting_) { ready = connection->Ready(); }
+  KJ_IF_MAYBE (connection, reconnecting_) {
+    ready = connection->Ready();
+  }
   return ready
       .then([this]() {
-        KJ_IF_MAYBE(connection, reconnecting_) { sent_generation_ = connection->generation(); }
+        KJ_IF_MAYBE (connection, reconnecting_) {
+          sent_generation_ = connection->generation();
+        }
         auto request = Dispatcher().clientHeartbeatRequest();
         auto heartbeat = request.initRequest();
         heartbeat.setJobClientId(job_client_id_);
@@ -138,7 +145,8 @@ void JobClient::Apply(rpc::ClientHeartbeatResponse::Reader response) {
     ++task_list_reads_;
   } else if (restarted && known_version_ != 0) {
     // A restarted dispatcher may number its lists anew: read it whole.
-    Log(LogLevel::kInfo, "job client ", job_client_id_, ": the dispatcher restarted; re-reading the task list");
+    Log(LogLevel::kInfo, "job client ", job_client_id_,
+        ": the dispatcher restarted; re-reading the task list");
     known_version_ = 0;
     beat_requested_ = true;
   }
@@ -155,7 +163,7 @@ void JobClient::Fail(const kj::Exception& e, uint64_t generation) {
   Log(LogLevel::kWarning, "job client ", job_client_id_, " of job ", job_id_,
       ": heartbeat failed: ", status.ToString().c_str());
   bool disconnected = e.getType() == kj::Exception::Type::DISCONNECTED;
-  KJ_IF_MAYBE(connection, reconnecting_) {
+  KJ_IF_MAYBE (connection, reconnecting_) {
     if (disconnected) {
       connection->Drop(generation);  // the next heartbeat connects again
       disconnected = false;
@@ -179,7 +187,7 @@ kj::Promise<void> JobClient::HeartbeatNow() {
   if (!status_.ok()) return ExceptionFromStatus(status_);
   auto paf = kj::newPromiseAndFulfiller<void>();
   beat_waiters_.add(kj::mv(paf.fulfiller));
-  KJ_IF_MAYBE(wake, wake_) {
+  KJ_IF_MAYBE (wake, wake_) {
     (*wake)->fulfill();
   } else {
     beat_requested_ = true;
@@ -201,7 +209,9 @@ kj::Promise<void> JobClient::Close() {
   wake_ = nullptr;
   NotifyChanged();
   kj::Promise<void> ready = kj::READY_NOW;
-  KJ_IF_MAYBE(connection, reconnecting_) { ready = connection->Ready(); }
+  KJ_IF_MAYBE (connection, reconnecting_) {
+    ready = connection->Ready();
+  }
   return ready.then([this]() {
     auto request = Dispatcher().releaseJobClientRequest();
     request.setJobClientId(job_client_id_);

@@ -6,13 +6,13 @@
 // caller's KJ loop (a uvkj loop in this project); not thread-safe.
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include <kj/async.h>
 #include <kj/timer.h>
 #include <kj/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "clients/reconnecting_connection.h"
 #include "clients/task_description.h"

@@ -48,12 +48,11 @@ std::string Tags(capnp::List<capnp::Text>::Reader tags) {
 }
 
 Table TaskTableOf(capnp::List<rpc::TaskInfo>::Reader tasks) {
-  Table table({"TASK", "JOB", "DATASET", "WORKER", "TRANSFER", "MODE", "ROUND", "SHARD",
-               "FINISHED", "PENDING"});
+  Table table({"TASK", "JOB", "DATASET", "WORKER", "TRANSFER", "MODE", "ROUND", "SHARD", "FINISHED",
+               "PENDING"});
   for (auto t : tasks) {
-    std::string shard = t.getNumWorkers() == 0
-                            ? "-"
-                            : Int(t.getWorkerIndex()) + "/" + Num(t.getNumWorkers());
+    std::string shard =
+        t.getNumWorkers() == 0 ? "-" : Int(t.getWorkerIndex()) + "/" + Num(t.getNumWorkers());
     table.Add({Num(t.getTaskId()), Num(t.getJobId()), Num(t.getDatasetId()),
                Str(t.getWorkerAddress()), Str(t.getTransferAddress()),
                ProcessingModeName(t.getProcessingMode()), Int(t.getStartingRound()), shard,

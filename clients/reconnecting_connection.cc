@@ -19,7 +19,9 @@ ReconnectingConnection::ReconnectingConnection(kj::Network& network, kj::Timer& 
 kj::Promise<void> ReconnectingConnection::Ready() {
   if (connection_.get() != nullptr) return kj::READY_NOW;
   if (connecting_in_progress_) {
-    KJ_IF_MAYBE(pending, connecting_) { return pending->addBranch(); }
+    KJ_IF_MAYBE (pending, connecting_) {
+      return pending->addBranch();
+    }
   }
   // A finished fork from an earlier connection is replaced here, never from
   // inside its own chain.
@@ -48,7 +50,9 @@ kj::Promise<void> ReconnectingConnection::Connect() {
             uint64_t delay_ms = backoff_.NextDelayMs();
             Log(LogLevel::kDebug, "cannot reach the dispatcher at ", address_.c_str(), " (",
                 e.getDescription(), "); again in ", delay_ms, " ms");
-            return timer_.afterDelay(delay_ms * kj::MILLISECONDS).then([this]() { return Connect(); });
+            return timer_.afterDelay(delay_ms * kj::MILLISECONDS).then([this]() {
+              return Connect();
+            });
           });
 }
 

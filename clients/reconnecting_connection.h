@@ -6,11 +6,11 @@
 // a stale failure never drops its successor. Not thread-safe.
 #pragma once
 
-#include <cstdint>
-#include <string>
-
 #include <kj/async-io.h>
 #include <kj/timer.h>
+
+#include <cstdint>
+#include <string>
 
 #include "clients/backoff.h"
 #include "clients/dispatcher_connection.h"
@@ -20,8 +20,8 @@ namespace dispatch::clients {
 class ReconnectingConnection {
  public:
   ReconnectingConnection(kj::Network& network, kj::Timer& timer, std::string address,
-                         std::string token = "", uint64_t seed = 1, uint64_t backoff_initial_ms = 50,
-                         uint64_t backoff_max_ms = 2000);
+                         std::string token = "", uint64_t seed = 1,
+                         uint64_t backoff_initial_ms = 50, uint64_t backoff_max_ms = 2000);
   ReconnectingConnection(const ReconnectingConnection&) = delete;
   ReconnectingConnection& operator=(const ReconnectingConnection&) = delete;
 

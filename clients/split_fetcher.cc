@@ -49,8 +49,8 @@ kj::Promise<SplitBatch> LinkSplitFetcher::Next(int64_t repetition) {
   };
   auto on_retry = [this, sequence](const kj::Exception& e) {
     board_.Update([](WorkerAgentStatus& s) { ++s.split_retries; });
-    Log(LogLevel::kDebug, "task ", task_id_, " provider ", provider_index_, ": getSplit #", sequence,
-        " will be sent again: ", e.getDescription());
+    Log(LogLevel::kDebug, "task ", task_id_, " provider ", provider_index_, ": getSplit #",
+        sequence, " will be sent again: ", e.getDescription());
   };
   // in_flight_ clears when the call ends, also when the caller cancels it; a
   // cancelled call's sequence is used again, which the dispatcher answers

@@ -5,9 +5,9 @@
 // sequence once the worker is registered again. One call in flight at a time.
 #pragma once
 
-#include <cstdint>
-
 #include <kj/timer.h>
+
+#include <cstdint>
 
 #include "clients/agent_link.h"
 #include "clients/agent_status.h"

@@ -1,8 +1,8 @@
 #include "clients/split_reading_task.h"
 
-#include <algorithm>
-
 #include <kj/debug.h>
+
+#include <algorithm>
 
 #include "common/log.h"
 
@@ -38,15 +38,16 @@ class SplitReadingTask final : public TaskHandler {
  private:
   // Reads provider `p` to its end of splits for repetition 0.
   kj::Promise<void> ReadProvider(TaskContext& context, uint32_t p) {
-    return context.splits(p).Next(0).then([this, &context, p](SplitBatch&& batch) -> kj::Promise<void> {
-      splits_read_ += batch.splits.size();
-      for (const SplitItem& split : batch.splits) {
-        Log(LogLevel::kDebug, "task ", context.task().task_id, " provider ", p, ": split ",
-            split.index, split.payload.empty() ? "" : " payload ", split.payload.c_str());
-      }
-      if (batch.end_of_splits) return kj::READY_NOW;
-      return ReadProvider(context, p);
-    });
+    return context.splits(p).Next(0).then(
+        [this, &context, p](SplitBatch&& batch) -> kj::Promise<void> {
+          splits_read_ += batch.splits.size();
+          for (const SplitItem& split : batch.splits) {
+            Log(LogLevel::kDebug, "task ", context.task().task_id, " provider ", p, ": split ",
+                split.index, split.payload.empty() ? "" : " payload ", split.payload.c_str());
+          }
+          if (batch.end_of_splits) return kj::READY_NOW;
+          return ReadProvider(context, p);
+        });
   }
 
   SplitReadingOptions options_;

@@ -5,12 +5,12 @@
 // deleted or the agent stops. Everything here runs on the agent thread.
 #pragma once
 
+#include <kj/async.h>
+#include <kj/timer.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <kj/async.h>
-#include <kj/timer.h>
 
 #include "clients/task_description.h"
 

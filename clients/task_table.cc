@@ -1,8 +1,8 @@
 #include "clients/task_table.h"
 
-#include <algorithm>
-
 #include <kj/debug.h>
+
+#include <algorithm>
 
 #include "clients/split_fetcher.h"
 #include "common/log.h"
@@ -173,29 +173,30 @@ void TaskTable::FlushCompletions() {
     return request.send().then(
         [](capnp::Response<rpc::Dispatcher::WorkerUpdateResults> r) { return r.getIncarnation(); });
   };
-  background_->add(
-      CallWithRetry<uint64_t>(*link_, timer_, kj::mv(call))
-          .then(
-              [this, batch](uint64_t) {
-                for (uint64_t id : batch) unreported_.erase(id);
-                board_.Update([&](WorkerAgentStatus& s) { s.completions_reported += batch.size(); });
-                if (unreported_.empty()) send_singly_ = false;
-                flushing_ = false;
-                FlushCompletions();
-              },
-              [this, batch](kj::Exception&& e) {
-                flushing_ = false;
-                if (batch.size() == 1) {
-                  // The dispatcher refuses this one (say, a task it forgot in
-                  // a restart without fault tolerance): nothing to retry.
-                  Log(LogLevel::kWarning, "completion of task ", batch[0], " refused: ",
-                      e.getDescription());
-                  unreported_.erase(batch[0]);
-                } else {
-                  send_singly_ = true;
-                }
-                FlushCompletions();
-              }));
+  background_->add(CallWithRetry<uint64_t>(*link_, timer_, kj::mv(call))
+                       .then(
+                           [this, batch](uint64_t) {
+                             for (uint64_t id : batch) unreported_.erase(id);
+                             board_.Update([&](WorkerAgentStatus& s) {
+                               s.completions_reported += batch.size();
+                             });
+                             if (unreported_.empty()) send_singly_ = false;
+                             flushing_ = false;
+                             FlushCompletions();
+                           },
+                           [this, batch](kj::Exception&& e) {
+                             flushing_ = false;
+                             if (batch.size() == 1) {
+                               // The dispatcher refuses this one (say, a task it forgot in
+                               // a restart without fault tolerance): nothing to retry.
+                               Log(LogLevel::kWarning, "completion of task ", batch[0],
+                                   " refused: ", e.getDescription());
+                               unreported_.erase(batch[0]);
+                             } else {
+                               send_singly_ = true;
+                             }
+                             FlushCompletions();
+                           }));
 }
 
 kj::Promise<DatasetDefinition> TaskTable::GetDatasetDef(uint64_t dataset_id) {
@@ -204,15 +205,16 @@ kj::Promise<DatasetDefinition> TaskTable::GetDatasetDef(uint64_t dataset_id) {
   auto call = [dataset_id](rpc::Dispatcher::Client dispatcher) -> kj::Promise<DatasetDefinition> {
     auto request = dispatcher.getDatasetDefRequest();
     request.setDatasetId(dataset_id);
-    return request.send().then([dataset_id](capnp::Response<rpc::Dispatcher::GetDatasetDefResults> r) {
-      DatasetDefinition def;
-      def.dataset_id = dataset_id;
-      auto bytes = r.getDefinition();
-      def.definition.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
-      auto metadata = r.getMetadata();
-      def.metadata.assign(reinterpret_cast<const char*>(metadata.begin()), metadata.size());
-      return def;
-    });
+    return request.send().then(
+        [dataset_id](capnp::Response<rpc::Dispatcher::GetDatasetDefResults> r) {
+          DatasetDefinition def;
+          def.dataset_id = dataset_id;
+          auto bytes = r.getDefinition();
+          def.definition.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+          auto metadata = r.getMetadata();
+          def.metadata.assign(reinterpret_cast<const char*>(metadata.begin()), metadata.size());
+          return def;
+        });
   };
   return CallWithRetry<DatasetDefinition>(*link_, timer_, kj::mv(call))
       .then([this](DatasetDefinition&& def) {

@@ -6,13 +6,13 @@
 // cancelled, only when the dispatcher deletes it or the agent stops.
 #pragma once
 
+#include <kj/async.h>
+#include <kj/timer.h>
+
 #include <cstdint>
 #include <map>
 #include <set>
 #include <vector>
-
-#include <kj/async.h>
-#include <kj/timer.h>
 
 #include "clients/agent_link.h"
 #include "clients/agent_status.h"
@@ -22,7 +22,8 @@ namespace dispatch::clients {
 
 class TaskTable final : public AgentLink::Delegate, public kj::TaskSet::ErrorHandler {
  public:
-  TaskTable(kj::Timer& timer, TaskHandlerFactory& factory, StatusBoard& board, uint32_t split_batch);
+  TaskTable(kj::Timer& timer, TaskHandlerFactory& factory, StatusBoard& board,
+            uint32_t split_batch);
   ~TaskTable() noexcept(false) override;
   TaskTable(const TaskTable&) = delete;
   TaskTable& operator=(const TaskTable&) = delete;
@@ -61,7 +62,7 @@ class TaskTable final : public AgentLink::Delegate, public kj::TaskSet::ErrorHan
   std::map<uint64_t, kj::Own<Entry>> tasks_;
   std::set<uint64_t> unreported_;  // finished, not yet acknowledged by workerUpdate
   bool flushing_ = false;
-  bool send_singly_ = false;       // a batch was refused: find the bad id one at a time
+  bool send_singly_ = false;  // a batch was refused: find the bad id one at a time
   std::map<uint64_t, DatasetDefinition> dataset_defs_;
   kj::Own<kj::TaskSet> background_;
 };

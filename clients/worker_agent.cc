@@ -1,10 +1,9 @@
 #include "clients/worker_agent.h"
 
-#include <random>
-
+#include <kj/debug.h>
 #include <kj/vector.h>
 
-#include <kj/debug.h>
+#include <random>
 
 #include "clients/agent_link.h"
 #include "clients/task_table.h"
@@ -18,7 +17,8 @@ namespace dispatch::clients {
 
 Status ValidateWorkerAgentOptions(const WorkerAgentOptions& o) {
   Result<std::string> address = ToKjAddress(o.dispatcher_address);
-  if (!address.ok()) return InvalidArgumentError("dispatcher address: " + address.status().message());
+  if (!address.ok())
+    return InvalidArgumentError("dispatcher address: " + address.status().message());
   if (o.worker_address.empty()) return InvalidArgumentError("the worker address is empty");
   if (o.heartbeat_interval_ms == 0) return InvalidArgumentError("heartbeat interval must be > 0");
   if (o.backoff_initial_ms == 0 || o.backoff_initial_ms > o.backoff_max_ms) {
@@ -51,17 +51,20 @@ class WorkerAgent::Runner final : public AgentEnvironment {
   AgentLink& link() { return link_; }
   void RequestStop() { stop_->fulfill(); }
   void StartService(AgentService& service) {
-    services_.add(kj::evalLater([this, &service]() { return service.Run(*this); })
-                      .eagerlyEvaluate([](kj::Exception&& e) {
-                        Log(LogLevel::kWarning, "worker agent: a service failed: ", e.getDescription());
-                      }));
+    services_.add(kj::evalLater([this, &service]() {
+                    return service.Run(*this);
+                  }).eagerlyEvaluate([](kj::Exception&& e) {
+      Log(LogLevel::kWarning, "worker agent: a service failed: ", e.getDescription());
+    }));
   }
 
   // AgentEnvironment
   kj::Network& network() override { return io_.network(); }
   kj::Timer& timer() override { return io_.timer(); }
   const WorkerAgentOptions& options() override { return options_; }
-  kj::Maybe<TaskHandler&> FindTask(uint64_t task_id) override { return table_.FindHandler(task_id); }
+  kj::Maybe<TaskHandler&> FindTask(uint64_t task_id) override {
+    return table_.FindHandler(task_id);
+  }
 
  private:
   static rpc::WorkerControl::Client MakeControl(TaskTable& table, StatusBoard& board,
@@ -138,7 +141,7 @@ void WorkerAgent::DrainCommands() {
     stop = stop_requested_;
   }
   for (auto& command : commands) {
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() { command(); })) {
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { command(); })) {
       Log(LogLevel::kWarning, "worker agent: a posted function failed: ", e->getDescription());
     }
   }
@@ -156,45 +159,50 @@ void WorkerAgent::ThreadMain() {
   });
 
   uvkj::UvLoop loop;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
-    uvkj::UvAsyncIo io(loop.get());
-    {
-      auto stop = kj::newPromiseAndFulfiller<void>();
-      Runner runner(io, options_, *factory_, board_, worker_incarnation, kj::mv(stop.fulfiller));
-      // Referenced (unlike the bridge's own async handle): it keeps the loop
-      // alive until Stop(), whatever else is pending.
-      auto* wake = new uv_async_t;
-      uvkj::CheckUv(uv_async_init(loop.get(), wake, &WorkerAgent::OnWake), "uv_async_init");
-      wake->data = this;
-      runner_ = &runner;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        wake_ = wake;
-        started_ = true;
-        start_status_ = Status::Ok();
-        started_cv_.notify_all();
-      }
-      // A Stop() that came before wake_ existed is seen here.
-      DrainCommands();
-      for (auto& service : services_) runner.StartService(*service);
-      kj::Promise<void> run = runner.link().Run().eagerlyEvaluate([](kj::Exception&& e) {
-        Log(LogLevel::kError, "worker agent: the link ended: ", e.getDescription());
-      });
-      stop.promise.wait(io.wait_scope());
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        wake_ = nullptr;
-        commands_.clear();
-      }
-      runner_ = nullptr;
-      uvkj::CloseAndDelete(wake);
-      run = nullptr;
-    }
-    io.wait_scope().poll();
-  })) {
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
+                 uvkj::UvAsyncIo io(loop.get());
+                 {
+                   auto stop = kj::newPromiseAndFulfiller<void>();
+                   Runner runner(io, options_, *factory_, board_, worker_incarnation,
+                                 kj::mv(stop.fulfiller));
+                   // Referenced (unlike the bridge's own async handle): it keeps the loop
+                   // alive until Stop(), whatever else is pending.
+                   auto* wake = new uv_async_t;
+                   uvkj::CheckUv(uv_async_init(loop.get(), wake, &WorkerAgent::OnWake),
+                                 "uv_async_init");
+                   wake->data = this;
+                   runner_ = &runner;
+                   {
+                     std::lock_guard<std::mutex> lock(mu_);
+                     wake_ = wake;
+                     started_ = true;
+                     start_status_ = Status::Ok();
+                     started_cv_.notify_all();
+                   }
+                   // A Stop() that came before wake_ existed is seen here.
+                   DrainCommands();
+                   for (auto& service : services_) runner.StartService(*service);
+                   kj::Promise<void> run =
+                       runner.link().Run().eagerlyEvaluate([](kj::Exception&& e) {
+                         Log(LogLevel::kError,
+                             "worker agent: the link ended: ", e.getDescription());
+                       });
+                   stop.promise.wait(io.wait_scope());
+                   {
+                     std::lock_guard<std::mutex> lock(mu_);
+                     wake_ = nullptr;
+                     commands_.clear();
+                   }
+                   runner_ = nullptr;
+                   uvkj::CloseAndDelete(wake);
+                   run = nullptr;
+                 }
+                 io.wait_scope().poll();
+               })) {
     Log(LogLevel::kError, "worker agent thread failed: ", e->getDescription());
     std::lock_guard<std::mutex> lock(mu_);
-    if (!started_) start_status_ = InternalError(std::string("worker agent: ") + e->getDescription().cStr());
+    if (!started_)
+      start_status_ = InternalError(std::string("worker agent: ") + e->getDescription().cStr());
     started_ = true;
     started_cv_.notify_all();
   }

@@ -7,6 +7,8 @@
 // functions given to Post() run on the agent thread, never concurrently.
 #pragma once
 
+#include <uv.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -14,8 +16,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <uv.h>
 
 #include "clients/agent_service.h"
 #include "clients/agent_status.h"
@@ -58,7 +58,9 @@ class WorkerAgent {
   }
 
   // Adds a service to run on the agent loop. REQUIRES: before Start().
-  void AddService(std::unique_ptr<AgentService> service) { services_.push_back(std::move(service)); }
+  void AddService(std::unique_ptr<AgentService> service) {
+    services_.push_back(std::move(service));
+  }
 
   // Asks for a heartbeat now instead of at the next interval.
   void HeartbeatNow();
@@ -83,10 +85,10 @@ class WorkerAgent {
 
   std::mutex mu_;  // guards everything below
   std::condition_variable started_cv_;
-  bool started_ = false;           // the thread set up its loop (or failed to)
+  bool started_ = false;  // the thread set up its loop (or failed to)
   Status start_status_;
   bool stop_requested_ = false;
-  uv_async_t* wake_ = nullptr;     // valid while the agent loop runs
+  uv_async_t* wake_ = nullptr;  // valid while the agent loop runs
   std::vector<std::function<void()>> commands_;
 
   Runner* runner_ = nullptr;  // agent thread only: set while its loop runs

@@ -17,15 +17,15 @@ struct WorkerAgentOptions {
   // The worker's identity across reconnects and dispatcher restarts: the same
   // address is the same worker. Unique per worker.
   std::string worker_address;
-  std::string transfer_address;    // where consumers read; empty: worker_address
+  std::string transfer_address;  // where consumers read; empty: worker_address
   std::vector<std::string> tags;
   uint32_t heartbeat_interval_ms = 1000;  // the dispatcher may ask for less
   uint32_t heartbeat_timeout_ms = 0;      // 0: max(10 intervals, 10 s); past it the link is dropped
   uint32_t connect_timeout_ms = 5000;
-  uint32_t backoff_initial_ms = 100;      // first reconnect delay (jittered in [d/2, d])
+  uint32_t backoff_initial_ms = 100;  // first reconnect delay (jittered in [d/2, d])
   uint32_t backoff_max_ms = 5000;
-  uint32_t split_batch = 16;              // splits asked for per getSplit call
-  uint64_t seed = 0;                      // jitter and worker incarnation; 0: random
+  uint32_t split_batch = 16;  // splits asked for per getSplit call
+  uint64_t seed = 0;          // jitter and worker incarnation; 0: random
   // Closures (issue 5): slots and function names announced in every
   // heartbeat. 0 / empty until a closure runner exists.
   uint32_t max_closures = 0;

@@ -1,9 +1,8 @@
 #include "tests/clients/client_test_support.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -59,8 +58,8 @@ const char* DispatchctlBinary() { return DISPATCHCTL_BINARY; }
 WorkerProcess::WorkerProcess(const std::string& dispatcher, const std::string& address,
                              std::vector<std::string> extra_flags)
     : address_(address) {
-  std::vector<std::string> argv = {DispatchWorkerBinary(), "--dispatcher=" + dispatcher,
-                                   "--address=" + address, "--heartbeat-ms=100",
+  std::vector<std::string> argv = {DispatchWorkerBinary(),    "--dispatcher=" + dispatcher,
+                                   "--address=" + address,    "--heartbeat-ms=100",
                                    "--backoff-initial-ms=20", "--backoff-max-ms=200",
                                    "--log-level=warning"};
   for (auto& flag : extra_flags) argv.push_back(flag);
@@ -127,7 +126,8 @@ class RecordingTask final : public clients::TaskHandler {
 
 }  // namespace
 
-kj::Own<clients::TaskHandler> RecordingFactory::CreateHandler(const clients::TaskDescription& task) {
+kj::Own<clients::TaskHandler> RecordingFactory::CreateHandler(
+    const clients::TaskDescription& task) {
   auto state = state_;
   auto update = [state](const std::function<void(Record&)>& change) {
     {

@@ -83,8 +83,8 @@ class RecordingFactory final : public clients::TaskHandlerFactory {
     std::set<uint64_t> started;
     std::set<uint64_t> deleted;
     std::set<uint64_t> completed;
-    std::multiset<uint64_t> splits;  // split indices handed to this worker
-    std::vector<uint64_t> sequences; // getSplit sequence numbers in the order answered
+    std::multiset<uint64_t> splits;   // split indices handed to this worker
+    std::vector<uint64_t> sequences;  // getSplit sequence numbers in the order answered
   };
   RecordingFactory() : state_(std::make_shared<State>()) {}
   kj::Own<clients::TaskHandler> CreateHandler(const clients::TaskDescription& task) override;

@@ -3,7 +3,6 @@
 // an unknown job fails with the dispatcher's message, usage errors exit 2.
 #include <capnp/compat/json.h>
 #include <capnp/message.h>
-
 #include <gtest/gtest.h>
 
 #include "clients/dataset_client.h"
@@ -18,16 +17,16 @@ namespace {
 class DispatchctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    worker_ = std::make_unique<WorkerProcess>(dispatcher_.address(), "tcp:127.0.0.1:7301",
-                                              std::vector<std::string>{"--hold-tasks", "--tags=gpu,eu"});
+    worker_ =
+        std::make_unique<WorkerProcess>(dispatcher_.address(), "tcp:127.0.0.1:7301",
+                                        std::vector<std::string>{"--hold-tasks", "--tags=gpu,eu"});
     ASSERT_NE(worker_->WaitRegistered(), 0u);
     conn_ = loop_.Connect(dispatcher_.address());
-    dataset_ = loop_.Wait(clients::RegisterDataset(conn_->dispatcher(),
-                                                   DatasetOf("ctl", 10)))
-                   .dataset_id;
-    job_ = loop_.Wait(clients::JobClient::Create(
-        conn_->dispatcher(), loop_.io().timer(),
-        JobOf(dataset_, journal::ProcessingMode::OFF, "ctl-job")));
+    dataset_ =
+        loop_.Wait(clients::RegisterDataset(conn_->dispatcher(), DatasetOf("ctl", 10))).dataset_id;
+    job_ = loop_.Wait(
+        clients::JobClient::Create(conn_->dispatcher(), loop_.io().timer(),
+                                   JobOf(dataset_, journal::ProcessingMode::OFF, "ctl-job")));
     ASSERT_TRUE(loop_.WaitUntil([&] { return !job_->tasks().empty(); }));
   }
 
@@ -89,19 +88,23 @@ TEST_F(DispatchctlTest, PrintsEachListing) {
 TEST_F(DispatchctlTest, PrintsValidJson) {
   capnp::JsonCodec codec;
   std::string job = std::to_string(job_->job_id());
-  for (std::vector<std::string> args :
-       {std::vector<std::string>{"workers"}, {"datasets"}, {"jobs"}, {"tasks"}, {"clients"},
-        {"job", job}}) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"workers"},
+                                        {"datasets"},
+                                        {"jobs"},
+                                        {"tasks"},
+                                        {"clients"},
+                                        {"job", job}}) {
     args.push_back("--json");
     auto result = Ctl(args);
     ASSERT_EQ(result.exit_code, 0) << args[0] << ": " << result.output;
     capnp::MallocMessageBuilder message;
     auto root = message.initRoot<capnp::JsonValue>();
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] {
-      codec.decodeRaw(kj::arrayPtr(result.output.data(), result.output.size()), root);
-    })) {
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] {
+                   codec.decodeRaw(kj::arrayPtr(result.output.data(), result.output.size()), root);
+                 })) {
       ADD_FAILURE() << args[0] << " --json is not valid JSON: " << e->getDescription().cStr()
-                    << "\n" << result.output;
+                    << "\n"
+                    << result.output;
       continue;
     }
     EXPECT_EQ(root.which(), capnp::JsonValue::OBJECT) << args[0];

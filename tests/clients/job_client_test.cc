@@ -3,14 +3,14 @@
 // reused with another mode is refused, anonymous jobs are always new, the
 // task list follows workers joining and leaving and is re-read only when it
 // changed, and Close() releases the job client.
+#include "clients/job_client.h"
+
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <set>
 
-#include <gtest/gtest.h>
-
 #include "clients/dataset_client.h"
-#include "clients/job_client.h"
 #include "common/rpc_status.h"
 #include "tests/clients/client_test_support.h"
 #include "tests/integration/client_loop.h"
@@ -85,7 +85,7 @@ TEST_F(JobClientTest, ANamedJobReusedWithAnotherModeIsRefused) {
   uint64_t dataset = Dataset("modes");
   auto first = Job(JobOf(dataset, journal::ProcessingMode::OFF, "eval"));
   JobOptions options = JobOf(dataset, journal::ProcessingMode::DYNAMIC, "eval");
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&] { Job(options); })) {
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { Job(options); })) {
     Status status = StatusFromException(*e);
     EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
   } else {
@@ -162,8 +162,8 @@ TEST(JobClientRestart, KeepsItsJobClientAcrossADispatcherKill9) {
   clients::ReconnectingConnection connection(loop.io().network(), loop.io().timer(),
                                              dispatcher.address(), "", TestSeed(), 20, 200);
   loop.Wait(connection.Ready());
-  uint64_t dataset = loop.Wait(clients::RegisterDataset(connection.dispatcher(), DatasetOf("rc")))
-                         .dataset_id;
+  uint64_t dataset =
+      loop.Wait(clients::RegisterDataset(connection.dispatcher(), DatasetOf("rc"))).dataset_id;
   auto client = loop.Wait(clients::JobClient::Create(
       connection, loop.io().timer(), JobOf(dataset, journal::ProcessingMode::OFF, "survivor")));
   ASSERT_TRUE(loop.WaitUntil([&] { return client->tasks().size() == 1; }));

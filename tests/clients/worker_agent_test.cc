@@ -2,11 +2,10 @@
 // registration, pushed tasks (started once), dynamic splits (each once across
 // two workers, sequences 1, 2, 3...), completion reports, and an embedding
 // thread that is never blocked while the dispatcher is unreachable or stuck.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <future>
-
-#include <gtest/gtest.h>
 
 #include "clients/dataset_client.h"
 #include "clients/job_client.h"
@@ -98,8 +97,7 @@ TEST(WorkerAgent, TwoWorkersFetchEverySplitOnceAndReportCompletion) {
   ClientLoop loop;
   auto conn = loop.Connect(dispatcher.address());
   uint64_t dataset = RegisterDataset(loop, *conn, DatasetOf("range", kSplits));
-  auto job = MakeJob(loop, *conn,
-                     JobOf(dataset, journal::ProcessingMode::DYNAMIC));
+  auto job = MakeJob(loop, *conn, JobOf(dataset, journal::ProcessingMode::DYNAMIC));
   auto done = [](const RecordingFactory::Record& r) { return r.completed.size() == 1; };
   ASSERT_TRUE(a.records->WaitFor(done));
   ASSERT_TRUE(b.records->WaitFor(done));
@@ -112,7 +110,8 @@ TEST(WorkerAgent, TwoWorkersFetchEverySplitOnceAndReportCompletion) {
   }
   ASSERT_EQ(all.size(), kSplits);
   uint64_t expected = 0;
-  for (uint64_t index : all) EXPECT_EQ(index, expected++) << "a split was handed out twice or skipped";
+  for (uint64_t index : all)
+    EXPECT_EQ(index, expected++) << "a split was handed out twice or skipped";
 
   for (auto* agent : {&a, &b}) {
     EXPECT_TRUE(agent->agent->WaitFor(
@@ -243,14 +242,18 @@ TEST(WorkerAgent, RunsAddedServicesOnItsLoopUntilStopped) {
   auto seen = std::make_shared<ProbeService::Seen>();
   a.agent->AddService(std::make_unique<ProbeService>(seen));
   ASSERT_TRUE(a.agent->Start().ok());
-  ASSERT_TRUE(a.agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
+  ASSERT_TRUE(
+      a.agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
   ClientLoop loop;
   auto conn = loop.Connect(dispatcher.address());
-  uint64_t dataset = loop.Wait(clients::RegisterDataset(conn->dispatcher(), DatasetOf("svc"))).dataset_id;
-  auto job = loop.Wait(clients::JobClient::Create(conn->dispatcher(), loop.io().timer(), JobOf(dataset)));
+  uint64_t dataset =
+      loop.Wait(clients::RegisterDataset(conn->dispatcher(), DatasetOf("svc"))).dataset_id;
+  auto job =
+      loop.Wait(clients::JobClient::Create(conn->dispatcher(), loop.io().timer(), JobOf(dataset)));
   {
     std::unique_lock<std::mutex> lock(seen->mu);
-    EXPECT_TRUE(seen->changed.wait_for(lock, kTestDeadline, [&] { return seen->ran && seen->found_task; }));
+    EXPECT_TRUE(
+        seen->changed.wait_for(lock, kTestDeadline, [&] { return seen->ran && seen->found_task; }));
   }
   a.agent->Stop();
   std::lock_guard<std::mutex> lock(seen->mu);

@@ -3,10 +3,9 @@
 // dispatch-worker binary reconnect with backoff, notice the new incarnation
 // and re-register as the same worker; held tasks are not started twice, and
 // a DYNAMIC epoch interrupted by kill -9 hands out every split exactly once.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-
-#include <gtest/gtest.h>
 
 #include "clients/dataset_client.h"
 #include "clients/job_client.h"
@@ -24,8 +23,8 @@ void ExpectSameWorkerAfterRestart(bool kill9) {
   RestartableDispatcher dispatcher;
   TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7101", TestSeed());
   ASSERT_TRUE(a.agent->Start().ok());
-  ASSERT_TRUE(a.agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; },
-                               kTestDeadline));
+  ASSERT_TRUE(
+      a.agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
   WorkerAgentStatus before = a.agent->status();
   {
     // A held (OFF) task, to see it is not started a second time.
@@ -41,8 +40,8 @@ void ExpectSameWorkerAfterRestart(bool kill9) {
   } else {
     dispatcher.StopGracefully();
   }
-  ASSERT_TRUE(a.agent->WaitFor([](const WorkerAgentStatus& s) { return !s.connected; },
-                               kTestDeadline));
+  ASSERT_TRUE(
+      a.agent->WaitFor([](const WorkerAgentStatus& s) { return !s.connected; }, kTestDeadline));
   dispatcher.Start();
   ASSERT_TRUE(a.agent->WaitFor(
       [&](const WorkerAgentStatus& s) {
@@ -58,7 +57,9 @@ void ExpectSameWorkerAfterRestart(bool kill9) {
   EXPECT_EQ(a.records->Snapshot().started.size(), 1u) << "a held task was started twice";
 }
 
-TEST(WorkerAgentRestart, ReregistersAsTheSameWorkerAfterKill9) { ExpectSameWorkerAfterRestart(true); }
+TEST(WorkerAgentRestart, ReregistersAsTheSameWorkerAfterKill9) {
+  ExpectSameWorkerAfterRestart(true);
+}
 
 TEST(WorkerAgentRestart, ReregistersAsTheSameWorkerAfterAGracefulRestart) {
   ExpectSameWorkerAfterRestart(false);
@@ -71,17 +72,17 @@ TEST(WorkerAgentRestart, EverySplitOnceAcrossAKill9MidEpoch) {
   TestAgent b(dispatcher.address(), "tcp:127.0.0.1:7103", TestSeed() + 1);
   for (auto* t : {&a, &b}) {
     ASSERT_TRUE(t->agent->Start().ok());
-    ASSERT_TRUE(t->agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; },
-                                  kTestDeadline));
+    ASSERT_TRUE(
+        t->agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
   }
   {
     ClientLoop loop;
     auto conn = loop.Connect(dispatcher.address());
-    auto dataset = loop.Wait(clients::RegisterDataset(
-        conn->dispatcher(), DatasetOf("range-3000", kSplits)));
-    auto job = loop.Wait(clients::JobClient::Create(
-        conn->dispatcher(), loop.io().timer(),
-        JobOf(dataset.dataset_id, journal::ProcessingMode::DYNAMIC)));
+    auto dataset =
+        loop.Wait(clients::RegisterDataset(conn->dispatcher(), DatasetOf("range-3000", kSplits)));
+    auto job = loop.Wait(
+        clients::JobClient::Create(conn->dispatcher(), loop.io().timer(),
+                                   JobOf(dataset.dataset_id, journal::ProcessingMode::DYNAMIC)));
   }
   ASSERT_TRUE(a.records->WaitFor([](const auto& r) { return r.splits.size() >= 200; }));
   dispatcher.Kill9();
