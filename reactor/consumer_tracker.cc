@@ -5,7 +5,8 @@
 namespace dispatch::reactor {
 
 void ConsumerTracker::Initialize(const state::DispatcherState& state, int64_t now_micros) {
-  for (const state::JobClient* client : state.ListJobClients()) Heartbeat(client->id, -1, now_micros);
+  for (const state::JobClient* client : state.ListJobClients())
+    Heartbeat(client->id, -1, now_micros);
 }
 
 void ConsumerTracker::Heartbeat(uint64_t job_client_id, int64_t current_round, int64_t now_micros) {
@@ -36,7 +37,8 @@ int64_t ConsumerTracker::Round(uint64_t job_client_id) const {
 
 int64_t ConsumerTracker::JobRound(const state::DispatcherState& state, uint64_t job_id) const {
   int64_t round = -1;
-  for (const state::JobClient* client : state.ClientsForJob(job_id)) round = std::max(round, Round(client->id));
+  for (const state::JobClient* client : state.ClientsForJob(job_id))
+    round = std::max(round, Round(client->id));
   return round;
 }
 

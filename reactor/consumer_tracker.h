@@ -44,7 +44,8 @@ class ConsumerTracker {
   // Consumer `consumer_index` asks to remove `task_id` at `round`. True once
   // every one of `num_consumers` consumers asked at that same round; a request
   // at another round starts the agreement over.
-  bool RequestRemoval(uint64_t task_id, uint32_t consumer_index, int64_t round, uint32_t num_consumers);
+  bool RequestRemoval(uint64_t task_id, uint32_t consumer_index, int64_t round,
+                      uint32_t num_consumers);
   void ForgetTask(uint64_t task_id) { removals_.erase(task_id); }
 
  private:

@@ -23,7 +23,8 @@ Status DataService::Start() {
   if (!options_.fault_tolerant_mode && durable_.state().NumApplied() > 0) {
     DISPATCH_RETURN_IF_ERROR(durable_.ResetKeepingIds());
     Log(LogLevel::kInfo,
-        "fault-tolerant mode is off: starting from an empty state (clients of the previous run get clear errors)");
+        "fault-tolerant mode is off: starting from an empty state (clients of the previous run get "
+        "clear errors)");
   }
   workers_.Initialize();
   consumers_.Initialize(durable_.state(), durable_.NowMicros());
@@ -40,7 +41,8 @@ Status DataService::CheckWorkerAddress(std::string_view address) const {
 Status DataService::CheckName(std::string_view what, std::string_view value) const {
   if (value.size() > options_.max_name_bytes) {
     return InvalidArgumentError(std::string(what) + " of " + std::to_string(value.size()) +
-                                " bytes is longer than the limit of " + std::to_string(options_.max_name_bytes));
+                                " bytes is longer than the limit of " +
+                                std::to_string(options_.max_name_bytes));
   }
   return Status::Ok();
 }
@@ -97,7 +99,8 @@ Result<std::vector<uint64_t>> DataService::CreateMissingTasks(const std::string&
 
 std::map<std::string, std::vector<uint64_t>> DataService::TasksByWorker(uint64_t job_id) const {
   std::map<std::string, std::vector<uint64_t>> by_worker;
-  for (const state::Task* task : state().TasksForJob(job_id)) by_worker[task->worker_address].push_back(task->id);
+  for (const state::Task* task : state().TasksForJob(job_id))
+    by_worker[task->worker_address].push_back(task->id);
   for (const state::PendingTask* pending : state().PendingTasks(job_id)) {
     const state::Task* task = state().FindTask(pending->task_id);
     if (task != nullptr) by_worker[task->worker_address].push_back(task->id);

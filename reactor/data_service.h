@@ -6,6 +6,7 @@
 // REQUIRES: loop thread only; created after DurableState recovered.
 #pragma once
 
+#include <capnp/message.h>
 #include <uv.h>
 
 #include <cstdint>
@@ -14,8 +15,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <capnp/message.h>
 
 #include "reactor/consumer_tracker.h"
 #include "reactor/data_service_options.h"
@@ -33,7 +32,8 @@ struct DataServiceStats {
 
 class DataService {
  public:
-  DataService(uv_loop_t* loop, DurableState& durable, DataServiceOptions options, uint64_t incarnation);
+  DataService(uv_loop_t* loop, DurableState& durable, DataServiceOptions options,
+              uint64_t incarnation);
   ~DataService();
   DataService(const DataService&) = delete;
   DataService& operator=(const DataService&) = delete;

@@ -1,10 +1,10 @@
 #include "reactor/dataset_catalog.h"
 
-#include <cstring>
-
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+
+#include <cstring>
 
 #include "state/codec.h"
 
@@ -40,7 +40,8 @@ std::string DefinitionKey(uint64_t dataset_id, uint64_t fingerprint) {
   return "dataset_" + std::to_string(dataset_id) + "_fp_" + std::to_string(fingerprint);
 }
 
-std::string EncodeDatasetMetadata(rpc::SplitSource::Reader split_source, capnp::Data::Reader user_metadata) {
+std::string EncodeDatasetMetadata(rpc::SplitSource::Reader split_source,
+                                  capnp::Data::Reader user_metadata) {
   capnp::MallocMessageBuilder message;
   auto metadata = message.initRoot<rpc::DatasetMetadata>();
   metadata.setSplitSource(split_source);
@@ -48,21 +49,24 @@ std::string EncodeDatasetMetadata(rpc::SplitSource::Reader split_source, capnp::
   return state::EncodeMessage(message);
 }
 
-Status WithDatasetMetadata(const std::string& bytes, const std::function<void(rpc::DatasetMetadata::Reader)>& use) {
+Status WithDatasetMetadata(const std::string& bytes,
+                           const std::function<void(rpc::DatasetMetadata::Reader)>& use) {
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
-    return DataLossError("dataset metadata of " + std::to_string(bytes.size()) + " bytes is not a message");
+    return DataLossError("dataset metadata of " + std::to_string(bytes.size()) +
+                         " bytes is not a message");
   }
   // Aligned copy: the state keeps the bytes in a std::string.
   auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
   std::memcpy(words.begin(), bytes.data(), bytes.size());
   Status status;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
-                capnp::ReaderOptions options;
-                options.traversalLimitInWords = words.size() * 2 + 64;
-                capnp::FlatArrayMessageReader reader(words, options);
-                use(reader.getRoot<rpc::DatasetMetadata>());
-              })) {
-    status = DataLossError(std::string("dataset metadata does not decode: ") + e->getDescription().cStr());
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
+                 capnp::ReaderOptions options;
+                 options.traversalLimitInWords = words.size() * 2 + 64;
+                 capnp::FlatArrayMessageReader reader(words, options);
+                 use(reader.getRoot<rpc::DatasetMetadata>());
+               })) {
+    status = DataLossError(std::string("dataset metadata does not decode: ") +
+                           e->getDescription().cStr());
   }
   return status;
 }
@@ -73,28 +77,31 @@ Result<const SplitSourceInfo*> DatasetCatalog::SplitSource(uint64_t dataset_id) 
   auto dataset = state_.GetDataset(dataset_id);
   if (!dataset.ok()) return dataset.status();
   SplitSourceInfo info;
-  Status status = WithDatasetMetadata((*dataset)->metadata, [&info](rpc::DatasetMetadata::Reader metadata) {
-    auto source = metadata.getSplitSource();
-    switch (source.which()) {
-      case rpc::SplitSource::NONE:
-        break;
-      case rpc::SplitSource::INDEXED:
-        info.kind = SplitSourceInfo::Kind::kIndexed;
-        info.num_splits = source.getIndexed();
-        break;
-      case rpc::SplitSource::EXPLICIT: {
-        info.kind = SplitSourceInfo::Kind::kExplicit;
-        auto list = source.getExplicit();
-        info.num_splits = list.size();
-        info.payloads.reserve(list.size());
-        for (auto payload : list) {
-          info.payloads.emplace_back(reinterpret_cast<const char*>(payload.begin()), payload.size());
+  Status status =
+      WithDatasetMetadata((*dataset)->metadata, [&info](rpc::DatasetMetadata::Reader metadata) {
+        auto source = metadata.getSplitSource();
+        switch (source.which()) {
+          case rpc::SplitSource::NONE:
+            break;
+          case rpc::SplitSource::INDEXED:
+            info.kind = SplitSourceInfo::Kind::kIndexed;
+            info.num_splits = source.getIndexed();
+            break;
+          case rpc::SplitSource::EXPLICIT: {
+            info.kind = SplitSourceInfo::Kind::kExplicit;
+            auto list = source.getExplicit();
+            info.num_splits = list.size();
+            info.payloads.reserve(list.size());
+            for (auto payload : list) {
+              info.payloads.emplace_back(reinterpret_cast<const char*>(payload.begin()),
+                                         payload.size());
+            }
+            break;
+          }
         }
-        break;
-      }
-    }
-  });
-  if (!status.ok()) return DataLossError("dataset " + std::to_string(dataset_id) + ": " + status.message());
+      });
+  if (!status.ok())
+    return DataLossError("dataset " + std::to_string(dataset_id) + ": " + status.message());
   return &cache_.emplace(dataset_id, std::move(info)).first->second;
 }
 

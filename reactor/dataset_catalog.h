@@ -28,11 +28,13 @@ uint64_t FingerprintOf(std::string_view bytes);
 std::string DefinitionKey(uint64_t dataset_id, uint64_t fingerprint);
 
 // Encodes the split source and the caller's metadata for the journal.
-std::string EncodeDatasetMetadata(rpc::SplitSource::Reader split_source, capnp::Data::Reader user_metadata);
+std::string EncodeDatasetMetadata(rpc::SplitSource::Reader split_source,
+                                  capnp::Data::Reader user_metadata);
 
 // Decodes journaled metadata bytes (checked: bounds, nesting) and hands the
 // reader to `use` while it is valid. DataLoss when they do not decode.
-Status WithDatasetMetadata(const std::string& bytes, const std::function<void(rpc::DatasetMetadata::Reader)>& use);
+Status WithDatasetMetadata(const std::string& bytes,
+                           const std::function<void(rpc::DatasetMetadata::Reader)>& use);
 
 // The split source of one dataset, decoded.
 struct SplitSourceInfo {
@@ -49,7 +51,6 @@ class DatasetCatalog {
   // The dataset's split source; NotFound for an unknown dataset, DataLoss for
   // metadata this code did not write.
   Result<const SplitSourceInfo*> SplitSource(uint64_t dataset_id);
-
 
  private:
   const state::DispatcherState& state_;

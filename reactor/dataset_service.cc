@@ -39,11 +39,13 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
   const auto& state = data.state();
   auto params = context.getParams();
   const std::string definition(View(params.getDefinition()));
-  if (definition.empty()) ThrowStatus(InvalidArgumentError("a dataset definition must not be empty"));
+  if (definition.empty())
+    ThrowStatus(InvalidArgumentError("a dataset definition must not be empty"));
   const size_t max_definition = durable.store().options().max_dataset_bytes;
   if (definition.size() > max_definition) {
-    ThrowStatus(ResourceExhaustedError("a dataset definition of " + std::to_string(definition.size()) +
-                                       " bytes is larger than the limit of " + std::to_string(max_definition)));
+    ThrowStatus(ResourceExhaustedError(
+        "a dataset definition of " + std::to_string(definition.size()) +
+        " bytes is larger than the limit of " + std::to_string(max_definition)));
   }
   const capnp::Data::Reader element_spec = params.getElementSpec();
 
@@ -69,7 +71,8 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
     std::string metadata = EncodeDatasetMetadata(params.getSplitSource(), params.getMetadata());
     const size_t max_record = durable.store().options().max_record_bytes;
     if (metadata.size() + kRecordOverheadBytes > max_record) {
-      ThrowStatus(ResourceExhaustedError("the split source and metadata take " + std::to_string(metadata.size()) +
+      ThrowStatus(ResourceExhaustedError("the split source and metadata take " +
+                                         std::to_string(metadata.size()) +
                                          " bytes, more than a journal record may hold (" +
                                          std::to_string(max_record - kRecordOverheadBytes) + ")"));
     }
@@ -80,7 +83,8 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
       auto reg = update.initRegisterDataset();
       reg.setDatasetId(dataset_id);
       reg.setFingerprint(fingerprint);
-      reg.setMetadata(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(metadata.data()), metadata.size()));
+      reg.setMetadata(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(metadata.data()),
+                                          metadata.size()));
       reg.setDefinitionKey(key);
     }));
     has_spec = false;
@@ -100,15 +104,17 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
 
 kj::Promise<void> DispatcherService::getDatasetDef(GetDatasetDefContext context) {
   DataService& data = this->data();
-  const state::Dataset* dataset = ValueOrThrow(data.state().GetDataset(context.getParams().getDatasetId()));
+  const state::Dataset* dataset =
+      ValueOrThrow(data.state().GetDataset(context.getParams().getDatasetId()));
   std::string definition = ValueOrThrow(data.durable().GetDataset(dataset->definition_key));
   auto results = context.getResults();
-  results.setDefinition(
-      capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(definition.data()), definition.size()));
-  ThrowIfError(WithDatasetMetadata(dataset->metadata, [&results](rpc::DatasetMetadata::Reader metadata) {
-    results.setSplitSource(metadata.getSplitSource());
-    results.setMetadata(metadata.getUserMetadata());
-  }));
+  results.setDefinition(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(definition.data()),
+                                            definition.size()));
+  ThrowIfError(
+      WithDatasetMetadata(dataset->metadata, [&results](rpc::DatasetMetadata::Reader metadata) {
+        results.setSplitSource(metadata.getSplitSource());
+        results.setMetadata(metadata.getUserMetadata());
+      }));
   results.setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }
@@ -123,7 +129,8 @@ kj::Promise<void> DispatcherService::getElementSpec(GetElementSpecContext contex
   }
   auto results = context.getResults();
   const std::string& spec = *dataset->element_spec;
-  results.setElementSpec(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(spec.data()), spec.size()));
+  results.setElementSpec(
+      capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(spec.data()), spec.size()));
   results.setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

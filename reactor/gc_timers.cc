@@ -13,8 +13,8 @@ namespace dispatch::reactor {
 
 void DataService::StartTimers() {
   if (options_.job_gc_check_interval_ms > 0) {
-    job_gc_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, options_.job_gc_check_interval_ms,
-                                                             [this]() { RunJobGc(); });
+    job_gc_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(
+        loop_, options_.job_gc_check_interval_ms, [this]() { RunJobGc(); });
     job_gc_timer_->Unref();
     job_gc_timer_->Start();
   }
@@ -24,7 +24,8 @@ void DataService::StartTimers() {
   if (options_.client_timeout_ms > 0) shortest = std::min(shortest, options_.client_timeout_ms);
   if (shortest != UINT64_MAX) {
     uint64_t period = std::clamp<uint64_t>(shortest / 4, 5, 1000);
-    liveness_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, period, [this]() { RunLivenessCheck(); });
+    liveness_timer_ =
+        std::make_unique<uvkj::UvRepeatingTimer>(loop_, period, [this]() { RunLivenessCheck(); });
     liveness_timer_->Unref();
     liveness_timer_->Start();
   }
@@ -55,7 +56,8 @@ void DataService::RunJobGc() {
       continue;
     }
     ++stats_.jobs_garbage_collected;
-    Log(LogLevel::kInfo, "garbage-collected job ", job_id, ": no client for ", options_.job_gc_timeout_ms, " ms");
+    Log(LogLevel::kInfo, "garbage-collected job ", job_id, ": no client for ",
+        options_.job_gc_timeout_ms, " ms");
     for (auto& [address, ids] : tasks) {
       for (uint64_t id : ids) consumers_.ForgetTask(id);
       workers_.PushDeleteTasks(address, std::move(ids));
@@ -79,8 +81,8 @@ void DataService::RunLivenessCheck() {
     });
     if (status.ok()) {
       ++stats_.clients_timed_out;
-      Log(LogLevel::kInfo, "released job client ", client_id, ": no heartbeat for ", options_.client_timeout_ms,
-          " ms");
+      Log(LogLevel::kInfo, "released job client ", client_id, ": no heartbeat for ",
+          options_.client_timeout_ms, " ms");
     }
   }
 }

@@ -29,18 +29,20 @@ Status CheckMatchingJob(const state::Job& job, rpc::JobRequest::Reader request) 
   const std::string key = KeyName(job.named_key->name, job.named_key->index);
   const std::string held = key + " is held by job " + std::to_string(job.id);
   if (job.processing_mode != request.getProcessingMode()) {
-    return FailedPreconditionError(held + " with processing mode " + ProcessingModeName(job.processing_mode) +
+    return FailedPreconditionError(held + " with processing mode " +
+                                   ProcessingModeName(job.processing_mode) +
                                    "; this request asks for processing mode " +
                                    ProcessingModeName(request.getProcessingMode()));
   }
   if (job.target_workers != request.getTargetWorkers()) {
-    return FailedPreconditionError(held + " with target workers " + TargetWorkersName(job.target_workers) +
-                                   "; this request asks for target workers " +
-                                   TargetWorkersName(request.getTargetWorkers()));
+    return FailedPreconditionError(
+        held + " with target workers " + TargetWorkersName(job.target_workers) +
+        "; this request asks for target workers " + TargetWorkersName(request.getTargetWorkers()));
   }
   if (job.dataset_id != request.getDatasetId()) {
     return FailedPreconditionError(held + " of dataset " + std::to_string(job.dataset_id) +
-                                   "; this request names dataset " + std::to_string(request.getDatasetId()));
+                                   "; this request names dataset " +
+                                   std::to_string(request.getDatasetId()));
   }
   if (job.num_consumers != request.getNumConsumers()) {
     return FailedPreconditionError(held + " with " + std::to_string(job.num_consumers) +
@@ -53,27 +55,32 @@ Status CheckMatchingJob(const state::Job& job, rpc::JobRequest::Reader request) 
 Status CheckNewJob(DataService& data, rpc::JobRequest::Reader request) {
   const journal::ProcessingMode mode = request.getProcessingMode();
   if (mode > journal::ProcessingMode::HINT) {
-    return InvalidArgumentError("processing mode " + std::to_string(static_cast<unsigned>(mode)) + " is unknown");
+    return InvalidArgumentError("processing mode " + std::to_string(static_cast<unsigned>(mode)) +
+                                " is unknown");
   }
   if (request.getTargetWorkers() > journal::TargetWorkers::LOCAL) {
     return InvalidArgumentError("target workers " +
-                                std::to_string(static_cast<unsigned>(request.getTargetWorkers())) + " is unknown");
+                                std::to_string(static_cast<unsigned>(request.getTargetWorkers())) +
+                                " is unknown");
   }
   if (IsStaticSharding(mode) && data.options().worker_addresses.empty()) {
-    return FailedPreconditionError(std::string("processing mode ") + ProcessingModeName(mode) +
-                                   " shards by worker index and needs a fixed worker list, but none is "
-                                   "configured: start the dispatcher with --worker-addresses");
+    return FailedPreconditionError(
+        std::string("processing mode ") + ProcessingModeName(mode) +
+        " shards by worker index and needs a fixed worker list, but none is "
+        "configured: start the dispatcher with --worker-addresses");
   }
   if (request.getRequeueUnfinishedSplits() && mode != journal::ProcessingMode::DYNAMIC) {
-    return InvalidArgumentError(std::string("requeueUnfinishedSplits needs processing mode DYNAMIC, not ") +
-                                ProcessingModeName(mode));
+    return InvalidArgumentError(
+        std::string("requeueUnfinishedSplits needs processing mode DYNAMIC, not ") +
+        ProcessingModeName(mode));
   }
   if (mode == journal::ProcessingMode::DYNAMIC) {
     auto source = data.datasets().SplitSource(request.getDatasetId());
     if (!source.ok()) return source.status();
     if ((*source)->kind == SplitSourceInfo::Kind::kNone) {
-      return FailedPreconditionError("dataset " + std::to_string(request.getDatasetId()) +
-                                     " has no split source; a DYNAMIC job hands out splits and needs one");
+      return FailedPreconditionError(
+          "dataset " + std::to_string(request.getDatasetId()) +
+          " has no split source; a DYNAMIC job hands out splits and needs one");
     }
   }
   return Status::Ok();
@@ -130,7 +137,8 @@ kj::Promise<void> DispatcherService::getOrCreateJob(GetOrCreateJobContext contex
     }
     create.setNumConsumers(request.getNumConsumers());
     create.setTargetWorkers(request.getTargetWorkers());
-    create.setNumSplitProviders(request.getProcessingMode() == journal::ProcessingMode::DYNAMIC ? 1 : 0);
+    create.setNumSplitProviders(
+        request.getProcessingMode() == journal::ProcessingMode::DYNAMIC ? 1 : 0);
     create.setRequeueUnfinishedSplits(request.getRequeueUnfinishedSplits());
   }));
   results.setJobId(job_id);
@@ -149,18 +157,20 @@ kj::Promise<void> DispatcherService::clientHeartbeat(ClientHeartbeatContext cont
     if (uint64_t released_job = data.consumers().ReleasedJob(client_id)) {
       const state::Job* job = state.FindJob(released_job);
       if (job != nullptr && job->garbage_collected) {
-        ThrowStatus(FailedPreconditionError("job " + std::to_string(released_job) +
-                                            " has been garbage-collected after having no client for "
-                                            "--job-gc-timeout-ms; consider a higher --job-gc-timeout-ms"));
+        ThrowStatus(
+            FailedPreconditionError("job " + std::to_string(released_job) +
+                                    " has been garbage-collected after having no client for "
+                                    "--job-gc-timeout-ms; consider a higher --job-gc-timeout-ms"));
       }
-      ThrowStatus(NotFoundError("job client " + std::to_string(client_id) + " of job " +
-                                std::to_string(released_job) +
-                                " was released (by the client, or after no heartbeat for --client-timeout-ms)"));
+      ThrowStatus(NotFoundError(
+          "job client " + std::to_string(client_id) + " of job " + std::to_string(released_job) +
+          " was released (by the client, or after no heartbeat for --client-timeout-ms)"));
     }
     if (!data.options().fault_tolerant_mode) {
-      ThrowStatus(NotFoundError("job client " + std::to_string(client_id) +
-                                " is unknown; the dispatcher runs without fault-tolerant mode "
-                                "(--fault-tolerant-mode=false), so a dispatcher restart may have forgotten it"));
+      ThrowStatus(NotFoundError(
+          "job client " + std::to_string(client_id) +
+          " is unknown; the dispatcher runs without fault-tolerant mode "
+          "(--fault-tolerant-mode=false), so a dispatcher restart may have forgotten it"));
     }
     ThrowStatus(NotFoundError("job client " + std::to_string(client_id) +
                               " is unknown (released, timed out, or never created)"));
@@ -168,9 +178,10 @@ kj::Promise<void> DispatcherService::clientHeartbeat(ClientHeartbeatContext cont
   const uint64_t job_id = client->job_id;
   const state::Job* job = state.FindJob(job_id);
   if (job->garbage_collected) {
-    ThrowStatus(FailedPreconditionError("job " + std::to_string(job_id) +
-                                        " has been garbage-collected after having no client for "
-                                        "--job-gc-timeout-ms; consider a higher --job-gc-timeout-ms"));
+    ThrowStatus(
+        FailedPreconditionError("job " + std::to_string(job_id) +
+                                " has been garbage-collected after having no client for "
+                                "--job-gc-timeout-ms; consider a higher --job-gc-timeout-ms"));
   }
   const int64_t current_round = request.getCurrentRound();
   const int64_t blocked_round = request.getBlockedRound();
@@ -215,7 +226,8 @@ kj::Promise<void> DispatcherService::clientHeartbeat(ClientHeartbeatContext cont
   } else {
     response.setTaskListChanged(true);
     auto list = response.initTasks(static_cast<unsigned>(tasks.size()));
-    for (size_t i = 0; i < tasks.size(); ++i) FillTaskInfo(state, data.options(), *tasks[i], list[i]);
+    for (size_t i = 0; i < tasks.size(); ++i)
+      FillTaskInfo(state, data.options(), *tasks[i], list[i]);
   }
   response.setJobFinished(job->finished);
   response.setIncarnation(data.incarnation());
@@ -250,21 +262,23 @@ kj::Promise<void> DispatcherService::maybeRemoveTask(MaybeRemoveTaskContext cont
   }
   const state::Job* job = state.FindJob(task->job_id);
   if (!job->IsRoundRobin()) {
-    ThrowStatus(FailedPreconditionError("task " + std::to_string(task_id) + " belongs to job " +
-                                        std::to_string(job->id) +
-                                        ", which is not round robin; only round-robin tasks are removed"));
+    ThrowStatus(FailedPreconditionError(
+        "task " + std::to_string(task_id) + " belongs to job " + std::to_string(job->id) +
+        ", which is not round robin; only round-robin tasks are removed"));
   }
   if (params.getConsumerIndex() >= job->num_consumers) {
-    ThrowStatus(InvalidArgumentError("consumer index " + std::to_string(params.getConsumerIndex()) + " of job " +
-                                     std::to_string(job->id) + " is out of range: it has " +
+    ThrowStatus(InvalidArgumentError("consumer index " + std::to_string(params.getConsumerIndex()) +
+                                     " of job " + std::to_string(job->id) +
+                                     " is out of range: it has " +
                                      std::to_string(job->num_consumers) + " consumers"));
   }
   if (task->pending) {
-    ThrowStatus(FailedPreconditionError("task " + std::to_string(task_id) +
-                                        " is pending (not yet accepted by the consumers) and cannot be removed"));
+    ThrowStatus(FailedPreconditionError(
+        "task " + std::to_string(task_id) +
+        " is pending (not yet accepted by the consumers) and cannot be removed"));
   }
-  const bool agreed =
-      data.consumers().RequestRemoval(task_id, params.getConsumerIndex(), params.getRound(), job->num_consumers);
+  const bool agreed = data.consumers().RequestRemoval(task_id, params.getConsumerIndex(),
+                                                      params.getRound(), job->num_consumers);
   if (agreed) {
     const std::string address = task->worker_address;
     ThrowIfError(data.Submit([task_id](journal::Update::Builder update) {

@@ -12,7 +12,8 @@ namespace dispatch::reactor {
 namespace {
 
 // Active tasks (finished included), then pending ones, of one job.
-std::vector<const state::Task*> AllTasksOfJob(const state::DispatcherState& state, uint64_t job_id) {
+std::vector<const state::Task*> AllTasksOfJob(const state::DispatcherState& state,
+                                              uint64_t job_id) {
   std::vector<const state::Task*> tasks = state.TasksForJob(job_id);
   for (const state::PendingTask* pending : state.PendingTasks(job_id)) {
     if (const state::Task* task = state.FindTask(pending->task_id)) tasks.push_back(task);
@@ -20,7 +21,8 @@ std::vector<const state::Task*> AllTasksOfJob(const state::DispatcherState& stat
   return tasks;
 }
 
-void FillJobInfo(const state::DispatcherState& state, const state::Job& job, rpc::JobInfo::Builder info) {
+void FillJobInfo(const state::DispatcherState& state, const state::Job& job,
+                 rpc::JobInfo::Builder info) {
   info.setJobId(job.id);
   info.setDatasetId(job.dataset_id);
   if (job.named_key.has_value()) {
@@ -33,10 +35,12 @@ void FillJobInfo(const state::DispatcherState& state, const state::Job& job, rpc
   info.setNumClients(static_cast<uint32_t>(job.num_clients));
   info.setFinished(job.finished);
   info.setGarbageCollected(job.garbage_collected);
-  info.setNumTasks(static_cast<uint32_t>(state.TasksForJob(job.id).size() + job.pending_tasks.size()));
+  info.setNumTasks(
+      static_cast<uint32_t>(state.TasksForJob(job.id).size() + job.pending_tasks.size()));
 }
 
-void FillClientInfo(DataService& data, const state::JobClient& client, rpc::JobClientInfo::Builder info) {
+void FillClientInfo(DataService& data, const state::JobClient& client,
+                    rpc::JobClientInfo::Builder info) {
   info.setJobClientId(client.id);
   info.setJobId(client.job_id);
   int64_t last = data.consumers().LastHeartbeatMicros(client.id);
@@ -101,7 +105,8 @@ kj::Promise<void> DispatcherService::getJob(GetJobContext context) {
   FillJobInfo(state, *job, results.initJob());
   auto tasks = AllTasksOfJob(state, job->id);
   auto task_list = results.initTasks(static_cast<unsigned>(tasks.size()));
-  for (size_t i = 0; i < tasks.size(); ++i) FillTaskInfo(state, data.options(), *tasks[i], task_list[i]);
+  for (size_t i = 0; i < tasks.size(); ++i)
+    FillTaskInfo(state, data.options(), *tasks[i], task_list[i]);
   auto clients = state.ClientsForJob(job->id);
   auto client_list = results.initClients(static_cast<unsigned>(clients.size()));
   for (size_t i = 0; i < clients.size(); ++i) FillClientInfo(data, *clients[i], client_list[i]);

@@ -3,11 +3,11 @@
 // blobs become the std::string / string_view the state speaks.
 #pragma once
 
+#include <capnp/blob.h>
+
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <capnp/blob.h>
 
 #include "common/rpc_status.h"
 #include "common/status.h"
@@ -24,7 +24,9 @@ T ValueOrThrow(Result<T> result) {
   return std::move(result).value();
 }
 
-inline std::string_view View(capnp::Text::Reader text) { return std::string_view(text.cStr(), text.size()); }
+inline std::string_view View(capnp::Text::Reader text) {
+  return std::string_view(text.cStr(), text.size());
+}
 inline std::string_view View(capnp::Data::Reader data) {
   return std::string_view(reinterpret_cast<const char*>(data.begin()), data.size());
 }

@@ -27,7 +27,8 @@ void FillSplits(const SplitSourceInfo& source, const std::vector<uint64_t>& indi
     splits[i].setIndex(indices[i]);
     if (source.kind == SplitSourceInfo::Kind::kExplicit && indices[i] < source.payloads.size()) {
       const std::string& payload = source.payloads[indices[i]];
-      splits[i].setPayload(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(payload.data()), payload.size()));
+      splits[i].setPayload(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(payload.data()),
+                                               payload.size()));
     }
   }
 }
@@ -47,12 +48,13 @@ kj::Promise<void> DispatcherService::getSplit(GetSplitContext context) {
   const state::Job* job = state.FindJob(task->job_id);
   const uint64_t job_id = job->id;
   if (!job->IsDynamic()) {
-    ThrowStatus(FailedPreconditionError("job " + std::to_string(job_id) + " of task " + std::to_string(task_id) +
-                                        " is " + ProcessingModeName(job->processing_mode) +
-                                        ", not DYNAMIC, and has no splits"));
+    ThrowStatus(FailedPreconditionError(
+        "job " + std::to_string(job_id) + " of task " + std::to_string(task_id) + " is " +
+        ProcessingModeName(job->processing_mode) + ", not DYNAMIC, and has no splits"));
   }
   if (provider >= job->providers.size()) {
-    ThrowStatus(NotFoundError("job " + std::to_string(job_id) + " has no split provider " + std::to_string(provider)));
+    ThrowStatus(NotFoundError("job " + std::to_string(job_id) + " has no split provider " +
+                              std::to_string(provider)));
   }
   if (sequence == 0) ThrowStatus(InvalidArgumentError("split request sequence numbers start at 1"));
   const SplitSourceInfo& source = *ValueOrThrow(data.datasets().SplitSource(job->dataset_id));
@@ -70,16 +72,18 @@ kj::Promise<void> DispatcherService::getSplit(GetSplitContext context) {
       return data.durable().Barrier();
     }
     if (sequence < grant->sequence) {
-      ThrowStatus(FailedPreconditionError("task " + std::to_string(task_id) + " split provider " +
-                                          std::to_string(provider) + ": sequence " + std::to_string(sequence) +
-                                          " is older than its last request, sequence " +
-                                          std::to_string(grant->sequence)));
+      ThrowStatus(FailedPreconditionError(
+          "task " + std::to_string(task_id) + " split provider " + std::to_string(provider) +
+          ": sequence " + std::to_string(sequence) + " is older than its last request, sequence " +
+          std::to_string(grant->sequence)));
     }
   }
   if (job->garbage_collected) {
-    ThrowStatus(FailedPreconditionError("job " + std::to_string(job_id) + " has been garbage-collected"));
+    ThrowStatus(
+        FailedPreconditionError("job " + std::to_string(job_id) + " has been garbage-collected"));
   }
-  if (task->finished) ThrowStatus(FailedPreconditionError("task " + std::to_string(task_id) + " is finished"));
+  if (task->finished)
+    ThrowStatus(FailedPreconditionError("task " + std::to_string(task_id) + " is finished"));
   const state::SplitProviderProgress& progress = job->providers[provider];
   response.setRepetition(repetition);
   if (job->finished || repetition < progress.repetition) {
@@ -90,17 +94,20 @@ kj::Promise<void> DispatcherService::getSplit(GetSplitContext context) {
   if (repetition > progress.repetition) {
     ThrowStatus(FailedPreconditionError("job " + std::to_string(job_id) + " split provider " +
                                         std::to_string(provider) + " is at repetition " +
-                                        std::to_string(progress.repetition) + ", not " + std::to_string(repetition)));
+                                        std::to_string(progress.repetition) + ", not " +
+                                        std::to_string(repetition)));
   }
 
-  const uint64_t wanted = std::clamp<uint64_t>(request.getMaxSplits(), 1, data.options().max_splits_per_call);
+  const uint64_t wanted =
+      std::clamp<uint64_t>(request.getMaxSplits(), 1, data.options().max_splits_per_call);
   std::vector<uint64_t> indices;
   indices.reserve(std::min<uint64_t>(wanted, 4096));
   for (uint64_t index : progress.requeued) {
     if (indices.size() >= wanted) break;
     indices.push_back(index);
   }
-  for (uint64_t next = progress.next_index; indices.size() < wanted && next < source.num_splits; ++next) {
+  for (uint64_t next = progress.next_index; indices.size() < wanted && next < source.num_splits;
+       ++next) {
     indices.push_back(next);
   }
   const bool end_of_splits = indices.empty();

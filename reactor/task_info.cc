@@ -25,8 +25,8 @@ int64_t WorkerIndex(const DataServiceOptions& options, std::string_view address)
   return -1;
 }
 
-void FillTaskInfo(const state::DispatcherState& state, const DataServiceOptions& options, const state::Task& task,
-                  rpc::TaskInfo::Builder info) {
+void FillTaskInfo(const state::DispatcherState& state, const DataServiceOptions& options,
+                  const state::Task& task, rpc::TaskInfo::Builder info) {
   const state::Job* job = state.FindJob(task.job_id);
   info.setTaskId(task.id);
   info.setJobId(task.job_id);
@@ -50,8 +50,9 @@ void FillTaskInfo(const state::DispatcherState& state, const DataServiceOptions&
 uint64_t TaskListVersion(const std::vector<const state::Task*>& tasks) {
   std::string bytes;
   for (const state::Task* task : tasks) {
-    bytes += std::to_string(task->id) + '\0' + task->worker_address + '\0' + task->transfer_address + '\0' +
-             std::to_string(task->starting_round) + (task->finished ? "f" : "u") + '\n';
+    bytes += std::to_string(task->id) + '\0' + task->worker_address + '\0' +
+             task->transfer_address + '\0' + std::to_string(task->starting_round) +
+             (task->finished ? "f" : "u") + '\n';
   }
   uint64_t version = FingerprintOf(bytes);
   return version == 0 ? 1 : version;

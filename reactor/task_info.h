@@ -19,8 +19,8 @@ bool IsStaticSharding(journal::ProcessingMode mode);
 // The worker's place in the configured worker list; -1 when absent.
 int64_t WorkerIndex(const DataServiceOptions& options, std::string_view address);
 
-void FillTaskInfo(const state::DispatcherState& state, const DataServiceOptions& options, const state::Task& task,
-                  rpc::TaskInfo::Builder info);
+void FillTaskInfo(const state::DispatcherState& state, const DataServiceOptions& options,
+                  const state::Task& task, rpc::TaskInfo::Builder info);
 
 // A nonzero hash of what consumers see of the tasks (ids, addresses, starting
 // rounds, finished flags); equal lists have equal versions.

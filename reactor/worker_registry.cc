@@ -12,7 +12,8 @@ void WorkerRegistry::ErrorHandler::taskFailed(kj::Exception&& exception) {
   Log(LogLevel::kDebug, "worker push failed: ", exception.getDescription());
 }
 
-WorkerRegistry::WorkerRegistry(uv_loop_t* loop, DurableState& durable, const DataServiceOptions& options)
+WorkerRegistry::WorkerRegistry(uv_loop_t* loop, DurableState& durable,
+                               const DataServiceOptions& options)
     : loop_(loop), durable_(durable), options_(options), pushes_(error_handler_) {}
 
 WorkerRegistry::~WorkerRegistry() = default;
@@ -26,8 +27,8 @@ void WorkerRegistry::Initialize() {
   }
 }
 
-bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::ConnectionId connection, bool has_control,
-                               rpc::WorkerControl::Client control) {
+bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::ConnectionId connection,
+                               bool has_control, rpc::WorkerControl::Client control) {
   auto [it, inserted] = entries_.try_emplace(worker.address);
   Entry& entry = it->second;
   entry.last_heartbeat_ms = uv_now(loop_);
@@ -119,7 +120,8 @@ Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
   update.initRemoveWorker().setWorkerId(worker_id);
   Status status = durable_.Submit(update);
   if (status.ok()) {
-    Log(LogLevel::kInfo, "removed worker ", worker_id, " at ", std::string(address).c_str(), ": ", reason);
+    Log(LogLevel::kInfo, "removed worker ", worker_id, " at ", std::string(address).c_str(), ": ",
+        reason);
   } else {
     Log(LogLevel::kWarning, "could not remove worker ", worker_id, ": ", status.ToString().c_str());
   }
@@ -128,14 +130,16 @@ Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
 
 void WorkerRegistry::PushStartTasks(const std::string& address, std::vector<uint64_t> task_ids) {
   if (task_ids.empty()) return;
-  pushes_.add(durable_.Barrier().then(
-      [this, address, ids = kj::mv(task_ids)]() mutable { return SendStart(address, kj::mv(ids)); }));
+  pushes_.add(durable_.Barrier().then([this, address, ids = kj::mv(task_ids)]() mutable {
+    return SendStart(address, kj::mv(ids));
+  }));
 }
 
 void WorkerRegistry::PushDeleteTasks(const std::string& address, std::vector<uint64_t> task_ids) {
   if (task_ids.empty()) return;
-  pushes_.add(durable_.Barrier().then(
-      [this, address, ids = kj::mv(task_ids)]() mutable { return SendDelete(address, kj::mv(ids)); }));
+  pushes_.add(durable_.Barrier().then([this, address, ids = kj::mv(task_ids)]() mutable {
+    return SendDelete(address, kj::mv(ids));
+  }));
 }
 
 void WorkerRegistry::RetryLater(const std::string& address, const std::vector<uint64_t>& task_ids) {
@@ -148,13 +152,16 @@ kj::Promise<void> WorkerRegistry::SendStart(std::string address, std::vector<uin
   std::vector<const state::Task*> tasks;
   for (uint64_t id : task_ids) {
     const state::Task* task = state.FindTask(id);
-    if (task != nullptr && !task->finished && task->worker_address == address) tasks.push_back(task);
+    if (task != nullptr && !task->finished && task->worker_address == address)
+      tasks.push_back(task);
   }
   if (tasks.empty()) return kj::READY_NOW;
   auto entry = entries_.find(address);
   rpc::WorkerControl::Client* control = nullptr;
   if (entry != entries_.end()) {
-    KJ_IF_MAYBE(c, entry->second.control) { control = c; }
+    KJ_IF_MAYBE (c, entry->second.control) {
+      control = c;
+    }
   }
   if (control == nullptr) {
     RetryLater(address, task_ids);
@@ -190,7 +197,7 @@ void WorkerRegistry::PushDone(const std::string& address, uint64_t generation) {
 kj::Promise<void> WorkerRegistry::SendDelete(std::string address, std::vector<uint64_t> task_ids) {
   auto entry = entries_.find(address);
   if (entry == entries_.end()) return kj::READY_NOW;  // its next heartbeat learns it
-  KJ_IF_MAYBE(control, entry->second.control) {
+  KJ_IF_MAYBE (control, entry->second.control) {
     auto request = control->deleteTasksRequest();
     auto list = request.initTaskIds(static_cast<unsigned>(task_ids.size()));
     for (size_t i = 0; i < task_ids.size(); ++i) list.set(i, task_ids[i]);

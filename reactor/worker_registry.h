@@ -6,6 +6,7 @@
 // REQUIRES: loop thread only.
 #pragma once
 
+#include <kj/async.h>
 #include <uv.h>
 
 #include <cstdint>
@@ -14,8 +15,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <kj/async.h>
 
 #include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
@@ -75,9 +74,9 @@ class WorkerRegistry {
     uint64_t worker_id = 0;
     RpcServer::ConnectionId connection = 0;  // 0: not attached (after a restart)
     kj::Maybe<rpc::WorkerControl::Client> control;
-    uint64_t last_heartbeat_ms = 0;   // uv_now
+    uint64_t last_heartbeat_ms = 0;  // uv_now
     int64_t last_heartbeat_micros = 0;
-    uint64_t generation = 0;          // bumped on every (re)attachment
+    uint64_t generation = 0;  // bumped on every (re)attachment
     uint32_t pushes_in_flight = 0;
   };
   class ErrorHandler final : public kj::TaskSet::ErrorHandler {

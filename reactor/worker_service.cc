@@ -21,7 +21,8 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   const auto& state = data.state();
   auto request = context.getParams().getRequest();
   const std::string address(View(request.getAddress()));
-  if (address.empty()) ThrowStatus(InvalidArgumentError("a worker heartbeat needs a worker address"));
+  if (address.empty())
+    ThrowStatus(InvalidArgumentError("a worker heartbeat needs a worker address"));
   ThrowIfError(data.CheckName("worker address", address));
   ThrowIfError(data.CheckName("transfer address", View(request.getTransferAddress())));
   for (auto tag : request.getTags()) ThrowIfError(data.CheckName("worker tag", View(tag)));
@@ -48,7 +49,8 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
     worker = state.FindWorker(worker_id);
     registered = true;
   }
-  const bool attached = data.workers().Heartbeat(*worker, connection_, request.hasControl(), request.getControl());
+  const bool attached =
+      data.workers().Heartbeat(*worker, connection_, request.hasControl(), request.getControl());
   if (registered || attached) {
     // Tasks for every unfinished job it lacks (pending for round robin).
     ValueOrThrow(data.CreateMissingTasks(address));
@@ -57,7 +59,8 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   auto response = context.getResults().initResponse();
   response.setWorkerId(worker->id);
   response.setIncarnation(data.incarnation());
-  response.setHeartbeatIntervalMillis(static_cast<uint32_t>(data.options().worker_heartbeat_interval_ms));
+  response.setHeartbeatIntervalMillis(
+      static_cast<uint32_t>(data.options().worker_heartbeat_interval_ms));
   std::set<uint64_t> current;
   for (uint64_t id : request.getCurrentTasks()) current.insert(id);
   const auto assigned = state.TasksForWorker(address);
@@ -68,7 +71,8 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
     if (!current.contains(task->id)) fresh.push_back(task);
   }
   auto new_tasks = response.initNewTasks(static_cast<unsigned>(fresh.size()));
-  for (size_t i = 0; i < fresh.size(); ++i) FillTaskInfo(state, data.options(), *fresh[i], new_tasks[i]);
+  for (size_t i = 0; i < fresh.size(); ++i)
+    FillTaskInfo(state, data.options(), *fresh[i], new_tasks[i]);
   std::vector<uint64_t> to_delete;
   for (uint64_t id : current) {
     if (!assigned_ids.contains(id)) to_delete.push_back(id);

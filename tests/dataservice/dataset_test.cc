@@ -2,9 +2,8 @@
 // the caller), the definition, split source and metadata read back, the
 // element spec set once, clear errors naming the dataset, and all of it kept
 // across a restart.
-#include <signal.h>
-
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "tests/dataservice/ds_test_util.h"
 #include "tests/support/temp_dir.h"
@@ -34,8 +33,9 @@ TEST(Datasets, DefinitionSplitSourceAndMetadataReadBack) {
   DsClient client(loop, dispatcher.address());
   std::string definition(100000, '\0');
   for (size_t i = 0; i < definition.size(); ++i) definition[i] = static_cast<char>(i * 7);
-  auto id = client.RegisterDataset(
-      {.definition = definition, .explicit_splits = {"a.tfrecord", "b.tfrecord"}, .metadata = "user bytes"});
+  auto id = client.RegisterDataset({.definition = definition,
+                                    .explicit_splits = {"a.tfrecord", "b.tfrecord"},
+                                    .metadata = "user bytes"});
   ASSERT_TRUE(id.ok()) << id.status().ToString();
   auto def = client.GetDatasetDef(*id);
   ASSERT_TRUE(def.ok()) << def.status().ToString();
@@ -62,8 +62,9 @@ TEST(Datasets, ElementSpecIsAClearErrorUntilSetAndIsSetOnce) {
   auto missing = client.GetElementSpec(*id);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(missing.status().message().find("dataset " + std::to_string(*id) + " has no element spec"),
-            std::string::npos)
+  EXPECT_NE(
+      missing.status().message().find("dataset " + std::to_string(*id) + " has no element spec"),
+      std::string::npos)
       << missing.status().message();
 
   ASSERT_EQ(*client.RegisterDataset({.definition = "no spec", .element_spec = "spec-1"}), *id);
@@ -99,7 +100,8 @@ TEST(Datasets, SurviveARestartOnTheSameWorkDir) {
     DispatcherProcess dispatcher({.work_dir = dir.File("work")});
     ClientLoop loop;
     DsClient client(loop, dispatcher.address());
-    id = *client.RegisterDataset({.definition = "durable", .indexed_splits = 9, .element_spec = "es"});
+    id = *client.RegisterDataset(
+        {.definition = "durable", .indexed_splits = 9, .element_spec = "es"});
     dispatcher.process().Signal(SIGKILL);
     dispatcher.process().Wait(std::chrono::seconds(10));
   }

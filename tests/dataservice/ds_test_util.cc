@@ -85,7 +85,8 @@ SplitView ToView(rpc::SplitResponse::Reader response) {
   return view;
 }
 
-DsClient::DsClient(ClientLoop& loop, const std::string& address) : loop_(loop), conn_(loop.Connect(address)) {}
+DsClient::DsClient(ClientLoop& loop, const std::string& address)
+    : loop_(loop), conn_(loop.Connect(address)) {}
 
 uint64_t DsClient::Incarnation() {
   return loop_.Wait(dispatcher().getVersionRequest().send()).getVersion().getIncarnation();
@@ -97,8 +98,10 @@ Result<uint64_t> DsClient::RegisterDataset(const DatasetSpec& spec) {
   if (spec.indexed_splits.has_value()) {
     request.initSplitSource().setIndexed(*spec.indexed_splits);
   } else if (!spec.explicit_splits.empty()) {
-    auto list = request.initSplitSource().initExplicit(static_cast<unsigned>(spec.explicit_splits.size()));
-    for (size_t i = 0; i < spec.explicit_splits.size(); ++i) list.set(i, AsData(spec.explicit_splits[i]));
+    auto list =
+        request.initSplitSource().initExplicit(static_cast<unsigned>(spec.explicit_splits.size()));
+    for (size_t i = 0; i < spec.explicit_splits.size(); ++i)
+      list.set(i, AsData(spec.explicit_splits[i]));
   }
   request.setElementSpec(AsData(spec.element_spec));
   request.setMetadata(AsData(spec.metadata));
@@ -126,7 +129,8 @@ Result<DatasetDefView> DsClient::GetDatasetDef(uint64_t dataset_id) {
 Result<std::string> DsClient::GetElementSpec(uint64_t dataset_id) {
   auto request = dispatcher().getElementSpecRequest();
   request.setDatasetId(dataset_id);
-  return Try(loop_, request.send().then([](auto response) { return ToString(response.getElementSpec()); }));
+  return Try(loop_, request.send().then(
+                        [](auto response) { return ToString(response.getElementSpec()); }));
 }
 
 Result<JobIds> DsClient::GetOrCreateJob(const JobSpec& spec) {
@@ -145,7 +149,8 @@ Result<JobIds> DsClient::GetOrCreateJob(const JobSpec& spec) {
 }
 
 Result<ClientHeartbeatView> DsClient::ClientHeartbeat(uint64_t job_client_id, int64_t current_round,
-                                                      int64_t blocked_round, uint64_t known_version) {
+                                                      int64_t blocked_round,
+                                                      uint64_t known_version) {
   auto request = dispatcher().clientHeartbeatRequest();
   auto body = request.initRequest();
   body.setJobClientId(job_client_id);
@@ -179,8 +184,9 @@ Result<bool> DsClient::MaybeRemoveTask(uint64_t task_id, uint32_t consumer_index
   return Try(loop_, request.send().then([](auto response) { return response.getRemoved(); }));
 }
 
-kj::Promise<SplitView> DsClient::GetSplitAsync(uint64_t task_id, int64_t repetition, uint64_t sequence,
-                                               uint32_t max_splits, uint32_t provider) {
+kj::Promise<SplitView> DsClient::GetSplitAsync(uint64_t task_id, int64_t repetition,
+                                               uint64_t sequence, uint32_t max_splits,
+                                               uint32_t provider) {
   auto request = dispatcher().getSplitRequest();
   auto body = request.initRequest();
   body.setTaskId(task_id);
@@ -191,8 +197,8 @@ kj::Promise<SplitView> DsClient::GetSplitAsync(uint64_t task_id, int64_t repetit
   return request.send().then([](auto response) { return ToView(response.getResponse()); });
 }
 
-Result<SplitView> DsClient::GetSplit(uint64_t task_id, int64_t repetition, uint64_t sequence, uint32_t max_splits,
-                                     uint32_t provider) {
+Result<SplitView> DsClient::GetSplit(uint64_t task_id, int64_t repetition, uint64_t sequence,
+                                     uint32_t max_splits, uint32_t provider) {
   return Try(loop_, GetSplitAsync(task_id, repetition, sequence, max_splits, provider));
 }
 

@@ -29,7 +29,7 @@ template <typename T>
 Result<T> Try(ClientLoop& loop, kj::Promise<T> promise) {
   std::optional<T> value;
   Status status;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() { value.emplace(loop.Wait(kj::mv(promise))); })) {
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { value.emplace(loop.Wait(kj::mv(promise))); })) {
     status = StatusFromException(*e);
   }
   if (value.has_value()) return std::move(*value);
@@ -138,13 +138,14 @@ class DsClient {
   Result<std::string> GetElementSpec(uint64_t dataset_id);
   Result<JobIds> GetOrCreateJob(const JobSpec& spec);
   Result<ClientHeartbeatView> ClientHeartbeat(uint64_t job_client_id, int64_t current_round = -1,
-                                              int64_t blocked_round = -1, uint64_t known_version = 0);
+                                              int64_t blocked_round = -1,
+                                              uint64_t known_version = 0);
   Status ReleaseJobClient(uint64_t job_client_id);
   Result<bool> MaybeRemoveTask(uint64_t task_id, uint32_t consumer_index, int64_t round);
   kj::Promise<SplitView> GetSplitAsync(uint64_t task_id, int64_t repetition, uint64_t sequence,
                                        uint32_t max_splits = 1, uint32_t provider = 0);
-  Result<SplitView> GetSplit(uint64_t task_id, int64_t repetition, uint64_t sequence, uint32_t max_splits = 1,
-                             uint32_t provider = 0);
+  Result<SplitView> GetSplit(uint64_t task_id, int64_t repetition, uint64_t sequence,
+                             uint32_t max_splits = 1, uint32_t provider = 0);
   Result<std::vector<WorkerView>> GetWorkers();
   Result<std::vector<JobView>> ListJobs();
   Result<std::vector<TaskView>> ListTasks();

@@ -3,11 +3,10 @@
 // worker list, client heartbeats (task list, unchanged list not resent, job
 // finished), release, job GC, client timeout, and the errors a consumer gets
 // after a restart without fault-tolerant mode.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
-
-#include <gtest/gtest.h>
 
 #include "tests/dataservice/ds_test_util.h"
 #include "tests/support/temp_dir.h"
@@ -38,7 +37,8 @@ TEST(Jobs, AnonymousJobsAreAlwaysNewAndNamedJobsAreJoinedWithANewClientId) {
   ASSERT_TRUE(named.ok() && joined.ok());
   EXPECT_EQ(named->job_id, joined->job_id);
   EXPECT_NE(named->job_client_id, joined->job_client_id);
-  auto other_index = client.GetOrCreateJob({.dataset_id = dataset, .name = "train", .name_index = 1});
+  auto other_index =
+      client.GetOrCreateJob({.dataset_id = dataset, .name = "train", .name_index = 1});
   EXPECT_NE(other_index->job_id, named->job_id);
   auto jobs = client.ListJobs();
   ASSERT_EQ(jobs->size(), 4u);
@@ -49,15 +49,22 @@ TEST(Jobs, ReusingANamedJobWithAnotherModeOrTargetNamesBoth) {
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   uint64_t dataset = *client.RegisterDataset({.definition = "d", .indexed_splits = 10});
-  ASSERT_TRUE(client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC, .name = "j"}).ok());
-  auto mode = client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::OFF, .name = "j"});
+  ASSERT_TRUE(
+      client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC, .name = "j"})
+          .ok());
+  auto mode =
+      client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::OFF, .name = "j"});
   ASSERT_FALSE(mode.ok());
   EXPECT_EQ(mode.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Contains(mode.status(), "DYNAMIC") && Contains(mode.status(), "OFF")) << mode.status().message();
-  auto target = client.GetOrCreateJob(
-      {.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC, .name = "j", .target = TargetWorkers::LOCAL});
+  EXPECT_TRUE(Contains(mode.status(), "DYNAMIC") && Contains(mode.status(), "OFF"))
+      << mode.status().message();
+  auto target = client.GetOrCreateJob({.dataset_id = dataset,
+                                       .mode = ProcessingMode::DYNAMIC,
+                                       .name = "j",
+                                       .target = TargetWorkers::LOCAL});
   ASSERT_FALSE(target.ok());
-  EXPECT_TRUE(Contains(target.status(), "AUTO") && Contains(target.status(), "LOCAL")) << target.status().message();
+  EXPECT_TRUE(Contains(target.status(), "AUTO") && Contains(target.status(), "LOCAL"))
+      << target.status().message();
 }
 
 TEST(Jobs, BadRequestsGetClearErrors) {
@@ -71,8 +78,8 @@ TEST(Jobs, BadRequestsGetClearErrors) {
   auto dynamic = client.GetOrCreateJob({.dataset_id = plain, .mode = ProcessingMode::DYNAMIC});
   EXPECT_EQ(dynamic.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(Contains(dynamic.status(), "no split source")) << dynamic.status().message();
-  for (ProcessingMode mode :
-       {ProcessingMode::FILE, ProcessingMode::DATA, ProcessingMode::FILE_OR_DATA, ProcessingMode::HINT}) {
+  for (ProcessingMode mode : {ProcessingMode::FILE, ProcessingMode::DATA,
+                              ProcessingMode::FILE_OR_DATA, ProcessingMode::HINT}) {
     auto sharded = client.GetOrCreateJob({.dataset_id = plain, .mode = mode});
     EXPECT_EQ(sharded.status().code(), StatusCode::kFailedPrecondition);
     EXPECT_TRUE(Contains(sharded.status(), "--worker-addresses")) << sharded.status().message();
@@ -93,8 +100,9 @@ TEST(Jobs, EveryProcessingModeGivesEachWorkerATask) {
   EXPECT_TRUE(Contains(refused, "w9")) << refused.message();
 
   uint64_t dataset = *client.RegisterDataset({.definition = "d", .indexed_splits = 4});
-  for (ProcessingMode mode : {ProcessingMode::OFF, ProcessingMode::DYNAMIC, ProcessingMode::FILE,
-                              ProcessingMode::DATA, ProcessingMode::FILE_OR_DATA, ProcessingMode::HINT}) {
+  for (ProcessingMode mode :
+       {ProcessingMode::OFF, ProcessingMode::DYNAMIC, ProcessingMode::FILE, ProcessingMode::DATA,
+        ProcessingMode::FILE_OR_DATA, ProcessingMode::HINT}) {
     auto job = client.GetOrCreateJob({.dataset_id = dataset, .mode = mode});
     ASSERT_TRUE(job.ok()) << job.status().ToString();
     auto heartbeat = client.ClientHeartbeat(job->job_client_id);
@@ -170,8 +178,9 @@ TEST(Jobs, ReleasedClientIsUnknownAndReleasingUnknownIsNotFound) {
 }
 
 TEST(Jobs, AJobWithoutClientsIsGarbageCollectedAndItsClientsToldSo) {
-  DispatcherProcess dispatcher({.extra_flags = {"--job-gc-check-interval-ms=20", "--job-gc-timeout-ms=50",
-                                                "--client-timeout-ms=1000"}});
+  DispatcherProcess dispatcher(
+      {.extra_flags = {"--job-gc-check-interval-ms=20", "--job-gc-timeout-ms=50",
+                       "--client-timeout-ms=1000"}});
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   SimWorker worker(loop, dispatcher.address(), "w");
@@ -231,14 +240,16 @@ TEST(Jobs, WithoutFaultTolerantModeARestartForgetsAndSaysWhy) {
   JobIds job;
   uint64_t dataset;
   {
-    DispatcherProcess dispatcher({.work_dir = dir.File("work"), .extra_flags = {"--fault-tolerant-mode=false"}});
+    DispatcherProcess dispatcher(
+        {.work_dir = dir.File("work"), .extra_flags = {"--fault-tolerant-mode=false"}});
     ClientLoop loop;
     DsClient client(loop, dispatcher.address());
     dataset = *client.RegisterDataset({.definition = "d"});
     job = *client.GetOrCreateJob({.dataset_id = dataset});
     ASSERT_TRUE(dispatcher.Terminate().has_value());
   }
-  DispatcherProcess dispatcher({.work_dir = dir.File("work"), .extra_flags = {"--fault-tolerant-mode=false"}});
+  DispatcherProcess dispatcher(
+      {.work_dir = dir.File("work"), .extra_flags = {"--fault-tolerant-mode=false"}});
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   auto heartbeat = client.ClientHeartbeat(job.job_client_id);

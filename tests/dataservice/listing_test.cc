@@ -1,9 +1,8 @@
 // Listings (what dispatchctl shows) and the restart identity: every
 // data-service reply carries the dispatcher's incarnation, and the binary's
 // --help documents every data-service flag.
-#include <sys/wait.h>
-
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include "tests/dataservice/ds_test_util.h"
 #include "tests/support/subprocess.h"
@@ -19,8 +18,10 @@ TEST(Listings, ShowWorkersDatasetsJobsTasksAndClients) {
   DsClient client(loop, dispatcher.address());
   SimWorker worker(loop, dispatcher.address(), "w");
   ASSERT_TRUE(worker.Heartbeat().ok());
-  uint64_t dataset = *client.RegisterDataset({.definition = "d", .indexed_splits = 12, .element_spec = "s"});
-  auto job = *client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC, .name = "n"});
+  uint64_t dataset =
+      *client.RegisterDataset({.definition = "d", .indexed_splits = 12, .element_spec = "s"});
+  auto job =
+      *client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC, .name = "n"});
   auto rr = *client.GetOrCreateJob({.dataset_id = dataset, .name = "rr", .num_consumers = 2});
   SimWorker late(loop, dispatcher.address(), "late");
   ASSERT_TRUE(late.Heartbeat().ok());  // a pending task for the round-robin job
@@ -110,13 +111,16 @@ TEST(Flags, HelpDocumentsEveryDataServiceSettingAndBadValuesAreRefused) {
   std::string text;
   while (auto line = help.ReadLine(std::chrono::seconds(10))) text += *line + "\n";
   for (const char* flag :
-       {"--fault-tolerant-mode", "--worker-addresses", "--job-gc-check-interval-ms", "--job-gc-timeout-ms",
-        "--client-timeout-ms", "--worker-timeout-ms", "--worker-heartbeat-interval-ms", "--snapshot-every",
-        "--max-splits-per-call", "--max-name-bytes", "--listen", "--work-dir"}) {
+       {"--fault-tolerant-mode", "--worker-addresses", "--job-gc-check-interval-ms",
+        "--job-gc-timeout-ms", "--client-timeout-ms", "--worker-timeout-ms",
+        "--worker-heartbeat-interval-ms", "--snapshot-every", "--max-splits-per-call",
+        "--max-name-bytes", "--listen", "--work-dir"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag << " is missing from --help";
   }
-  EXPECT_NE(text.find("durability"), std::string::npos) << "--help says why fault-tolerant mode defaults to true";
-  for (const char* bad : {"--fault-tolerant-mode=maybe", "--worker-addresses=a,,b", "--worker-timeout-ms=-1"}) {
+  EXPECT_NE(text.find("durability"), std::string::npos)
+      << "--help says why fault-tolerant mode defaults to true";
+  for (const char* bad :
+       {"--fault-tolerant-mode=maybe", "--worker-addresses=a,,b", "--worker-timeout-ms=-1"}) {
     Subprocess refused({DispatcherBinary(), bad, "--listen=tcp:127.0.0.1:0"});
     auto status = refused.Wait(std::chrono::seconds(10));
     ASSERT_TRUE(status.has_value());

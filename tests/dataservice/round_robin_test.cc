@@ -3,10 +3,10 @@
 // passed its target round reject it (the target moves exponentially later),
 // and it becomes active only at a round all three accepted while blocked at
 // or before it. No consumer has passed that round when the task appears.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "tests/dataservice/ds_test_util.h"
 
@@ -66,14 +66,16 @@ TEST(RoundRobin, AWorkerJoiningMidJobStartsOnlyAtARoundAllConsumersAgreedOn) {
   int64_t last_block = -1;
   int steps = 0;
   auto all_saw = [&] {
-    return std::all_of(consumers.begin(), consumers.end(), [](const Consumer& c) { return c.starting_round.has_value(); });
+    return std::all_of(consumers.begin(), consumers.end(),
+                       [](const Consumer& c) { return c.starting_round.has_value(); });
   };
   while (!all_saw()) {
     ASSERT_LT(++steps, 20000) << "consumers never agreed";
     Consumer& c = consumers[rng() % 3];
     if (!c.blocked) {
       int64_t next = c.round + static_cast<int64_t>(rng() % 4);
-      if (c.known_block >= 0 && c.round <= c.known_block && !c.starting_round) next = std::min(next, c.known_block);
+      if (c.known_block >= 0 && c.round <= c.known_block && !c.starting_round)
+        next = std::min(next, c.known_block);
       c.round = next;
       c.blocked = !c.starting_round && c.round == c.known_block;
     }
@@ -98,12 +100,13 @@ TEST(RoundRobin, AWorkerJoiningMidJobStartsOnlyAtARoundAllConsumersAgreedOn) {
   const int64_t start = *consumers[0].starting_round;
   for (const Consumer& c : consumers) {
     EXPECT_EQ(*c.starting_round, start) << "every consumer sees one starting round";
-    EXPECT_LE(*c.saw_task_at_round, start) << "no consumer passed the agreed round before the task started";
+    EXPECT_LE(*c.saw_task_at_round, start)
+        << "no consumer passed the agreed round before the task started";
   }
   EXPECT_EQ(start, last_block);
   EXPECT_GE(last_block, first_block);
-  std::printf("pending task started at round %lld (first target %lld)\n", static_cast<long long>(start),
-              static_cast<long long>(first_block));
+  std::printf("pending task started at round %lld (first target %lld)\n",
+              static_cast<long long>(start), static_cast<long long>(first_block));
   // The worker's task is active now, and the job has three tasks.
   auto tasks = client.ClientHeartbeat(consumers[0].ids.job_client_id, consumers[0].round)->tasks;
   EXPECT_EQ(tasks.size(), 3u);

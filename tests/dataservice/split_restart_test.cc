@@ -4,14 +4,13 @@
 // it had in flight with the same sequence number: an answer that reached it
 // before the crash is answered again identically, one that never committed is
 // answered afresh. In the end every split was handed out exactly once.
+#include <gtest/gtest.h>
+#include <kj/vector.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <optional>
 #include <random>
-
-#include <gtest/gtest.h>
-#include <kj/vector.h>
 
 #include "tests/dataservice/ds_test_util.h"
 #include "tests/support/temp_dir.h"
@@ -34,7 +33,8 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
   constexpr size_t kWorkers = 4;
   TempDir dir;
   const std::string work_dir = dir.File("work");
-  auto dispatcher = std::make_unique<DispatcherProcess>(DispatcherProcess::Options{.work_dir = work_dir});
+  auto dispatcher =
+      std::make_unique<DispatcherProcess>(DispatcherProcess::Options{.work_dir = work_dir});
   ClientLoop loop;
   auto client = std::make_unique<DsClient>(loop, dispatcher->address());
 
@@ -43,11 +43,13 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
   std::vector<std::unique_ptr<SimWorker>> workers;
   {
     for (size_t i = 0; i < kWorkers; ++i) {
-      workers.push_back(std::make_unique<SimWorker>(loop, dispatcher->address(), "w" + std::to_string(i)));
+      workers.push_back(
+          std::make_unique<SimWorker>(loop, dispatcher->address(), "w" + std::to_string(i)));
       ASSERT_TRUE(workers.back()->Heartbeat().ok());
     }
     uint64_t dataset = *client->RegisterDataset({.definition = "big", .indexed_splits = kSplits});
-    job_id = client->GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC})->job_id;
+    job_id =
+        client->GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC})->job_id;
     for (auto& worker : workers) {
       ASSERT_TRUE(worker->Heartbeat().ok());
       tasks.push_back(worker->TaskOf(job_id)->task_id);
@@ -55,7 +57,8 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
   }
 
   // Kill points: after this many splits were seen, mid-epoch.
-  std::vector<uint64_t> kill_at = {kSplits / 5 + rng() % (kSplits / 10), kSplits / 2 + rng() % (kSplits / 10),
+  std::vector<uint64_t> kill_at = {kSplits / 5 + rng() % (kSplits / 10),
+                                   kSplits / 2 + rng() % (kSplits / 10),
                                    (kSplits * 4) / 5 + rng() % (kSplits / 10)};
   std::vector<int> seen(kSplits, 0);
   uint64_t total_seen = 0;
@@ -85,8 +88,8 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
       Request request{w, ++sequences[w], static_cast<uint32_t>(1 + rng() % 300)};
       batch.push_back(request);
       replies.add(client->GetSplitAsync(tasks[w], 0, request.sequence, request.batch)
-                            .then([](SplitView v) { return std::optional<SplitView>(std::move(v)); },
-                                  [](kj::Exception&&) { return std::optional<SplitView>(); }));
+                      .then([](SplitView v) { return std::optional<SplitView>(std::move(v)); },
+                            [](kj::Exception&&) { return std::optional<SplitView>(); }));
     }
     const bool crash = restarts < 3 && total_seen >= kill_at[restarts];
     // The second crash comes after the answers arrived (a retry after a lost
@@ -108,7 +111,8 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
     ASSERT_TRUE(dispatcher->process().Wait(std::chrono::seconds(30)).has_value());
     client.reset();
     dispatcher.reset();
-    dispatcher = std::make_unique<DispatcherProcess>(DispatcherProcess::Options{.work_dir = work_dir});
+    dispatcher =
+        std::make_unique<DispatcherProcess>(DispatcherProcess::Options{.work_dir = work_dir});
     client = std::make_unique<DsClient>(loop, dispatcher->address());
     ++restarts;
     // Retry every in-flight request with its sequence number.
@@ -117,7 +121,8 @@ TEST(SplitsAcrossCrashes, HundredThousandSplitsExactlyOnceWithThreeKillNineResta
       ASSERT_TRUE(retry.ok()) << retry.status().ToString();
       ++(answers[i].has_value() ? answered_before_crash : retried_fresh);
       if (answers[i].has_value()) {
-        EXPECT_EQ(retry->indices, answers[i]->indices) << "a retry must get the answer already given";
+        EXPECT_EQ(retry->indices, answers[i]->indices)
+            << "a retry must get the answer already given";
         EXPECT_EQ(retry->end_of_splits, answers[i]->end_of_splits);
       }
       record(*retry, batch[i].worker);

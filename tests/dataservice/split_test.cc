@@ -3,11 +3,11 @@
 // sequence, batches, payloads of an explicit split source, clear errors, and
 // 100,000 splits read by 4 simulated workers each handed out exactly once per
 // repetition.
-#include <algorithm>
-#include <random>
-
 #include <gtest/gtest.h>
 #include <kj/vector.h>
+
+#include <algorithm>
+#include <random>
 
 #include "tests/dataservice/ds_test_util.h"
 
@@ -22,11 +22,12 @@ struct DynamicJob {
   std::vector<uint64_t> tasks;  // one per worker
 };
 
-DynamicJob StartDynamicJob(ClientLoop& loop, DsClient& client, const std::string& address, int num_workers,
-                           const DatasetSpec& dataset) {
+DynamicJob StartDynamicJob(ClientLoop& loop, DsClient& client, const std::string& address,
+                           int num_workers, const DatasetSpec& dataset) {
   DynamicJob job;
   for (int i = 0; i < num_workers; ++i) {
-    job.workers.push_back(std::make_unique<SimWorker>(loop, address, "worker-" + std::to_string(i)));
+    job.workers.push_back(
+        std::make_unique<SimWorker>(loop, address, "worker-" + std::to_string(i)));
     EXPECT_TRUE(job.workers.back()->Heartbeat().ok());
   }
   auto dataset_id = client.RegisterDataset(dataset);
@@ -43,7 +44,8 @@ TEST(Splits, InOrderThenEndOfSplitsThenTheNextRepetition) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
-  auto job = StartDynamicJob(loop, client, dispatcher.address(), 2, {.definition = "d", .indexed_splits = 3});
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 2,
+                             {.definition = "d", .indexed_splits = 3});
   uint64_t a = job.tasks[0], b = job.tasks[1];
   EXPECT_EQ(client.GetSplit(a, 0, 1)->indices, std::vector<uint64_t>{0});
   EXPECT_EQ(client.GetSplit(b, 0, 1)->indices, std::vector<uint64_t>{1});
@@ -62,14 +64,16 @@ TEST(Splits, InOrderThenEndOfSplitsThenTheNextRepetition) {
   EXPECT_EQ(next.repetition, 1);
   auto ahead = client.GetSplit(b, 5, 3);
   EXPECT_EQ(ahead.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(ahead.status().message().find("repetition 1"), std::string::npos) << ahead.status().message();
+  EXPECT_NE(ahead.status().message().find("repetition 1"), std::string::npos)
+      << ahead.status().message();
 }
 
 TEST(Splits, ARetryWithTheSameSequenceGetsTheSameAnswer) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
-  auto job = StartDynamicJob(loop, client, dispatcher.address(), 2, {.definition = "d", .indexed_splits = 100});
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 2,
+                             {.definition = "d", .indexed_splits = 100});
   auto first = *client.GetSplit(job.tasks[0], 0, 1, 10);
   EXPECT_EQ(client.GetSplit(job.tasks[1], 0, 1, 5)->indices.front(), 10u);
   auto retry = *client.GetSplit(job.tasks[0], 0, 1, 10);
@@ -85,8 +89,9 @@ TEST(Splits, ExplicitSplitSourcesHandOutTheirPayloads) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
-  auto job = StartDynamicJob(loop, client, dispatcher.address(), 1,
-                             {.definition = "files", .explicit_splits = {"a.rec", "b.rec", "c.rec"}});
+  auto job =
+      StartDynamicJob(loop, client, dispatcher.address(), 1,
+                      {.definition = "files", .explicit_splits = {"a.rec", "b.rec", "c.rec"}});
   auto batch = *client.GetSplit(job.tasks[0], 0, 1, 10);
   EXPECT_EQ(batch.indices, (std::vector<uint64_t>{0, 1, 2}));
   EXPECT_EQ(batch.payloads, (std::vector<std::string>{"a.rec", "b.rec", "c.rec"}));
@@ -98,17 +103,20 @@ TEST(Splits, BadRequestsGetClearErrors) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
-  auto job = StartDynamicJob(loop, client, dispatcher.address(), 1, {.definition = "d", .indexed_splits = 3});
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 1,
+                             {.definition = "d", .indexed_splits = 3});
   auto provider = client.GetSplit(job.tasks[0], 0, 1, 1, /*provider=*/2);
   EXPECT_EQ(provider.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(provider.status().message().find("job " + std::to_string(job.ids.job_id) + " has no split provider 2"),
+  EXPECT_NE(provider.status().message().find("job " + std::to_string(job.ids.job_id) +
+                                             " has no split provider 2"),
             std::string::npos)
       << provider.status().message();
   auto unknown = client.GetSplit(999, 0, 1);
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
   EXPECT_NE(unknown.status().message().find("task 999"), std::string::npos);
   EXPECT_EQ(client.GetSplit(job.tasks[0], 0, 0).status().code(), StatusCode::kInvalidArgument);
-  auto off = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d", .indexed_splits = 3})});
+  auto off = *client.GetOrCreateJob(
+      {.dataset_id = *client.RegisterDataset({.definition = "d", .indexed_splits = 3})});
   ASSERT_TRUE(job.workers[0]->Heartbeat().ok());
   auto off_task = job.workers[0]->TaskOf(off.job_id)->task_id;
   auto not_dynamic = client.GetSplit(off_task, 0, 1);
@@ -146,8 +154,9 @@ TEST(Splits, WithRequeueADeadWorkersOutstandingSplitsGoToOthersOtherwiseTheyAreL
 
 // Reads one repetition to its end with the workers interleaved (each keeps
 // one request in flight), returning how often each split was handed out.
-std::vector<int> ReadRepetition(ClientLoop& loop, DsClient& client, const std::vector<uint64_t>& tasks,
-                                int64_t repetition, std::vector<uint64_t>& sequences, uint64_t num_splits,
+std::vector<int> ReadRepetition(ClientLoop& loop, DsClient& client,
+                                const std::vector<uint64_t>& tasks, int64_t repetition,
+                                std::vector<uint64_t>& sequences, uint64_t num_splits,
                                 std::mt19937_64& rng) {
   std::vector<int> seen(num_splits, 0);
   std::vector<bool> finished(tasks.size(), false);
@@ -184,13 +193,15 @@ TEST(Splits, HundredThousandSplitsReadByFourWorkersAreEachHandedOutOncePerRepeti
   DispatcherProcess dispatcher;
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
-  auto job = StartDynamicJob(loop, client, dispatcher.address(), 4, {.definition = "big", .indexed_splits = kSplits});
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 4,
+                             {.definition = "big", .indexed_splits = kSplits});
   std::vector<uint64_t> sequences(4, 0);
   for (int64_t repetition = 0; repetition < 2; ++repetition) {
     auto seen = ReadRepetition(loop, client, job.tasks, repetition, sequences, kSplits, rng);
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(kSplits))
         << "repetition " << repetition << ": missing " << std::count(seen.begin(), seen.end(), 0)
-        << ", twice or more " << std::count_if(seen.begin(), seen.end(), [](int n) { return n > 1; });
+        << ", twice or more "
+        << std::count_if(seen.begin(), seen.end(), [](int n) { return n > 1; });
   }
 }
 

@@ -4,11 +4,10 @@
 // liveness (a dropped connection or a missed heartbeat removes the worker
 // while everyone else is served; a returning worker re-registers), a new
 // worker process at a known address, and the incarnation in every reply.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
-
-#include <gtest/gtest.h>
 
 #include "tests/dataservice/ds_test_util.h"
 #include "tests/support/temp_dir.h"
@@ -140,13 +139,15 @@ TEST(Workers, PushesAWorkerLeavesUnansweredAreLimitedAndTheRestWaitForItsReturn)
   // worker's own connection delivers those that were sent.
   ASSERT_TRUE(worker.Heartbeat().ok());
   EXPECT_EQ(worker.pushes().held_starts, 64);
-  EXPECT_EQ(worker.tasks().size(), static_cast<size_t>(kJobs)) << "heartbeats still list every task";
+  EXPECT_EQ(worker.tasks().size(), static_cast<size_t>(kJobs))
+      << "heartbeats still list every task";
   // Back over a new connection: the deferred pushes go out.
   worker.pushes().hold_starts = false;
   worker.Reconnect(dispatcher.address(), /*keep_old=*/true);
   ASSERT_TRUE(worker.Heartbeat().ok());
-  ASSERT_TRUE(loop.WaitUntil([&] { return worker.pushes().started.size() == static_cast<size_t>(kJobs); },
-                             5 * kj::SECONDS))
+  ASSERT_TRUE(
+      loop.WaitUntil([&] { return worker.pushes().started.size() == static_cast<size_t>(kJobs); },
+                     5 * kj::SECONDS))
       << worker.pushes().started.size() << " started, " << worker.pushes().held_starts << " held";
 }
 
@@ -221,7 +222,8 @@ TEST(Workers, AfterARestartWorkersSeeTheNewIncarnationAndKeepTheirTasks) {
     DsClient client(loop, dispatcher.address());
     SimWorker worker(loop, dispatcher.address(), "w", 5);
     ASSERT_TRUE(worker.Heartbeat().ok());
-    job_id = client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})})->job_id;
+    job_id =
+        client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})})->job_id;
     ASSERT_TRUE(worker.Heartbeat().ok());
     worker_id = worker.worker_id();
     incarnation = worker.last_incarnation();
@@ -248,7 +250,8 @@ TEST(Workers, WithoutFaultTolerantModeARestartedDispatcherTellsWorkersToDropEver
     DsClient client(loop, dispatcher.address());
     SimWorker worker(loop, dispatcher.address(), "w", 5);
     ASSERT_TRUE(worker.Heartbeat().ok());
-    ASSERT_TRUE(client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})}).ok());
+    ASSERT_TRUE(
+        client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})}).ok());
     ASSERT_TRUE(worker.Heartbeat().ok());
     ASSERT_EQ(worker.tasks().size(), 1u);
     dispatcher.process().Signal(SIGKILL);
