@@ -1,0 +1,420 @@
+// `dispatch-bench dataservice`: the data service under load against the real
+// `dispatcher` binary (--synchronous=full, the default), one table:
+//  1. N simulated workers heartbeating at 1 Hz, each worker's heartbeats
+//     spread evenly over the second: sustained heartbeats/s, lateness of the
+//     replies (reply time minus the scheduled send time) and the dispatcher's
+//     CPU time (utime+stime from /proc/PID/stat) per heartbeat. The workers
+//     share a few connections (the dispatcher allows several per connection)
+//     and run on this process's own libuv loop.
+//  2. getSplit on a DYNAMIC job over an indexed split source with one task:
+//     single splits sequentially, then batches of --batch.
+//  3. Anonymous getOrCreateJob calls, sequential and pipelined.
+// Each part runs against a fresh dispatcher. Benchmarks report, never assert.
+#include <stdio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <kj/async.h>
+#include <kj/vector.h>
+
+#include "bench/latency.h"
+#include "bench/registry.h"
+#include "common/flag_parser.h"
+#include "schema/dispatcher.capnp.h"
+#include "tests/integration/client_loop.h"
+#include "tests/support/dispatcher_process.h"
+
+namespace dispatch::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::ClientLoop;
+using testing::DispatcherProcess;
+
+struct DsFlags {
+  std::string workers = "100,1000,10000";
+  uint64_t heartbeat_seconds = 10;
+  uint64_t warmup_seconds = 2;
+  uint64_t workers_per_connection = 100;
+  uint64_t single_splits = 5000;
+  uint64_t batch = 1024;
+  uint64_t batched_calls = 500;
+  uint64_t jobs_sequential = 2000;
+  uint64_t jobs_pipelined = 20000;
+  uint64_t in_flight = 64;
+  bool quick = false;
+};
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// utime + stime of `pid`, in seconds.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name, which is in parentheses and may hold spaces.
+  std::istringstream rest(text.substr(text.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+// Answers every push; the simulated workers never run anything.
+class NullControl final : public rpc::WorkerControl::Server {
+ public:
+  kj::Promise<void> startTasks(StartTasksContext) override { return kj::READY_NOW; }
+  kj::Promise<void> deleteTasks(DeleteTasksContext) override { return kj::READY_NOW; }
+};
+
+class CountingErrors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& e) override {
+    if (errors++ == 0) fprintf(stderr, "first failed call: %s\n", e.getDescription().cStr());
+  }
+  uint64_t errors = 0;
+};
+
+struct SimConnection {
+  kj::Own<clients::DispatcherConnection> conn;
+  rpc::WorkerControl::Client control = kj::heap<NullControl>();
+};
+
+kj::Promise<void> SendHeartbeat(SimConnection& c, uint64_t worker) {
+  auto request = c.conn->dispatcher().workerHeartbeatRequest();
+  auto body = request.initRequest();
+  std::string address = "sim-worker-" + std::to_string(worker);
+  body.setAddress(address);
+  body.setTransferAddress(address + "/transfer");
+  body.setWorkerIncarnation(worker + 1);
+  // Sent with every heartbeat, as the real WorkerAgent does.
+  body.setControl(c.control);
+  body.initCurrentTasks(0);
+  return request.send().ignoreResult();
+}
+
+struct HeartbeatFigures {
+  uint64_t workers = 0, connections = 0, heartbeats = 0, errors = 0;
+  double register_s = 0, per_s = 0, p50_ms = 0, p99_ms = 0, max_ms = 0, cpu_us = 0;
+};
+
+HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
+  HeartbeatFigures f;
+  f.workers = n;
+  f.connections = (n + flags.workers_per_connection - 1) / flags.workers_per_connection;
+  DispatcherProcess::Options options;
+  options.extra_flags = {"--max-connections=" + std::to_string(f.connections + 64)};
+  DispatcherProcess dispatcher(options);
+  ClientLoop loop;
+  std::vector<SimConnection> conns(f.connections);
+  for (auto& c : conns) c.conn = loop.Connect(dispatcher.address());
+  auto conn_of = [&](uint64_t w) -> SimConnection& { return conns[w % f.connections]; };
+
+  // Registration: every worker's first heartbeat, `in_flight` at a time.
+  CountingErrors errors;
+  auto start = Clock::now();
+  {
+    uint64_t next = 0;
+    std::function<kj::Promise<void>()> chain = [&]() -> kj::Promise<void> {
+      if (next >= n) return kj::READY_NOW;
+      uint64_t w = next++;
+      return SendHeartbeat(conn_of(w), w).then([&]() { return chain(); });
+    };
+    kj::Vector<kj::Promise<void>> chains;
+    for (uint64_t i = 0; i < flags.in_flight * 4; ++i) chains.add(chain());
+    loop.Wait(kj::joinPromises(chains.releaseAsArray()), 600 * kj::SECONDS);
+  }
+  f.register_s = SecondsSince(start);
+
+  // Steady state: the k-th heartbeat overall is due at start + k/n seconds
+  // and comes from worker k % n, so each worker beats once a second, evenly
+  // spread. Heartbeats sent during the warmup are not counted.
+  LatencySamples lateness;
+  lateness.Reserve(n * flags.heartbeat_seconds + 16);
+  uint64_t replies = 0;
+  bool measuring = false;
+  kj::TaskSet tasks(errors);
+  const auto period = std::chrono::nanoseconds(1000000000ull / n);
+  start = Clock::now();
+  const auto measure_from = start + std::chrono::seconds(flags.warmup_seconds);
+  const auto end = measure_from + std::chrono::seconds(flags.heartbeat_seconds);
+  uint64_t k = 0;
+  double cpu_before = 0;
+  auto window_start = measure_from;
+  while (true) {
+    auto now = Clock::now();
+    if (!measuring && now >= measure_from) {
+      measuring = true;
+      window_start = now;
+      cpu_before = ProcessCpuSeconds(dispatcher.process().pid());
+    }
+    if (now >= end) break;
+    for (auto due = start + k * period; due <= now && due < end; due = start + (++k) * period) {
+      bool counted = due >= measure_from;
+      tasks.add(SendHeartbeat(conn_of(k % n), k % n).then([&, due, counted]() {
+        if (!counted) return;
+        ++replies;
+        lateness.Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - due).count());
+      }));
+    }
+    loop.io().timer().afterDelay(1 * kj::MILLISECONDS).wait(loop.wait_scope());
+  }
+  // The heartbeats due in the window are counted when answered, even late.
+  loop.Wait(tasks.onEmpty(), 60 * kj::SECONDS);
+  double window = SecondsSince(window_start);
+  double cpu = ProcessCpuSeconds(dispatcher.process().pid()) - cpu_before;
+  f.heartbeats = replies;
+  f.errors = errors.errors;
+  f.per_s = replies / window;
+  if (lateness.count() > 0) {
+    f.p50_ms = lateness.PercentileMicros(50) / 1000;
+    f.p99_ms = lateness.PercentileMicros(99) / 1000;
+    f.max_ms = lateness.PercentileMicros(100) / 1000;
+  }
+  f.cpu_us = replies > 0 ? cpu * 1e6 / replies : 0;
+  return f;
+}
+
+struct SplitFigures {
+  double p50_ms = 0, p99_ms = 0, single_per_s = 0, batched_per_s = 0, batched_call_p50_ms = 0;
+};
+
+capnp::Data::Reader AsData(const std::string& bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(bytes.data()), bytes.size());
+}
+
+uint64_t RegisterDataset(ClientLoop& loop, rpc::Dispatcher::Client& d, uint64_t indexed) {
+  auto request = d.getOrRegisterDatasetRequest();
+  std::string definition = "bench-dataset";
+  request.setDefinition(AsData(definition));
+  request.initSplitSource().setIndexed(indexed);
+  return loop.Wait(request.send()).getDatasetId();
+}
+
+kj::Promise<uint64_t> CreateJob(rpc::Dispatcher::Client& d, uint64_t dataset,
+                                journal::ProcessingMode mode) {
+  auto request = d.getOrCreateJobRequest();
+  auto job = request.initRequest();
+  job.setDatasetId(dataset);
+  job.setProcessingMode(mode);
+  return request.send().then([](auto response) { return response.getJobId(); });
+}
+
+kj::Promise<uint64_t> GetSplit(rpc::Dispatcher::Client& d, uint64_t task, uint64_t sequence,
+                               uint32_t max_splits) {
+  auto request = d.getSplitRequest();
+  auto body = request.initRequest();
+  body.setTaskId(task);
+  body.setRepetition(0);
+  body.setSequence(sequence);
+  body.setMaxSplits(max_splits);
+  return request.send().then(
+      [](auto response) -> uint64_t { return response.getResponse().getSplits().size(); });
+}
+
+SplitFigures MeasureSplits(const DsFlags& flags) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  SimConnection worker;
+  worker.conn = loop.Connect(dispatcher.address());
+  auto client = loop.Connect(dispatcher.address());
+  auto& d = client->dispatcher();
+  loop.Wait(SendHeartbeat(worker, 0));
+  uint64_t dataset = RegisterDataset(loop, d, 1ull << 40);
+  uint64_t job = loop.Wait(CreateJob(d, dataset, journal::ProcessingMode::DYNAMIC));
+  // The worker's next heartbeat lists its new task.
+  uint64_t task = 0;
+  {
+    auto request = worker.conn->dispatcher().workerHeartbeatRequest();
+    auto body = request.initRequest();
+    body.setAddress("sim-worker-0");
+    body.setTransferAddress("sim-worker-0/transfer");
+    body.setWorkerIncarnation(1);
+    body.setControl(worker.control);
+    auto response = loop.Wait(request.send());
+    for (auto info : response.getResponse().getNewTasks())
+      if (info.getJobId() == job) task = info.getTaskId();
+  }
+  if (task == 0) throw std::runtime_error("the simulated worker got no task for the job");
+
+  SplitFigures f;
+  uint64_t sequence = 0;
+  LatencySamples samples;
+  samples.Reserve(flags.single_splits);
+  auto start = Clock::now();
+  for (uint64_t i = 0; i < flags.single_splits; ++i) {
+    auto t0 = Clock::now();
+    loop.Wait(GetSplit(d, task, ++sequence, 1));
+    samples.Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  }
+  f.single_per_s = flags.single_splits / SecondsSince(start);
+  f.p50_ms = samples.PercentileMicros(50) / 1000;
+  f.p99_ms = samples.PercentileMicros(99) / 1000;
+
+  LatencySamples batched;
+  uint64_t splits = 0;
+  start = Clock::now();
+  for (uint64_t i = 0; i < flags.batched_calls; ++i) {
+    auto t0 = Clock::now();
+    splits += loop.Wait(GetSplit(d, task, ++sequence, static_cast<uint32_t>(flags.batch)));
+    batched.Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  }
+  f.batched_per_s = splits / SecondsSince(start);
+  f.batched_call_p50_ms = batched.PercentileMicros(50) / 1000;
+  return f;
+}
+
+struct JobFigures {
+  double sequential_per_s = 0, pipelined_per_s = 0;
+};
+
+JobFigures MeasureJobs(const DsFlags& flags) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  auto client = loop.Connect(dispatcher.address());
+  auto& d = client->dispatcher();
+  uint64_t dataset = RegisterDataset(loop, d, 1000);
+  JobFigures f;
+  auto start = Clock::now();
+  for (uint64_t i = 0; i < flags.jobs_sequential; ++i)
+    loop.Wait(CreateJob(d, dataset, journal::ProcessingMode::OFF));
+  f.sequential_per_s = flags.jobs_sequential / SecondsSince(start);
+
+  uint64_t sent = 0;
+  std::function<kj::Promise<void>()> chain = [&]() -> kj::Promise<void> {
+    if (sent >= flags.jobs_pipelined) return kj::READY_NOW;
+    ++sent;
+    return CreateJob(d, dataset, journal::ProcessingMode::OFF).then([&](uint64_t) {
+      return chain();
+    });
+  };
+  kj::Vector<kj::Promise<void>> chains;
+  start = Clock::now();
+  for (uint64_t i = 0; i < flags.in_flight; ++i) chains.add(chain());
+  loop.Wait(kj::joinPromises(chains.releaseAsArray()), 600 * kj::SECONDS);
+  f.pipelined_per_s = flags.jobs_pipelined / SecondsSince(start);
+  return f;
+}
+
+std::vector<uint64_t> ParseList(const std::string& text) {
+  std::vector<uint64_t> values;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) values.push_back(std::stoull(item));
+  }
+  return values;
+}
+
+const char* Verdict(bool met) { return met ? "met" : "NOT met"; }
+
+int RunDataServiceBench(int argc, char** argv) {
+  DsFlags flags;
+  FlagParser parser("dispatch-bench dataservice",
+                    "Worker heartbeats at 1 Hz, getSplit and job creation against the real "
+                    "dispatcher (--synchronous=full).");
+  parser.AddString("workers", "N,N,...", "simulated worker counts, one heartbeat run each",
+                   &flags.workers);
+  parser.AddUint("heartbeat-seconds", "measured seconds per heartbeat run",
+                 &flags.heartbeat_seconds, 1, 3600);
+  parser.AddUint("warmup-seconds", "heartbeat seconds before measuring", &flags.warmup_seconds, 0,
+                 600);
+  parser.AddUint("workers-per-connection", "simulated workers sharing one connection",
+                 &flags.workers_per_connection, 1, 1000000);
+  parser.AddUint("single-splits", "sequential single-split getSplit calls", &flags.single_splits,
+                 1, 100000000);
+  parser.AddUint("batch", "maxSplits of the batched getSplit calls", &flags.batch, 2, 1 << 20);
+  parser.AddUint("batched-calls", "sequential batched getSplit calls", &flags.batched_calls, 1,
+                 10000000);
+  parser.AddUint("jobs-sequential", "sequential getOrCreateJob calls", &flags.jobs_sequential, 1,
+                 10000000);
+  parser.AddUint("jobs-pipelined", "pipelined getOrCreateJob calls", &flags.jobs_pipelined, 1,
+                 10000000);
+  parser.AddUint("in-flight", "calls in flight when pipelined", &flags.in_flight, 1, 100000);
+  parser.AddBool("quick", "short runs (under a minute in all): 3 s per heartbeat run, 1 s "
+                 "warmup, fewer calls", &flags.quick);
+  ParseFlagsOrExit(parser, argc, argv);
+  if (flags.quick) {
+    flags.heartbeat_seconds = 3;
+    flags.warmup_seconds = 1;
+    flags.single_splits = std::min<uint64_t>(flags.single_splits, 2000);
+    flags.batched_calls = std::min<uint64_t>(flags.batched_calls, 100);
+    flags.jobs_sequential = std::min<uint64_t>(flags.jobs_sequential, 500);
+    flags.jobs_pipelined = std::min<uint64_t>(flags.jobs_pipelined, 4000);
+  }
+  std::vector<uint64_t> counts = ParseList(flags.workers);
+
+  std::vector<HeartbeatFigures> heartbeats;
+  for (uint64_t n : counts) {
+    if (n == 0) continue;
+    heartbeats.push_back(MeasureHeartbeats(n, flags));
+    const auto& h = heartbeats.back();
+    fprintf(stderr, "heartbeats: %llu workers registered in %.1f s, %.0f/s sustained\n",
+            static_cast<unsigned long long>(n), h.register_s, h.per_s);
+  }
+  SplitFigures splits = MeasureSplits(flags);
+  fprintf(stderr, "getSplit: done\n");
+  JobFigures jobs = MeasureJobs(flags);
+
+  printf("\ndataservice: dispatcher --synchronous=full; %llu s heartbeat windows (+%llu s warmup), "
+         "%llu workers per connection; CPU from /proc in %ld ticks/s\n",
+         static_cast<unsigned long long>(flags.heartbeat_seconds),
+         static_cast<unsigned long long>(flags.warmup_seconds),
+         static_cast<unsigned long long>(flags.workers_per_connection), sysconf(_SC_CLK_TCK));
+  printf("%-44s %14s  %s\n", "figure", "measured", "target");
+  for (const auto& h : heartbeats) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "hb %llu workers:", static_cast<unsigned long long>(h.workers));
+    std::string p = prefix;
+    bool sustained = h.per_s >= 0.99 * h.workers && h.errors == 0;
+    printf("%-44s %14.1f  %s\n", (p + " registration (s)").c_str(), h.register_s, "-");
+    printf("%-44s %14.0f  >= %llu (%s)\n", (p + " heartbeats/s sustained").c_str(), h.per_s,
+           static_cast<unsigned long long>(h.workers), Verdict(sustained));
+    printf("%-44s %14.2f\n", (p + " lateness p50 (ms)").c_str(), h.p50_ms);
+    printf("%-44s %14.2f\n", (p + " lateness p99 (ms)").c_str(), h.p99_ms);
+    printf("%-44s %14.2f  <= 100 (%s)\n", (p + " lateness max (ms)").c_str(), h.max_ms,
+           Verdict(h.max_ms <= 100));
+    printf("%-44s %14.1f  < 40 (%s)\n", (p + " dispatcher CPU/heartbeat (us)").c_str(), h.cpu_us,
+           Verdict(h.cpu_us < 40));
+    if (h.errors > 0)
+      printf("%-44s %14llu\n", (p + " failed heartbeats").c_str(),
+             static_cast<unsigned long long>(h.errors));
+  }
+  bool has_10k = false;
+  for (const auto& h : heartbeats) has_10k = has_10k || h.workers >= 10000;
+  if (!has_10k) printf("%-44s %14s  10,000 workers (not run)\n", "hb target", "-");
+  printf("%-44s %14.3f\n", "getSplit single p50 (ms)", splits.p50_ms);
+  printf("%-44s %14.3f  < 5 (%s)\n", "getSplit single p99 (ms)", splits.p99_ms,
+         Verdict(splits.p99_ms < 5));
+  printf("%-44s %14.0f\n", "getSplit single splits/s", splits.single_per_s);
+  char batch_name[64];
+  snprintf(batch_name, sizeof batch_name, "getSplit batched (max %llu) splits/s",
+           static_cast<unsigned long long>(flags.batch));
+  printf("%-44s %14.0f  >= 100000 (%s)\n", batch_name, splits.batched_per_s,
+         Verdict(splits.batched_per_s >= 100000));
+  printf("%-44s %14.3f\n", "getSplit batched call p50 (ms)", splits.batched_call_p50_ms);
+  printf("%-44s %14.0f\n", "getOrCreateJob sequential calls/s", jobs.sequential_per_s);
+  char jobs_name[64];
+  snprintf(jobs_name, sizeof jobs_name, "getOrCreateJob pipelined (%llu) calls/s",
+           static_cast<unsigned long long>(flags.in_flight));
+  printf("%-44s %14.0f\n", jobs_name, jobs.pipelined_per_s);
+  return 0;
+}
+
+DISPATCH_BENCH("dataservice", "worker heartbeats at 1 Hz, getSplit and job creation (FULL)",
+               RunDataServiceBench);
+
+}  // namespace
+}  // namespace dispatch::bench
