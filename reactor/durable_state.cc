@@ -69,7 +69,7 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
 }
 
 Status DurableState::Replay() {
-  return store_.Replay(store_.snapshot_seq(), [this](uint64_t seq, std::string_view bytes) -> Status {
+  return store_.Replay(store_.snapshot_seq(), [this](uint64_t, std::string_view bytes) -> Status {
     // Storage prefixes the error with the record's sequence number.
     Status applied = state::ApplyEncodedUpdate(state_, bytes);
     if (!applied.ok()) return DataLossError("does not apply: " + applied.ToString());

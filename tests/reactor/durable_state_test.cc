@@ -59,7 +59,9 @@ void RunLive(DurableState& durable, UpdateGenerator& generator, std::mt19937_64&
       durable.CommitPass();
       in_pass = 0;
       pass_size = 1 + rng() % 64;
-      if (snapshot_odds > 0 && rng() % snapshot_odds == 0) ASSERT_TRUE(durable.Snapshot().ok());
+      if (snapshot_odds > 0 && rng() % snapshot_odds == 0) {
+        ASSERT_TRUE(durable.Snapshot().ok());
+      }
     }
   }
   durable.CommitPass();

@@ -20,10 +20,10 @@ class DispatcherProcess {
  public:
   struct Options {
     // Empty: tcp on 127.0.0.1 with a port the kernel picks.
-    std::string listen;
+    std::string listen = "";
     // Empty: a fresh temp dir owned by this object.
-    std::string work_dir;
-    std::vector<std::string> extra_flags;
+    std::string work_dir = "";
+    std::vector<std::string> extra_flags = {};
   };
 
   // Starts the binary and waits (deadline) for its listening line; throws
