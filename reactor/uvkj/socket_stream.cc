@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <kj/debug.h>
 
@@ -63,7 +64,27 @@ kj::Promise<size_t> UvSocketStream::tryRead(void* buffer, size_t min_bytes, size
 kj::Promise<size_t> UvSocketStream::ReadLoop(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
                                              size_t already_read) {
   for (;;) {
-    ssize_t n = is_socket_ ? ::recv(fd_, buffer, max_bytes, 0) : ::read(fd_, buffer, max_bytes);
+    // Bytes read ahead by an earlier call come first.
+    size_t buffered = read_end_ - read_begin_;
+    if (buffered > 0) {
+      size_t n = std::min(buffered, max_bytes);
+      memcpy(buffer, read_buffer_.begin() + read_begin_, n);
+      read_begin_ += n;
+      buffer += n;
+      max_bytes -= n;
+      already_read += n;
+      if (n >= min_bytes) return already_read;
+      min_bytes -= n;
+    }
+    read_begin_ = read_end_ = 0;
+    // Cap'n Proto reads a message in several small steps (first word, segment
+    // table, segments); reading ahead into our buffer turns those into one
+    // system call. Large reads go straight to the caller's buffer.
+    const bool ahead = max_bytes < kReadAheadBytes;
+    if (ahead && read_buffer_.size() == 0) read_buffer_ = kj::heapArray<kj::byte>(kReadAheadBytes);
+    kj::byte* target = ahead ? read_buffer_.begin() : buffer;
+    size_t capacity = ahead ? read_buffer_.size() : max_bytes;
+    ssize_t n = is_socket_ ? ::recv(fd_, target, capacity, 0) : ::read(fd_, target, capacity);
     if (n < 0) {
       int error = errno;
       if (error == EINTR) continue;
@@ -75,6 +96,10 @@ kj::Promise<size_t> UvSocketStream::ReadLoop(kj::byte* buffer, size_t min_bytes,
       ThrowSocketError(error, "read");
     }
     if (n == 0) return already_read;  // end of stream: fewer than asked
+    if (ahead) {
+      read_end_ = n;
+      continue;  // served from the buffer at the top
+    }
     already_read += n;
     if (static_cast<size_t>(n) >= min_bytes) return already_read;
     buffer += n;

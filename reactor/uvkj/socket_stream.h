@@ -1,7 +1,8 @@
 // UvSocketStream: a kj::AsyncIoStream over a non-blocking descriptor whose
-// readiness comes from libuv (UvFdWatcher). Reads and writes go straight to
-// the kernel and wait only on EAGAIN; partial writes advance through the
-// pieces. Sockets are written with MSG_NOSIGNAL, so a reset peer surfaces as a
+// readiness comes from libuv (UvFdWatcher). Small reads are served from an
+// 8 KiB read-ahead buffer (one recv per message instead of one per step of
+// Cap'n Proto's framing); large reads and all writes go straight to the
+// kernel and wait only on EAGAIN; partial writes advance through the pieces. Sockets are written with MSG_NOSIGNAL, so a reset peer surfaces as a
 // DISCONNECTED exception and never as SIGPIPE. Pipes (used by KJ's DNS lookup
 // thread) take the read/writev path.
 #pragma once
@@ -44,7 +45,13 @@ class UvSocketStream final : public kj::AsyncIoStream {
   kj::Promise<void> WriteLoop(kj::ArrayPtr<const kj::byte> first,
                               kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> rest);
 
+  // Reads smaller than this are served from a read-ahead buffer.
+  static constexpr size_t kReadAheadBytes = 8192;
+
   const int fd_;
+  kj::Array<kj::byte> read_buffer_;  // allocated on the first small read
+  size_t read_begin_ = 0;            // unread bytes are [read_begin_, read_end_)
+  size_t read_end_ = 0;
   kj::AutoCloseFd owned_fd_;  // empty when the caller keeps ownership
   const bool is_socket_;
   UvFdWatcher watcher_;       // declared last: destroyed first
