@@ -2,7 +2,8 @@
 // readiness comes from libuv (UvFdWatcher). Small reads are served from an
 // 8 KiB read-ahead buffer (one recv per message instead of one per step of
 // Cap'n Proto's framing); large reads and all writes go straight to the
-// kernel and wait only on EAGAIN; partial writes advance through the pieces. Sockets are written with MSG_NOSIGNAL, so a reset peer surfaces as a
+// kernel and wait only on EAGAIN; partial writes advance through the pieces.
+// Sockets are written with MSG_NOSIGNAL, so a reset peer surfaces as a
 // DISCONNECTED exception and never as SIGPIPE. Pipes (used by KJ's DNS lookup
 // thread) take the read/writev path.
 #pragma once
