@@ -55,24 +55,6 @@ uint64_t TestSeed() {
   return seed;
 }
 
-TaskView ToView(rpc::TaskInfo::Reader info) {
-  TaskView view;
-  view.task_id = info.getTaskId();
-  view.job_id = info.getJobId();
-  view.dataset_id = info.getDatasetId();
-  view.worker_address = info.getWorkerAddress();
-  view.transfer_address = info.getTransferAddress();
-  view.starting_round = info.getStartingRound();
-  view.processing_mode = info.getProcessingMode();
-  view.worker_index = info.getWorkerIndex();
-  view.num_workers = info.getNumWorkers();
-  view.num_split_providers = info.getNumSplitProviders();
-  view.num_consumers = info.getNumConsumers();
-  view.finished = info.getFinished();
-  view.pending = info.getPending();
-  return view;
-}
-
 SplitView ToView(rpc::SplitResponse::Reader response) {
   SplitView view;
   for (auto split : response.getSplits()) {

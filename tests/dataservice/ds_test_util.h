@@ -15,6 +15,7 @@
 
 #include "common/rpc_status.h"
 #include "common/status.h"
+#include "clients/task_description.h"
 #include "schema/dispatcher.capnp.h"
 #include "tests/integration/client_loop.h"
 #include "tests/support/dispatcher_process.h"
@@ -36,22 +37,9 @@ Result<T> Try(ClientLoop& loop, kj::Promise<T> promise) {
   return status;
 }
 
-struct TaskView {
-  uint64_t task_id = 0;
-  uint64_t job_id = 0;
-  uint64_t dataset_id = 0;
-  std::string worker_address;
-  std::string transfer_address;
-  int64_t starting_round = 0;
-  journal::ProcessingMode processing_mode = journal::ProcessingMode::OFF;
-  int64_t worker_index = -1;
-  uint32_t num_workers = 0;
-  uint32_t num_split_providers = 0;
-  uint32_t num_consumers = 0;
-  bool finished = false;
-  bool pending = false;
-};
-TaskView ToView(rpc::TaskInfo::Reader info);
+// A task as the dispatcher described it: the client library's own copy type.
+using TaskView = clients::TaskDescription;
+inline TaskView ToView(rpc::TaskInfo::Reader info) { return TaskView::FromReader(info); }
 
 struct JobIds {
   uint64_t job_id = 0;
