@@ -144,8 +144,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(*level);
-  if (!ToKjAddress(flags.options.listen).ok()) {
-    fprintf(stderr, "dispatcher: %s\n", ToKjAddress(flags.options.listen).status().message().c_str());
+  if (Result<std::string> address = ToKjAddress(flags.options.listen); !address.ok()) {
+    fprintf(stderr, "dispatcher: %s\n", address.status().message().c_str());
     return 2;
   }
   // Sockets are written with MSG_NOSIGNAL; this also covers KJ's own pipes.
