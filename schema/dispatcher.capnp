@@ -82,6 +82,118 @@ interface Dispatcher @0x8f74785fcea7bbcc {
                                  incarnation :UInt64);
   listTasks @17 () -> (tasks :List(TaskInfo), incarnation :UInt64);
   listJobClients @18 () -> (clients :List(JobClientInfo), incarnation :UInt64);
+
+  # ---- Closures (the ClusterCoordinator) --------------------------------
+
+  openCoordinator @19 (coordinatorId :UInt64) -> (coordinator :Coordinator, incarnation :UInt64);
+  # The closures of coordinator `coordinatorId` (nonzero, chosen by the
+  # caller, e.g. at random). Opening the same id again (after a reconnect, a
+  # dispatcher restart, or from a new process) sees the same closures. Each
+  # open is a session: it reports every result once (awaitResults).
+
+  reportClosures @20 (workerId :UInt64, reports :List(ClosureReport))
+      -> (incarnation :UInt64, ignored :UInt32);
+  # A worker's outcomes of closures pushed to it by runClosures. A report for
+  # a closure not running on `workerId` as `attempt` (a late duplicate, or an
+  # earlier incarnation of the worker) is ignored and counted, not an error.
+
+  getClosureStats @21 () -> (stats :ClosureStats, incarnation :UInt64);
+}
+
+interface Coordinator @0xc5d6e9f18ef3a3ba {
+  schedule @0 (closures :List(ClosureSpec)) -> (closureIds :List(UInt64), error :ClosureError);
+  # Queues the closures (in order) and returns their ids. Waits while the
+  # closure queue is full (back-pressure). When the coordinator has a pending
+  # first error, schedules nothing and returns it in `error` (which clears it).
+  # A closure whose `requestId` the coordinator already used (a retry after a
+  # lost reply) is not queued again: its existing id is returned.
+
+  awaitResults @1 (release :List(UInt64), maxResults :UInt32) -> (results :List(ClosureOutcome));
+  # First releases `release` (finished, failed or cancelled closures whose
+  # outcome the caller holds; the dispatcher forgets them), then waits until
+  # this session has outcomes it has not returned yet and returns up to
+  # `maxResults` (0: all) of them. A new session starts with every outcome of
+  # the coordinator that is not released.
+
+  join @2 (wait :Bool) -> (done :Bool, error :ClosureError, unfinished :UInt64);
+  # done: none of the coordinator's closures is queued or running. With
+  # `wait`, resolves once done or once the coordinator has a first error. A
+  # pending first error is returned in `error` (which clears it); then done
+  # is false.
+
+  createPerWorkerResource @3 (function :Text, args :Data) -> (resourceId :UInt64);
+  # Every worker builds its own component with function(args); a closure
+  # that lists the resource receives the component of the worker it runs on.
+  # A worker that comes back after a failure rebuilds it first.
+
+  getOutcomes @4 (closureIds :List(UInt64)) -> (outcomes :List(ClosureOutcome));
+  # The current state (and outcome, when done) of each closure, without
+  # waiting and without releasing. A closure that is unknown (never
+  # scheduled, or released) is NotFound naming it.
+}
+
+struct ClosureSpec @0xc973afec194526ae {
+  function @0 :Text;
+  args @1 :Data;
+  requestId @2 :UInt64;          # nonzero: the idempotency key of this schedule
+  resources @3 :List(UInt64);    # per-worker resources the function receives
+}
+
+struct ClosureError @0xcdc710afdef07590 {
+  closureId @0 :UInt64;          # 0: no error
+  message @1 :Text;
+}
+
+struct ClosureOutcome @0xa97ae1f22c757e88 {
+  closureId @0 :UInt64;
+  state @1 :Journal.ClosureState;
+  result @2 :Data;               # finished
+  error @3 :Text;                # failed
+  userError @4 :Bool;            # failed by the function itself (not retried)
+  attempts @5 :UInt32;
+}
+
+struct ClosureAssignment @0xf488b43ede8969ca {
+  closureId @0 :UInt64;
+  attempt @1 :UInt32;            # echoed in the report (fencing)
+  function @2 :Text;
+  args @3 :Data;
+  resources @4 :List(UInt64);    # replace by this worker's components, in order
+}
+
+struct ResourceSpec @0x9e56ed593e66bc79 {
+  resourceId @0 :UInt64;
+  function @1 :Text;
+  args @2 :Data;
+}
+
+struct ClosureReport @0xdb47682675083ec4 {
+  closureId @0 :UInt64;
+  attempt @1 :UInt32;
+  union {
+    result @2 :Data;             # the function returned
+    userError @3 :Text;          # the function failed: not retried; the coordinator's error
+    transientError @4 :Text;     # retried elsewhere up to the transient limit
+    unavailable @5 :Text;        # this worker cannot run closures now: retried elsewhere
+  }
+}
+
+struct ClosureStats @0xe18a76620813c516 {
+  queued @0 :UInt64;
+  assigned @1 :UInt64;
+  finished @2 :UInt64;           # held until released
+  failed @3 :UInt64;
+  cancelled @4 :UInt64;
+  # Counters since this dispatcher process started.
+  scheduledTotal @5 :UInt64;
+  resultsAccepted @6 :UInt64;
+  reportsIgnored @7 :UInt64;     # duplicates and stale attempts
+  putBack @8 :UInt64;            # returned to the queue after a worker failure
+  transientRetries @9 :UInt64;
+  attemptsExhausted @10 :UInt64; # failed after max_closure_attempts runs
+  releasedTotal @11 :UInt64;
+  pushesFailed @12 :UInt64;
+  scheduleWaits @13 :UInt64;     # schedule calls that waited for queue room
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {
@@ -259,4 +371,10 @@ interface WorkerControl @0xa8eac0fa617cee1b {
 
   deleteTasks @1 (taskIds :List(UInt64)) -> ();
   # Stop and forget these tasks.
+
+  runClosures @2 (closures :List(ClosureAssignment), resources :List(ResourceSpec)) -> ();
+  # Run these closures, each on a free slot; each outcome comes back in
+  # Dispatcher.reportClosures. `resources` defines the per-worker resources
+  # they use: the worker builds a component it lacks before the first closure
+  # that needs it. The reply only acknowledges receipt.
 }

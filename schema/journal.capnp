@@ -234,6 +234,9 @@ struct ClosureScheduled {
   functionName @2 :Text;
   args @3 :Data;
   requestId @4 :UInt64;   # chosen by the coordinator; 0: none
+  resources @5 :List(UInt64);
+  # Per-worker resources (ResourceCreated) the function receives: each is
+  # replaced by the running worker's own component. Precondition: each exists.
 }
 
 struct ClosureAssigned {
@@ -276,10 +279,12 @@ struct ClosureCancelled {
 struct ClosurePutBack {
   # Precondition: closure `closureId` is assigned to `workerId` as `attempt`.
   # Effect: the closure returns to the back of the queue (its attempt count
-  # stays, so the next assignment is attempt + 1).
+  # stays, so the next assignment is attempt + 1). With `transient`, its
+  # count of transient failures grows by one.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
+  transient @3 :Bool;   # the worker classed the error as transient (else: worker lost)
 }
 
 struct ClosureReleased {
@@ -292,6 +297,35 @@ struct CoordinatorErrorCleared {
   # Precondition: coordinator `coordinatorId` has a pending first error.
   # Effect: the error is cleared (it has been raised to the coordinator once).
   coordinatorId @0 :UInt64;
+}
+
+struct ResourceCreated {
+  # Precondition: `resourceId` >= the next resource id and nonzero;
+  # `functionName` is non-empty.
+  # Effect: adds a per-worker resource: every worker process builds its own
+  # component by running `functionName(args)` once, before the first closure
+  # that uses it. The next resource id becomes `resourceId` + 1.
+  resourceId @0 :UInt64;
+  coordinatorId @1 :UInt64;
+  functionName @2 :Text;
+  args @3 :Data;
+}
+
+struct ClosureBatch {
+  # Many closure transitions of one kind in one record (one journal row), so
+  # a loop pass that schedules, assigns, finishes or releases thousands of
+  # closures writes a handful of rows.
+  # Precondition: the items name distinct closures (and, for `scheduled`,
+  # distinct nonzero request ids), and each meets the precondition of its
+  # single form against the state before the batch.
+  # Effect: the single forms, applied in list order.
+  union {
+    scheduled @0 :List(ClosureScheduled);
+    assigned @1 :List(ClosureAssigned);
+    finished @2 :List(ClosureFinished);
+    cancelled @3 :List(UInt64);   # closure ids
+    released @4 :List(UInt64);    # closure ids
+  }
 }
 
 # ---------------------------------------------------------------------------
@@ -322,6 +356,8 @@ struct Update {
     closurePutBack @21 :ClosurePutBack;
     closureReleased @22 :ClosureReleased;
     coordinatorErrorCleared @23 :CoordinatorErrorCleared;
+    resourceCreated @24 :ResourceCreated;
+    closureBatch @25 :ClosureBatch;
   }
 }
 
@@ -347,6 +383,8 @@ struct StateSnapshot {
   coordinatorErrors @15 :List(CoordinatorErrorRecord);
   lastTimeMicros @16 :Int64;
   numApplied @17 :UInt64;     # updates applied since the empty state
+  nextResourceId @18 :UInt64;
+  resources @19 :List(ResourceRecord);
 }
 
 struct DatasetRecord {
@@ -440,6 +478,15 @@ struct ClosureRecord {
   scheduledMicros @11 :Int64;
   doneMicros @12 :Int64;
   requestId @13 :UInt64;
+  resources @14 :List(UInt64);
+  transientFailures @15 :UInt32;
+}
+
+struct ResourceRecord {
+  resourceId @0 :UInt64;
+  coordinatorId @1 :UInt64;
+  functionName @2 :Text;
+  args @3 :Data;
 }
 
 struct CoordinatorErrorRecord {
