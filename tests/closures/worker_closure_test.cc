@@ -1,0 +1,123 @@
+// The closure runner inside an embedded WorkerAgent, against the real
+// dispatcher: a function that blocks never stops the heartbeats, a throwing
+// function fails its closure instead of the worker, and registration rules.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <stdexcept>
+
+#include "tests/closures/closure_test_support.h"
+
+namespace dispatch::testing {
+namespace {
+
+using clients::ClosureCall;
+using clients::ClosureOutput;
+using clients::WorkerAgentStatus;
+
+std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
+                                                const std::string& address, uint32_t slots) {
+  clients::WorkerAgentOptions options;
+  options.dispatcher_address = dispatcher;
+  options.worker_address = address;
+  options.heartbeat_interval_ms = 50;
+  options.backoff_initial_ms = 20;
+  options.backoff_max_ms = 200;
+  options.seed = TestSeed();
+  options.max_closures = slots;
+  return std::make_unique<clients::WorkerAgent>(options, std::make_unique<RecordingFactory>());
+}
+
+TEST(WorkerClosures, ABlockingFunctionNeverStopsTheHeartbeats) {
+  ClosureDispatcher dispatcher;
+  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7241", 1);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  ASSERT_TRUE(agent
+                  ->RegisterFunction("block",
+                                     [released](const ClosureCall& call) {
+                                       released.wait();
+                                       return ClosureOutput::Result(std::string(call.args()));
+                                     })
+                  .ok());
+  ASSERT_TRUE(agent->Start().ok());
+  ASSERT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; },
+                             kTestDeadline));
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto value = coordinator->Schedule("block", "unblocked");
+  ASSERT_TRUE(value.ok());
+  ASSERT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.closures_received == 1; },
+                             kTestDeadline));
+  uint64_t beats = agent->status().heartbeats;
+  EXPECT_TRUE(agent->WaitFor(
+      [beats](const WorkerAgentStatus& s) { return s.heartbeats >= beats + 5; }, kTestDeadline))
+      << "the agent loop stalled while a closure ran";
+  EXPECT_EQ(value->status(), clients::RemoteValueStatus::kPending);
+  release.set_value();
+  EXPECT_EQ(FetchOrDie(*value), "unblocked");
+  WorkerAgentStatus s = agent->status();
+  EXPECT_EQ(s.closures_run, 1u);
+  EXPECT_EQ(s.closure_reports_sent, 1u);
+  agent->Stop();
+}
+
+TEST(WorkerClosures, OutcomesReadyTogetherGoInOneReport) {
+  ClosureDispatcher dispatcher;
+  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7242", 8);
+  ASSERT_TRUE(agent
+                  ->RegisterFunction(
+                      "quick",
+                      [](const ClosureCall& call) {
+                        return ClosureOutput::Result(std::string(call.args()));
+                      },
+                      clients::ClosureFunctionOptions{.run_inline = true})
+                  .ok());
+  ASSERT_TRUE(agent->Start().ok());
+  ASSERT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; },
+                             kTestDeadline));
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  std::vector<clients::RemoteValue> values;
+  for (int i = 0; i < 400; ++i) values.push_back(*coordinator->Schedule("quick", std::to_string(i)));
+  for (int i = 0; i < 400; ++i) EXPECT_EQ(FetchOrDie(values[i]), std::to_string(i));
+  WorkerAgentStatus s = agent->status();
+  EXPECT_EQ(s.closure_reports_sent, 400u);
+  EXPECT_LT(s.closure_report_calls, 400u) << "outcomes were reported one call each";
+  agent->Stop();
+}
+
+TEST(WorkerClosures, AThrowingFunctionFailsItsClosureNotTheWorker) {
+  ClosureDispatcher dispatcher;
+  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7243", 1);
+  ASSERT_TRUE(agent
+                  ->RegisterFunction("throws",
+                                     [](const ClosureCall&) -> ClosureOutput {
+                                       throw std::runtime_error("kaboom");
+                                     })
+                  .ok());
+  ASSERT_TRUE(agent->Start().ok());
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto value = coordinator->Schedule("throws", "");
+  ASSERT_TRUE(value.ok());
+  auto fetched = value->FetchFor(kFetchDeadline);
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_NE(fetched.status().message().find("function throws threw: kaboom"), std::string::npos)
+      << fetched.status().ToString();
+  EXPECT_TRUE(agent->status().running);
+  agent->Stop();
+}
+
+TEST(WorkerClosures, FunctionsAreRegisteredOnceAndOnlyBeforeStart) {
+  ClosureDispatcher dispatcher;
+  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7244", 1);
+  auto noop = [](const ClosureCall&) { return ClosureOutput::Result(""); };
+  EXPECT_TRUE(agent->RegisterFunction("noop", noop).ok());
+  EXPECT_EQ(agent->RegisterFunction("noop", noop).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(agent->RegisterFunction("", noop).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(agent->RegisterFunction("empty", nullptr).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(agent->Start().ok());
+  EXPECT_EQ(agent->RegisterFunction("late", noop).code(), StatusCode::kFailedPrecondition);
+  agent->Stop();
+}
+
+}  // namespace
+}  // namespace dispatch::testing
