@@ -90,11 +90,13 @@ Status RegisterBuiltinFunctions(WorkerAgent& agent) {
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction(
       "noop", [](const ClosureCall&) { return ClosureOutput::Result(""); }, inline_options));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction(
-      "echo", [](const ClosureCall& call) { return ClosureOutput::Result(std::string(call.args())); },
+      "echo",
+      [](const ClosureCall& call) { return ClosureOutput::Result(std::string(call.args())); },
       inline_options));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("sleep", Sleep));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction(
-      "fail", [](const ClosureCall& call) { return ClosureOutput::UserError(std::string(call.args())); },
+      "fail",
+      [](const ClosureCall& call) { return ClosureOutput::UserError(std::string(call.args())); },
       inline_options));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("crash", [](const ClosureCall&) {
     kill(getpid(), SIGKILL);
@@ -103,7 +105,9 @@ Status RegisterBuiltinFunctions(WorkerAgent& agent) {
   }));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction(
       "transient",
-      [](const ClosureCall& call) { return ClosureOutput::TransientError(std::string(call.args())); },
+      [](const ClosureCall& call) {
+        return ClosureOutput::TransientError(std::string(call.args()));
+      },
       inline_options));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("flaky", Flaky));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction(

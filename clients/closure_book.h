@@ -76,15 +76,13 @@ class ClosureBook {
   // For RemoteValue.
   uint64_t IdOf(const ClosureCell& cell) const;
   RemoteValueStatus StatusOf(const ClosureCell& cell) const;
-  Result<std::string> Fetch(ClosureCell& cell,
-                            std::optional<std::chrono::milliseconds> timeout);
+  Result<std::string> Fetch(ClosureCell& cell, std::optional<std::chrono::milliseconds> timeout);
 
   // ---- Loop thread.
   std::vector<Outgoing> TakeUnsent(size_t max);
   bool has_unsent() const;
   // The dispatcher returned `ids` for the closures `sequences` (in order).
-  void OnAcknowledged(const std::vector<uint64_t>& sequences,
-                      capnp::List<uint64_t>::Reader ids);
+  void OnAcknowledged(const std::vector<uint64_t>& sequences, capnp::List<uint64_t>::Reader ids);
   // The dispatcher scheduled none of `sequences`: they end with `why`
   // (Cancelled when the reason was a first error). A non-ok `first_error`
   // becomes the error the next Schedule/Join/Done raises.
@@ -117,9 +115,9 @@ class ClosureBook {
   std::map<uint64_t, Pending> unacknowledged_;  // by sequence: send order
   std::unordered_map<uint64_t, std::weak_ptr<ClosureCell>> by_id_;
   std::unordered_map<uint64_t, ClosureCell> orphans_;  // outcomes nobody asked for yet
-  std::vector<uint64_t> releases_;  // to send with the next awaitResults
+  std::vector<uint64_t> releases_;                     // to send with the next awaitResults
   std::vector<uint64_t> releases_in_flight_;
-  std::set<uint64_t> releasing_;    // in releases_ or in flight: ignore their outcomes
+  std::set<uint64_t> releasing_;  // in releases_ or in flight: ignore their outcomes
   Status first_error_;
   bool failure_hint_ = false;
 };

@@ -117,8 +117,8 @@ ClosureOutput ClosureRunner::Execute(const Job& job) {
   std::vector<std::string> components;
   components.reserve(job.resources.size());
   for (uint64_t id : job.resources) {
-    Result<std::string> component = resources_.Get(
-        id, [this](uint64_t resource_id, const ResourceCache::Spec& spec) {
+    Result<std::string> component =
+        resources_.Get(id, [this](uint64_t resource_id, const ResourceCache::Spec& spec) {
           return BuildResource(resource_id, spec);
         });
     if (!component.ok()) return ClosureOutput::UserError(component.status().message());
@@ -235,8 +235,7 @@ void ClosureRunner::Flush() {
     const std::string& data = outcome.output.data();
     switch (outcome.output.kind()) {
       case ClosureOutput::Kind::kResult:
-        report.setResult(
-            kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+        report.setResult(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
         break;
       case ClosureOutput::Kind::kUserError:
         report.setUserError(data);

@@ -9,9 +9,8 @@
 // put that closure back in its queue when the connection ended.
 #pragma once
 
-#include <uv.h>
-
 #include <kj/async.h>
+#include <uv.h>
 
 #include <cstdint>
 #include <memory>

@@ -86,10 +86,9 @@ Result<T> Coordinator::RunOnLoop(std::function<kj::Promise<T>(Loop&)> start) {
         reply->Set(StatusFromException(*e));
         return;
       }
-      loop_->tasks().add(promise.then([reply](T&& value) { reply->Set(std::move(value)); },
-                                      [reply](kj::Exception&& e) {
-                                        reply->Set(StatusFromException(e));
-                                      }));
+      loop_->tasks().add(
+          promise.then([reply](T&& value) { reply->Set(std::move(value)); },
+                       [reply](kj::Exception&& e) { reply->Set(StatusFromException(e)); }));
     });
     if (!posted) return UnavailableError("the coordinator is closed");
   }
@@ -98,7 +97,9 @@ Result<T> Coordinator::RunOnLoop(std::function<kj::Promise<T>(Loop&)> start) {
 
 Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options) {
   DISPATCH_RETURN_IF_ERROR(ValidateCoordinatorOptions(options));
-  uint64_t seed = options.seed != 0 ? options.seed : std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
+  uint64_t seed = options.seed != 0
+                      ? options.seed
+                      : std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
   std::mt19937_64 rng(seed);
   uint64_t id = options.coordinator_id;
   while (id == 0) id = rng();
@@ -116,10 +117,9 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions opti
     Status status = opened.status();
     if (status.code() != StatusCode::kUnauthenticated &&
         status.code() != StatusCode::kInvalidArgument) {
-      status = UnavailableError("no coordinator session opened at " +
-                                coordinator->options_.dispatcher_address + " within " +
-                                std::to_string(timeout_ms) + " ms" +
-                                (why.empty() ? "" : ": " + why));
+      status = UnavailableError(
+          "no coordinator session opened at " + coordinator->options_.dispatcher_address +
+          " within " + std::to_string(timeout_ms) + " ms" + (why.empty() ? "" : ": " + why));
     }
     return status;
   }
@@ -130,8 +130,9 @@ Coordinator::Coordinator(CoordinatorOptions options, uint64_t coordinator_id)
     : options_(std::move(options)), coordinator_id_(coordinator_id) {
   // Request ids must not repeat across processes that open the same
   // coordinator id (the dispatcher dedups by them): start at random.
-  std::mt19937_64 rng(options_.seed != 0 ? options_.seed ^ coordinator_id
-                                         : std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32));
+  std::mt19937_64 rng(options_.seed != 0
+                          ? options_.seed ^ coordinator_id
+                          : std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32));
   uint64_t first = rng() >> 1;  // room to count up without wrapping
   if (first == 0) first = 1;
   book_ = std::make_shared<ClosureBook>(options_.max_unacknowledged, first);
@@ -222,10 +223,10 @@ void Coordinator::ThreadMain() {
                      start_status_ = Status::Ok();
                      started_cv_.notify_all();
                    }
-                   kj::Promise<void> run = loop.session().Run().eagerlyEvaluate(
-                       [](kj::Exception&& e) {
-                         Log(LogLevel::kError, "coordinator: the session loop ended: ",
-                             e.getDescription());
+                   kj::Promise<void> run =
+                       loop.session().Run().eagerlyEvaluate([](kj::Exception&& e) {
+                         Log(LogLevel::kError,
+                             "coordinator: the session loop ended: ", e.getDescription());
                        });
                    DrainCommands();  // a Close() that came before wake_ existed
                    if (!stop_requested_) io.Run();
@@ -338,24 +339,23 @@ RemoteValue Coordinator::Attach(uint64_t closure_id) {
     // arrives through the results session.
     std::shared_ptr<ClosureBook> book = book_;
     Post([this, book, closure_id]() {
-      loop_->tasks().add(
-          loop_->session()
-              .Call<bool>([book, closure_id](rpc::Coordinator::Client coordinator) {
-                auto request = coordinator.getOutcomesRequest();
-                request.initClosureIds(1).set(0, closure_id);
-                return request.send().then(
-                    [book](capnp::Response<rpc::Coordinator::GetOutcomesResults> r) {
-                      book->OnOutcomes(r.getOutcomes());
-                      return true;
-                    });
-              })
-              .then([](bool) {},
-                    [book, closure_id](kj::Exception&& e) {
-                      Status status = StatusFromException(e);
-                      if (status.code() == StatusCode::kNotFound) {
-                        book->OnUnknown(closure_id, status);
-                      }
-                    }));
+      loop_->tasks().add(loop_->session()
+                             .Call<bool>([book, closure_id](rpc::Coordinator::Client coordinator) {
+                               auto request = coordinator.getOutcomesRequest();
+                               request.initClosureIds(1).set(0, closure_id);
+                               return request.send().then(
+                                   [book](capnp::Response<rpc::Coordinator::GetOutcomesResults> r) {
+                                     book->OnOutcomes(r.getOutcomes());
+                                     return true;
+                                   });
+                             })
+                             .then([](bool) {},
+                                   [book, closure_id](kj::Exception&& e) {
+                                     Status status = StatusFromException(e);
+                                     if (status.code() == StatusCode::kNotFound) {
+                                       book->OnUnknown(closure_id, status);
+                                     }
+                                   }));
     });
   }
   return RemoteValue(book_, std::move(cell));

@@ -9,9 +9,8 @@
 // dispatcher restart is survived: the session is reopened under the same id.
 #pragma once
 
-#include <uv.h>
-
 #include <kj/async.h>
+#include <uv.h>
 
 #include <atomic>
 #include <condition_variable>

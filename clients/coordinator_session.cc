@@ -23,15 +23,14 @@ bool IsFatal(const kj::Exception& e) {
 }  // namespace
 
 CoordinatorSession::CoordinatorSession(kj::Timer& timer, kj::Network& network,
-                                       const CoordinatorOptions& options,
-                                       uint64_t coordinator_id, ClosureBook& book)
+                                       const CoordinatorOptions& options, uint64_t coordinator_id,
+                                       ClosureBook& book)
     : timer_(timer),
       network_(network),
       options_(options),
       coordinator_id_(coordinator_id),
       book_(book),
-      backoff_(options.backoff_initial_ms, options.backoff_max_ms,
-               options.seed ^ coordinator_id),
+      backoff_(options.backoff_initial_ms, options.backoff_max_ms, options.seed ^ coordinator_id),
       coordinator_(Disconnected()),
       tasks_(*this) {}
 
@@ -153,35 +152,37 @@ void CoordinatorSession::Flush() {
     }
     ++schedules_in_flight_;
     uint64_t generation = generation_;
-    tasks_.add(
-        request.send()
-            .then(
-                [this, sequences](capnp::Response<rpc::Coordinator::ScheduleResults> r) {
-                  auto error = r.getError();
-                  if (error.getClosureId() != 0) {
-                    Status first = ClosureFailedError(error.getClosureId(), error.getMessage().cStr());
-                    book_.OnRefused(sequences,
-                                    CancelledError("not scheduled: the coordinator's first error "
-                                                   "came first (" + first.message() + ")"),
-                                    first);
-                  } else {
-                    book_.OnAcknowledged(sequences, r.getClosureIds());
-                  }
-                },
-                [this, sequences](kj::Exception&& e) {
-                  // A dropped connection: the next session sends them again.
-                  if (e.getType() == kj::Exception::Type::DISCONNECTED) return;
-                  Status status = StatusFromException(e);
-                  Log(LogLevel::kWarning, "coordinator ", coordinator_id_,
-                      ": the dispatcher refused ", sequences.size(),
-                      " closures: ", status.ToString().c_str());
-                  book_.OnRefused(sequences, status, Status::Ok());
-                })
-            .then([this, generation]() {
-              if (generation != generation_) return;  // that session's accounting is gone
-              --schedules_in_flight_;
-              Flush();
-            }));
+    tasks_.add(request.send()
+                   .then(
+                       [this, sequences](capnp::Response<rpc::Coordinator::ScheduleResults> r) {
+                         auto error = r.getError();
+                         if (error.getClosureId() != 0) {
+                           Status first =
+                               ClosureFailedError(error.getClosureId(), error.getMessage().cStr());
+                           book_.OnRefused(
+                               sequences,
+                               CancelledError("not scheduled: the coordinator's first error "
+                                              "came first (" +
+                                              first.message() + ")"),
+                               first);
+                         } else {
+                           book_.OnAcknowledged(sequences, r.getClosureIds());
+                         }
+                       },
+                       [this, sequences](kj::Exception&& e) {
+                         // A dropped connection: the next session sends them again.
+                         if (e.getType() == kj::Exception::Type::DISCONNECTED) return;
+                         Status status = StatusFromException(e);
+                         Log(LogLevel::kWarning, "coordinator ", coordinator_id_,
+                             ": the dispatcher refused ", sequences.size(),
+                             " closures: ", status.ToString().c_str());
+                         book_.OnRefused(sequences, status, Status::Ok());
+                       })
+                   .then([this, generation]() {
+                     if (generation != generation_) return;  // that session's accounting is gone
+                     --schedules_in_flight_;
+                     Flush();
+                   }));
   }
 }
 

@@ -4,9 +4,7 @@
 
 namespace dispatch::clients {
 
-uint64_t RemoteValue::closure_id() const {
-  return cell_ == nullptr ? 0 : book_->IdOf(*cell_);
-}
+uint64_t RemoteValue::closure_id() const { return cell_ == nullptr ? 0 : book_->IdOf(*cell_); }
 
 RemoteValueStatus RemoteValue::status() const {
   return cell_ == nullptr ? RemoteValueStatus::kCancelled : book_->StatusOf(*cell_);

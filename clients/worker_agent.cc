@@ -81,7 +81,7 @@ class WorkerAgent::Runner final : public AgentEnvironment {
   uvkj::UvAsyncIo& io_;
   const WorkerAgentOptions& options_;
   TaskTable table_;
-  ClosureRunner closures_;  // before the link, which reports for it
+  ClosureRunner closures_;                 // before the link, which reports for it
   WorkerControlServer* server_ = nullptr;  // owned by the capability's refcount
   AgentLink link_;
   kj::Own<kj::PromiseFulfiller<void>> stop_;
@@ -185,8 +185,8 @@ void WorkerAgent::ThreadMain() {
                  uvkj::UvAsyncIo io(loop.get());
                  {
                    auto stop = kj::newPromiseAndFulfiller<void>();
-                   Runner runner(io, options_, *factory_, functions_, board_,
-                                 worker_incarnation, kj::mv(stop.fulfiller));
+                   Runner runner(io, options_, *factory_, functions_, board_, worker_incarnation,
+                                 kj::mv(stop.fulfiller));
                    // Referenced (unlike the bridge's own async handle): it keeps the loop
                    // alive until Stop(), whatever else is pending.
                    auto* wake = new uv_async_t;

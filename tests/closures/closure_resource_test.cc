@@ -20,10 +20,12 @@ std::set<std::string> ComponentsSeen(clients::Coordinator& coordinator, uint64_t
   EXPECT_TRUE(Eventually([&] {
     // A batch at a time: with two slots each, both workers get some.
     std::vector<RemoteValue> batch;
-    for (int i = 0; i < 4; ++i) batch.push_back(*coordinator.Schedule("use_resource", "", {resource}));
+    for (int i = 0; i < 4; ++i)
+      batch.push_back(*coordinator.Schedule("use_resource", "", {resource}));
     for (auto& value : batch) seen.insert(FetchOrDie(value));
     return seen.size() >= want;
-  })) << "saw " << seen.size() << " components";
+  })) << "saw "
+      << seen.size() << " components";
   return seen;
 }
 

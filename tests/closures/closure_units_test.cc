@@ -1,9 +1,8 @@
 // The client pieces without processes: the ClosureBook's window, first error,
 // releases and orphans; the ResourceCache's build-once rule; the
 // ClosureExecutor's slot limit and early wake-up on Stop.
-#include <gtest/gtest.h>
-
 #include <capnp/message.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <future>
@@ -144,8 +143,8 @@ TEST(ClosureBook, AnOutcomeOfAnEarlierProcessWaitsForAttach) {
 TEST(ClosureBook, CloseEndsEveryWait) {
   auto book = std::make_shared<ClosureBook>(1, 100);
   auto cell = book->Add("echo", "a", {});
-  auto fetch = std::async(std::launch::async,
-                          [&] { return clients::RemoteValue(book, *cell).Fetch(); });
+  auto fetch =
+      std::async(std::launch::async, [&] { return clients::RemoteValue(book, *cell).Fetch(); });
   auto add = std::async(std::launch::async, [&] { return book->Add("echo", "b", {}).status(); });
   book->Close();
   EXPECT_EQ(fetch.get().status().code(), StatusCode::kUnavailable);

@@ -41,8 +41,8 @@ TEST(WorkerClosures, ABlockingFunctionNeverStopsTheHeartbeats) {
                                      })
                   .ok());
   ASSERT_TRUE(agent->Start().ok());
-  ASSERT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; },
-                             kTestDeadline));
+  ASSERT_TRUE(
+      agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto value = coordinator->Schedule("block", "unblocked");
   ASSERT_TRUE(value.ok());
@@ -73,11 +73,12 @@ TEST(WorkerClosures, OutcomesReadyTogetherGoInOneReport) {
                       clients::ClosureFunctionOptions{.run_inline = true})
                   .ok());
   ASSERT_TRUE(agent->Start().ok());
-  ASSERT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; },
-                             kTestDeadline));
+  ASSERT_TRUE(
+      agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
   auto coordinator = MakeCoordinator(dispatcher.address());
   std::vector<clients::RemoteValue> values;
-  for (int i = 0; i < 400; ++i) values.push_back(*coordinator->Schedule("quick", std::to_string(i)));
+  for (int i = 0; i < 400; ++i)
+    values.push_back(*coordinator->Schedule("quick", std::to_string(i)));
   for (int i = 0; i < 400; ++i) EXPECT_EQ(FetchOrDie(values[i]), std::to_string(i));
   WorkerAgentStatus s = agent->status();
   EXPECT_EQ(s.closure_reports_sent, 400u);
