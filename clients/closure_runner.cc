@@ -179,7 +179,7 @@ void ClosureRunner::TakeCompleted() {
 
 void ClosureRunner::Finish(Outcome outcome) {
   running_.erase(std::make_pair(outcome.closure_id, outcome.attempt));
-  board_.Update([](WorkerAgentStatus& s) { ++s.closures_run; });
+  ++unpublished_runs_;  // published once per flush: a status copy per closure costs too much
   unreported_.push_back(std::move(outcome));
   ScheduleFlush();
 }
@@ -195,6 +195,11 @@ void ClosureRunner::ScheduleFlush() {
 }
 
 void ClosureRunner::Flush() {
+  if (unpublished_runs_ > 0) {
+    uint64_t runs = unpublished_runs_;
+    unpublished_runs_ = 0;
+    board_.Update([runs](WorkerAgentStatus& s) { s.closures_run += runs; });
+  }
   if (reporting_ || unreported_.empty() || link_ == nullptr) return;
   uint64_t session = link_->session();
   std::vector<Outcome> batch;

@@ -90,6 +90,7 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   bool reporting_ = false;  // a reportClosures call is in flight
   bool flush_scheduled_ = false;
   bool awaiting_registration_ = false;
+  uint64_t unpublished_runs_ = 0;
   kj::TaskSet tasks_;
 
   std::mutex mu_;  // guards completed_ (executor threads meet the loop here)
