@@ -129,6 +129,17 @@ TEST(Closures, BadInputGetsAClearErrorAndChangesNothing) {
   EXPECT_TRUE(*done);
 }
 
+TEST(Closures, ACoordinatorWithAWrongTokenIsRefusedAtOnce) {
+  ClosureDispatcher dispatcher({"--token=let-me-in"});
+  auto options = CoordinatorOf(dispatcher.address());
+  options.token = "guess";
+  auto refused = clients::Coordinator::Create(options);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated) << refused.status().ToString();
+  options.token = "let-me-in";
+  auto admitted = clients::Coordinator::Create(options);
+  EXPECT_TRUE(admitted.ok()) << admitted.status().ToString();
+}
+
 TEST(Closures, AnUnregisteredFunctionFailsWithAnErrorNamingIt) {
   ClosureDispatcher dispatcher;
   auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7206");
