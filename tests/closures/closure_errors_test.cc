@@ -94,7 +94,8 @@ TEST(ClosureErrors, AClosureThatCrashesEveryWorkerStopsAfterMaxClosureAttempts) 
   auto fetched = crash->FetchFor(kFetchDeadline);
   ASSERT_FALSE(fetched.ok());
   EXPECT_EQ(fetched.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Contains(fetched.status().message(), "2")) << fetched.status().ToString();
+  EXPECT_TRUE(Contains(fetched.status().message(), "max_closure_attempts 2"))
+      << "the error must say why it stopped: " << fetched.status().ToString();
   int dead = 0;
   for (auto& worker : workers) {
     if (worker->process().Wait(std::chrono::milliseconds(0)).has_value()) ++dead;
@@ -135,6 +136,7 @@ TEST(ClosureErrors, ATransientErrorPastTheLimitFailsTheClosure) {
   ASSERT_FALSE(fetched.ok());
   EXPECT_TRUE(Contains(fetched.status().message(), "flaky dependency"))
       << fetched.status().ToString();
+  EXPECT_TRUE(Contains(fetched.status().message(), "transient")) << fetched.status().ToString();
   EXPECT_EQ(GetClosureCounters(dispatcher.address()).transient_retries, 2u);
   EXPECT_FALSE(coordinator->Join().ok()) << "it became the coordinator's error";
 }

@@ -17,7 +17,7 @@ std::string MaxClosureAttemptsFlag(uint64_t n) {
   return "--max-closure-attempts=" + std::to_string(n);
 }
 std::string TransientLimitFlag(uint64_t n) {
-  return "--max-transient-retries=" + std::to_string(n);
+  return "--closure-transient-retries=" + std::to_string(n);
 }
 
 ClosureDispatcher::ClosureDispatcher(std::vector<std::string> flags)
