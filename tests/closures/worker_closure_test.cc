@@ -55,9 +55,10 @@ TEST(WorkerClosures, ABlockingFunctionNeverStopsTheHeartbeats) {
   EXPECT_EQ(value->status(), clients::RemoteValueStatus::kPending);
   release.set_value();
   EXPECT_EQ(FetchOrDie(*value), "unblocked");
-  WorkerAgentStatus s = agent->status();
-  EXPECT_EQ(s.closures_run, 1u);
-  EXPECT_EQ(s.closure_reports_sent, 1u);
+  // The dispatcher answers the report after the coordinator may have the result.
+  EXPECT_TRUE(agent->WaitFor(
+      [](const WorkerAgentStatus& s) { return s.closure_reports_sent == 1; }, kTestDeadline));
+  EXPECT_EQ(agent->status().closures_run, 1u);
   agent->Stop();
 }
 
@@ -80,8 +81,9 @@ TEST(WorkerClosures, OutcomesReadyTogetherGoInOneReport) {
   for (int i = 0; i < 400; ++i)
     values.push_back(*coordinator->Schedule("quick", std::to_string(i)));
   for (int i = 0; i < 400; ++i) EXPECT_EQ(FetchOrDie(values[i]), std::to_string(i));
+  EXPECT_TRUE(agent->WaitFor(
+      [](const WorkerAgentStatus& s) { return s.closure_reports_sent == 400; }, kTestDeadline));
   WorkerAgentStatus s = agent->status();
-  EXPECT_EQ(s.closure_reports_sent, 400u);
   EXPECT_LT(s.closure_report_calls, 400u) << "outcomes were reported one call each";
   agent->Stop();
 }
