@@ -36,6 +36,23 @@ TEST(Closures, EveryScheduledClosureReturnsItsOwnResultToFetch) {
   EXPECT_EQ(ids.count(0), 0u);
 }
 
+TEST(Closures, FetchedClosuresAreReleasedAtTheDispatcher) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7207", 4);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  std::vector<RemoteValue> values;
+  for (int i = 0; i < 100; ++i) values.push_back(*coordinator->Schedule("echo", "x"));
+  for (auto& value : values) EXPECT_EQ(FetchOrDie(value), "x");
+  // Releases ride on the next awaitResults, which follows the next outcome at
+  // the latest.
+  auto next = coordinator->Schedule("echo", "y");
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(FetchOrDie(*next), "y");
+  EXPECT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.released_total >= 100 && c.finished <= 1;
+  })) << "fetched results stay held at the dispatcher";
+}
+
 TEST(Closures, RemoteValueReportsPendingThenReadyWithoutBlocking) {
   ClosureDispatcher dispatcher;
   auto coordinator = MakeCoordinator(dispatcher.address());
