@@ -109,6 +109,43 @@ TEST(WorkerClosures, AThrowingFunctionFailsItsClosureNotTheWorker) {
   agent->Stop();
 }
 
+TEST(WorkerClosures, AWorkerThatReportsItselfUnavailableLeavesItsClosuresToAnother) {
+  ClosureDispatcher dispatcher;
+  auto draining = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7245", 1);
+  ASSERT_TRUE(draining
+                  ->RegisterFunction("work",
+                                     [](const ClosureCall&) {
+                                       return ClosureOutput::Unavailable("draining");
+                                     })
+                  .ok());
+  ASSERT_TRUE(draining->Start().ok());
+  ASSERT_TRUE(draining->WaitFor([](const WorkerAgentStatus& s) { return s.registered; },
+                                kTestDeadline));
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto first = coordinator->Schedule("work", "");
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(draining->WaitFor(
+      [](const WorkerAgentStatus& s) { return s.closure_reports_sent >= 1; }, kTestDeadline));
+  EXPECT_EQ(first->status(), clients::RemoteValueStatus::kPending) << "it must be retried";
+
+  auto healthy = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7246", 1);
+  ASSERT_TRUE(healthy
+                  ->RegisterFunction("work",
+                                     [](const ClosureCall& call) {
+                                       return ClosureOutput::Result(call.worker_address());
+                                     })
+                  .ok());
+  ASSERT_TRUE(healthy->Start().ok());
+  EXPECT_EQ(FetchOrDie(*first), "tcp:127.0.0.1:7246");
+  std::vector<clients::RemoteValue> more;
+  for (int i = 0; i < 5; ++i) more.push_back(*coordinator->Schedule("work", ""));
+  for (auto& value : more) EXPECT_EQ(FetchOrDie(value), "tcp:127.0.0.1:7246");
+  EXPECT_EQ(draining->status().closures_received, 1u) << "an unavailable worker got more work";
+  EXPECT_TRUE(coordinator->Join().ok()) << "unavailability is not the coordinator's error";
+  draining->Stop();
+  healthy->Stop();
+}
+
 TEST(WorkerClosures, FunctionsAreRegisteredOnceAndOnlyBeforeStart) {
   ClosureDispatcher dispatcher;
   auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7244", 1);
