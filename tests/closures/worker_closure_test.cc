@@ -3,6 +3,7 @@
 // function fails its closure instead of the worker, and registration rules.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <stdexcept>
 
@@ -56,8 +57,8 @@ TEST(WorkerClosures, ABlockingFunctionNeverStopsTheHeartbeats) {
   release.set_value();
   EXPECT_EQ(FetchOrDie(*value), "unblocked");
   // The dispatcher answers the report after the coordinator may have the result.
-  EXPECT_TRUE(agent->WaitFor(
-      [](const WorkerAgentStatus& s) { return s.closure_reports_sent == 1; }, kTestDeadline));
+  EXPECT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.closure_reports_sent == 1; },
+                             kTestDeadline));
   EXPECT_EQ(agent->status().closures_run, 1u);
   agent->Stop();
 }
@@ -112,15 +113,14 @@ TEST(WorkerClosures, AThrowingFunctionFailsItsClosureNotTheWorker) {
 TEST(WorkerClosures, AWorkerThatReportsItselfUnavailableLeavesItsClosuresToAnother) {
   ClosureDispatcher dispatcher;
   auto draining = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7245", 1);
-  ASSERT_TRUE(draining
-                  ->RegisterFunction("work",
-                                     [](const ClosureCall&) {
-                                       return ClosureOutput::Unavailable("draining");
-                                     })
-                  .ok());
+  ASSERT_TRUE(
+      draining
+          ->RegisterFunction(
+              "work", [](const ClosureCall&) { return ClosureOutput::Unavailable("draining"); })
+          .ok());
   ASSERT_TRUE(draining->Start().ok());
-  ASSERT_TRUE(draining->WaitFor([](const WorkerAgentStatus& s) { return s.registered; },
-                                kTestDeadline));
+  ASSERT_TRUE(
+      draining->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto first = coordinator->Schedule("work", "");
   ASSERT_TRUE(first.ok());
@@ -144,6 +144,49 @@ TEST(WorkerClosures, AWorkerThatReportsItselfUnavailableLeavesItsClosuresToAnoth
   EXPECT_TRUE(coordinator->Join().ok()) << "unavailability is not the coordinator's error";
   draining->Stop();
   healthy->Stop();
+}
+
+TEST(WorkerClosures, AnOutcomeOfAnEarlierConnectionIsDroppedAndTheRetryDelivers) {
+  ClosureDispatcher dispatcher;
+  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7247", 1);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  // Shared, so a run the test no longer waits for touches nothing freed; the
+  // promise, destroyed before the agent, unblocks any run still waiting.
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  ASSERT_TRUE(agent
+                  ->RegisterFunction("gated",
+                                     [released, calls](const ClosureCall& call) {
+                                       ++*calls;
+                                       released.wait();
+                                       return ClosureOutput::Result(std::string(call.args()));
+                                     })
+                  .ok());
+  ASSERT_TRUE(agent->Start().ok());
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto value = coordinator->Schedule("gated", "survived");
+  ASSERT_TRUE(value.ok());
+  ASSERT_TRUE(Eventually([&] { return calls->load() == 1; }));
+  uint64_t incarnation = agent->status().dispatcher_incarnation;
+  dispatcher.Kill9();
+  dispatcher.Start();
+  // The restarted dispatcher puts the closure back and pushes it again; the
+  // first run still holds the only slot.
+  ASSERT_TRUE(agent->WaitFor(
+      [incarnation](const WorkerAgentStatus& s) {
+        return s.registered && s.dispatcher_incarnation != incarnation && s.closures_received >= 2;
+      },
+      kTestDeadline));
+  release.set_value();
+  EXPECT_EQ(FetchOrDie(*value), "survived");
+  EXPECT_TRUE(agent->WaitFor(
+      [](const WorkerAgentStatus& s) {
+        return s.closure_reports_dropped >= 1 && s.closure_reports_sent >= 1;
+      },
+      kTestDeadline))
+      << "the first run's outcome belongs to a connection that is gone";
+  EXPECT_EQ(calls->load(), 2);
+  agent->Stop();
 }
 
 TEST(WorkerClosures, FunctionsAreRegisteredOnceAndOnlyBeforeStart) {
