@@ -148,6 +148,14 @@ Status Coordinator::Start() {
 }
 
 void Coordinator::Close() {
+  // Results fetched since the last awaitResults would otherwise stay held
+  // at the dispatcher for good. Best effort, briefly.
+  (void)RunOnLoop<bool>([](Loop& loop) {
+    return loop.io()
+        .timer()
+        .timeoutAfter(2 * kj::SECONDS, loop.session().ReleaseNow())
+        .then([]() { return true; });
+  });
   book_->Close();
   {
     std::lock_guard<std::mutex> lock(mu_);

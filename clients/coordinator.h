@@ -66,7 +66,9 @@ class Coordinator {
 
   CoordinatorStatus status() const;
 
-  // Stops the thread; pending Fetch() calls return Unavailable. Idempotent.
+  // Sends the releases of fetched closures that are still pending (waiting
+  // up to 2 s), then stops the thread; pending Fetch() calls return
+  // Unavailable. Idempotent.
   // REQUIRES: not on the coordinator's thread.
   void Close();
 

@@ -107,6 +107,29 @@ kj::Promise<void> CoordinatorSession::WhenOpen() {
   return kj::mv(paf.promise);
 }
 
+kj::Promise<void> CoordinatorSession::ReleaseNow() {
+  if (!open_ || connection_.get() == nullptr) return kj::READY_NOW;
+  std::vector<uint64_t> releases = book_.TakeReleases();
+  if (releases.empty()) return kj::READY_NOW;
+  auto open = connection_->dispatcher().openCoordinatorRequest();
+  open.setCoordinatorId(coordinator_id_);
+  rpc::Coordinator::Client session = open.send().getCoordinator();  // pipelined
+  auto release = session.awaitResultsRequest();
+  auto list = release.initRelease(releases.size());
+  for (size_t i = 0; i < releases.size(); ++i) list.set(i, releases[i]);
+  release.setMaxResults(1);
+  // Releasing happens before awaitResults waits; the join after it (same
+  // target, so delivered in order) answers only once that is done. The
+  // awaitResults itself is then dropped, cancelling its wait.
+  auto released = release.send();
+  auto join = session.joinRequest();
+  join.setWait(false);
+  return join.send().then(
+      [this, releases, released = kj::mv(released)](auto&&) mutable {
+        book_.OnReleased(releases);
+      });
+}
+
 kj::Promise<void> CoordinatorSession::AwaitResults(uint64_t generation) {
   std::vector<uint64_t> releases = book_.TakeReleases();
   auto request = coordinator_.awaitResultsRequest();

@@ -45,6 +45,11 @@ class CoordinatorSession final : public kj::TaskSet::ErrorHandler {
   kj::Promise<void> Run();
   // Sends unsent closures now, as far as the in-flight limit allows.
   void Flush();
+  // Sends the pending releases now instead of with the next awaitResults
+  // (which may never come: the coordinator is closing). The open session
+  // already has its long-poll waiting, so they go through a second,
+  // short-lived session; resolves once the dispatcher has applied them.
+  kj::Promise<void> ReleaseNow();
   // Resolves once a session is open. Rejects when the dispatcher refused us
   // for good (a wrong token, a malformed address).
   kj::Promise<void> WhenOpen();

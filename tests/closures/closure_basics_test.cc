@@ -53,6 +53,20 @@ TEST(Closures, FetchedClosuresAreReleasedAtTheDispatcher) {
   })) << "fetched results stay held at the dispatcher";
 }
 
+TEST(Closures, AClosingCoordinatorReleasesWhatItFetched) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7208", 4);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  std::vector<RemoteValue> values;
+  for (int i = 0; i < 50; ++i) values.push_back(*coordinator->Schedule("echo", "x"));
+  ASSERT_TRUE(coordinator->Join().ok());
+  for (auto& value : values) EXPECT_EQ(FetchOrDie(value), "x");
+  coordinator->Close();
+  ClosureCounters after = GetClosureCounters(dispatcher.address());
+  EXPECT_EQ(after.released_total, 50u);
+  EXPECT_EQ(after.finished, 0u) << "fetched results stay held at the dispatcher";
+}
+
 TEST(Closures, RemoteValueReportsPendingThenReadyWithoutBlocking) {
   ClosureDispatcher dispatcher;
   auto coordinator = MakeCoordinator(dispatcher.address());
