@@ -29,7 +29,7 @@ std::set<std::string> ComponentsSeen(clients::Coordinator& coordinator, uint64_t
   return seen;
 }
 
-TEST(ClosureResources, EveryWorkerBuildsItsOwnComponentOnce) {
+TEST(ClosureResources, EveryWorkerBuildsItsOwnComponent) {
   ClosureDispatcher dispatcher;
   auto a = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7231", 2);
   auto b = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7232", 2);
