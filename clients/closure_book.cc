@@ -166,6 +166,16 @@ void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
     }
     by_id_[id] = cell;
   }
+  // A reply with fewer ids than closures would leave the rest waiting forever.
+  for (size_t i = ids.size(); i < sequences.size(); ++i) {
+    auto it = unacknowledged_.find(sequences[i]);
+    if (it == unacknowledged_.end()) continue;
+    it->second.cell->status = RemoteValueStatus::kFailed;
+    it->second.cell->error =
+        InternalError("the dispatcher returned " + std::to_string(ids.size()) +
+                      " ids for a schedule of " + std::to_string(sequences.size()) + " closures");
+    unacknowledged_.erase(it);
+  }
   changed_.notify_all();
 }
 
