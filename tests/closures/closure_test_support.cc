@@ -20,8 +20,13 @@ std::string TransientLimitFlag(uint64_t n) {
   return "--closure-transient-retries=" + std::to_string(n);
 }
 
+// A Unix socket, not a TCP port: a restart after kill -9 gets the same
+// address back for sure, while a freed TCP port from the ephemeral range can
+// be taken meanwhile by any process's outgoing connection.
 ClosureDispatcher::ClosureDispatcher(std::vector<std::string> flags)
-    : flags_(std::move(flags)), work_dir_(dir_.File("work")) {
+    : flags_(std::move(flags)),
+      work_dir_(dir_.File("work")),
+      address_("unix:" + dir_.File("dispatcher.sock")) {
   Start();
 }
 
@@ -35,7 +40,7 @@ void ClosureDispatcher::Kill9() {
 
 void ClosureDispatcher::Start() {
   DispatcherProcess::Options options;
-  options.listen = address_;  // empty the first time: a free port
+  options.listen = address_;
   options.work_dir = work_dir_;
   options.extra_flags = flags_;
   // Workers are asked to heartbeat often, so a lost one is noticed fast.
