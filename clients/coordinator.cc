@@ -95,12 +95,18 @@ Result<T> Coordinator::RunOnLoop(std::function<kj::Promise<T>(Loop&)> start) {
   return future.get();
 }
 
+namespace {
+
+uint64_t RandomU64() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options) {
   DISPATCH_RETURN_IF_ERROR(ValidateCoordinatorOptions(options));
-  uint64_t seed = options.seed != 0
-                      ? options.seed
-                      : std::random_device{}() * 0x9e3779b97f4a7c15ull ^ std::random_device{}();
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(options.seed != 0 ? options.seed : RandomU64());
   uint64_t id = options.coordinator_id;
   while (id == 0) id = rng();
   std::unique_ptr<Coordinator> coordinator(new Coordinator(std::move(options), id));
@@ -129,11 +135,10 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions opti
 Coordinator::Coordinator(CoordinatorOptions options, uint64_t coordinator_id)
     : options_(std::move(options)), coordinator_id_(coordinator_id) {
   // Request ids must not repeat across processes that open the same
-  // coordinator id (the dispatcher dedups by them): start at random.
-  std::mt19937_64 rng(options_.seed != 0
-                          ? options_.seed ^ coordinator_id
-                          : std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32));
-  uint64_t first = rng() >> 1;  // room to count up without wrapping
+  // coordinator id (the dispatcher dedups by them): they start at random
+  // even with a fixed seed, or a second process would be handed the first
+  // one's closures.
+  uint64_t first = RandomU64() >> 1;  // room to count up without wrapping
   if (first == 0) first = 1;
   book_ = std::make_shared<ClosureBook>(options_.max_unacknowledged, first);
 }
@@ -151,10 +156,9 @@ void Coordinator::Close() {
   // Results fetched since the last awaitResults would otherwise stay held
   // at the dispatcher for good. Best effort, briefly.
   (void)RunOnLoop<bool>([](Loop& loop) {
-    return loop.io()
-        .timer()
-        .timeoutAfter(2 * kj::SECONDS, loop.session().ReleaseNow())
-        .then([]() { return true; });
+    return loop.io().timer().timeoutAfter(2 * kj::SECONDS, loop.session().ReleaseNow()).then([]() {
+      return true;
+    });
   });
   book_->Close();
   {

@@ -29,7 +29,9 @@ struct CoordinatorOptions {
   uint32_t connect_timeout_ms = 10000;
   uint32_t backoff_initial_ms = 20;
   uint32_t backoff_max_ms = 1000;
-  uint64_t seed = 0;  // coordinator id (when 0), request ids and jitter; 0: random
+  // The coordinator id (when 0) and reconnect jitter; 0: random. Request
+  // ids are always random: they must differ across processes.
+  uint64_t seed = 0;
 };
 
 // InvalidArgument naming the first bad field; ok otherwise.
