@@ -67,8 +67,10 @@ class WorkerAgent {
 
   // Adds a closure function the dispatcher may push closures of; its name
   // goes into every heartbeat. Closures run only when options.max_closures
-  // > 0. InvalidArgument for an empty name or function, AlreadyExists for a
-  // name registered twice. REQUIRES: before Start() (FailedPrecondition after).
+  // > 0. Stop() waits for functions still running (ClosureCall::SleepFor and
+  // stopping() let them end early). InvalidArgument for an empty name or
+  // function, AlreadyExists for a name registered twice. REQUIRES: before
+  // Start() (FailedPrecondition after).
   Status RegisterFunction(std::string name, ClosureFunction function,
                           ClosureFunctionOptions function_options = {});
 
