@@ -1,6 +1,8 @@
 // `dispatch-worker`: the reference worker, built on WorkerAgent. It registers
 // with the dispatcher, runs the tasks it is given (DYNAMIC ones read all their
-// splits) and reports them complete, until SIGINT/SIGTERM. Stdout carries one
+// splits) and reports them complete, and runs closures of its built-in
+// functions (clients/builtin_functions.h) on --max-closures slots, until
+// SIGINT/SIGTERM. Stdout carries one
 // line per registration ("dispatch-worker registered as worker N ...") for
 // scripts and tests. Exit codes: 0 clean stop, 1 start-up failure, 2 bad flags.
 #include <signal.h>
@@ -8,6 +10,7 @@
 
 #include <sstream>
 
+#include "clients/builtin_functions.h"
 #include "clients/split_reading_task.h"
 #include "clients/worker_agent.h"
 #include "common/flag_parser.h"
@@ -76,6 +79,10 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
           3600000);
   add_u32("backoff-max-ms", "longest reconnect delay", &o.backoff_max_ms, 1, 3600000);
   add_u32("split-batch", "splits asked for per getSplit call", &o.split_batch, 1, 65536);
+  add_u32("max-closures",
+          "closure slots: closures run at once, each on its own executor thread "
+          "(0: run no closures)",
+          &o.max_closures, 0, 1024);
   parser.AddUint("seed", "seed for reconnect jitter and the worker incarnation (0: random)",
                  &o.seed);
   parser.AddBool("hold-tasks",
@@ -86,9 +93,12 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
 
 int Main(int argc, char** argv) {
   Flags flags;
+  flags.agent.max_closures = 1;
   FlagParser parser("dispatch-worker",
-                    "The reference dispatch worker: registers with the dispatcher, runs its tasks "
-                    "(DYNAMIC tasks read all their splits) and reports them complete.");
+                    std::string("The reference dispatch worker: registers with the dispatcher, "
+                                "runs its tasks (DYNAMIC tasks read all their splits) and reports "
+                                "them complete, and runs closures.\n\n") +
+                        kBuiltinFunctionsHelp);
   DeclareFlags(parser, flags);
   ParseFlagsOrExit(parser, argc, argv);
   auto level = ParseLogLevel(flags.log_level);
@@ -130,6 +140,11 @@ int Main(int argc, char** argv) {
            static_cast<unsigned long long>(s.dispatcher_incarnation));
     fflush(stdout);
   });
+  Status registered = RegisterBuiltinFunctions(agent);
+  if (!registered.ok()) {
+    Log(LogLevel::kError, "dispatch-worker: ", registered.ToString().c_str());
+    return 1;
+  }
   Status started = agent.Start();
   if (!started.ok()) {
     Log(LogLevel::kError, "dispatch-worker: ", started.ToString().c_str());
