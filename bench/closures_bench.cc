@@ -35,6 +35,7 @@ struct ClosureFlags {
   uint64_t sequential = 2000;
   uint64_t warmup = 200;
   std::string synchronous = "full";
+  std::string commit_hold_us = "";  // empty: the dispatcher's default
 };
 
 std::unique_ptr<testing::Subprocess> StartWorker(const std::string& dispatcher, int index,
@@ -68,10 +69,15 @@ int RunClosuresBench(int argc, char** argv) {
   parser.AddUint("warmup", "round trips before measuring", &flags.warmup, 0, 1000000);
   parser.AddString("synchronous", "MODE", "the dispatcher's --synchronous (full or normal)",
                    &flags.synchronous);
+  parser.AddString("commit-hold-us", "US",
+                   "the dispatcher's --closure-commit-hold-us (empty: its default)",
+                   &flags.commit_hold_us);
   ParseFlagsOrExit(parser, argc, argv);
 
   testing::DispatcherProcess::Options options;
   options.extra_flags = {"--synchronous=" + flags.synchronous};
+  if (!flags.commit_hold_us.empty())
+    options.extra_flags.push_back("--closure-commit-hold-us=" + flags.commit_hold_us);
   testing::DispatcherProcess dispatcher(options);
   std::vector<std::unique_ptr<testing::Subprocess>> workers;
   for (uint64_t i = 0; i < flags.workers; ++i) {

@@ -81,11 +81,14 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
   uint64_t session = link_ != nullptr ? link_->session() : 0;
   board_.Update([&](WorkerAgentStatus& s) { s.closures_received += closures.size(); });
   for (auto assignment : closures) {
-    auto key = std::make_pair(assignment.getClosureId(), assignment.getAttempt());
+    // Keyed by link session too: after a reconnect (a dispatcher restart may
+    // hand out the same closure id and attempt again for another closure) a
+    // push is new even while the old run finishes (its outcome is dropped).
+    auto key = std::make_tuple(assignment.getClosureId(), assignment.getAttempt(), session);
     if (!running_.insert(key).second) continue;  // a redone push of what we run already
     Job job;
-    job.closure_id = key.first;
-    job.attempt = key.second;
+    job.closure_id = assignment.getClosureId();
+    job.attempt = assignment.getAttempt();
     job.session = session;
     job.function = assignment.getFunction().cStr();
     auto args = assignment.getArgs();
@@ -178,7 +181,7 @@ void ClosureRunner::TakeCompleted() {
 }
 
 void ClosureRunner::Finish(Outcome outcome) {
-  running_.erase(std::make_pair(outcome.closure_id, outcome.attempt));
+  running_.erase(std::make_tuple(outcome.closure_id, outcome.attempt, outcome.session));
   ++unpublished_runs_;  // published once per flush: a status copy per closure costs too much
   unreported_.push_back(std::move(outcome));
   ScheduleFlush();

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -85,7 +86,7 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   ClosureExecutor executor_;
 
   // Agent thread only.
-  std::set<std::pair<uint64_t, uint32_t>> running_;
+  std::set<std::tuple<uint64_t, uint32_t, uint64_t>> running_;  // closure, attempt, session
   std::vector<Outcome> unreported_;
   bool reporting_ = false;  // a reportClosures call is in flight
   bool flush_scheduled_ = false;

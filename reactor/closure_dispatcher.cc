@@ -203,6 +203,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     }
   }
   if (!results.empty()) {
+    FlushReleases();  // they share this pass's commit
     capnp::MallocMessageBuilder message;
     auto update = message.initRoot<journal::Update>();
     update.setTimeMicros(durable_.NowMicros());
@@ -221,6 +222,10 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     }
   }
   counters_.reports_ignored += ignored;
+  if (!awaiting_reports_.empty()) {
+    for (rpc::ClosureReport::Reader report : reports) awaiting_reports_.erase(report.getClosureId());
+    if (awaiting_reports_.empty()) durable_.ReleaseHold();  // everything expected is in
+  }
   Kick();  // their slots are free
   return ignored;
 }
@@ -287,6 +292,16 @@ void ClosureDispatcher::AssignQueued() {
     return;
   }
   WakeRoomWaiters();
+  if (options_.commit_hold_us > 0) {
+    // Push now and hold the commit for the reports (see ClosureOptions).
+    if (!durable_.holding()) awaiting_reports_.clear();
+    durable_.HoldCommit(options_.commit_hold_us);
+    for (auto& [worker_id, ids] : per_worker) {
+      awaiting_reports_.insert(ids.begin(), ids.end());
+      tasks_.add(Push(worker_id, kj::mv(ids)));
+    }
+    return;
+  }
   for (auto& [worker_id, ids] : per_worker) {
     // The worker hears of its closures only once their assignment is durable.
     tasks_.add(durable_.Barrier().then(
@@ -434,6 +449,7 @@ Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
     ++fresh;
   }
   if (fresh == 0) return Status::Ok();
+  FlushReleases();  // they share this pass's commit
   auto list = update.initClosureBatch().initScheduled(fresh);
   uint64_t next_id = state().NextClosureId();
   unsigned k = 0;
@@ -465,7 +481,8 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
   std::set<uint64_t> seen;
   for (uint64_t id : closure_ids) {
     const state::Closure* closure = state().FindClosure(id);
-    if (closure == nullptr || !seen.insert(id).second) continue;  // released already
+    if (closure == nullptr || !seen.insert(id).second || pending_releases_.contains(id))
+      continue;  // released already
     if (closure->coordinator_id != coordinator_id)
       return NotFoundError(Name(id) + " is not a closure of coordinator " +
                            std::to_string(coordinator_id));
@@ -474,15 +491,40 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
                                      ": only a finished, failed or cancelled closure is released");
     release.push_back(id);
   }
-  if (release.empty()) return Status::Ok();
+  pending_releases_.insert(release.begin(), release.end());
+  if (pending_releases_.size() >= kMaxPendingReleases) {
+    FlushReleases();
+  } else if (!pending_releases_.empty()) {
+    if (release_timer_ == nullptr) {
+      release_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, kReleaseDelayMs,
+                                                                [this]() { FlushReleases(); });
+      release_timer_->Unref();
+    }
+    release_timer_->Start();
+  }
+  return Status::Ok();
+}
+
+void ClosureDispatcher::FlushReleases() {
+  if (release_timer_ != nullptr) release_timer_->Stop();
+  std::vector<uint64_t> release;
+  for (uint64_t id : pending_releases_) {
+    const state::Closure* closure = state().FindClosure(id);
+    if (closure != nullptr && IsDone(closure->state)) release.push_back(id);
+  }
+  pending_releases_.clear();
+  if (release.empty()) return;
   capnp::MallocMessageBuilder message;
   auto update = message.initRoot<journal::Update>();
   update.setTimeMicros(durable_.NowMicros());
   auto list = update.initClosureBatch().initReleased(static_cast<unsigned>(release.size()));
   for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
-  DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  Status status = durable_.Submit(update);
+  if (!status.ok()) {
+    Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
+    return;
+  }
   counters_.released += release.size();
-  return Status::Ok();
 }
 
 Result<uint64_t> ClosureDispatcher::CreateResource(uint64_t coordinator_id,

@@ -17,6 +17,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,8 +92,15 @@ class ClosureDispatcher {
   // (an earlier closure's id when its request id was used before).
   Status Schedule(uint64_t coordinator_id, capnp::List<rpc::ClosureSpec>::Reader specs,
                   std::vector<uint64_t>& ids);
-  // Forgets finished, failed or cancelled closures of the coordinator.
+  // Forgets finished, failed or cancelled closures of the coordinator. The
+  // release is journaled with the next update that commits anyway (or within
+  // kReleaseDelayMs): a release acknowledges nothing, and one lost in a crash
+  // only means the outcome is reported again to the coordinator, which has it.
   Status Release(uint64_t coordinator_id, capnp::List<uint64_t>::Reader closure_ids);
+  // Journals the pending releases (also run at shutdown).
+  void FlushReleases();
+  // Released by the coordinator, not journaled yet: treated as gone.
+  bool ReleasePending(uint64_t closure_id) const { return pending_releases_.contains(closure_id); }
   Result<uint64_t> CreateResource(uint64_t coordinator_id, std::string_view function,
                                   std::string_view args);
   // Raises the pending first error once: fills `error` and clears it.
@@ -146,6 +154,12 @@ class ClosureDispatcher {
   uint64_t workers_attached_ = 0;          // for the staggered start
   uint64_t next_worker_turn_ = 0;          // round robin start among workers
   bool kick_pending_ = false;
+  static constexpr uint64_t kReleaseDelayMs = 10;
+  static constexpr size_t kMaxPendingReleases = 4096;
+  std::set<uint64_t> pending_releases_;
+  std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;
+  // Closures pushed under the current commit hold whose reports are awaited.
+  std::set<uint64_t> awaiting_reports_;
   uint64_t reserved_ = 0;                  // room admitted to waiting schedules
   std::deque<RoomWaiter> room_waiters_;
   std::multimap<uint64_t, CoordinatorSession*> sessions_;  // by coordinator id

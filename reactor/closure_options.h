@@ -21,6 +21,13 @@ struct ClosureOptions {
   // start-delay settings do.
   uint64_t start_delay_ms = 0;
   uint64_t start_delay_max_ms = 0;
+  // Closures are pushed to workers at once, before their assignment commits,
+  // and the commit waits up to this long for the workers' reports, so that
+  // the assignment and the result share one fsync (0: push only after the
+  // assignment commits). Safe because a run whose assignment was never
+  // committed is simply run again (at-least-once), and its report cannot
+  // reach a restarted dispatcher (it dies with the connection).
+  uint64_t commit_hold_us = 400;
   // Most closures one `schedule` call may carry.
   uint64_t max_closures_per_call = 65536;
   // Most outcomes one `awaitResults` reply carries.

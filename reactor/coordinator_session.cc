@@ -34,7 +34,8 @@ CoordinatorSession::CoordinatorSession(ClosureDispatcher& closures, uint64_t coo
     : closures_(&closures), coordinator_id_(coordinator_id) {
   // A new session reports every outcome not released yet, in id order.
   for (const state::Closure* closure : closures.state().ClosuresForCoordinator(coordinator_id)) {
-    if (IsDone(closure->state)) undelivered_.push_back(closure->id);
+    if (IsDone(closure->state) && !closures.ReleasePending(closure->id))
+      undelivered_.push_back(closure->id);
   }
   closures.AddSession(this);
 }
@@ -101,7 +102,8 @@ void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max)
   while (!undelivered_.empty() && out.size() < want) {
     const state::Closure* closure = state.FindClosure(undelivered_.front());
     undelivered_.pop_front();
-    if (closure != nullptr && IsDone(closure->state)) out.push_back(closure);  // else released
+    if (closure != nullptr && IsDone(closure->state) && !Dispatcher().ReleasePending(closure->id))
+      out.push_back(closure);  // else released
   }
   auto results = context.getResults().initResults(static_cast<unsigned>(out.size()));
   for (unsigned i = 0; i < out.size(); ++i) FillOutcome(*out[i], results[i]);
@@ -115,7 +117,8 @@ kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) 
   // Skip outcomes released meanwhile, so that an empty list means "wait".
   while (!undelivered_.empty()) {
     const state::Closure* closure = closures.state().FindClosure(undelivered_.front());
-    if (closure != nullptr && IsDone(closure->state)) break;
+    if (closure != nullptr && IsDone(closure->state) && !closures.ReleasePending(closure->id))
+      break;
     undelivered_.pop_front();
   }
   if (!undelivered_.empty()) {
@@ -171,7 +174,8 @@ kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
   std::vector<const state::Closure*> found;
   for (uint64_t id : ids) {
     const state::Closure* closure = closures.state().FindClosure(id);
-    if (closure == nullptr || closure->coordinator_id != coordinator_id_) {
+    if (closure == nullptr || closure->coordinator_id != coordinator_id_ ||
+        closures.ReleasePending(id)) {
       ThrowStatus(NotFoundError("closure " + std::to_string(id) + " of coordinator " +
                                 std::to_string(coordinator_id_) +
                                 " is unknown (never scheduled, or released)"));

@@ -135,6 +135,11 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  &c.start_delay_ms, 0, 1ull << 32);
   parser.AddUint("closure-start-delay-max-ms", "the cap of the staggered start (0: none)",
                  &c.start_delay_max_ms, 0, 1ull << 32);
+  parser.AddUint("closure-commit-hold-us",
+                 "push closures before their assignment commits and let the commit wait this "
+                 "long for the workers' reports, so both share one fsync (0: push after the "
+                 "commit)",
+                 &c.commit_hold_us, 0, 1000000);
   parser.AddUint("max-closures-per-call", "most closures one schedule call may carry",
                  &c.max_closures_per_call, 1, 1u << 20);
   parser.AddUint("max-results-per-call", "most closure outcomes one awaitResults reply carries",

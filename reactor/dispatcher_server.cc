@@ -204,7 +204,7 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   // the store checkpoints the WAL into the database and releases the work
   // dir's lock: the next dispatcher starts from a tidy file.
   io_.port().SetPassEndHook(nullptr);
-  durable_->CommitPass();
+  durable_->CommitNow();
   Status snapshot = durable_->Snapshot();
   if (!snapshot.ok()) Log(LogLevel::kWarning, "no snapshot at shutdown: ", snapshot.ToString().c_str());
   data_.reset();

@@ -136,8 +136,34 @@ kj::Promise<void> DurableState::Barrier() {
   KJ_UNREACHABLE;
 }
 
+void DurableState::HoldCommit(uint64_t micros) {
+  if (hold_deadline_ns_ != 0 || micros == 0) return;
+  hold_deadline_ns_ = uv_hrtime() + micros * 1000;
+  StartCommitTimer();
+}
+
+void DurableState::ReleaseHold() { hold_deadline_ns_ = 0; }
+
+void DurableState::StartCommitTimer() {
+  if (hold_timer_ == nullptr) {
+    // Ticks while a commit is held, so that it happens on time
+    // even when the loop has nothing else to do.
+    hold_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, 1, [this]() { CommitPass(); });
+  }
+  hold_timer_->Start();
+}
+
 void DurableState::CommitPass() {
-  if (failed() || batch_.empty()) return;
+  const uint64_t now = uv_hrtime();
+  if (hold_deadline_ns_ != 0) {
+    if (now < hold_deadline_ns_) return;
+    ReleaseHold();
+  }
+  if (failed() || batch_.empty()) {
+    if (hold_timer_ != nullptr) hold_timer_->Stop();
+    return;
+  }
+  if (hold_timer_ != nullptr) hold_timer_->Stop();
   size_t records = batch_.record_count();
   Result<uint64_t> committed = store_.Commit(batch_);
   if (!committed.ok()) {

@@ -20,6 +20,7 @@
 #include <kj/async.h>
 
 #include "common/status.h"
+#include "reactor/uvkj/repeating_timer.h"
 #include "schema/journal.capnp.h"
 #include "state/dispatcher_state.h"
 #include "storage/store.h"
@@ -86,7 +87,22 @@ class DurableState {
 
   // Commits the pass's batch, releases the parked replies, then snapshots or
   // checkpoints when due. The reactor runs it at the end of every loop pass.
+  // While a hold is on (below) it commits nothing until the hold ends.
   void CommitPass();
+  // Holds the commit for at most `micros` (measured from the first hold of a
+  // batch; later holds do not extend it), so that work expected within a few
+  // loop passes joins the same transaction: a closure pushed to a worker
+  // before its assignment commits, whose report then commits with it. Replies
+  // still leave only after the commit: a hold delays them, never skips it.
+  void HoldCommit(uint64_t micros);
+  // Ends the hold; the next pass end commits.
+  void ReleaseHold();
+  bool holding() const { return hold_deadline_ns_ != 0; }
+  // Ends any hold and commits now (shutdown).
+  void CommitNow() {
+    ReleaseHold();
+    CommitPass();
+  }
 
   // Called once when a commit fails (after the parked replies were failed):
   // the owner stops the process with kExitStorageFailure.
@@ -124,6 +140,11 @@ class DurableState {
   Status failure_;
   std::function<void(const Status&)> on_fatal_;
   DurableStats stats_;
+  uint64_t hold_deadline_ns_ = 0;  // 0: no hold
+  void StartCommitTimer();
+  // Ticks while a hold is on so that an expired hold commits even when the
+  // loop has nothing else to do.
+  std::unique_ptr<uvkj::UvRepeatingTimer> hold_timer_;
 };
 
 // Update encoding for the journal: a flat Cap'n Proto message.

@@ -62,9 +62,13 @@ TEST(Closures, AClosingCoordinatorReleasesWhatItFetched) {
   ASSERT_TRUE(coordinator->Join().ok());
   for (auto& value : values) EXPECT_EQ(FetchOrDie(value), "x");
   coordinator->Close();
-  ClosureCounters after = GetClosureCounters(dispatcher.address());
-  EXPECT_EQ(after.released_total, 50u);
-  EXPECT_EQ(after.finished, 0u) << "fetched results stay held at the dispatcher";
+  // Releases are journaled with the dispatcher's next commit (at most a few
+  // milliseconds later): wait for them.
+  ClosureCounters after;
+  EXPECT_TRUE(Eventually([&] {
+    after = GetClosureCounters(dispatcher.address());
+    return after.released_total == 50u && after.finished == 0u;
+  })) << "released " << after.released_total << ", still held " << after.finished;
 }
 
 TEST(Closures, RemoteValueReportsPendingThenReadyWithoutBlocking) {
