@@ -1,14 +1,20 @@
 // `dispatch-worker`: the reference worker, built on WorkerAgent. It registers
-// with the dispatcher, runs the tasks it is given (DYNAMIC ones read all their
-// splits) and reports them complete, until SIGINT/SIGTERM. Stdout carries one
+// with the dispatcher, produces the elements of the tasks it is given (dataset
+// kinds range, lines and synthetic), serves them to consumers at its transfer
+// address and reports each task complete, until SIGINT/SIGTERM. Stdout carries one
 // line per registration ("dispatch-worker registered as worker N ...") for
 // scripts and tests. Exit codes: 0 clean stop, 1 start-up failure, 2 bad flags.
 #include <signal.h>
 #include <stdio.h>
 
+#include <chrono>
+#include <optional>
 #include <sstream>
 
+#include "clients/builtin_dataset_kinds.h"
 #include "clients/split_reading_task.h"
+#include "clients/task_producer.h"
+#include "clients/transfer_server.h"
 #include "clients/worker_agent.h"
 #include "common/flag_parser.h"
 #include "common/log.h"
@@ -20,6 +26,8 @@ struct Flags {
   WorkerAgentOptions agent;
   std::string log_level = "info";
   bool hold_tasks = false;
+  ProducerLimits producer;
+  uint32_t buffer_mib = 32;
 };
 
 Status ParseUint32(const std::string& name, const std::string& value, uint32_t min, uint32_t max,
@@ -79,8 +87,10 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
   parser.AddUint("seed", "seed for reconnect jitter and the worker incarnation (0: random)",
                  &o.seed);
   parser.AddBool("hold-tasks",
-                 "keep tasks running after their work, until the dispatcher deletes them",
+                 "produce nothing: read a task's splits, then keep it running until the "
+                 "dispatcher deletes it",
                  &flags.hold_tasks);
+  add_u32("buffer-mib", "elements buffered per task, in MiB", &flags.buffer_mib, 1, 65536);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
 }
 
@@ -118,8 +128,30 @@ int Main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  WorkerAgent agent(flags.agent, std::make_unique<SplitReadingFactory>(
-                                     SplitReadingOptions{.hold = flags.hold_tasks}));
+  // A process that takes over a dead worker's address continues its tasks'
+  // split streams above the dead process's sequence numbers.
+  flags.agent.first_split_sequence = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  DatasetKindRegistry kinds;
+  Status registered = RegisterBuiltinDatasetKinds(kinds);
+  if (!registered.ok()) {
+    Log(LogLevel::kError, "dispatch-worker: ", registered.ToString().c_str());
+    return 1;
+  }
+  ProducerDirectory producers;  // agent thread only, outlives the agent
+  flags.producer.max_buffered_bytes = uint64_t{flags.buffer_mib} << 20;
+  std::unique_ptr<TaskHandlerFactory> factory;
+  if (flags.hold_tasks) {
+    factory = std::make_unique<SplitReadingFactory>(SplitReadingOptions{.hold = true});
+  } else {
+    factory = std::make_unique<ProducingTaskFactory>(kinds, producers, flags.producer);
+  }
+  WorkerAgent agent(flags.agent, std::move(factory));
+  auto transfer_server = std::make_unique<TransferServer>(producers, TransferServerOptions{});
+  TransferServer* transfer = transfer_server.get();
+  if (!flags.hold_tasks) agent.AddService(std::move(transfer_server));
   uint64_t printed_registrations = 0;
   agent.SetStatusListener([&printed_registrations](const WorkerAgentStatus& s) {
     // Agent thread only: no lock needed for printed_registrations.
@@ -134,6 +166,16 @@ int Main(int argc, char** argv) {
   if (!started.ok()) {
     Log(LogLevel::kError, "dispatch-worker: ", started.ToString().c_str());
     return 1;
+  }
+  if (!flags.hold_tasks) {
+    std::optional<Status> listening = transfer->WaitListening(std::chrono::seconds(30));
+    if (!listening.has_value() || !listening->ok()) {
+      Log(LogLevel::kError, "dispatch-worker: ",
+          listening.has_value() ? listening->ToString().c_str()
+                                : "the transfer server did not start listening");
+      agent.Stop();
+      return 1;
+    }
   }
   printf("dispatch-worker %s started\n", flags.agent.worker_address.c_str());
   fflush(stdout);

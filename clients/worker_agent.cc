@@ -35,7 +35,7 @@ class WorkerAgent::Runner final : public AgentEnvironment {
          StatusBoard& board, uint64_t worker_incarnation, kj::Own<kj::PromiseFulfiller<void>> stop)
       : io_(io),
         options_(options),
-        table_(io.timer(), factory, board, options.split_batch),
+        table_(io.timer(), factory, board, options.split_batch, options.first_split_sequence),
         link_(io.timer(), io.network(), options, worker_incarnation, table_,
               MakeControl(table_, board, &server_), board),
         stop_(kj::mv(stop)) {

@@ -1,0 +1,65 @@
+// TransferServer: the worker's data-transfer service (schema/data_transfer.capnp)
+// on its transfer address, run by WorkerAgent on the agent loop. Each
+// connection gets its own WorkerData object; when a connection closes, the
+// unacknowledged replies of the consumers it carried go back to their tasks'
+// buffers. Limits: open connections, request size, how long a call may wait.
+// Thread-safety: WaitListening() may be called from any thread; the rest runs
+// on the agent thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "clients/agent_service.h"
+#include "clients/task_producer.h"
+#include "common/status.h"
+
+namespace dispatch::clients {
+
+struct TransferServerOptions {
+  // Empty: the agent's transfer address (or, without one, its worker address).
+  std::string listen_address;
+  uint32_t max_connections = 256;
+  uint32_t max_wait_ms = 5000;  // longest a getElements call is held for an element
+};
+
+class TransferServer final : public AgentService {
+ public:
+  TransferServer(ProducerDirectory& directory, TransferServerOptions options);
+  ~TransferServer() noexcept(false) override;
+
+  kj::Promise<void> Run(AgentEnvironment& environment) override;
+
+  // Waits until the server listens (ok) or failed to (its error); nullopt
+  // at the deadline.
+  std::optional<Status> WaitListening(std::chrono::milliseconds timeout);
+  const std::string& address() const { return address_; }
+
+  class Session;  // one connection
+
+ private:
+  struct Connection;
+  class ErrorHandler;
+
+  kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& receiver, kj::Timer& timer);
+  void SetListening(Status status);
+
+  ProducerDirectory& directory_;
+  const TransferServerOptions options_;
+  std::string address_;
+  std::map<uint64_t, kj::Own<Connection>> connections_;
+  uint64_t next_connection_ = 1;
+  kj::Own<ErrorHandler> error_handler_;
+  kj::Own<kj::TaskSet> tasks_;
+
+  std::mutex mu_;  // guards listening_
+  std::condition_variable listening_cv_;
+  std::optional<Status> listening_;
+};
+
+}  // namespace dispatch::clients
