@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "clients/builtin_dataset_kinds.h"
+#include "clients/large_buffers.h"
 #include "clients/split_reading_task.h"
 #include "clients/task_producer.h"
 #include "clients/transfer_server.h"
@@ -95,6 +96,7 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
 }
 
 int Main(int argc, char** argv) {
+  KeepLargeAllocationsInHeap();
   Flags flags;
   FlagParser parser("dispatch-worker",
                     "The reference dispatch worker: registers with the dispatcher, runs its tasks "

@@ -8,6 +8,7 @@
 
 #include "clients/dataset_definition.h"
 #include "clients/dataset_reader.h"
+#include "clients/large_buffers.h"
 
 namespace dispatch::clients {
 namespace {
@@ -90,6 +91,7 @@ std::string CheckReadArgs(const std::vector<std::string>& args, const ReadFlags&
 
 int RunRead(const std::string& dispatcher, const std::string& token,
             const std::vector<std::string>& args, const ReadFlags& flags) {
+  KeepLargeAllocationsInHeap();
   ReaderOptions options;
   options.dispatcher_address = dispatcher;
   options.token = token;

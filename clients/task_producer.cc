@@ -12,6 +12,9 @@ namespace {
 
 // Elements produced per loop turn before yielding to the transfer server.
 constexpr size_t kElementsPerTurn = 1024;
+// Elements at least this large are referenced by the reply, not copied into
+// it (each becomes a message segment of its own, so small ones are copied).
+constexpr size_t kExternalElementBytes = 64 << 10;
 
 std::string TaskName(uint64_t id) { return "task " + std::to_string(id); }
 
@@ -129,18 +132,29 @@ kj::Exception TaskProducer::Failure() const {
   KJ_FAIL_ASSERT("no failure recorded");
 }
 
-void TaskProducer::Fill(const ConsumerState& state, rpc::ElementResult::Builder result) {
+void TaskProducer::Fill(const ConsumerState& state, rpc::ElementResult::Builder result,
+                        std::shared_ptr<const void>* pin) {
   result.setStatus(state.status);
   result.setRound(state.round);
-  auto list = result.initElements(static_cast<unsigned>(state.reply.size()));
-  for (size_t i = 0; i < state.reply.size(); ++i) {
-    const std::string& e = state.reply[i];
-    list.set(i, capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(e.data()), e.size()));
+  const std::vector<std::string>& reply = *state.reply;
+  auto list = result.initElements(static_cast<unsigned>(reply.size()));
+  auto orphanage = capnp::Orphanage::getForMessageContaining(result);
+  for (size_t i = 0; i < reply.size(); ++i) {
+    const std::string& e = reply[i];
+    capnp::Data::Reader bytes(reinterpret_cast<const capnp::byte*>(e.data()), e.size());
+    if (e.size() >= kExternalElementBytes) {
+      // Written from where it lies: no zeroed segment, no copy.
+      list.adopt(i, orphanage.referenceExternalData(bytes));
+    } else {
+      list.set(i, bytes);
+    }
   }
+  *pin = state.reply;
 }
 
 bool TaskProducer::TryServe(const ElementAsk& ask,
-                            kj::FunctionParam<rpc::ElementResult::Builder()> result) {
+                            kj::FunctionParam<rpc::ElementResult::Builder()> result,
+                            std::shared_ptr<const void>* pin) {
   if (failure_ != nullptr) throw Failure();
   if (ask.consumer_id == 0) ThrowStatus(InvalidArgumentError("consumerId must be nonzero"));
   if (ask.sequence == 0) ThrowStatus(InvalidArgumentError("element sequence numbers start at 1"));
@@ -167,13 +181,14 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
         " is older than its last one, " + std::to_string(state.sequence)));
   }
   if (ask.sequence == state.sequence && state.status != rpc::ElementStatus::NOT_READY) {
-    Fill(state, result());  // the reply was lost: the same one again
+    Fill(state, result(), pin);  // the reply was lost: the same one again
     return true;
   }
   if (ask.sequence > state.sequence) {
     // Asking for the next reply acknowledges the last one.
-    const size_t received = state.reply.size();
-    state.reply.clear();
+    const size_t received = state.reply->size();
+    // A new vector: the connection may still hold the old one.
+    state.reply = std::make_shared<std::vector<std::string>>();
     state.sequence = ask.sequence;
     state.status = rpc::ElementStatus::NOT_READY;
     state.round = -1;
@@ -191,17 +206,18 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
         ask.max_bytes == 0 ? limits_.max_reply_bytes
                            : std::min<uint64_t>(ask.max_bytes, limits_.max_reply_bytes);
     uint64_t bytes = 0;
-    while (!buffer_.empty() && state.reply.size() < max_elements &&
-           (state.reply.empty() || bytes + buffer_.front().size() <= max_bytes)) {
+    std::vector<std::string>& reply = *state.reply;
+    while (!buffer_.empty() && reply.size() < max_elements &&
+           (reply.empty() || bytes + buffer_.front().size() <= max_bytes)) {
       bytes += buffer_.front().size();
       buffered_bytes_ -= buffer_.front().size();
-      state.reply.push_back(kj::mv(buffer_.front()));
+      reply.push_back(kj::mv(buffer_.front()));
       buffer_.pop_front();
     }
     state.status = rpc::ElementStatus::READY;
     room_.Notify();
   }
-  Fill(state, result());
+  Fill(state, result(), pin);
   return true;
 }
 
@@ -239,7 +255,7 @@ bool TaskProducer::TakeRoundRobin(const ElementAsk& ask, ConsumerState& state) {
                                         std::to_string(ask.round)));
   }
   round.taken[i] = true;
-  state.reply.push_back(kj::mv(round.slots[i]));
+  state.reply->push_back(kj::mv(round.slots[i]));
   state.status = rpc::ElementStatus::READY;
   state.round = ask.round;
   if (--round.remaining == 0) rounds_.erase(it);
@@ -249,7 +265,8 @@ bool TaskProducer::TakeRoundRobin(const ElementAsk& ask, ConsumerState& state) {
 void TaskProducer::ForgetConsumer(uint64_t consumer_id) {
   auto it = consumers_.find(consumer_id);
   if (it == consumers_.end()) return;
-  std::vector<std::string> reply = kj::mv(it->second.reply);
+  // Called when the consumer's connection is gone: nothing writes the reply any more.
+  std::vector<std::string> reply = kj::mv(*it->second.reply);
   consumers_.erase(it);
   if (reply.empty()) return;
   if (task_.num_consumers > 0) {

@@ -55,10 +55,15 @@ class TaskProducer final : public TaskHandler {
 
   kj::Promise<void> Run(TaskContext& context) override;
 
-  // Answers `ask` into the builder `result()` returns and returns true, or returns false when
-  // nothing can be answered yet (wait on WhenChanged(), then ask again).
+  // Answers `ask` into the builder `result()` returns and returns true,
+  // or returns false when nothing can be answered yet (wait on WhenChanged(),
+  // then ask again). Large elements are not copied into the reply: it
+  // points at them, and `*pin` receives what keeps them alive; the caller
+  // holds it until the reply has been written (its connection's next reply
+  // for the same consumer, or the connection's end).
   // Throws a KJ exception for a malformed ask or a failed task.
-  bool TryServe(const ElementAsk& ask, kj::FunctionParam<rpc::ElementResult::Builder()> result);
+  bool TryServe(const ElementAsk& ask, kj::FunctionParam<rpc::ElementResult::Builder()> result,
+                std::shared_ptr<const void>* pin);
   // Resolves when elements arrive, the stream ends, or the task fails.
   kj::Promise<void> WhenChanged();
   // A consumer's connection closed: the elements of its unacknowledged reply
@@ -70,7 +75,8 @@ class TaskProducer final : public TaskHandler {
  private:
   struct ConsumerState {
     uint64_t sequence = 0;            // of the last reply
-    std::vector<std::string> reply;   // its elements, unacknowledged
+    // Its elements, unacknowledged; shared with the connection writing them.
+    std::shared_ptr<std::vector<std::string>> reply = std::make_shared<std::vector<std::string>>();
     int64_t round = -1;
     rpc::ElementStatus status = rpc::ElementStatus::NOT_READY;
   };
@@ -94,7 +100,8 @@ class TaskProducer final : public TaskHandler {
   kj::Promise<void> WhenAllAcknowledged();
   bool HasRoom() const;
   void Acknowledge(size_t count);
-  static void Fill(const ConsumerState& state, rpc::ElementResult::Builder result);
+  static void Fill(const ConsumerState& state, rpc::ElementResult::Builder result,
+                   std::shared_ptr<const void>* pin);
   bool TakeRoundRobin(const ElementAsk& ask, ConsumerState& state);
   kj::Exception Failure() const;
 

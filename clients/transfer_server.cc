@@ -90,7 +90,11 @@ class TransferServer::Session final : public rpc::WorkerData::Server {
           });
     }
     // TryServe writes the result only when it answers.
-    const bool answered = producer->TryServe(ask, [&init]() { return init(); });
+    std::shared_ptr<const void> pin;
+    const bool answered = producer->TryServe(ask, [&init]() { return init(); }, &pin);
+    // The reply points at large elements: they live until this connection
+    // writes the consumer's next reply, or closes.
+    if (answered && pin != nullptr) pinned_[{task_id, ask.consumer_id}] = kj::mv(pin);
     if (answered) return kj::READY_NOW;
     if (expired) {
       NotReady(init());
@@ -114,6 +118,8 @@ class TransferServer::Session final : public rpc::WorkerData::Server {
   kj::Timer& timer_;
   const uint32_t max_wait_ms_;
   std::set<std::pair<uint64_t, uint64_t>> consumers_;  // (task, consumer) seen here
+  // The elements of the latest reply to each (task, consumer).
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const void>> pinned_;
 };
 
 struct TransferServer::Connection {
