@@ -40,7 +40,7 @@ struct ReadFlags {
   uint64_t runs = 3;
   uint64_t mib = 512;  // bytes read per size and run, in MiB
   std::string mode = "off";
-  uint64_t batch_mib = 8;
+  uint64_t batch_mib = 32;
 };
 
 int FreePort() {

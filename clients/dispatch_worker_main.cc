@@ -28,7 +28,7 @@ struct Flags {
   std::string log_level = "info";
   bool hold_tasks = false;
   ProducerLimits producer;
-  uint32_t buffer_mib = 32;
+  uint32_t buffer_mib = 64;
 };
 
 Status ParseUint32(const std::string& name, const std::string& value, uint32_t min, uint32_t max,

@@ -43,7 +43,7 @@ struct ReaderOptions {
   size_t max_buffered_elements = 1 << 16;  // read ahead, at most
   uint64_t max_buffered_bytes = 64 << 20;
   uint32_t max_elements_per_call = 4096;
-  uint64_t max_bytes_per_call = 8 << 20;  // capped at 32 MiB
+  uint64_t max_bytes_per_call = 16 << 20;  // capped at 32 MiB
   uint32_t wait_ms = 1000;                // a call may wait this long at the worker
   uint64_t seed = 0;                      // consumer ids and backoff jitter; 0: random
 };

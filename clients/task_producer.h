@@ -29,9 +29,9 @@ namespace dispatch::clients {
 
 struct ProducerLimits {
   size_t max_buffered_elements = 8192;
-  size_t max_buffered_bytes = 32 << 20;
+  size_t max_buffered_bytes = 64 << 20;
   uint32_t max_reply_elements = 8192;
-  uint64_t max_reply_bytes = 8 << 20;  // a reply holds at least one element, whatever its size
+  uint64_t max_reply_bytes = 16 << 20;  // a reply holds at least one element, whatever its size
   size_t max_rounds = 64;              // round robin: rounds built but not yet read by all
 };
 
