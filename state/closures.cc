@@ -3,7 +3,9 @@
 // until released. Reports carry (worker, attempt): one from an earlier attempt
 // is refused. A coordinator's first failure is held until cleared.
 
+#include <set>
 #include <string>
+#include <utility>
 
 #include "state/bytes.h"
 #include "state/dispatcher_state.h"
@@ -37,6 +39,12 @@ Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader 
   }
   if (u.getFunctionName().size() == 0)
     return InvalidArgumentError(ClosureName(id) + " has no function name");
+  for (uint64_t resource : u.getResources()) {
+    if (!resources_.contains(resource)) {
+      return NotFoundError(ClosureName(id) + " uses unknown per-worker resource " +
+                           std::to_string(resource));
+    }
+  }
   if (u.getRequestId() != 0) {
     const Closure* earlier = FindClosureByRequest(u.getCoordinatorId(), u.getRequestId());
     if (earlier != nullptr) {
@@ -58,6 +66,7 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   closure.state = ClosureState::QUEUED;
   closure.queue_position = next_queue_position_++;
   closure.scheduled_micros = now;
+  for (uint64_t resource : u.getResources()) closure.resources.push_back(resource);
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   AddToIndex(indexes_.closures_by_state, ClosureState::QUEUED, closure.id);
   if (closure.request_id != 0) {
@@ -188,7 +197,9 @@ Status DispatcherState::CheckClosurePutBack(journal::ClosurePutBack::Reader u) c
 }
 
 void DispatcherState::ApplyClosurePutBack(journal::ClosurePutBack::Reader u) {
-  SetClosureState(closures_.at(u.getClosureId()), ClosureState::QUEUED);
+  Closure& closure = closures_.at(u.getClosureId());
+  if (u.getTransient()) ++closure.transient_failures;
+  SetClosureState(closure, ClosureState::QUEUED);
 }
 
 Status DispatcherState::CheckClosureReleased(journal::ClosureReleased::Reader u) const {
@@ -199,12 +210,16 @@ Status DispatcherState::CheckClosureReleased(journal::ClosureReleased::Reader u)
 }
 
 void DispatcherState::ApplyClosureReleased(journal::ClosureReleased::Reader u) {
-  const Closure& closure = closures_.at(u.getClosureId());
+  ReleaseClosure(u.getClosureId());
+}
+
+void DispatcherState::ReleaseClosure(uint64_t closure_id) {
+  const Closure& closure = closures_.at(closure_id);
   RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
   RemoveFromIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   if (closure.request_id != 0)
     indexes_.closure_by_request.erase(std::make_pair(closure.coordinator_id, closure.request_id));
-  closures_.erase(u.getClosureId());
+  closures_.erase(closure_id);
 }
 
 Status DispatcherState::CheckCoordinatorErrorCleared(
@@ -218,6 +233,129 @@ Status DispatcherState::CheckCoordinatorErrorCleared(
 
 void DispatcherState::ApplyCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) {
   coordinator_errors_.erase(u.getCoordinatorId());
+}
+
+Status DispatcherState::CheckResourceCreated(journal::ResourceCreated::Reader u) const {
+  const uint64_t id = u.getResourceId();
+  const std::string name = "per-worker resource " + std::to_string(id);
+  if (id == 0) return InvalidArgumentError("per-worker resource id 0 is reserved");
+  if (resources_.contains(id)) return AlreadyExistsError(name + " already exists");
+  if (id < next_resource_id_) {
+    return InvalidArgumentError(name + " reuses an id below the next resource id " +
+                                std::to_string(next_resource_id_));
+  }
+  if (u.getFunctionName().size() == 0) return InvalidArgumentError(name + " has no function name");
+  return Status::Ok();
+}
+
+void DispatcherState::ApplyResourceCreated(journal::ResourceCreated::Reader u) {
+  PerWorkerResource resource;
+  resource.id = u.getResourceId();
+  resource.coordinator_id = u.getCoordinatorId();
+  resource.function_name = ToString(u.getFunctionName());
+  resource.args = ToString(u.getArgs());
+  next_resource_id_ = resource.id + 1;
+  resources_.emplace(resource.id, std::move(resource));
+}
+
+namespace {
+
+// The items of a batch must name distinct closures: each is checked against
+// the state before the batch, which only holds when no item sees another's
+// effect.
+Status CheckDistinct(std::set<uint64_t>& seen, uint64_t closure_id) {
+  if (!seen.insert(closure_id).second)
+    return InvalidArgumentError("a closure batch names " + ClosureName(closure_id) + " twice");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const {
+  std::set<uint64_t> seen;
+  switch (u.which()) {
+    case journal::ClosureBatch::SCHEDULED: {
+      std::set<std::pair<uint64_t, uint64_t>> requests;
+      uint64_t previous = 0;
+      for (auto item : u.getScheduled()) {
+        // Increasing ids keep the next closure id moving forward item by item.
+        if (item.getClosureId() <= previous) {
+          return InvalidArgumentError("a closure batch schedules " +
+                                      ClosureName(item.getClosureId()) + " after " +
+                                      ClosureName(previous) + ": ids must increase");
+        }
+        previous = item.getClosureId();
+        DISPATCH_RETURN_IF_ERROR(CheckClosureScheduled(item));
+        if (item.getRequestId() != 0 &&
+            !requests.emplace(item.getCoordinatorId(), item.getRequestId()).second) {
+          return InvalidArgumentError("a closure batch repeats request " +
+                                      std::to_string(item.getRequestId()) + " of coordinator " +
+                                      std::to_string(item.getCoordinatorId()));
+        }
+      }
+      return Status::Ok();
+    }
+    case journal::ClosureBatch::ASSIGNED:
+      for (auto item : u.getAssigned()) {
+        DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, item.getClosureId()));
+        DISPATCH_RETURN_IF_ERROR(CheckClosureAssigned(item));
+      }
+      return Status::Ok();
+    case journal::ClosureBatch::FINISHED:
+      for (auto item : u.getFinished()) {
+        DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, item.getClosureId()));
+        DISPATCH_RETURN_IF_ERROR(CheckClosureFinished(item));
+      }
+      return Status::Ok();
+    case journal::ClosureBatch::CANCELLED:
+      for (uint64_t id : u.getCancelled()) {
+        DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
+        const Closure* closure = FindClosure(id);
+        if (closure == nullptr) return NotFoundError(ClosureName(id) + " is unknown");
+        if (IsTerminal(closure->state)) return WrongState(*closure, "queued or assigned");
+      }
+      return Status::Ok();
+    case journal::ClosureBatch::RELEASED:
+      for (uint64_t id : u.getReleased()) {
+        DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
+        const Closure* closure = FindClosure(id);
+        if (closure == nullptr) return NotFoundError(ClosureName(id) + " is unknown");
+        if (!IsTerminal(closure->state))
+          return WrongState(*closure, "finished, failed or cancelled");
+      }
+      return Status::Ok();
+  }
+  return InvalidArgumentError("closure batch holds unknown kind " +
+                              std::to_string(static_cast<unsigned>(u.which())));
+}
+
+void DispatcherState::ApplyClosureBatch(journal::ClosureBatch::Reader u, int64_t now) {
+  switch (u.which()) {
+    case journal::ClosureBatch::SCHEDULED:
+      for (auto item : u.getScheduled()) ApplyClosureScheduled(item, now);
+      return;
+    case journal::ClosureBatch::ASSIGNED:
+      for (auto item : u.getAssigned()) ApplyClosureAssigned(item);
+      return;
+    case journal::ClosureBatch::FINISHED:
+      for (auto item : u.getFinished()) ApplyClosureFinished(item, now);
+      return;
+    case journal::ClosureBatch::CANCELLED:
+      for (uint64_t id : u.getCancelled()) {
+        Closure& closure = closures_.at(id);
+        closure.done_micros = now;
+        SetClosureState(closure, ClosureState::CANCELLED);
+      }
+      return;
+    case journal::ClosureBatch::RELEASED:
+      for (uint64_t id : u.getReleased()) ReleaseClosure(id);
+      return;
+  }
+}
+
+const PerWorkerResource* DispatcherState::FindResource(uint64_t resource_id) const {
+  auto it = resources_.find(resource_id);
+  return it == resources_.end() ? nullptr : &it->second;
 }
 
 const Closure* DispatcherState::FindClosure(uint64_t closure_id) const {

@@ -165,6 +165,19 @@ uint64_t DispatcherState::Digest() const {
     h.Bool(c.user_error);
     h.I64(c.scheduled_micros);
     h.I64(c.done_micros);
+    h.U64(c.resources.size());
+    for (uint64_t resource : c.resources) h.U64(resource);
+    h.U64(c.transient_failures);
+  }
+
+  h.Tag('R');
+  h.U64(next_resource_id_);
+  h.U64(resources_.size());
+  for (const auto& [id, r] : resources_) {
+    h.U64(id);
+    h.U64(r.coordinator_id);
+    h.Str(r.function_name);
+    h.Str(r.args);
   }
 
   h.Tag('E');

@@ -105,6 +105,10 @@ Status DispatcherState::Check(Update::Reader u) const {
       return CheckClosureReleased(u.getClosureReleased());
     case Update::COORDINATOR_ERROR_CLEARED:
       return CheckCoordinatorErrorCleared(u.getCoordinatorErrorCleared());
+    case Update::RESOURCE_CREATED:
+      return CheckResourceCreated(u.getResourceCreated());
+    case Update::CLOSURE_BATCH:
+      return CheckClosureBatch(u.getClosureBatch());
   }
   // A variant added by a newer schema: this code cannot apply it faithfully.
   return InvalidArgumentError("update holds unknown transition " +
@@ -182,6 +186,12 @@ Status DispatcherState::Apply(Update::Reader u) {
       break;
     case Update::COORDINATOR_ERROR_CLEARED:
       ApplyCoordinatorErrorCleared(u.getCoordinatorErrorCleared());
+      break;
+    case Update::RESOURCE_CREATED:
+      ApplyResourceCreated(u.getResourceCreated());
+      break;
+    case Update::CLOSURE_BATCH:
+      ApplyClosureBatch(u.getClosureBatch(), now);
       break;
   }
   last_time_micros_ = now;

@@ -48,6 +48,7 @@ class DispatcherState {
   uint64_t NextTaskId() const { return next_task_id_; }
   uint64_t NextJobClientId() const { return next_job_client_id_; }
   uint64_t NextClosureId() const { return next_closure_id_; }
+  uint64_t NextResourceId() const { return next_resource_id_; }
   // The time of the last applied update (0 before any).
   int64_t LastTimeMicros() const { return last_time_micros_; }
   // Number of updates applied since the empty state (snapshots keep it).
@@ -125,6 +126,8 @@ class DispatcherState {
   const CoordinatorError* FindCoordinatorError(uint64_t coordinator_id) const;
   // The unreleased closure the coordinator scheduled with `request_id` (!= 0).
   const Closure* FindClosureByRequest(uint64_t coordinator_id, uint64_t request_id) const;
+  const PerWorkerResource* FindResource(uint64_t resource_id) const;
+  const std::map<uint64_t, PerWorkerResource>& resources() const { return resources_; }
 
   // ---- Whole state -------------------------------------------------------
 
@@ -226,12 +229,17 @@ class DispatcherState {
   Status CheckClosureReleased(journal::ClosureReleased::Reader u) const;
   void ApplyClosureReleased(journal::ClosureReleased::Reader u);
   Status CheckCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) const;
+  Status CheckResourceCreated(journal::ResourceCreated::Reader u) const;
+  void ApplyResourceCreated(journal::ResourceCreated::Reader u);
+  Status CheckClosureBatch(journal::ClosureBatch::Reader u) const;
+  void ApplyClosureBatch(journal::ClosureBatch::Reader u, int64_t now);
   void ApplyCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u);
   // Ok when the closure exists and is assigned to `worker_id` as `attempt`.
   Status CheckAssignedTo(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) const;
   // Moves a closure between states, keeping the state, worker and queue
   // indexes in step.
   void SetClosureState(Closure& closure, ClosureState state);
+  void ReleaseClosure(uint64_t closure_id);
 
   // Rebuilds `indexes_` from the records.
   void RebuildIndexes();
@@ -245,6 +253,7 @@ class DispatcherState {
   uint64_t next_task_id_ = 1;
   uint64_t next_job_client_id_ = 1;
   uint64_t next_closure_id_ = 1;
+  uint64_t next_resource_id_ = 1;
   uint64_t next_queue_position_ = 1;
   int64_t last_time_micros_ = 0;
   uint64_t num_applied_ = 0;
@@ -257,6 +266,7 @@ class DispatcherState {
   std::map<SplitRequester, SplitGrant> split_grants_;
   std::map<uint64_t, Closure> closures_;
   std::map<uint64_t, CoordinatorError> coordinator_errors_;
+  std::map<uint64_t, PerWorkerResource> resources_;
 
   Indexes indexes_;
 };

@@ -85,8 +85,17 @@ Status DispatcherState::CheckReferences() const {
   for (const auto& [id, t] : tasks_) DISPATCH_RETURN_IF_ERROR(below(id, next_task_id_, "task"));
   for (const auto& [id, c] : job_clients_)
     DISPATCH_RETURN_IF_ERROR(below(id, next_job_client_id_, "job client"));
-  for (const auto& [id, c] : closures_)
+  for (const auto& [id, c] : closures_) {
     DISPATCH_RETURN_IF_ERROR(below(id, next_closure_id_, "closure"));
+    for (uint64_t resource : c.resources) {
+      if (!resources_.contains(resource)) {
+        return DataLossError("closure " + std::to_string(id) + " uses unknown resource " +
+                             std::to_string(resource));
+      }
+    }
+  }
+  for (const auto& [id, r] : resources_)
+    DISPATCH_RETURN_IF_ERROR(below(id, next_resource_id_, "resource"));
 
   if (indexes_.dataset_by_fingerprint.size() != datasets_.size() ||
       indexes_.dataset_by_definition_key.size() != datasets_.size()) {

@@ -131,6 +131,17 @@ struct Closure {
   bool user_error = false;
   int64_t scheduled_micros = 0;
   int64_t done_micros = 0;  // when finished, failed or cancelled
+  std::vector<uint64_t> resources;  // per-worker resources the function receives
+  uint32_t transient_failures = 0;  // put back because the worker called the error transient
+};
+
+// A per-worker resource: every worker process builds its own component by
+// running `function_name(args)` before the first closure that uses it.
+struct PerWorkerResource {
+  uint64_t id = 0;
+  uint64_t coordinator_id = 0;
+  std::string function_name;
+  std::string args;
 };
 
 // A coordinator's first error, held until raised once (CoordinatorErrorCleared).

@@ -39,6 +39,7 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
   s.setNextTaskId(next_task_id_);
   s.setNextJobClientId(next_job_client_id_);
   s.setNextClosureId(next_closure_id_);
+  s.setNextResourceId(next_resource_id_);
   s.setNextQueuePosition(next_queue_position_);
   s.setLastTimeMicros(last_time_micros_);
   s.setNumApplied(num_applied_);
@@ -158,6 +159,18 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     r.setScheduledMicros(c.scheduled_micros);
     r.setDoneMicros(c.done_micros);
     r.setRequestId(c.request_id);
+    FillU64(r.initResources(c.resources.size()), c.resources);
+    r.setTransientFailures(c.transient_failures);
+  }
+
+  auto resources = s.initResources(resources_.size());
+  i = 0;
+  for (const auto& [id, res] : resources_) {
+    auto r = resources[i++];
+    r.setResourceId(id);
+    r.setCoordinatorId(res.coordinator_id);
+    r.setFunctionName(AsText(res.function_name));
+    r.setArgs(AsData(res.args));
   }
 
   auto errors = s.initCoordinatorErrors(coordinator_errors_.size());
@@ -182,6 +195,7 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
   state.next_task_id_ = s.getNextTaskId();
   state.next_job_client_id_ = s.getNextJobClientId();
   state.next_closure_id_ = s.getNextClosureId();
+  state.next_resource_id_ = s.getNextResourceId();
   state.next_queue_position_ = s.getNextQueuePosition();
   state.last_time_micros_ = s.getLastTimeMicros();
   state.num_applied_ = s.getNumApplied();
@@ -283,7 +297,17 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     c.scheduled_micros = r.getScheduledMicros();
     c.done_micros = r.getDoneMicros();
     c.request_id = r.getRequestId();
+    for (uint64_t resource : r.getResources()) c.resources.push_back(resource);
+    c.transient_failures = r.getTransientFailures();
     DISPATCH_RETURN_IF_ERROR(Insert(state.closures_, c.id, std::move(c), "closure"));
+  }
+  for (auto r : s.getResources()) {
+    PerWorkerResource res;
+    res.id = r.getResourceId();
+    res.coordinator_id = r.getCoordinatorId();
+    res.function_name = ToString(r.getFunctionName());
+    res.args = ToString(r.getArgs());
+    DISPATCH_RETURN_IF_ERROR(Insert(state.resources_, res.id, std::move(res), "resource"));
   }
   for (auto r : s.getCoordinatorErrors()) {
     CoordinatorError e{r.getClosureId(), ToString(r.getError())};

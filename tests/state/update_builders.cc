@@ -181,7 +181,7 @@ OwnedUpdate FinishTask(uint64_t task_id) {
 
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name, const std::string& args,
-                            uint64_t request_id) {
+                            uint64_t request_id, const std::vector<uint64_t>& resources) {
   OwnedUpdate u;
   auto r = u.builder().initClosureScheduled();
   r.setClosureId(closure_id);
@@ -189,6 +189,8 @@ OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
   r.setFunctionName(AsText(function_name));
   r.setArgs(AsData(args));
   r.setRequestId(request_id);
+  auto list = r.initResources(static_cast<unsigned>(resources.size()));
+  for (size_t i = 0; i < resources.size(); ++i) list.set(static_cast<unsigned>(i), resources[i]);
   return u;
 }
 
@@ -230,12 +232,79 @@ OwnedUpdate CancelClosure(uint64_t closure_id) {
   return u;
 }
 
-OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) {
+OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                           bool transient) {
   OwnedUpdate u;
   auto r = u.builder().initClosurePutBack();
   r.setClosureId(closure_id);
   r.setWorkerId(worker_id);
   r.setAttempt(attempt);
+  r.setTransient(transient);
+  return u;
+}
+
+OwnedUpdate CreateResource(uint64_t resource_id, uint64_t coordinator_id,
+                           const std::string& function_name, const std::string& args) {
+  OwnedUpdate u;
+  auto r = u.builder().initResourceCreated();
+  r.setResourceId(resource_id);
+  r.setCoordinatorId(coordinator_id);
+  r.setFunctionName(AsText(function_name));
+  r.setArgs(AsData(args));
+  return u;
+}
+
+OwnedUpdate ScheduleClosures(const std::vector<uint64_t>& ids, uint64_t coordinator_id,
+                             const std::vector<uint64_t>& request_ids) {
+  OwnedUpdate u;
+  auto list = u.builder().initClosureBatch().initScheduled(static_cast<unsigned>(ids.size()));
+  for (unsigned i = 0; i < ids.size(); ++i) {
+    list[i].setClosureId(ids[i]);
+    list[i].setCoordinatorId(coordinator_id);
+    list[i].setFunctionName("noop");
+    if (i < request_ids.size()) list[i].setRequestId(request_ids[i]);
+  }
+  return u;
+}
+
+OwnedUpdate AssignClosures(const std::vector<ClosureRef>& refs) {
+  OwnedUpdate u;
+  auto list = u.builder().initClosureBatch().initAssigned(static_cast<unsigned>(refs.size()));
+  for (unsigned i = 0; i < refs.size(); ++i) {
+    list[i].setClosureId(refs[i].closure_id);
+    list[i].setWorkerId(refs[i].worker_id);
+    list[i].setAttempt(refs[i].attempt);
+  }
+  return u;
+}
+
+OwnedUpdate FinishClosures(const std::vector<ClosureRef>& refs) {
+  OwnedUpdate u;
+  auto list = u.builder().initClosureBatch().initFinished(static_cast<unsigned>(refs.size()));
+  for (unsigned i = 0; i < refs.size(); ++i) {
+    list[i].setClosureId(refs[i].closure_id);
+    list[i].setWorkerId(refs[i].worker_id);
+    list[i].setAttempt(refs[i].attempt);
+    list[i].setResult(AsData("result-" + std::to_string(refs[i].closure_id)));
+  }
+  return u;
+}
+
+namespace {
+void FillIds(capnp::List<uint64_t>::Builder list, const std::vector<uint64_t>& ids) {
+  for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+}
+}  // namespace
+
+OwnedUpdate CancelClosures(const std::vector<uint64_t>& ids) {
+  OwnedUpdate u;
+  FillIds(u.builder().initClosureBatch().initCancelled(static_cast<unsigned>(ids.size())), ids);
+  return u;
+}
+
+OwnedUpdate ReleaseClosures(const std::vector<uint64_t>& ids) {
+  OwnedUpdate u;
+  FillIds(u.builder().initClosureBatch().initReleased(static_cast<unsigned>(ids.size())), ids);
   return u;
 }
 

@@ -71,16 +71,35 @@ OwnedUpdate FinishTask(uint64_t task_id);
 // Closures.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name = "noop", const std::string& args = "",
-                            uint64_t request_id = 0);
+                            uint64_t request_id = 0, const std::vector<uint64_t>& resources = {});
 OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
 OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                           const std::string& result);
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                         const std::string& error, bool user_error = true);
 OwnedUpdate CancelClosure(uint64_t closure_id);
-OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
+OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                           bool transient = false);
 OwnedUpdate ReleaseClosure(uint64_t closure_id);
 OwnedUpdate ClearCoordinatorError(uint64_t coordinator_id);
+OwnedUpdate CreateResource(uint64_t resource_id, uint64_t coordinator_id,
+                           const std::string& function_name = "make", const std::string& args = "");
+
+// Closure batches (one record, many closures of one kind).
+struct ClosureRef {
+  uint64_t closure_id = 0;
+  uint64_t worker_id = 0;
+  uint32_t attempt = 0;
+};
+// Closures `ids` of `coordinator_id` running "noop"; request ids when given
+// (same length as ids).
+OwnedUpdate ScheduleClosures(const std::vector<uint64_t>& ids, uint64_t coordinator_id,
+                             const std::vector<uint64_t>& request_ids = {});
+OwnedUpdate AssignClosures(const std::vector<ClosureRef>& refs);
+// Each result is "result-<closure id>".
+OwnedUpdate FinishClosures(const std::vector<ClosureRef>& refs);
+OwnedUpdate CancelClosures(const std::vector<uint64_t>& ids);
+OwnedUpdate ReleaseClosures(const std::vector<uint64_t>& ids);
 
 // A short name of the update's variant ("createJob"), for messages and counts.
 const char* VariantName(journal::Update::Which which);

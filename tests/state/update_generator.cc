@@ -34,6 +34,7 @@ const std::vector<std::pair<Which, uint64_t>>& Weights() {
       {Which::CLOSURE_FINISHED, 5},    {Which::CLOSURE_FAILED, 2},
       {Which::CLOSURE_CANCELLED, 1},   {Which::CLOSURE_PUT_BACK, 2},
       {Which::CLOSURE_RELEASED, 6},    {Which::COORDINATOR_ERROR_CLEARED, 2},
+      {Which::RESOURCE_CREATED, 1},    {Which::CLOSURE_BATCH, 8},
   };
   return *weights;
 }
@@ -86,7 +87,10 @@ bool UpdateGenerator::TryBuild(Which kind, const DispatcherState& state, OwnedUp
     case Which::CLOSURE_PUT_BACK:
     case Which::CLOSURE_RELEASED:
     case Which::COORDINATOR_ERROR_CLEARED:
+    case Which::RESOURCE_CREATED:
       return TryClosures(kind, state, out);
+    case Which::CLOSURE_BATCH:
+      return TryClosureBatch(state, out);
     default:
       return TryDataService(kind, state, out);
   }
@@ -266,8 +270,77 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
   }
 }
 
+bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate& out) {
+  const size_t max_items = 1 + Uniform(4);
+  switch (Uniform(5)) {
+    case 0: {
+      if (state.NumClosuresInState(ClosureState::QUEUED) >= kMaxClosuresPerState) return false;
+      std::vector<uint64_t> ids;
+      std::vector<uint64_t> request_ids;
+      const uint64_t coordinator = 1 + Uniform(kNumCoordinators);
+      uint64_t id = state.NextClosureId();
+      for (size_t i = 0; i < max_items; ++i) {
+        ids.push_back(id);
+        id += 1 + (OneIn(5) ? Uniform(3) : 0);
+        while (state.FindClosureByRequest(coordinator, next_request_id_) != nullptr)
+          ++next_request_id_;
+        request_ids.push_back(next_request_id_++);
+      }
+      out = ScheduleClosures(ids, coordinator, request_ids);
+      return true;
+    }
+    case 1: {
+      std::vector<const Worker*> workers = state.ListWorkers();
+      std::vector<const Closure*> queued = state.ClosuresInState(ClosureState::QUEUED);
+      if (queued.empty() || workers.empty()) return false;
+      std::vector<ClosureRef> refs;
+      for (size_t i = 0; i < queued.size() && i < max_items; ++i)
+        refs.push_back({queued[i]->id, Pick(workers)->id, queued[i]->attempts + 1});
+      out = AssignClosures(refs);
+      return true;
+    }
+    case 2: {
+      std::vector<const Closure*> assigned = state.ClosuresInState(ClosureState::ASSIGNED);
+      if (assigned.empty()) return false;
+      std::vector<ClosureRef> refs;
+      for (size_t i = 0; i < assigned.size() && i < max_items; ++i)
+        refs.push_back({assigned[i]->id, assigned[i]->worker_id, assigned[i]->attempts});
+      out = FinishClosures(refs);
+      return true;
+    }
+    case 3: {
+      std::vector<uint64_t> ids;
+      for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) {
+        if (ids.size() < max_items) ids.push_back(c->id);
+      }
+      if (ids.empty()) return false;
+      out = CancelClosures(ids);
+      return true;
+    }
+    default: {
+      std::vector<uint64_t> ids;
+      for (ClosureState s :
+           {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
+        for (const Closure* c : state.ClosuresInState(s)) {
+          if (ids.size() < max_items) ids.push_back(c->id);
+        }
+      }
+      if (ids.empty()) return false;
+      out = ReleaseClosures(ids);
+      return true;
+    }
+  }
+}
+
 bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, OwnedUpdate& out) {
   switch (kind) {
+    case Which::RESOURCE_CREATED: {
+      if (state.resources().size() >= 16) return false;
+      out = CreateResource(state.NextResourceId() + (OneIn(5) ? Uniform(3) : 0),
+                           1 + Uniform(kNumCoordinators), OneIn(2) ? "make" : "open",
+                           std::to_string(rng_()));
+      return true;
+    }
     case Which::CLOSURE_SCHEDULED: {
       if (state.NumClosuresInState(ClosureState::QUEUED) >= kMaxClosuresPerState ||
           state.NumClosuresInState(ClosureState::FINISHED) +
@@ -286,8 +359,14 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
           ++next_request_id_;
         request_id = next_request_id_++;
       }
+      std::vector<uint64_t> resources;
+      if (!state.resources().empty() && OneIn(4)) {
+        auto it = state.resources().begin();
+        std::advance(it, Uniform(state.resources().size()));
+        resources.push_back(it->first);
+      }
       out = ScheduleClosure(state.NextClosureId() + (OneIn(5) ? Uniform(3) : 0), coordinator,
-                            Pick(kFunctions), args, request_id);
+                            Pick(kFunctions), args, request_id, resources);
       return true;
     }
     case Which::CLOSURE_ASSIGNED: {
@@ -303,7 +382,8 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       std::vector<const Closure*> assigned = state.ClosuresInState(ClosureState::ASSIGNED);
       if (assigned.empty()) return false;
       const Closure* c = Pick(assigned);
-      out = kind == Which::CLOSURE_PUT_BACK ? PutBackClosure(c->id, c->worker_id, c->attempts)
+      out = kind == Which::CLOSURE_PUT_BACK ? PutBackClosure(c->id, c->worker_id, c->attempts,
+                                                             OneIn(2))
                                             : FinishClosure(c->id, c->worker_id, c->attempts,
                                                             "result-" + std::to_string(rng_()));
       return true;

@@ -32,6 +32,7 @@ class UpdateGenerator {
   bool TryBuild(journal::Update::Which kind, const DispatcherState& state, OwnedUpdate& out);
   bool TryDataService(journal::Update::Which kind, const DispatcherState& state, OwnedUpdate& out);
   bool TryClosures(journal::Update::Which kind, const DispatcherState& state, OwnedUpdate& out);
+  bool TryClosureBatch(const DispatcherState& state, OwnedUpdate& out);
 
   uint64_t Uniform(uint64_t n);  // in [0, n), n > 0
   bool OneIn(uint64_t n) { return Uniform(n) == 0; }
