@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
 
 #include "clients/dataset_definition.h"
@@ -71,6 +72,8 @@ void DeclareReadFlags(FlagParser& parser, ReadFlags& flags) {
   parser.AddUint("limit", "read: stop after this many elements (0: read to the end)",
                  &flags.limit);
   parser.AddBool("print", "read: print every element as a line", &flags.print);
+  parser.AddBool("per-task", "read: print how many elements each task gave, at the end",
+                 &flags.per_task);
   parser.AddUint("heartbeat-ms", "read: client heartbeat interval", &flags.heartbeat_ms, 1,
                  3600000);
 }
@@ -120,6 +123,7 @@ int RunRead(const std::string& dispatcher, const std::string& token,
   uint64_t bytes = 0;
   Status failed;
   Element element;
+  std::map<uint64_t, uint64_t> per_task;  // task id -> elements
   while (flags.limit == 0 || elements < flags.limit) {
     Result<bool> next = reader.Next(&element);
     if (!next.ok()) {
@@ -129,6 +133,7 @@ int RunRead(const std::string& dispatcher, const std::string& token,
     if (!*next) break;
     ++elements;
     bytes += element.data.size();
+    ++per_task[element.task_id];
     if (flags.print) printf("%s\n", element.data.c_str());
     const auto now = std::chrono::steady_clock::now();
     if (tty && now - last_bar > std::chrono::milliseconds(200)) {
@@ -148,6 +153,12 @@ int RunRead(const std::string& dispatcher, const std::string& token,
          static_cast<unsigned long long>(elements), static_cast<unsigned long long>(bytes),
          seconds, seconds > 0 ? elements / seconds : 0.0,
          seconds > 0 ? bytes / seconds / 1e6 : 0.0);
+  if (flags.per_task) {
+    for (const auto& [task, n] : per_task) {
+      printf("task %llu gave %llu elements\n", static_cast<unsigned long long>(task),
+             static_cast<unsigned long long>(n));
+    }
+  }
   if (!failed.ok()) {
     fprintf(stderr, "dispatchctl: reading failed: %s\n", failed.ToString().c_str());
     return 1;

@@ -20,6 +20,7 @@ struct ReadFlags {
   bool requeue = false;
   uint64_t limit = 0;  // 0: to the end of the sequence
   bool print = false;  // print each element as a line of text
+  bool per_task = false;  // print how many elements each task (worker) gave
   uint64_t heartbeat_ms = 1000;
 };
 
