@@ -41,6 +41,7 @@ struct ReadFlags {
   uint64_t mib = 512;  // bytes read per size and run, in MiB
   std::string mode = "off";
   uint64_t batch_mib = 32;
+  uint64_t calls = 2;
 };
 
 int FreePort() {
@@ -130,6 +131,7 @@ ServiceFigures ReadThroughService(const std::string& dispatcher, uint64_t size, 
       flags.mode == "off" ? journal::ProcessingMode::OFF : journal::ProcessingMode::DYNAMIC;
   options.max_bytes_per_call = flags.batch_mib << 20;
   options.max_buffered_bytes = 4 * (flags.batch_mib << 20);
+  options.calls_per_task = static_cast<uint32_t>(flags.calls);
   options.seed = run + 1;
   const auto start = Clock::now();
   auto reader = clients::DatasetReader::Open(options);
@@ -174,6 +176,7 @@ int RunReadBench(int argc, char** argv) {
   parser.AddString("mode", "MODE", "off (each worker reads half) or dynamic (64 splits)",
                    &flags.mode);
   parser.AddUint("batch-mib", "bytes per getElements reply, in MiB", &flags.batch_mib, 1, 32);
+  parser.AddUint("calls", "getElements calls in flight per task", &flags.calls, 1, 16);
   ParseFlagsOrExit(parser, argc, argv);
   if (flags.mode != "off" && flags.mode != "dynamic") {
     fprintf(stderr, "dispatch-bench read: --mode must be off or dynamic\n");

@@ -3,6 +3,7 @@
 #include <kj/debug.h>
 
 #include <algorithm>
+#include <deque>
 
 #include "common/address.h"
 #include "common/log.h"
@@ -43,6 +44,9 @@ Status ValidateReaderOptions(const ReaderOptions& o) {
     return InvalidArgumentError("the read-ahead buffer limits must be > 0");
   }
   if (o.max_elements_per_call == 0) return InvalidArgumentError("elements per call must be > 0");
+  if (o.calls_per_task == 0 || o.calls_per_task > 16) {
+    return InvalidArgumentError("calls in flight per task must be in [1, 16]");
+  }
   if (o.max_bytes_per_call == 0 || o.max_bytes_per_call > kMaxBytesPerCall) {
     return InvalidArgumentError("bytes per call must be in [1, 32 MiB]");
   }
@@ -123,11 +127,17 @@ struct ReadSession::Transfer {
   kj::Maybe<kj::ForkedPromise<void>> connecting;  // declared last: cancelled first
 };
 
-// Reads one task to its end of sequence for this consumer.
+// Reads one task to its end of sequence for this consumer, with
+// `calls_per_task` calls in flight: each "lane" is a consumer of its own at
+// the worker (its own id and sequence, so acknowledgements and retries work
+// lane by lane), and replies are taken in the order the calls went out, which
+// is the order the worker handed the elements out on this connection.
 class ReadSession::TaskStream {
  public:
   TaskStream(ReadSession& session, TaskDescription task)
-      : session_(session), task_(kj::mv(task)), consumer_id_(session.NewConsumerId()) {
+      : session_(session), task_(kj::mv(task)) {
+    lanes_.resize(std::max<uint32_t>(1, session.options_.calls_per_task));
+    for (Lane& lane : lanes_) lane.consumer_id = session.NewConsumerId();
     loop_ = Loop().eagerlyEvaluate([this](kj::Exception&& e) {
       session_.sink_.Fail(StatusFromException(e));
       done_ = true;
@@ -137,49 +147,82 @@ class ReadSession::TaskStream {
   bool done() const { return done_; }
 
  private:
+  using Reply = capnp::Response<rpc::WorkerData::GetElementsResults>;
+  struct Lane {
+    uint64_t consumer_id = 0;
+    uint64_t sequence = 1;
+    bool busy = false;   // a call is out
+    bool ended = false;  // end of sequence
+  };
+  struct Call {
+    size_t lane;
+    kj::Promise<Reply> reply;
+  };
+
+  // Every lane that has not ended gets a call out, in lane order.
+  void SendCalls() {
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      Lane& lane = lanes_[i];
+      if (lane.busy || lane.ended) continue;
+      lane.busy = true;
+      in_flight_.push_back(
+          Call{i, session_.Call(task_, lane.consumer_id, lane.sequence, -1)});
+    }
+  }
+
   kj::Promise<void> Loop() {
-    return session_.Call(task_, consumer_id_, sequence_, -1)
-        .then(
-            [this](capnp::Response<rpc::WorkerData::GetElementsResults> r) -> kj::Promise<void> {
-              ++sequence_;  // the next call acknowledges this reply
-              auto result = r.getResult();
-              switch (result.getStatus()) {
-                case rpc::ElementStatus::READY: {
-                  std::vector<Element> elements;
-                  elements.reserve(result.getElements().size());
-                  for (auto data : result.getElements()) {
-                    elements.push_back(Element{
-                        std::string(reinterpret_cast<const char*>(data.begin()), data.size()),
-                        task_.task_id, -1});
-                  }
-                  if (!session_.sink_.Push(kj::mv(elements))) {
-                    return session_.sink_.WhenRoom().then([this]() { return Loop(); });
-                  }
-                  return Loop();
-                }
-                case rpc::ElementStatus::NOT_READY:
-                  return Loop();
-                case rpc::ElementStatus::END_OF_SEQUENCE:
-                  done_ = true;
-                  session_.ended_[task_.task_id] = true;
-                  session_.WakeFollow();
-                  return kj::READY_NOW;
+    SendCalls();
+    if (in_flight_.empty()) {  // every lane ended
+      done_ = true;
+      session_.ended_[task_.task_id] = true;
+      session_.WakeFollow();
+      return kj::READY_NOW;
+    }
+    Call call = kj::mv(in_flight_.front());
+    in_flight_.pop_front();
+    const size_t i = call.lane;
+    return call.reply.then(
+        [this, i](Reply&& r) -> kj::Promise<void> {
+          Lane& lane = lanes_[i];
+          lane.busy = false;
+          ++lane.sequence;  // the lane's next call acknowledges this reply
+          auto result = r.getResult();
+          switch (result.getStatus()) {
+            case rpc::ElementStatus::READY: {
+              std::vector<Element> elements;
+              elements.reserve(result.getElements().size());
+              for (auto data : result.getElements()) {
+                elements.push_back(
+                    Element{std::string(reinterpret_cast<const char*>(data.begin()), data.size()),
+                            task_.task_id, -1});
               }
-              return KJ_EXCEPTION(FAILED, "unknown element status from the worker");
-            },
-            [this](kj::Exception&& e) -> kj::Promise<void> {
-              if (!IsDisconnect(e)) return kj::mv(e);
-              // The same sequence again: a lost reply is repeated, not skipped.
-              return session_.timer_.afterDelay(20 * kj::MILLISECONDS).then([this]() {
-                return Loop();
-              });
-            });
+              if (!session_.sink_.Push(kj::mv(elements))) {
+                return session_.sink_.WhenRoom().then([this]() { return Loop(); });
+              }
+              return Loop();
+            }
+            case rpc::ElementStatus::NOT_READY:
+              return Loop();
+            case rpc::ElementStatus::END_OF_SEQUENCE:
+              lane.ended = true;
+              return Loop();
+          }
+          return KJ_EXCEPTION(FAILED, "unknown element status from the worker");
+        },
+        [this, i](kj::Exception&& e) -> kj::Promise<void> {
+          if (!IsDisconnect(e)) return kj::mv(e);
+          // The same sequence again: a lost reply is repeated, not skipped.
+          lanes_[i].busy = false;
+          return session_.timer_.afterDelay(20 * kj::MILLISECONDS).then([this]() {
+            return Loop();
+          });
+        });
   }
 
   ReadSession& session_;
   const TaskDescription task_;
-  const uint64_t consumer_id_;
-  uint64_t sequence_ = 1;
+  std::vector<Lane> lanes_;
+  std::deque<Call> in_flight_;  // in the order the calls went out
   bool done_ = false;
   kj::Promise<void> loop_ = nullptr;  // declared last: cancelled first
 };

@@ -45,6 +45,7 @@ struct ReaderOptions {
   uint32_t max_elements_per_call = 4096;
   uint64_t max_bytes_per_call = 16 << 20;  // capped at 32 MiB
   uint32_t wait_ms = 1000;                // a call may wait this long at the worker
+  uint32_t calls_per_task = 2;            // getElements calls in flight per task (1..16)
   uint64_t seed = 0;                      // consumer ids and backoff jitter; 0: random
 };
 
