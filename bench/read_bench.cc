@@ -188,9 +188,9 @@ int RunReadBench(int argc, char** argv) {
   std::vector<std::unique_ptr<Subprocess>> workers;
   for (int i = 0; i < 2; ++i) {
     const std::string address = "tcp:127.0.0.1:" + std::to_string(FreePort());
-    workers.push_back(std::make_unique<Subprocess>(std::vector<std::string>{
-        DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher.address(), "--address=" + address,
-        "--log-level=warning"}));
+    workers.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher.address(),
+                                 "--address=" + address, "--log-level=warning"}));
     for (int line = 0; line < 2; ++line) {
       if (!workers.back()->ReadLine(std::chrono::seconds(30))) {
         fprintf(stderr, "dispatch-bench read: worker %d did not start\n", i);
@@ -198,10 +198,11 @@ int RunReadBench(int argc, char** argv) {
       }
     }
   }
-  printf("dispatch-bench read: 2 workers, 1 consumer, mode %s, %llu MiB per size and run, "
-         "median of %llu runs\n\n",
-         flags.mode.c_str(), static_cast<unsigned long long>(flags.mib),
-         static_cast<unsigned long long>(flags.runs));
+  printf(
+      "dispatch-bench read: 2 workers, 1 consumer, mode %s, %llu MiB per size and run, "
+      "median of %llu runs\n\n",
+      flags.mode.c_str(), static_cast<unsigned long long>(flags.mib),
+      static_cast<unsigned long long>(flags.runs));
   printf("%-8s %12s %12s %10s %14s %8s\n", "element", "elements", "elements/s", "MB/s",
          "raw TCP MB/s", "ratio");
   const uint64_t total = flags.mib << 20;

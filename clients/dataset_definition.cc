@@ -32,8 +32,7 @@ Result<KindDefinition> ParseKindDefinition(std::string_view bytes) {
   while (words >> word) {
     size_t eq = word.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return InvalidArgumentError(out.kind + " dataset: argument '" + word +
-                                  "' is not key=value");
+      return InvalidArgumentError(out.kind + " dataset: argument '" + word + "' is not key=value");
     }
     if (!out.args.emplace(word.substr(0, eq), word.substr(eq + 1)).second) {
       return InvalidArgumentError(out.kind + " dataset: argument " + word.substr(0, eq) +

@@ -22,7 +22,7 @@ namespace dispatch::clients {
 struct Shard {
   enum class Kind { kEverything, kSplit, kStatic };
   Kind kind = Kind::kEverything;
-  SplitItem split;          // kSplit
+  SplitItem split;           // kSplit
   int64_t worker_index = 0;  // kStatic: this worker's place in the configured list
   uint32_t num_workers = 1;  // kStatic
 

@@ -83,15 +83,14 @@ Result<std::unique_ptr<DatasetReader>> DatasetReader::Open(ReaderOptions options
   Status failed;
   {
     std::unique_lock<std::mutex> lock(reader->mu_);
-    bool done = reader->cv_.wait_for(lock, timeout, [&] {
-      return reader->opened_ || !reader->error_.ok();
-    });
+    bool done = reader->cv_.wait_for(lock, timeout,
+                                     [&] { return reader->opened_ || !reader->error_.ok(); });
     if (!reader->error_.ok()) {
       failed = reader->error_;
     } else if (!done) {
-      failed = UnavailableError("the job was not open within " +
-                                std::to_string(timeout.count()) + " ms (is the dispatcher at " +
-                                reader->options_.dispatcher_address + "?)");
+      failed = UnavailableError("the job was not open within " + std::to_string(timeout.count()) +
+                                " ms (is the dispatcher at " + reader->options_.dispatcher_address +
+                                "?)");
     }
   }
   if (!failed.ok()) {
@@ -188,10 +187,11 @@ void DatasetReader::ThreadMain() {
                    // times it out instead.
                    session.Close()
                        .exclusiveJoin(io.timer().afterDelay(5 * kj::SECONDS))
-                       .then([]() {}, [](kj::Exception&& e) {
-                         Log(LogLevel::kDebug, "reader: releasing the job client failed: ",
-                             e.getDescription());
-                       })
+                       .then([]() {},
+                             [](kj::Exception&& e) {
+                               Log(LogLevel::kDebug,
+                                   "reader: releasing the job client failed: ", e.getDescription());
+                             })
                        .wait(io.wait_scope());
                    {
                      std::lock_guard<std::mutex> lock(mu_);

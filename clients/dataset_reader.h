@@ -74,8 +74,8 @@ class DatasetReader {
   bool ended_ = false;
   Status error_;
   bool close_requested_ = false;
-  bool room_wanted_ = false;  // the loop waits for the queue to drain
-  uv_async_t* wake_ = nullptr;  // valid while the reader loop runs
+  bool room_wanted_ = false;                    // the loop waits for the queue to drain
+  uv_async_t* wake_ = nullptr;                  // valid while the reader loop runs
   kj::PromiseFulfiller<void>* stop_ = nullptr;  // reader thread only
   ReaderStats stats_;
 };

@@ -132,10 +132,10 @@ int Main(int argc, char** argv) {
 
   // A process that takes over a dead worker's address continues its tasks'
   // split streams above the dead process's sequence numbers.
-  flags.agent.first_split_sequence = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  flags.agent.first_split_sequence =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
   DatasetKindRegistry kinds;
   Status registered = RegisterBuiltinDatasetKinds(kinds);
   if (!registered.ok()) {

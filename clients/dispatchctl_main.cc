@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "clients/dispatcher_connection.h"
 #include "clients/dispatchctl_read.h"
+#include "clients/dispatcher_connection.h"
 #include "clients/listing_format.h"
 #include "common/flag_parser.h"
 #include "common/log.h"

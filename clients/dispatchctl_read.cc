@@ -69,8 +69,7 @@ void DeclareReadFlags(FlagParser& parser, ReadFlags& flags) {
                  &flags.consumer_index, 0, 1 << 16);
   parser.AddBool("requeue", "read: DYNAMIC, hand a dead worker's unfinished splits out again",
                  &flags.requeue);
-  parser.AddUint("limit", "read: stop after this many elements (0: read to the end)",
-                 &flags.limit);
+  parser.AddUint("limit", "read: stop after this many elements (0: read to the end)", &flags.limit);
   parser.AddBool("print", "read: print every element as a line", &flags.print);
   parser.AddBool("per-task", "read: print how many elements each task gave, at the end",
                  &flags.per_task);
@@ -79,7 +78,8 @@ void DeclareReadFlags(FlagParser& parser, ReadFlags& flags) {
 }
 
 std::string CheckReadArgs(const std::vector<std::string>& args, const ReadFlags& flags) {
-  if (args.size() < 2) return "'read' needs a dataset: read KIND [ARGS...], e.g. read range count=100";
+  if (args.size() < 2)
+    return "'read' needs a dataset: read KIND [ARGS...], e.g. read range count=100";
   if (!ParseMode(flags.mode).has_value()) {
     return "--mode must be off, dynamic, file, data, file_or_data or hint, got '" + flags.mode +
            "'";
@@ -139,7 +139,8 @@ int RunRead(const std::string& dispatcher, const std::string& token,
     if (tty && now - last_bar > std::chrono::milliseconds(200)) {
       last_bar = now;
       const double s = std::chrono::duration<double>(now - began).count();
-      fprintf(stderr, "\r[%-30.*s] %llu elements, %s, %.0f elements/s", static_cast<int>(elements / 1000 % 31),
+      fprintf(stderr, "\r[%-30.*s] %llu elements, %s, %.0f elements/s",
+              static_cast<int>(elements / 1000 % 31),
               "==============================", static_cast<unsigned long long>(elements),
               HumanBytes(static_cast<double>(bytes)).c_str(), s > 0 ? elements / s : 0.0);
       fflush(stderr);
@@ -150,9 +151,8 @@ int RunRead(const std::string& dispatcher, const std::string& token,
   if (tty) fprintf(stderr, "\n");
   reader.Close();
   printf("read %llu elements, %llu bytes in %.3f s: %.0f elements/s, %.2f MB/s\n",
-         static_cast<unsigned long long>(elements), static_cast<unsigned long long>(bytes),
-         seconds, seconds > 0 ? elements / seconds : 0.0,
-         seconds > 0 ? bytes / seconds / 1e6 : 0.0);
+         static_cast<unsigned long long>(elements), static_cast<unsigned long long>(bytes), seconds,
+         seconds > 0 ? elements / seconds : 0.0, seconds > 0 ? bytes / seconds / 1e6 : 0.0);
   if (flags.per_task) {
     for (const auto& [task, n] : per_task) {
       printf("task %llu gave %llu elements\n", static_cast<unsigned long long>(task),

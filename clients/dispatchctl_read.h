@@ -18,8 +18,8 @@ struct ReadFlags {
   uint64_t consumers = 0;
   uint64_t consumer_index = 0;
   bool requeue = false;
-  uint64_t limit = 0;  // 0: to the end of the sequence
-  bool print = false;  // print each element as a line of text
+  uint64_t limit = 0;     // 0: to the end of the sequence
+  bool print = false;     // print each element as a line of text
   bool per_task = false;  // print how many elements each task (worker) gave
   uint64_t heartbeat_ms = 1000;
 };

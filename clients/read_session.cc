@@ -50,7 +50,8 @@ Status ValidateReaderOptions(const ReaderOptions& o) {
   if (o.max_bytes_per_call == 0 || o.max_bytes_per_call > kMaxBytesPerCall) {
     return InvalidArgumentError("bytes per call must be in [1, 32 MiB]");
   }
-  if (o.job.heartbeat_interval_ms == 0) return InvalidArgumentError("heartbeat interval must be > 0");
+  if (o.job.heartbeat_interval_ms == 0)
+    return InvalidArgumentError("heartbeat interval must be > 0");
   return Status::Ok();
 }
 
@@ -84,8 +85,8 @@ struct ReadSession::Transfer {
               // As large as the worker's own limit: one reply may carry a big element.
               capnp::ReaderOptions limits;
               limits.traversalLimitInWords = (uint64_t{128} << 20) / sizeof(capnp::word);
-              vat = kj::heap<capnp::TwoPartyVatNetwork>(
-                  *stream, capnp::rpc::twoparty::Side::CLIENT, limits);
+              vat = kj::heap<capnp::TwoPartyVatNetwork>(*stream, capnp::rpc::twoparty::Side::CLIENT,
+                                                        limits);
               rpc = kj::heap<capnp::RpcSystem<capnp::rpc::twoparty::VatId>>(
                   capnp::makeRpcClient(*vat));
               capnp::MallocMessageBuilder message(8);
@@ -134,8 +135,7 @@ struct ReadSession::Transfer {
 // is the order the worker handed the elements out on this connection.
 class ReadSession::TaskStream {
  public:
-  TaskStream(ReadSession& session, TaskDescription task)
-      : session_(session), task_(kj::mv(task)) {
+  TaskStream(ReadSession& session, TaskDescription task) : session_(session), task_(kj::mv(task)) {
     lanes_.resize(std::max<uint32_t>(1, session.options_.calls_per_task));
     for (Lane& lane : lanes_) lane.consumer_id = session.NewConsumerId();
     loop_ = Loop().eagerlyEvaluate([this](kj::Exception&& e) {
@@ -165,8 +165,7 @@ class ReadSession::TaskStream {
       Lane& lane = lanes_[i];
       if (lane.busy || lane.ended) continue;
       lane.busy = true;
-      in_flight_.push_back(
-          Call{i, session_.Call(task_, lane.consumer_id, lane.sequence, -1)});
+      in_flight_.push_back(Call{i, session_.Call(task_, lane.consumer_id, lane.sequence, -1)});
     }
   }
 
@@ -323,8 +322,9 @@ void ReadSession::SyncStreams() {
   // waiting for the next heartbeat.
   if (all_ended && !job_->job_finished() && !heartbeat_asked_) {
     heartbeat_asked_ = true;
-    background_.add(job_->HeartbeatNow().then([this]() { heartbeat_asked_ = false; },
-                                              [this](kj::Exception&&) { heartbeat_asked_ = false; }));
+    background_.add(
+        job_->HeartbeatNow().then([this]() { heartbeat_asked_ = false; },
+                                  [this](kj::Exception&&) { heartbeat_asked_ = false; }));
   }
 }
 
@@ -334,10 +334,9 @@ kj::Promise<void> ReadSession::RoundRobin() {
   for (const TaskDescription& task : job_->tasks()) {
     if (!task.pending && task.starting_round <= round_) eligible.push_back(&task);
   }
-  std::sort(eligible.begin(), eligible.end(),
-            [](const TaskDescription* a, const TaskDescription* b) {
-              return a->task_id < b->task_id;
-            });
+  std::sort(
+      eligible.begin(), eligible.end(),
+      [](const TaskDescription* a, const TaskDescription* b) { return a->task_id < b->task_id; });
   const int64_t block = job_->block_round();
   auto wait_for_change = [this]() {
     return job_->WhenChanged().exclusiveJoin(timer_.afterDelay(kFollowInterval)).then([this]() {
@@ -420,9 +419,9 @@ kj::Promise<capnp::Response<rpc::WorkerData::GetElementsResults>> ReadSession::C
     ask.setMaxElements(options_.job.num_consumers > 0 ? 1 : options_.max_elements_per_call);
     ask.setMaxBytes(options_.max_bytes_per_call);
     ask.setWaitMillis(options_.wait_ms);
-    return kj::Promise<capnp::Response<rpc::WorkerData::GetElementsResults>>(request.send()).catch_(
-        [&transfer, generation](
-            kj::Exception&& e) -> kj::Promise<capnp::Response<rpc::WorkerData::GetElementsResults>> {
+    return kj::Promise<capnp::Response<rpc::WorkerData::GetElementsResults>>(request.send())
+        .catch_([&transfer, generation](kj::Exception&& e)
+                    -> kj::Promise<capnp::Response<rpc::WorkerData::GetElementsResults>> {
           if (IsDisconnect(e)) transfer.Drop(generation);
           return kj::mv(e);
         });

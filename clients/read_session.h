@@ -36,17 +36,17 @@ struct Element {
 struct ReaderOptions {
   std::string dispatcher_address;  // "tcp:HOST:PORT" or "unix:PATH"
   std::string token;
-  DatasetSpec dataset;      // registered (idempotently) unless dataset_id is set
-  uint64_t dataset_id = 0;  // nonzero: an already registered dataset
-  JobOptions job;           // processing mode, job name, consumers, heartbeat interval
+  DatasetSpec dataset;          // registered (idempotently) unless dataset_id is set
+  uint64_t dataset_id = 0;      // nonzero: an already registered dataset
+  JobOptions job;               // processing mode, job name, consumers, heartbeat interval
   int64_t consumer_index = -1;  // round robin (job.num_consumers > 0): this consumer, else -1
   size_t max_buffered_elements = 1 << 16;  // read ahead, at most
   uint64_t max_buffered_bytes = 64 << 20;
   uint32_t max_elements_per_call = 4096;
   uint64_t max_bytes_per_call = 16 << 20;  // capped at 32 MiB
-  uint32_t wait_ms = 1000;                // a call may wait this long at the worker
-  uint32_t calls_per_task = 2;            // getElements calls in flight per task (1..16)
-  uint64_t seed = 0;                      // consumer ids and backoff jitter; 0: random
+  uint32_t wait_ms = 1000;                 // a call may wait this long at the worker
+  uint32_t calls_per_task = 2;             // getElements calls in flight per task (1..16)
+  uint64_t seed = 0;                       // consumer ids and backoff jitter; 0: random
 };
 
 // InvalidArgument naming the first bad field.
@@ -101,8 +101,8 @@ class ReadSession final : private kj::TaskSet::ErrorHandler {
   std::mt19937_64 rng_;
   ReconnectingConnection connection_;
   kj::Own<JobClient> job_;
-  std::map<uint64_t, kj::Own<TaskStream>> streams_;  // by task id
-  std::map<uint64_t, bool> ended_;  // tasks that ended for this consumer
+  std::map<uint64_t, kj::Own<TaskStream>> streams_;     // by task id
+  std::map<uint64_t, bool> ended_;                      // tasks that ended for this consumer
   std::map<std::string, kj::Own<Transfer>> transfers_;  // by transfer address
   uint64_t task_list_changes_ = 0;
   bool closed_ = false;

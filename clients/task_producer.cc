@@ -70,20 +70,18 @@ kj::Promise<void> TaskProducer::Run(TaskContext& context) {
 }
 
 kj::Promise<void> TaskProducer::ProduceDynamic(TaskContext& context) {
-  return context.splits(0).Next(0).then(
-      [this, &context](SplitBatch&& batch) -> kj::Promise<void> {
-        const bool last = batch.end_of_splits;
-        auto source = std::make_shared<SplitChainSource>(
-            kj::mv(batch.splits), [this](const SplitItem& split) {
-              return kinds_.Open(definition_, Shard::OfSplit(split));
-            });
-        return Pump(kj::mv(source)).then([this, &context, last]() -> kj::Promise<void> {
-          if (last) return kj::READY_NOW;
-          // Asking again finishes this batch's splits at the dispatcher: only
-          // once consumers hold every element of them.
-          return WhenAllAcknowledged().then([this, &context]() { return ProduceDynamic(context); });
-        });
-      });
+  return context.splits(0).Next(0).then([this, &context](SplitBatch&& batch) -> kj::Promise<void> {
+    const bool last = batch.end_of_splits;
+    auto source = std::make_shared<SplitChainSource>(
+        kj::mv(batch.splits),
+        [this](const SplitItem& split) { return kinds_.Open(definition_, Shard::OfSplit(split)); });
+    return Pump(kj::mv(source)).then([this, &context, last]() -> kj::Promise<void> {
+      if (last) return kj::READY_NOW;
+      // Asking again finishes this batch's splits at the dispatcher: only
+      // once consumers hold every element of them.
+      return WhenAllAcknowledged().then([this, &context]() { return ProduceDynamic(context); });
+    });
+  });
 }
 
 bool TaskProducer::HasRoom() const {
@@ -161,10 +159,9 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
   const bool round_robin = task_.num_consumers > 0;
   if (round_robin) {
     if (ask.consumer_index < 0 || ask.consumer_index >= task_.num_consumers) {
-      ThrowStatus(InvalidArgumentError(TaskName(task_.task_id) + " has " +
-                                       std::to_string(task_.num_consumers) +
-                                       " round-robin consumers, not consumer index " +
-                                       std::to_string(ask.consumer_index)));
+      ThrowStatus(InvalidArgumentError(
+          TaskName(task_.task_id) + " has " + std::to_string(task_.num_consumers) +
+          " round-robin consumers, not consumer index " + std::to_string(ask.consumer_index)));
     }
     if (ask.round < 0) {
       ThrowStatus(InvalidArgumentError(TaskName(task_.task_id) +
@@ -200,11 +197,11 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
     if (!end_) return false;
     state.status = rpc::ElementStatus::END_OF_SEQUENCE;
   } else {
-    const uint32_t max_elements = std::clamp<uint32_t>(ask.max_elements, 1,
-                                                       limits_.max_reply_elements);
-    const uint64_t max_bytes =
-        ask.max_bytes == 0 ? limits_.max_reply_bytes
-                           : std::min<uint64_t>(ask.max_bytes, limits_.max_reply_bytes);
+    const uint32_t max_elements =
+        std::clamp<uint32_t>(ask.max_elements, 1, limits_.max_reply_elements);
+    const uint64_t max_bytes = ask.max_bytes == 0
+                                   ? limits_.max_reply_bytes
+                                   : std::min<uint64_t>(ask.max_bytes, limits_.max_reply_bytes);
     uint64_t bytes = 0;
     std::vector<std::string>& reply = *state.reply;
     while (!buffer_.empty() && reply.size() < max_elements &&

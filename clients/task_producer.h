@@ -32,7 +32,7 @@ struct ProducerLimits {
   size_t max_buffered_bytes = 64 << 20;
   uint32_t max_reply_elements = 8192;
   uint64_t max_reply_bytes = 16 << 20;  // a reply holds at least one element, whatever its size
-  size_t max_rounds = 64;              // round robin: rounds built but not yet read by all
+  size_t max_rounds = 64;               // round robin: rounds built but not yet read by all
 };
 
 // One getElements call, as the producer sees it.
@@ -74,7 +74,7 @@ class TaskProducer final : public TaskHandler {
 
  private:
   struct ConsumerState {
-    uint64_t sequence = 0;            // of the last reply
+    uint64_t sequence = 0;  // of the last reply
     // Its elements, unacknowledged; shared with the connection writing them.
     std::shared_ptr<std::vector<std::string>> reply = std::make_shared<std::vector<std::string>>();
     int64_t round = -1;

@@ -22,8 +22,8 @@ namespace dispatch::clients {
 
 class TaskTable final : public AgentLink::Delegate, public kj::TaskSet::ErrorHandler {
  public:
-  TaskTable(kj::Timer& timer, TaskHandlerFactory& factory, StatusBoard& board,
-            uint32_t split_batch, uint64_t first_split_sequence = 1);
+  TaskTable(kj::Timer& timer, TaskHandlerFactory& factory, StatusBoard& board, uint32_t split_batch,
+            uint64_t first_split_sequence = 1);
   ~TaskTable() noexcept(false) override;
   TaskTable(const TaskTable&) = delete;
   TaskTable& operator=(const TaskTable&) = delete;

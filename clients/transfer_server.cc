@@ -91,7 +91,8 @@ class TransferServer::Session final : public rpc::WorkerData::Server {
     }
     // TryServe writes the result only when it answers.
     std::shared_ptr<const void> pin;
-    const bool answered = producer->TryServe(ask, [&init]() { return init(); }, &pin);
+    const bool answered = producer->TryServe(
+        ask, [&init]() { return init(); }, &pin);
     // The reply points at large elements: they live until this connection
     // writes the consumer's next reply, or closes.
     if (answered && pin != nullptr) pinned_[{task_id, ask.consumer_id}] = kj::mv(pin);
@@ -162,9 +163,9 @@ std::optional<Status> TransferServer::WaitListening(std::chrono::milliseconds ti
 
 kj::Promise<void> TransferServer::Run(AgentEnvironment& environment) {
   const WorkerAgentOptions& agent = environment.options();
-  address_ = !options_.listen_address.empty()     ? options_.listen_address
+  address_ = !options_.listen_address.empty()  ? options_.listen_address
              : !agent.transfer_address.empty() ? agent.transfer_address
-                                                : agent.worker_address;
+                                               : agent.worker_address;
   Result<std::string> kj_address = ToKjAddress(address_);
   if (!kj_address.ok()) {
     Status failed = InvalidArgumentError("transfer address: " + kj_address.status().message());
@@ -203,9 +204,8 @@ kj::Promise<void> TransferServer::AcceptLoop(kj::ConnectionReceiver& receiver, k
       auto closed = connection->network.onDisconnect();
       connections_.emplace(id, kj::mv(connection));
       // Destroyed on a later turn, not inside the network's own callback.
-      tasks_->add(closed.then([this, id]() {
-        return kj::evalLater([this, id]() { connections_.erase(id); });
-      }));
+      tasks_->add(closed.then(
+          [this, id]() { return kj::evalLater([this, id]() { connections_.erase(id); }); }));
     }
     return AcceptLoop(receiver, timer);
   });

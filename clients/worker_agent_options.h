@@ -29,7 +29,7 @@ struct WorkerAgentOptions {
   // over a dead worker's address (and its tasks) must start above the dead
   // one's last sequence: dispatch-worker uses the wall clock in microseconds.
   uint64_t first_split_sequence = 1;
-  uint64_t seed = 0;          // jitter and worker incarnation; 0: random
+  uint64_t seed = 0;  // jitter and worker incarnation; 0: random
   // Closures (issue 5): slots and function names announced in every
   // heartbeat. 0 / empty until a closure runner exists.
   uint32_t max_closures = 0;

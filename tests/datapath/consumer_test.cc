@@ -50,8 +50,8 @@ TEST(Consumer, FollowsAWorkerThatJoinsMidRead) {
 TEST(Consumer, ClosingAReaderReleasesItsJobClient) {
   DataCluster cluster;
   cluster.StartWorker(0);
-  auto options = cluster.ReaderOf("range count=100000000 splits=100",
-                                  journal::ProcessingMode::DYNAMIC);
+  auto options =
+      cluster.ReaderOf("range count=100000000 splits=100", journal::ProcessingMode::DYNAMIC);
   auto reader = clients::DatasetReader::Open(options);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   clients::Element element;
@@ -70,8 +70,8 @@ TEST(Consumer, ClosingAReaderReleasesItsJobClient) {
 }
 
 TEST(Consumer, OneThatVanishesIsTimedOutAndItsJobGarbageCollected) {
-  DataCluster cluster({"--client-timeout-ms=1000", "--job-gc-check-interval-ms=100",
-                       "--job-gc-timeout-ms=300"});
+  DataCluster cluster(
+      {"--client-timeout-ms=1000", "--job-gc-check-interval-ms=100", "--job-gc-timeout-ms=300"});
   cluster.StartWorker(0);
   Subprocess consumer({DispatchctlBinary(), "--dispatcher=" + cluster.dispatcher(),
                        "--heartbeat-ms=100", "read", "--job-name=vanishing", "range",

@@ -5,10 +5,10 @@
 #pragma once
 
 #include <condition_variable>
-#include <mutex>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>

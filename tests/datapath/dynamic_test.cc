@@ -28,8 +28,10 @@ Tally Count(const std::vector<uint64_t>& values, uint64_t count, uint64_t splits
   for (uint64_t v : values) ++t.times[v];
   for (uint64_t v = 0; v < count; ++v) {
     auto it = t.times.find(v);
-    if (it == t.times.end()) t.missing_splits.insert(SplitOf(v, count, splits));
-    else if (it->second > 1) t.repeated_splits.insert(SplitOf(v, count, splits));
+    if (it == t.times.end())
+      t.missing_splits.insert(SplitOf(v, count, splits));
+    else if (it->second > 1)
+      t.repeated_splits.insert(SplitOf(v, count, splits));
   }
   return t;
 }
@@ -99,8 +101,8 @@ TEST(DynamicSharding, WithRequeueingAWorkerKilledMidwayLosesNothing) {
   const std::string batch = "--split-batch=" + std::to_string(kSplitBatch);
   for (size_t i = 0; i < 4; ++i) cluster.StartWorker(i, {batch});
   auto values = ReadWithTwoConsumers(
-      cluster, "range count=" + std::to_string(kCount) + " splits=" + std::to_string(kSplits),
-      true, kCount / 5);
+      cluster, "range count=" + std::to_string(kCount) + " splits=" + std::to_string(kSplits), true,
+      kCount / 5);
   Tally tally = Count(values, kCount, kSplits);
   EXPECT_TRUE(tally.missing_splits.empty())
       << "requeueing lost elements of split " << *tally.missing_splits.begin();

@@ -120,8 +120,8 @@ TEST(DispatchctlRead, PrintsCountBytesAndThroughputAndRefusesBadDatasets) {
   DataCluster cluster;
   cluster.StartWorker(0);
   cluster.StartWorker(1);
-  auto ok = RunDispatchctl({"--dispatcher=" + cluster.dispatcher(), "read", "range",
-                            "count=5000", "splits=5"});
+  auto ok = RunDispatchctl(
+      {"--dispatcher=" + cluster.dispatcher(), "read", "range", "count=5000", "splits=5"});
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("read 5000 elements, 18890 bytes"), std::string::npos) << ok.output;
   EXPECT_NE(ok.output.find("elements/s"), std::string::npos) << ok.output;
@@ -131,12 +131,12 @@ TEST(DispatchctlRead, PrintsCountBytesAndThroughputAndRefusesBadDatasets) {
   EXPECT_EQ(bad_kind.exit_code, 2);
   EXPECT_NE(bad_kind.output.find("unknown dataset kind 'nosuch'"), std::string::npos)
       << bad_kind.output;
-  auto bad_arg = RunDispatchctl(
-      {"--dispatcher=" + cluster.dispatcher(), "read", "range", "count=-3"});
+  auto bad_arg =
+      RunDispatchctl({"--dispatcher=" + cluster.dispatcher(), "read", "range", "count=-3"});
   EXPECT_EQ(bad_arg.exit_code, 2);
   EXPECT_NE(bad_arg.output.find("count must be an integer"), std::string::npos) << bad_arg.output;
-  auto missing = RunDispatchctl({"--dispatcher=" + cluster.dispatcher(), "read", "lines",
-                                 "/nonexistent/file"});
+  auto missing = RunDispatchctl(
+      {"--dispatcher=" + cluster.dispatcher(), "read", "lines", "/nonexistent/file"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("cannot open /nonexistent/file"), std::string::npos)
       << missing.output;
