@@ -27,6 +27,31 @@ bool WaitForDispatchctl(const std::string& dispatcher, const std::vector<std::st
   return false;
 }
 
+TEST(Consumer, OpenRefusesBadOptionsWithClearErrors) {
+  clients::ReaderOptions options;
+  options.dispatcher_address = "nonsense";
+  options.dataset.definition = "range count=1\n";
+  auto bad_address = clients::DatasetReader::Open(options);
+  ASSERT_FALSE(bad_address.ok());
+  EXPECT_NE(bad_address.status().message().find("dispatcher address"), std::string::npos)
+      << bad_address.status().ToString();
+
+  options.dispatcher_address = "tcp:127.0.0.1:1";
+  options.job.num_consumers = 2;
+  options.consumer_index = 2;
+  auto bad_index = clients::DatasetReader::Open(options);
+  ASSERT_FALSE(bad_index.ok());
+  EXPECT_NE(bad_index.status().message().find("consumer index in [0, 2), got 2"), std::string::npos)
+      << bad_index.status().ToString();
+
+  options.job.num_consumers = 0;
+  options.consumer_index = -1;
+  options.dataset.definition.clear();
+  auto no_dataset = clients::DatasetReader::Open(options);
+  ASSERT_FALSE(no_dataset.ok());
+  EXPECT_NE(no_dataset.status().message().find("no dataset"), std::string::npos);
+}
+
 TEST(Consumer, FollowsAWorkerThatJoinsMidRead) {
   constexpr uint64_t kCount = 30000;
   DataCluster cluster;
