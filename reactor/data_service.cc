@@ -15,7 +15,12 @@ DataService::DataService(uv_loop_t* loop, DurableState& durable, DataServiceOpti
       incarnation_(incarnation),
       workers_(loop, durable, options_),
       consumers_(loop),
-      datasets_(durable.state()) {}
+      datasets_(durable.state()),
+      closures_(loop, durable, workers_, options_.closures) {
+  workers_.SetWorkerLostHandler([this](uint64_t worker_id, const std::string& reason) {
+    return closures_.OnWorkerLost(worker_id, reason);
+  });
+}
 
 DataService::~DataService() = default;
 
@@ -26,6 +31,7 @@ Status DataService::Start() {
         "fault-tolerant mode is off: starting from an empty state (clients of the previous run get "
         "clear errors)");
   }
+  DISPATCH_RETURN_IF_ERROR(closures_.Start());
   workers_.Initialize();
   consumers_.Initialize(durable_.state(), durable_.NowMicros());
   StartTimers();

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "reactor/closure_dispatcher.h"
 #include "reactor/consumer_tracker.h"
 #include "reactor/data_service_options.h"
 #include "reactor/dataset_catalog.h"
@@ -51,6 +52,7 @@ class DataService {
   WorkerRegistry& workers() { return workers_; }
   ConsumerTracker& consumers() { return consumers_; }
   DatasetCatalog& datasets() { return datasets_; }
+  ClosureDispatcher& closures() { return closures_; }
   const DataServiceStats& stats() const { return stats_; }
 
   // Builds one Update with `fill(update)` at the current time and submits it.
@@ -92,6 +94,7 @@ class DataService {
   WorkerRegistry workers_;
   ConsumerTracker consumers_;
   DatasetCatalog datasets_;
+  ClosureDispatcher closures_;
   DataServiceStats stats_;
   std::unique_ptr<uvkj::UvRepeatingTimer> job_gc_timer_;
   std::unique_ptr<uvkj::UvRepeatingTimer> liveness_timer_;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "reactor/closure_options.h"
+
 namespace dispatch::reactor {
 
 struct DataServiceOptions {
@@ -32,6 +34,8 @@ struct DataServiceOptions {
   uint64_t max_splits_per_call = 65536;
   // Longest worker address, job name, tag or transfer address accepted.
   uint64_t max_name_bytes = 4096;
+  // Closure coordination (the other half of the dispatcher).
+  ClosureOptions closures;
 };
 
 }  // namespace dispatch::reactor

@@ -116,6 +116,29 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
   parser.AddUint("max-name-bytes",
                  "longest worker address, transfer address, tag or job name accepted",
                  &d.max_name_bytes, 16, 1u << 20);
+  ClosureOptions& c = d.closures;
+  parser.AddUint("max-queued-closures",
+                 "queued closures past which schedule waits (back-pressure; the reference's "
+                 "queue size 256Ki)",
+                 &c.max_queued_closures, 1, 1ull << 32);
+  parser.AddUint("max-closure-attempts",
+                 "runs after which a closure whose worker keeps failing is failed, not retried "
+                 "(ours: 3; 0: retry forever, as the reference does)",
+                 &c.max_closure_attempts, 0, 1u << 20);
+  parser.AddUint("closure-transient-retries",
+                 "transient errors a closure may report and still be retried (the reference's "
+                 "transient failure threshold, 3)",
+                 &c.transient_retries, 0, 1u << 20);
+  parser.AddUint("closure-start-delay-ms",
+                 "staggered start: the i-th worker gets closures after min(i * delay, max), or "
+                 "after delay when max is 0 (the reference's schedule start delay; 0: none)",
+                 &c.start_delay_ms, 0, 1ull << 32);
+  parser.AddUint("closure-start-delay-max-ms", "the cap of the staggered start (0: none)",
+                 &c.start_delay_max_ms, 0, 1ull << 32);
+  parser.AddUint("max-closures-per-call", "most closures one schedule call may carry",
+                 &c.max_closures_per_call, 1, 1u << 20);
+  parser.AddUint("max-results-per-call", "most closure outcomes one awaitResults reply carries",
+                 &c.max_results_per_call, 1, 1u << 20);
   parser.AddUint("max-connections", "open connections allowed at once; more are refused",
                  &o.limits.max_connections, 1, 1000000);
   parser.AddUint("max-message-bytes", "largest message a peer may send", &o.limits.max_message_bytes,

@@ -64,6 +64,10 @@ class DispatcherService final : public rpc::Dispatcher::Server {
   kj::Promise<void> getJob(GetJobContext context) override;
   kj::Promise<void> listTasks(ListTasksContext context) override;
   kj::Promise<void> listJobClients(ListJobClientsContext context) override;
+  // closure_service.cc
+  kj::Promise<void> openCoordinator(OpenCoordinatorContext context) override;
+  kj::Promise<void> reportClosures(ReportClosuresContext context) override;
+  kj::Promise<void> getClosureStats(GetClosureStatsContext context) override;
 
  private:
   DataService& data();

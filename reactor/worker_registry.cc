@@ -103,17 +103,8 @@ Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
   const state::Worker* worker = durable_.state().FindWorkerByAddress(address);
   if (worker == nullptr) return Status::Ok();
   const uint64_t worker_id = worker->id;
-  // RemoveWorker requires a worker without closures: they go back to the queue.
-  for (const state::Closure* closure : durable_.state().ClosuresOnWorker(worker_id)) {
-    capnp::MallocMessageBuilder message;
-    auto update = message.initRoot<journal::Update>();
-    update.setTimeMicros(durable_.NowMicros());
-    auto put_back = update.initClosurePutBack();
-    put_back.setClosureId(closure->id);
-    put_back.setWorkerId(worker_id);
-    put_back.setAttempt(closure->attempts);
-    DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
-  }
+  // RemoveWorker requires a worker without closures: they leave it first.
+  if (on_worker_lost_) DISPATCH_RETURN_IF_ERROR(on_worker_lost_(worker_id, reason));
   capnp::MallocMessageBuilder message;
   auto update = message.initRoot<journal::Update>();
   update.setTimeMicros(durable_.NowMicros());
@@ -206,6 +197,15 @@ kj::Promise<void> WorkerRegistry::SendDelete(std::string address, std::vector<ui
     return request.send().then([](auto&&) {}, [this](kj::Exception&&) { ++stats_.pushes_failed; });
   }
   return kj::READY_NOW;
+}
+
+rpc::WorkerControl::Client* WorkerRegistry::ControlOf(std::string_view address) {
+  auto it = entries_.find(address);
+  if (it == entries_.end() || it->second.connection == 0) return nullptr;
+  KJ_IF_MAYBE (control, it->second.control) {
+    return control;
+  }
+  return nullptr;
 }
 
 bool WorkerRegistry::IsConnected(std::string_view address) const {

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -65,6 +66,14 @@ class WorkerRegistry {
   void PushDeleteTasks(const std::string& address, std::vector<uint64_t> task_ids);
 
   bool IsConnected(std::string_view address) const;
+  // The control capability of the attached worker at `address`; null when
+  // none. Valid until the registry next changes: use it at once.
+  rpc::WorkerControl::Client* ControlOf(std::string_view address);
+  // Called by Remove before RemoveWorker is journaled: the worker's closures
+  // must leave it (put back or failed) first.
+  void SetWorkerLostHandler(std::function<Status(uint64_t worker_id, const std::string& reason)> h) {
+    on_worker_lost_ = std::move(h);
+  }
   // Wall-clock micros of the last heartbeat; 0 when none since start.
   int64_t LastHeartbeatMicros(std::string_view address) const;
   const WorkerRegistryStats& stats() const { return stats_; }
@@ -98,6 +107,7 @@ class WorkerRegistry {
   // Start pushes that failed, by worker address: redone when it is back.
   std::map<std::string, std::set<uint64_t>, std::less<>> unpushed_;
   WorkerRegistryStats stats_;
+  std::function<Status(uint64_t, const std::string&)> on_worker_lost_;
   ErrorHandler error_handler_;
   kj::TaskSet pushes_;
 };

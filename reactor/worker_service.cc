@@ -55,6 +55,7 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
     // Tasks for every unfinished job it lacks (pending for round robin).
     ValueOrThrow(data.CreateMissingTasks(address));
   }
+  data.closures().OnWorkerHeartbeat(*worker, request.getMaxClosures(), registered || attached);
 
   auto response = context.getResults().initResponse();
   response.setWorkerId(worker->id);

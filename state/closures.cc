@@ -286,6 +286,9 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
         }
         previous = item.getClosureId();
         DISPATCH_RETURN_IF_ERROR(CheckClosureScheduled(item));
+        // Read what Apply reads, so that a damaged item fails here, before
+        // any item of the batch is applied.
+        (void)item.getArgs();
         if (item.getRequestId() != 0 &&
             !requests.emplace(item.getCoordinatorId(), item.getRequestId()).second) {
           return InvalidArgumentError("a closure batch repeats request " +
@@ -305,6 +308,7 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
       for (auto item : u.getFinished()) {
         DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, item.getClosureId()));
         DISPATCH_RETURN_IF_ERROR(CheckClosureFinished(item));
+        (void)item.getResult();  // read before any item is applied (see above)
       }
       return Status::Ok();
     case journal::ClosureBatch::CANCELLED:
@@ -384,6 +388,20 @@ std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state)
 size_t DispatcherState::NumClosuresInState(ClosureState state) const {
   auto it = indexes_.closures_by_state.find(state);
   return it == indexes_.closures_by_state.end() ? 0 : it->second.size();
+}
+
+std::vector<const Closure*> DispatcherState::FirstQueuedClosures(size_t n) const {
+  std::vector<const Closure*> out;
+  for (auto it = indexes_.closure_queue.begin(); it != indexes_.closure_queue.end() && n > 0;
+       ++it, --n) {
+    out.push_back(&closures_.at(it->second));
+  }
+  return out;
+}
+
+size_t DispatcherState::NumClosuresOnWorker(uint64_t worker_id) const {
+  auto it = indexes_.closures_by_worker.find(worker_id);
+  return it == indexes_.closures_by_worker.end() ? 0 : it->second.size();
 }
 
 const Closure* DispatcherState::NextQueuedClosure() const {

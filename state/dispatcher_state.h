@@ -117,6 +117,9 @@ class DispatcherState {
   size_t NumClosuresInState(ClosureState state) const;
   // The front of the queue, nullptr when it is empty.
   const Closure* NextQueuedClosure() const;
+  // Up to `n` queued closures from the front of the queue.
+  std::vector<const Closure*> FirstQueuedClosures(size_t n) const;
+  size_t NumClosuresOnWorker(uint64_t worker_id) const;
   // Every closure of the coordinator that is not released, by id.
   std::vector<const Closure*> ClosuresForCoordinator(uint64_t coordinator_id) const;
   // How many of the coordinator's closures are queued or assigned (Done/Join).

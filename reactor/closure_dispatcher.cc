@@ -1,0 +1,542 @@
+#include "reactor/closure_dispatcher.h"
+
+#include <capnp/message.h>
+#include <kj/debug.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "common/log.h"
+#include "reactor/coordinator_session.h"
+#include "reactor/service_util.h"
+
+namespace dispatch::reactor {
+namespace {
+
+bool IsDone(state::ClosureState s) {
+  return s == state::ClosureState::FINISHED || s == state::ClosureState::FAILED ||
+         s == state::ClosureState::CANCELLED;
+}
+
+std::string Name(uint64_t closure_id) { return "closure " + std::to_string(closure_id); }
+
+}  // namespace
+
+void ClosureDispatcher::ErrorHandler::taskFailed(kj::Exception&& exception) {
+  Log(LogLevel::kWarning, "closure dispatch task failed: ", exception.getDescription());
+}
+
+ClosureDispatcher::ClosureDispatcher(uv_loop_t* loop, DurableState& durable,
+                                     WorkerRegistry& workers, ClosureOptions options)
+    : loop_(loop),
+      durable_(durable),
+      workers_(workers),
+      options_(options),
+      tasks_(error_handler_) {
+  if (options_.start_delay_ms > 0) {
+    // Looks again for workers whose staggered start is over.
+    stagger_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(
+        loop_, std::max<uint64_t>(10, std::min<uint64_t>(options_.start_delay_ms / 4, 250)),
+        [this]() { Kick(); });
+    stagger_timer_->Unref();
+    stagger_timer_->Start();
+  }
+}
+
+ClosureDispatcher::Room::~Room() {
+  if (*owner_ != nullptr) (*owner_)->ReleaseRoom(n_);
+}
+
+ClosureDispatcher::~ClosureDispatcher() {
+  *self_ = nullptr;
+  // Sessions live as long as their clients hold them; they must not call back.
+  for (auto& [coordinator, session] : sessions_) session->Detach();
+}
+
+Status ClosureDispatcher::Start() {
+  for (const state::Closure* closure : state().ClosuresInState(state::ClosureState::ASSIGNED)) {
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    update.setTimeMicros(durable_.NowMicros());
+    auto put_back = update.initClosurePutBack();
+    put_back.setClosureId(closure->id);
+    put_back.setWorkerId(closure->worker_id);
+    put_back.setAttempt(closure->attempts);
+    DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  }
+  return Status::Ok();
+}
+
+// ---- Workers ---------------------------------------------------------------
+
+void ClosureDispatcher::OnWorkerHeartbeat(const state::Worker& worker, uint32_t slots,
+                                          bool attached) {
+  auto [it, inserted] = slots_.try_emplace(worker.id);
+  WorkerSlots& entry = it->second;
+  if (inserted || attached) {
+    entry.address = worker.address;
+    uint64_t delay = options_.start_delay_ms;
+    if (options_.start_delay_max_ms != 0)
+      delay = std::min(options_.start_delay_ms * workers_attached_, options_.start_delay_max_ms);
+    ++workers_attached_;
+    entry.eligible_at_ms = uv_now(loop_) + delay;
+  }
+  const bool more = slots > entry.slots || entry.paused;
+  entry.slots = slots;
+  entry.paused = false;
+  if ((inserted || attached || more) && slots > 0) Kick();
+}
+
+Status ClosureDispatcher::OnWorkerLost(uint64_t worker_id, const std::string& reason) {
+  slots_.erase(worker_id);
+  for (const state::Closure* closure : state().ClosuresOnWorker(worker_id)) {
+    DISPATCH_RETURN_IF_ERROR(Retry(*closure, false, "its worker was lost (" + reason + ")"));
+  }
+  return Status::Ok();
+}
+
+Status ClosureDispatcher::Retry(const state::Closure& closure, bool transient,
+                                const std::string& why) {
+  const uint64_t max_attempts = options_.max_closure_attempts;
+  if (transient && closure.transient_failures >= options_.transient_retries) {
+    return Fail(closure.id, closure.worker_id, closure.attempts,
+                Name(closure.id) + " failed with a transient error " +
+                    std::to_string(closure.transient_failures + 1) + " times (limit " +
+                    std::to_string(options_.transient_retries) + " retries): " + why,
+                false);
+  }
+  if (max_attempts != 0 && closure.attempts >= max_attempts) {
+    ++counters_.attempts_exhausted;
+    return Fail(closure.id, closure.worker_id, closure.attempts,
+                Name(closure.id) + " ran " + std::to_string(closure.attempts) +
+                    " times (max_closure_attempts " + std::to_string(max_attempts) +
+                    ") and was not retried: " + why,
+                false);
+  }
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  auto put_back = update.initClosurePutBack();
+  put_back.setClosureId(closure.id);
+  put_back.setWorkerId(closure.worker_id);
+  put_back.setAttempt(closure.attempts);
+  put_back.setTransient(transient);
+  DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  ++(transient ? counters_.transient_retries : counters_.put_back);
+  Kick();
+  return Status::Ok();
+}
+
+Status ClosureDispatcher::Fail(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                               const std::string& error, bool user_error) {
+  const uint64_t coordinator_id = state().FindClosure(closure_id)->coordinator_id;
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  auto failed = update.initClosureFailed();
+  failed.setClosureId(closure_id);
+  failed.setWorkerId(worker_id);
+  failed.setAttempt(attempt);
+  failed.setError(error);
+  failed.setUserError(user_error);
+  DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  NotifyDone(coordinator_id, closure_id);
+  // The first error cancels what the coordinator still has queued, as the
+  // reference does; closures already running finish normally.
+  DISPATCH_RETURN_IF_ERROR(CancelQueued(coordinator_id));
+  NotifyError(coordinator_id);
+  return Status::Ok();
+}
+
+Status ClosureDispatcher::CancelQueued(uint64_t coordinator_id) {
+  std::vector<uint64_t> queued;
+  for (const state::Closure* closure : state().ClosuresForCoordinator(coordinator_id)) {
+    if (closure->state == state::ClosureState::QUEUED) queued.push_back(closure->id);
+  }
+  if (queued.empty()) return Status::Ok();
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  auto list = update.initClosureBatch().initCancelled(static_cast<unsigned>(queued.size()));
+  for (unsigned i = 0; i < queued.size(); ++i) list.set(i, queued[i]);
+  DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  for (uint64_t id : queued) NotifyDone(coordinator_id, id);
+  WakeRoomWaiters();
+  return Status::Ok();
+}
+
+Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
+                                           capnp::List<rpc::ClosureReport>::Reader reports) {
+  uint32_t ignored = 0;
+  std::set<uint64_t> seen;
+  std::vector<rpc::ClosureReport::Reader> results;
+  for (rpc::ClosureReport::Reader report : reports) {
+    const state::Closure* closure = state().FindClosure(report.getClosureId());
+    if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
+        closure->worker_id != worker_id || closure->attempts != report.getAttempt() ||
+        !seen.insert(closure->id).second) {
+      ++ignored;  // late, repeated, or from a worker incarnation that lost it
+      continue;
+    }
+    switch (report.which()) {
+      case rpc::ClosureReport::RESULT:
+        results.push_back(report);
+        break;
+      case rpc::ClosureReport::USER_ERROR: {
+        std::string message(View(report.getUserError()));
+        if (message.empty()) message = "the function failed without a message";
+        DISPATCH_RETURN_IF_ERROR(Fail(closure->id, worker_id, closure->attempts, message, true));
+        break;
+      }
+      case rpc::ClosureReport::TRANSIENT_ERROR:
+        DISPATCH_RETURN_IF_ERROR(Retry(*closure, true, std::string(View(report.getTransientError()))));
+        break;
+      case rpc::ClosureReport::UNAVAILABLE: {
+        auto slots = slots_.find(worker_id);
+        if (slots != slots_.end()) slots->second.paused = true;
+        DISPATCH_RETURN_IF_ERROR(Retry(*closure, false,
+                                       "its worker is unavailable: " +
+                                           std::string(View(report.getUnavailable()))));
+        break;
+      }
+    }
+  }
+  if (!results.empty()) {
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    update.setTimeMicros(durable_.NowMicros());
+    auto list = update.initClosureBatch().initFinished(static_cast<unsigned>(results.size()));
+    for (unsigned i = 0; i < results.size(); ++i) {
+      list[i].setClosureId(results[i].getClosureId());
+      list[i].setWorkerId(worker_id);
+      list[i].setAttempt(results[i].getAttempt());
+      list[i].setResult(results[i].getResult());
+    }
+    DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+    counters_.results_accepted += results.size();
+    for (auto report : results) {
+      NotifyDone(state().FindClosure(report.getClosureId())->coordinator_id,
+                 report.getClosureId());
+    }
+  }
+  counters_.reports_ignored += ignored;
+  Kick();  // their slots are free
+  return ignored;
+}
+
+// ---- Assignment ------------------------------------------------------------
+
+void ClosureDispatcher::Kick() {
+  if (kick_pending_) return;
+  kick_pending_ = true;
+  // Later in this pass (before its group commit), so that every schedule and
+  // report of the pass is assigned in one batch.
+  tasks_.add(kj::evalLater([this]() {
+    kick_pending_ = false;
+    AssignQueued();
+  }));
+}
+
+void ClosureDispatcher::AssignQueued() {
+  if (state().NumClosuresInState(state::ClosureState::QUEUED) == 0 || slots_.empty()) return;
+  const uint64_t now = uv_now(loop_);
+  // Free slots per eligible worker, visited round robin from a moving start.
+  std::vector<std::pair<uint64_t, uint64_t>> free;  // worker id, free slots
+  uint64_t total_free = 0;
+  for (const auto& [worker_id, entry] : slots_) {
+    if (entry.paused || entry.slots == 0 || now < entry.eligible_at_ms) continue;
+    if (!workers_.IsConnected(entry.address)) continue;
+    const size_t running = state().NumClosuresOnWorker(worker_id);
+    if (running >= entry.slots) continue;
+    free.emplace_back(worker_id, entry.slots - running);
+    total_free += entry.slots - running;
+  }
+  if (free.empty()) return;
+  std::rotate(free.begin(), free.begin() + static_cast<long>(next_worker_turn_++ % free.size()),
+              free.end());
+  std::vector<const state::Closure*> queued = state().FirstQueuedClosures(total_free);
+  std::map<uint64_t, std::vector<uint64_t>> per_worker;
+  std::vector<std::pair<uint64_t, const state::Closure*>> assignments;
+  size_t next = 0;
+  // One closure per worker per round, so a short queue spreads over workers.
+  while (next < queued.size()) {
+    bool any = false;
+    for (auto& [worker_id, slots] : free) {
+      if (slots == 0 || next >= queued.size()) continue;
+      --slots;
+      any = true;
+      assignments.emplace_back(worker_id, queued[next]);
+      per_worker[worker_id].push_back(queued[next]->id);
+      ++next;
+    }
+    if (!any) break;
+  }
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  auto list = update.initClosureBatch().initAssigned(static_cast<unsigned>(assignments.size()));
+  for (unsigned i = 0; i < assignments.size(); ++i) {
+    list[i].setClosureId(assignments[i].second->id);
+    list[i].setWorkerId(assignments[i].first);
+    list[i].setAttempt(assignments[i].second->attempts + 1);
+  }
+  Status status = durable_.Submit(update);
+  if (!status.ok()) {
+    Log(LogLevel::kWarning, "could not assign closures: ", status.ToString().c_str());
+    return;
+  }
+  WakeRoomWaiters();
+  for (auto& [worker_id, ids] : per_worker) {
+    // The worker hears of its closures only once their assignment is durable.
+    tasks_.add(durable_.Barrier().then(
+        [this, worker_id, ids = kj::mv(ids)]() mutable { return Push(worker_id, kj::mv(ids)); }));
+  }
+}
+
+kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64_t> closure_ids) {
+  std::vector<std::pair<uint64_t, uint32_t>> refs;
+  std::vector<const state::Closure*> closures;
+  std::set<uint64_t> resource_ids;
+  for (uint64_t id : closure_ids) {
+    const state::Closure* closure = state().FindClosure(id);
+    if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
+        closure->worker_id != worker_id) {
+      continue;  // lost its worker or was cancelled meanwhile
+    }
+    closures.push_back(closure);
+    refs.emplace_back(id, closure->attempts);
+    resource_ids.insert(closure->resources.begin(), closure->resources.end());
+  }
+  if (closures.empty()) return kj::READY_NOW;
+  auto slots = slots_.find(worker_id);
+  rpc::WorkerControl::Client* control =
+      slots == slots_.end() ? nullptr : workers_.ControlOf(slots->second.address);
+  if (control != nullptr) {
+    auto request = control->runClosuresRequest();
+    auto list = request.initClosures(static_cast<unsigned>(closures.size()));
+    for (unsigned i = 0; i < closures.size(); ++i) {
+      const state::Closure& closure = *closures[i];
+      list[i].setClosureId(closure.id);
+      list[i].setAttempt(closure.attempts);
+      list[i].setFunction(closure.function_name);
+      list[i].setArgs(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(closure.args.data()),
+                                          closure.args.size()));
+      auto resources = list[i].initResources(static_cast<unsigned>(closure.resources.size()));
+      for (unsigned r = 0; r < closure.resources.size(); ++r) resources.set(r, closure.resources[r]);
+    }
+    auto specs = request.initResources(static_cast<unsigned>(resource_ids.size()));
+    unsigned r = 0;
+    for (uint64_t id : resource_ids) {
+      const state::PerWorkerResource* resource = state().FindResource(id);
+      specs[r].setResourceId(id);
+      specs[r].setFunction(resource->function_name);
+      specs[r].setArgs(capnp::Data::Reader(
+          reinterpret_cast<const kj::byte*>(resource->args.data()), resource->args.size()));
+      ++r;
+    }
+    return request.send().then([](auto&&) {},
+                               [this, worker_id, refs = kj::mv(refs)](kj::Exception&& e) {
+                                 Log(LogLevel::kDebug, "runClosures to worker ", worker_id,
+                                     " failed: ", e.getDescription());
+                                 PushFailed(worker_id, refs);
+                               });
+  }
+  PushFailed(worker_id, refs);
+  return kj::READY_NOW;
+}
+
+void ClosureDispatcher::PushFailed(uint64_t worker_id,
+                                   const std::vector<std::pair<uint64_t, uint32_t>>& refs) {
+  ++counters_.pushes_failed;
+  for (const auto& [id, attempt] : refs) {
+    const state::Closure* closure = state().FindClosure(id);
+    if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
+        closure->worker_id != worker_id || closure->attempts != attempt) {
+      continue;  // already put back (its worker was removed) or done
+    }
+    Status status = Retry(*closure, false, "the push to its worker failed");
+    if (!status.ok()) Log(LogLevel::kWarning, "closure retry: ", status.ToString().c_str());
+  }
+}
+
+// ---- Coordinators ----------------------------------------------------------
+
+uint64_t ClosureDispatcher::QueuedOrReserved() const {
+  return state().NumClosuresInState(state::ClosureState::QUEUED) + reserved_;
+}
+
+kj::Own<ClosureDispatcher::Room> ClosureDispatcher::Reserve(uint64_t n) {
+  reserved_ += n;
+  return kj::heap<Room>(self_, n);
+}
+
+kj::Promise<kj::Own<ClosureDispatcher::Room>> ClosureDispatcher::WaitForRoom(uint64_t n) {
+  // A batch larger than the whole bound still goes through, alone.
+  if (room_waiters_.empty() &&
+      (QueuedOrReserved() + n <= options_.max_queued_closures || QueuedOrReserved() == 0)) {
+    return Reserve(n);
+  }
+  ++counters_.schedule_waits;
+  auto paf = kj::newPromiseAndFulfiller<kj::Own<Room>>();
+  room_waiters_.push_back(RoomWaiter{n, kj::mv(paf.fulfiller)});
+  return kj::mv(paf.promise);
+}
+
+void ClosureDispatcher::ReleaseRoom(uint64_t n) {
+  reserved_ -= std::min(reserved_, n);
+  WakeRoomWaiters();
+}
+
+void ClosureDispatcher::WakeRoomWaiters() {
+  while (!room_waiters_.empty()) {
+    RoomWaiter& head = room_waiters_.front();
+    if (!head.fulfiller->isWaiting()) {  // its call was cancelled
+      room_waiters_.pop_front();
+      continue;
+    }
+    if (QueuedOrReserved() + head.n > options_.max_queued_closures && QueuedOrReserved() != 0)
+      return;
+    head.fulfiller->fulfill(Reserve(head.n));
+    room_waiters_.pop_front();
+  }
+}
+
+Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
+                                   capnp::List<rpc::ClosureSpec>::Reader specs,
+                                   std::vector<uint64_t>& ids) {
+  ids.assign(specs.size(), 0);
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  // Count the new ones first: retried requests keep their closure.
+  std::set<uint64_t> request_ids;
+  unsigned fresh = 0;
+  for (unsigned i = 0; i < specs.size(); ++i) {
+    auto spec = specs[i];
+    if (spec.getFunction().size() == 0)
+      return InvalidArgumentError("closure " + std::to_string(i) + " of the batch has no function");
+    const uint64_t request_id = spec.getRequestId();
+    if (request_id != 0) {
+      if (!request_ids.insert(request_id).second) {
+        return InvalidArgumentError("the batch repeats request id " + std::to_string(request_id));
+      }
+      const state::Closure* earlier = state().FindClosureByRequest(coordinator_id, request_id);
+      if (earlier != nullptr) {
+        ids[i] = earlier->id;
+        continue;
+      }
+    }
+    for (uint64_t resource : spec.getResources()) {
+      if (state().FindResource(resource) == nullptr)
+        return NotFoundError("per-worker resource " + std::to_string(resource) + " is unknown");
+    }
+    ++fresh;
+  }
+  if (fresh == 0) return Status::Ok();
+  auto list = update.initClosureBatch().initScheduled(fresh);
+  uint64_t next_id = state().NextClosureId();
+  unsigned k = 0;
+  for (unsigned i = 0; i < specs.size(); ++i) {
+    if (ids[i] != 0) continue;
+    auto spec = specs[i];
+    auto item = list[k++];
+    ids[i] = next_id;
+    item.setClosureId(next_id++);
+    item.setCoordinatorId(coordinator_id);
+    item.setFunctionName(spec.getFunction());
+    item.setArgs(spec.getArgs());
+    item.setRequestId(spec.getRequestId());
+    item.setResources(spec.getResources());
+  }
+  Status status = durable_.Submit(update);
+  if (!status.ok()) {
+    ids.clear();
+    return status;
+  }
+  counters_.scheduled += fresh;
+  Kick();
+  return Status::Ok();
+}
+
+Status ClosureDispatcher::Release(uint64_t coordinator_id,
+                                  capnp::List<uint64_t>::Reader closure_ids) {
+  std::vector<uint64_t> release;
+  std::set<uint64_t> seen;
+  for (uint64_t id : closure_ids) {
+    const state::Closure* closure = state().FindClosure(id);
+    if (closure == nullptr || !seen.insert(id).second) continue;  // released already
+    if (closure->coordinator_id != coordinator_id)
+      return NotFoundError(Name(id) + " is not a closure of coordinator " +
+                           std::to_string(coordinator_id));
+    if (!IsDone(closure->state))
+      return FailedPreconditionError(Name(id) + " is " + state::ClosureStateName(closure->state) +
+                                     ": only a finished, failed or cancelled closure is released");
+    release.push_back(id);
+  }
+  if (release.empty()) return Status::Ok();
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  auto list = update.initClosureBatch().initReleased(static_cast<unsigned>(release.size()));
+  for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
+  DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  counters_.released += release.size();
+  return Status::Ok();
+}
+
+Result<uint64_t> ClosureDispatcher::CreateResource(uint64_t coordinator_id,
+                                                   std::string_view function,
+                                                   std::string_view args) {
+  if (function.empty()) return InvalidArgumentError("a per-worker resource needs a function");
+  const uint64_t id = state().NextResourceId();
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  auto created = update.initResourceCreated();
+  created.setResourceId(id);
+  created.setCoordinatorId(coordinator_id);
+  created.setFunctionName(capnp::Text::Reader(function.data(), function.size()));
+  created.setArgs(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(args.data()), args.size()));
+  DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  return id;
+}
+
+Status ClosureDispatcher::TakeFirstError(uint64_t coordinator_id,
+                                         rpc::ClosureError::Builder error) {
+  const state::CoordinatorError* pending = state().FindCoordinatorError(coordinator_id);
+  if (pending == nullptr) return Status::Ok();
+  error.setClosureId(pending->closure_id);
+  error.setMessage(pending->error);
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(durable_.NowMicros());
+  update.initCoordinatorErrorCleared().setCoordinatorId(coordinator_id);
+  return durable_.Submit(update);
+}
+
+void ClosureDispatcher::AddSession(CoordinatorSession* session) {
+  sessions_.emplace(session->coordinator_id(), session);
+}
+
+void ClosureDispatcher::RemoveSession(CoordinatorSession* session) {
+  auto [begin, end] = sessions_.equal_range(session->coordinator_id());
+  for (auto it = begin; it != end; ++it) {
+    if (it->second == session) {
+      sessions_.erase(it);
+      return;
+    }
+  }
+}
+
+void ClosureDispatcher::NotifyDone(uint64_t coordinator_id, uint64_t closure_id) {
+  auto [begin, end] = sessions_.equal_range(coordinator_id);
+  for (auto it = begin; it != end; ++it) it->second->OnClosureDone(closure_id);
+}
+
+void ClosureDispatcher::NotifyError(uint64_t coordinator_id) {
+  auto [begin, end] = sessions_.equal_range(coordinator_id);
+  for (auto it = begin; it != end; ++it) it->second->OnFirstError();
+}
+
+}  // namespace dispatch::reactor

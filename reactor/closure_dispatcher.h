@@ -1,0 +1,159 @@
+// ClosureDispatcher: the loop-thread half of closure coordination. It hands
+// queued closures to live workers with free slots (one batch Update and one
+// runClosures push per worker per loop pass), turns worker reports into
+// finished / failed / put-back closures, retries closures whose worker failed
+// (at-least-once, at most max_closure_attempts runs), makes a failure the
+// coordinator's first error and cancels its queued closures, and wakes the
+// coordinator sessions and schedules waiting on those changes. It holds no
+// state of record: every change is an Update through DurableState.
+// REQUIRES: loop thread only.
+#pragma once
+
+#include <capnp/list.h>
+#include <kj/async.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reactor/closure_options.h"
+#include "reactor/durable_state.h"
+#include "reactor/uvkj/repeating_timer.h"
+#include "reactor/worker_registry.h"
+#include "schema/dispatcher.capnp.h"
+
+namespace dispatch::reactor {
+
+class CoordinatorSession;
+
+struct ClosureCounters {
+  uint64_t scheduled = 0;
+  uint64_t results_accepted = 0;
+  uint64_t reports_ignored = 0;
+  uint64_t put_back = 0;
+  uint64_t transient_retries = 0;
+  uint64_t attempts_exhausted = 0;
+  uint64_t released = 0;
+  uint64_t pushes_failed = 0;
+  uint64_t schedule_waits = 0;
+};
+
+class ClosureDispatcher {
+ public:
+  ClosureDispatcher(uv_loop_t* loop, DurableState& durable, WorkerRegistry& workers,
+                    ClosureOptions options);
+  ~ClosureDispatcher();
+  ClosureDispatcher(const ClosureDispatcher&) = delete;
+  ClosureDispatcher& operator=(const ClosureDispatcher&) = delete;
+
+  // After recovery: closures that were running before the restart go back to
+  // the queue (their workers dropped the reports when the link broke).
+  Status Start();
+
+  const ClosureOptions& options() const { return options_; }
+  const state::DispatcherState& state() const { return durable_.state(); }
+  DurableState& durable() { return durable_; }
+  const ClosureCounters& counters() const { return counters_; }
+  void CountIgnored(uint64_t n) { counters_.reports_ignored += n; }
+
+  // ---- Workers ------------------------------------------------------------
+  // A heartbeat of `worker` announcing `slots` closure slots. `attached`: the
+  // first heartbeat on this link (starts the staggered-start clock).
+  void OnWorkerHeartbeat(const state::Worker& worker, uint32_t slots, bool attached);
+  // The worker is being removed: each of its closures is put back, or failed
+  // when it has had max_closure_attempts runs. Journaled before RemoveWorker.
+  Status OnWorkerLost(uint64_t worker_id, const std::string& reason);
+  // A worker's reports; returns how many were ignored (not running there as
+  // that attempt, or repeated).
+  Result<uint32_t> Report(uint64_t worker_id, capnp::List<rpc::ClosureReport>::Reader reports);
+
+  // ---- Coordinators -------------------------------------------------------
+  // Room for `n` closures in the queue, reserved while this lives (so that
+  // schedules admitted in one pass do not all overshoot the bound).
+  class Room {
+   public:
+    Room(std::shared_ptr<ClosureDispatcher*> owner, uint64_t n) : owner_(std::move(owner)), n_(n) {}
+    ~Room();
+    Room(const Room&) = delete;
+    Room& operator=(const Room&) = delete;
+
+   private:
+    std::shared_ptr<ClosureDispatcher*> owner_;  // null inside once the dispatcher is gone
+    const uint64_t n_;
+  };
+  // Resolves once `n` more closures fit in the queue (FIFO among waiters).
+  kj::Promise<kj::Own<Room>> WaitForRoom(uint64_t n);
+  // Queues the closures of `specs` for `coordinator_id`; fills the id of each
+  // (an earlier closure's id when its request id was used before).
+  Status Schedule(uint64_t coordinator_id, capnp::List<rpc::ClosureSpec>::Reader specs,
+                  std::vector<uint64_t>& ids);
+  // Forgets finished, failed or cancelled closures of the coordinator.
+  Status Release(uint64_t coordinator_id, capnp::List<uint64_t>::Reader closure_ids);
+  Result<uint64_t> CreateResource(uint64_t coordinator_id, std::string_view function,
+                                  std::string_view args);
+  // Raises the pending first error once: fills `error` and clears it.
+  Status TakeFirstError(uint64_t coordinator_id, rpc::ClosureError::Builder error);
+
+  void AddSession(CoordinatorSession* session);
+  void RemoveSession(CoordinatorSession* session);
+
+ private:
+  struct WorkerSlots {
+    std::string address;
+    uint32_t slots = 0;
+    uint64_t eligible_at_ms = 0;  // staggered start
+    bool paused = false;          // reported itself unavailable; until its next heartbeat
+  };
+  struct RoomWaiter {
+    uint64_t n = 0;
+    kj::Own<kj::PromiseFulfiller<kj::Own<Room>>> fulfiller;
+  };
+  class ErrorHandler final : public kj::TaskSet::ErrorHandler {
+   public:
+    void taskFailed(kj::Exception&& exception) override;
+  };
+
+  // Runs AssignQueued once, later in this loop pass.
+  void Kick();
+  void AssignQueued();
+  kj::Promise<void> Push(uint64_t worker_id, std::vector<uint64_t> closure_ids);
+  // The push of these closures to the worker failed: those still running
+  // there as the same attempt go back to the queue.
+  void PushFailed(uint64_t worker_id, const std::vector<std::pair<uint64_t, uint32_t>>& refs);
+  // Puts the closure back, or fails it when its runs (or transient failures)
+  // are used up.
+  Status Retry(const state::Closure& closure, bool transient, const std::string& why);
+  // Fails the closure, then cancels the coordinator's queued closures.
+  Status Fail(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& error,
+              bool user_error);
+  Status CancelQueued(uint64_t coordinator_id);
+  void NotifyDone(uint64_t coordinator_id, uint64_t closure_id);
+  void NotifyError(uint64_t coordinator_id);
+  void WakeRoomWaiters();
+  kj::Own<Room> Reserve(uint64_t n);
+  void ReleaseRoom(uint64_t n);
+  uint64_t QueuedOrReserved() const;
+
+  uv_loop_t* const loop_;
+  DurableState& durable_;
+  WorkerRegistry& workers_;
+  const ClosureOptions options_;
+  std::map<uint64_t, WorkerSlots> slots_;  // by worker id
+  uint64_t workers_attached_ = 0;          // for the staggered start
+  uint64_t next_worker_turn_ = 0;          // round robin start among workers
+  bool kick_pending_ = false;
+  uint64_t reserved_ = 0;                  // room admitted to waiting schedules
+  std::deque<RoomWaiter> room_waiters_;
+  std::multimap<uint64_t, CoordinatorSession*> sessions_;  // by coordinator id
+  ClosureCounters counters_;
+  std::shared_ptr<ClosureDispatcher*> self_ = std::make_shared<ClosureDispatcher*>(this);
+  std::unique_ptr<uvkj::UvRepeatingTimer> stagger_timer_;
+  ErrorHandler error_handler_;
+  kj::TaskSet tasks_;
+};
+
+}  // namespace dispatch::reactor

@@ -1,0 +1,65 @@
+// DispatcherService: closures. openCoordinator hands out a CoordinatorSession
+// for the caller's coordinator id; reportClosures carries a worker's outcomes
+// (fenced by worker id and attempt); getClosureStats counts for tests,
+// dispatchctl and benchmarks.
+
+#include "reactor/closure_dispatcher.h"
+#include "reactor/coordinator_session.h"
+#include "reactor/data_service.h"
+#include "reactor/service_util.h"
+#include "reactor/services.h"
+
+namespace dispatch::reactor {
+
+kj::Promise<void> DispatcherService::openCoordinator(OpenCoordinatorContext context) {
+  DataService& data = this->data();
+  const uint64_t coordinator_id = context.getParams().getCoordinatorId();
+  if (coordinator_id == 0)
+    ThrowStatus(InvalidArgumentError("coordinator id 0 is reserved: choose a nonzero id"));
+  auto results = context.getResults();
+  results.setCoordinator(kj::heap<CoordinatorSession>(data.closures(), coordinator_id));
+  results.setIncarnation(data.incarnation());
+  return data.durable().Barrier();
+}
+
+kj::Promise<void> DispatcherService::reportClosures(ReportClosuresContext context) {
+  DataService& data = this->data();
+  auto params = context.getParams();
+  const uint64_t worker_id = params.getWorkerId();
+  const state::Worker* worker = data.state().FindWorker(worker_id);
+  if (worker == nullptr) {
+    // Removed (and its closures put back): its reports are stale, not errors.
+    data.closures().CountIgnored(params.getReports().size());
+    context.getResults().setIgnored(params.getReports().size());
+  } else {
+    context.getResults().setIgnored(
+        ValueOrThrow(data.closures().Report(worker_id, params.getReports())));
+  }
+  context.getResults().setIncarnation(data.incarnation());
+  return data.durable().Barrier();
+}
+
+kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext context) {
+  DataService& data = this->data();
+  const state::DispatcherState& state = data.state();
+  const ClosureCounters& counters = data.closures().counters();
+  auto stats = context.getResults().initStats();
+  stats.setQueued(state.NumClosuresInState(state::ClosureState::QUEUED));
+  stats.setAssigned(state.NumClosuresInState(state::ClosureState::ASSIGNED));
+  stats.setFinished(state.NumClosuresInState(state::ClosureState::FINISHED));
+  stats.setFailed(state.NumClosuresInState(state::ClosureState::FAILED));
+  stats.setCancelled(state.NumClosuresInState(state::ClosureState::CANCELLED));
+  stats.setScheduledTotal(counters.scheduled);
+  stats.setResultsAccepted(counters.results_accepted);
+  stats.setReportsIgnored(counters.reports_ignored);
+  stats.setPutBack(counters.put_back);
+  stats.setTransientRetries(counters.transient_retries);
+  stats.setAttemptsExhausted(counters.attempts_exhausted);
+  stats.setReleasedTotal(counters.released);
+  stats.setPushesFailed(counters.pushes_failed);
+  stats.setScheduleWaits(counters.schedule_waits);
+  context.getResults().setIncarnation(data.incarnation());
+  return data.durable().Barrier();
+}
+
+}  // namespace dispatch::reactor

@@ -1,0 +1,186 @@
+#include "reactor/coordinator_session.h"
+
+#include <kj/debug.h>
+
+#include "reactor/closure_dispatcher.h"
+#include "reactor/service_util.h"
+
+namespace dispatch::reactor {
+namespace {
+
+bool IsDone(state::ClosureState s) {
+  return s == state::ClosureState::FINISHED || s == state::ClosureState::FAILED ||
+         s == state::ClosureState::CANCELLED;
+}
+
+capnp::Data::Reader AsData(const std::string& bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
+}
+
+void FillOutcome(const state::Closure& closure, rpc::ClosureOutcome::Builder out) {
+  out.setClosureId(closure.id);
+  out.setState(closure.state);
+  out.setAttempts(closure.attempts);
+  if (closure.state == state::ClosureState::FINISHED) out.setResult(AsData(closure.result));
+  if (closure.state == state::ClosureState::FAILED) {
+    out.setError(closure.error);
+    out.setUserError(closure.user_error);
+  }
+}
+
+}  // namespace
+
+CoordinatorSession::CoordinatorSession(ClosureDispatcher& closures, uint64_t coordinator_id)
+    : closures_(&closures), coordinator_id_(coordinator_id) {
+  // A new session reports every outcome not released yet, in id order.
+  for (const state::Closure* closure : closures.state().ClosuresForCoordinator(coordinator_id)) {
+    if (IsDone(closure->state)) undelivered_.push_back(closure->id);
+  }
+  closures.AddSession(this);
+}
+
+CoordinatorSession::~CoordinatorSession() noexcept(false) {
+  if (closures_ != nullptr) closures_->RemoveSession(this);
+}
+
+ClosureDispatcher& CoordinatorSession::Dispatcher() {
+  if (closures_ == nullptr) ThrowStatus(UnavailableError("the dispatcher is shutting down"));
+  return *closures_;
+}
+
+void CoordinatorSession::OnClosureDone(uint64_t closure_id) {
+  undelivered_.push_back(closure_id);
+  KJ_IF_MAYBE (waiter, results_waiter_) {
+    (*waiter)->fulfill();
+    results_waiter_ = nullptr;
+  }
+  if (closures_ != nullptr && closures_->state().NumUnfinishedClosures(coordinator_id_) == 0)
+    WakeJoiners();
+}
+
+void CoordinatorSession::OnFirstError() { WakeJoiners(); }
+
+void CoordinatorSession::WakeJoiners() {
+  for (auto& waiter : join_waiters_) waiter->fulfill();
+  join_waiters_.clear();
+}
+
+kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
+  ClosureDispatcher& closures = Dispatcher();
+  const uint64_t n = context.getParams().getClosures().size();
+  if (n > closures.options().max_closures_per_call) {
+    ThrowStatus(InvalidArgumentError("a schedule call of " + std::to_string(n) +
+                                     " closures is over the limit of " +
+                                     std::to_string(closures.options().max_closures_per_call)));
+  }
+  if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr || n == 0) {
+    ThrowIfError(closures.TakeFirstError(coordinator_id_, context.getResults().initError()));
+    return closures.durable().Barrier();
+  }
+  return closures.WaitForRoom(n).then([this, context](kj::Own<ClosureDispatcher::Room> room) mutable {
+    ClosureDispatcher& closures = Dispatcher();
+    // An error that arrived while waiting is raised instead of scheduling.
+    if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr) {
+      ThrowIfError(closures.TakeFirstError(coordinator_id_, context.getResults().initError()));
+      return closures.durable().Barrier();
+    }
+    std::vector<uint64_t> ids;
+    ThrowIfError(closures.Schedule(coordinator_id_, context.getParams().getClosures(), ids));
+    room = nullptr;  // the closures are in the queue now, counted there
+    auto list = context.getResults().initClosureIds(static_cast<unsigned>(ids.size()));
+    for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+    return closures.durable().Barrier();
+  });
+}
+
+void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max) {
+  const state::DispatcherState& state = Dispatcher().state();
+  const uint64_t limit = Dispatcher().options().max_results_per_call;
+  const uint64_t want = max == 0 ? limit : std::min<uint64_t>(max, limit);
+  std::vector<const state::Closure*> out;
+  while (!undelivered_.empty() && out.size() < want) {
+    const state::Closure* closure = state.FindClosure(undelivered_.front());
+    undelivered_.pop_front();
+    if (closure != nullptr && IsDone(closure->state)) out.push_back(closure);  // else released
+  }
+  auto results = context.getResults().initResults(static_cast<unsigned>(out.size()));
+  for (unsigned i = 0; i < out.size(); ++i) FillOutcome(*out[i], results[i]);
+}
+
+kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) {
+  ClosureDispatcher& closures = Dispatcher();
+  auto params = context.getParams();
+  ThrowIfError(closures.Release(coordinator_id_, params.getRelease()));
+  const uint32_t max = params.getMaxResults();
+  // Skip outcomes released meanwhile, so that an empty list means "wait".
+  while (!undelivered_.empty()) {
+    const state::Closure* closure = closures.state().FindClosure(undelivered_.front());
+    if (closure != nullptr && IsDone(closure->state)) break;
+    undelivered_.pop_front();
+  }
+  if (!undelivered_.empty()) {
+    FillResults(context, max);
+    return closures.durable().Barrier();
+  }
+  if (results_waiter_ != nullptr) {
+    ThrowStatus(FailedPreconditionError("coordinator " + std::to_string(coordinator_id_) +
+                                        ": this session already has an awaitResults waiting"));
+  }
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  results_waiter_ = kj::mv(paf.fulfiller);
+  return paf.promise.then([this, context, max]() mutable {
+    FillResults(context, max);
+    return Dispatcher().durable().Barrier();
+  });
+}
+
+kj::Promise<void> CoordinatorSession::join(JoinContext context) { return Join(context); }
+
+kj::Promise<void> CoordinatorSession::Join(JoinContext context) {
+  ClosureDispatcher& closures = Dispatcher();
+  auto results = context.getResults();
+  if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr) {
+    ThrowIfError(closures.TakeFirstError(coordinator_id_, results.initError()));
+    results.setDone(false);
+    results.setUnfinished(closures.state().NumUnfinishedClosures(coordinator_id_));
+    return closures.durable().Barrier();
+  }
+  const uint64_t unfinished = closures.state().NumUnfinishedClosures(coordinator_id_);
+  if (unfinished == 0 || !context.getParams().getWait()) {
+    results.setDone(unfinished == 0);
+    results.setUnfinished(unfinished);
+    return closures.durable().Barrier();
+  }
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  join_waiters_.push_back(kj::mv(paf.fulfiller));
+  return paf.promise.then([this, context]() mutable { return Join(context); });
+}
+
+kj::Promise<void> CoordinatorSession::createPerWorkerResource(
+    CreatePerWorkerResourceContext context) {
+  ClosureDispatcher& closures = Dispatcher();
+  auto params = context.getParams();
+  context.getResults().setResourceId(ValueOrThrow(
+      closures.CreateResource(coordinator_id_, View(params.getFunction()), View(params.getArgs()))));
+  return closures.durable().Barrier();
+}
+
+kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
+  ClosureDispatcher& closures = Dispatcher();
+  auto ids = context.getParams().getClosureIds();
+  std::vector<const state::Closure*> found;
+  for (uint64_t id : ids) {
+    const state::Closure* closure = closures.state().FindClosure(id);
+    if (closure == nullptr || closure->coordinator_id != coordinator_id_) {
+      ThrowStatus(NotFoundError("closure " + std::to_string(id) + " of coordinator " +
+                                std::to_string(coordinator_id_) +
+                                " is unknown (never scheduled, or released)"));
+    }
+    found.push_back(closure);
+  }
+  auto out = context.getResults().initOutcomes(static_cast<unsigned>(found.size()));
+  for (unsigned i = 0; i < found.size(); ++i) FillOutcome(*found[i], out[i]);
+  return closures.durable().Barrier();
+}
+
+}  // namespace dispatch::reactor

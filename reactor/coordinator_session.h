@@ -1,0 +1,58 @@
+// CoordinatorSession: the Coordinator capability one openCoordinator call
+// hands out. It schedules (waiting for queue room), reports each outcome of
+// its coordinator's closures once (long-poll awaitResults), answers join and
+// done, raises the coordinator's first error once, and creates per-worker
+// resources. It lives as long as the client holds it (at most as long as the
+// connection); after Detach() (the dispatcher is stopping) calls fail.
+// REQUIRES: loop thread only.
+#pragma once
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "schema/dispatcher.capnp.h"
+
+namespace dispatch::reactor {
+
+class ClosureDispatcher;
+
+class CoordinatorSession final : public rpc::Coordinator::Server {
+ public:
+  CoordinatorSession(ClosureDispatcher& closures, uint64_t coordinator_id);
+  ~CoordinatorSession() noexcept(false);
+
+  uint64_t coordinator_id() const { return coordinator_id_; }
+  void Detach() { closures_ = nullptr; }
+
+  // A closure of this coordinator became finished, failed or cancelled (in
+  // the current pass; replies that report it wait for the pass's commit).
+  void OnClosureDone(uint64_t closure_id);
+  // The coordinator has a first error now.
+  void OnFirstError();
+
+ protected:
+  kj::Promise<void> schedule(ScheduleContext context) override;
+  kj::Promise<void> awaitResults(AwaitResultsContext context) override;
+  kj::Promise<void> join(JoinContext context) override;
+  kj::Promise<void> createPerWorkerResource(CreatePerWorkerResourceContext context) override;
+  kj::Promise<void> getOutcomes(GetOutcomesContext context) override;
+
+ private:
+  ClosureDispatcher& Dispatcher();
+  // Fills the results with up to `max` undelivered outcomes.
+  void FillResults(AwaitResultsContext& context, uint32_t max);
+  kj::Promise<void> Join(JoinContext context);
+  void WakeJoiners();
+
+  ClosureDispatcher* closures_;
+  const uint64_t coordinator_id_;
+  // Outcomes this session has not returned yet, oldest first.
+  std::deque<uint64_t> undelivered_;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> results_waiter_;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> join_waiters_;
+};
+
+}  // namespace dispatch::reactor

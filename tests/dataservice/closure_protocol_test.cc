@@ -1,0 +1,412 @@
+// Closure coordination at the protocol level, against the real dispatcher: a
+// test-side worker speaks WorkerControl.runClosures / reportClosures directly
+// so that the fencing rules can be driven exactly (a stale attempt, a repeated
+// report, a report after the worker was removed), plus back-pressure, the
+// first error, attempts running out, and outcomes surviving kill -9.
+// (tests/closures drives the same rules with real dispatch-worker processes.)
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <deque>
+#include <memory>
+
+#include "tests/dataservice/ds_test_util.h"
+
+namespace dispatch::testing {
+namespace {
+
+struct Pushed {
+  uint64_t closure_id = 0;
+  uint32_t attempt = 0;
+  std::string function;
+  std::string args;
+};
+
+// Records every runClosures push.
+class RecordingControl final : public rpc::WorkerControl::Server {
+ public:
+  explicit RecordingControl(std::shared_ptr<std::deque<Pushed>> log) : log_(std::move(log)) {}
+
+ protected:
+  kj::Promise<void> startTasks(StartTasksContext) override { return kj::READY_NOW; }
+  kj::Promise<void> deleteTasks(DeleteTasksContext) override { return kj::READY_NOW; }
+  kj::Promise<void> runClosures(RunClosuresContext context) override {
+    for (auto c : context.getParams().getClosures()) {
+      log_->push_back({c.getClosureId(), c.getAttempt(), c.getFunction().cStr(),
+                       std::string(c.getArgs().asChars().begin(), c.getArgs().size())});
+    }
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::shared_ptr<std::deque<Pushed>> log_;
+};
+
+// A worker with closure slots that answers by hand.
+class ClosureWorker {
+ public:
+  ClosureWorker(ClientLoop& loop, const std::string& dispatcher, std::string address,
+                uint32_t slots)
+      : loop_(loop), address_(std::move(address)), slots_(slots),
+        log_(std::make_shared<std::deque<Pushed>>()), conn_(loop.Connect(dispatcher)) {}
+
+  Status Heartbeat() {
+    auto request = conn_->dispatcher().workerHeartbeatRequest();
+    auto r = request.initRequest();
+    r.setAddress(address_);
+    r.setWorkerIncarnation(77);
+    r.setMaxClosures(slots_);
+    r.setControl(kj::heap<RecordingControl>(log_));
+    auto reply = Try(loop_, request.send().then([](auto response) {
+      return response.getResponse().getWorkerId();
+    }));
+    if (!reply.ok()) return reply.status();
+    worker_id_ = *reply;
+    return Status::Ok();
+  }
+
+  // Reports a result (or a user error when `error` is set); returns ignored.
+  Result<uint32_t> Report(uint64_t closure_id, uint32_t attempt, const std::string& result,
+                          const char* error = nullptr, uint64_t worker_id = 0) {
+    auto request = conn_->dispatcher().reportClosuresRequest();
+    request.setWorkerId(worker_id != 0 ? worker_id : worker_id_);
+    auto report = request.initReports(1)[0];
+    report.setClosureId(closure_id);
+    report.setAttempt(attempt);
+    if (error != nullptr) {
+      report.setUserError(error);
+    } else {
+      report.setResult(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(result.data()),
+                                           result.size()));
+    }
+    return Try(loop_, request.send().then([](auto response) { return response.getIgnored(); }));
+  }
+
+  bool WaitForPushes(size_t n) {
+    return loop_.WaitUntil([&]() { return log_->size() >= n; });
+  }
+  std::deque<Pushed>& pushed() { return *log_; }
+  uint64_t worker_id() const { return worker_id_; }
+  void Disconnect() { conn_ = nullptr; }
+
+ private:
+  ClientLoop& loop_;
+  std::string address_;
+  uint32_t slots_;
+  std::shared_ptr<std::deque<Pushed>> log_;
+  kj::Own<clients::DispatcherConnection> conn_;
+  uint64_t worker_id_ = 0;
+};
+
+struct Outcome {
+  uint64_t closure_id = 0;
+  journal::ClosureState state = journal::ClosureState::QUEUED;
+  std::string result;
+  std::string error;
+};
+
+class Coordinator {
+ public:
+  Coordinator(ClientLoop& loop, const std::string& dispatcher, uint64_t id)
+      : loop_(loop), conn_(loop.Connect(dispatcher)) {
+    auto request = conn_->dispatcher().openCoordinatorRequest();
+    request.setCoordinatorId(id);
+    session_ = request.send().getCoordinator();
+  }
+
+  // Schedules `functions` (args "a<i>"); returns ids, or the raised error.
+  struct Scheduled {
+    std::vector<uint64_t> ids;
+    std::string error;
+  };
+  kj::Promise<Scheduled> ScheduleAsync(const std::vector<std::string>& functions,
+                                       uint64_t first_request_id = 0) {
+    auto request = session_.scheduleRequest();
+    auto list = request.initClosures(static_cast<unsigned>(functions.size()));
+    for (unsigned i = 0; i < functions.size(); ++i) {
+      list[i].setFunction(functions[i]);
+      std::string args = "a" + std::to_string(i);
+      list[i].setArgs(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(args.data()),
+                                          args.size()));
+      if (first_request_id != 0) list[i].setRequestId(first_request_id + i);
+    }
+    return request.send().then([](auto response) {
+      Scheduled out;
+      for (uint64_t id : response.getClosureIds()) out.ids.push_back(id);
+      if (response.getError().getClosureId() != 0)
+        out.error = response.getError().getMessage().cStr();
+      return out;
+    });
+  }
+  Result<Scheduled> Schedule(const std::vector<std::string>& functions,
+                             uint64_t first_request_id = 0) {
+    return Try(loop_, ScheduleAsync(functions, first_request_id));
+  }
+
+  Result<std::vector<Outcome>> Await(const std::vector<uint64_t>& release = {}) {
+    auto request = session_.awaitResultsRequest();
+    auto list = request.initRelease(static_cast<unsigned>(release.size()));
+    for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
+    return Try(loop_, request.send().then([](auto response) {
+      std::vector<Outcome> out;
+      for (auto r : response.getResults()) {
+        out.push_back({r.getClosureId(), r.getState(),
+                       std::string(r.getResult().asChars().begin(), r.getResult().size()),
+                       r.getError().cStr()});
+      }
+      return out;
+    }));
+  }
+
+  // join(wait=false): done, and the raised error if any.
+  Result<std::pair<bool, std::string>> Done() {
+    auto request = session_.joinRequest();
+    request.setWait(false);
+    return Try(loop_, request.send().then([](auto response) {
+      return std::make_pair(static_cast<bool>(response.getDone()),
+                            std::string(response.getError().getMessage().cStr()));
+    }));
+  }
+
+  Result<std::vector<Outcome>> Outcomes(const std::vector<uint64_t>& ids) {
+    auto request = session_.getOutcomesRequest();
+    auto list = request.initClosureIds(static_cast<unsigned>(ids.size()));
+    for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+    return Try(loop_, request.send().then([](auto response) {
+      std::vector<Outcome> out;
+      for (auto r : response.getOutcomes()) {
+        out.push_back({r.getClosureId(), r.getState(),
+                       std::string(r.getResult().asChars().begin(), r.getResult().size()),
+                       r.getError().cStr()});
+      }
+      return out;
+    }));
+  }
+
+ private:
+  ClientLoop& loop_;
+  kj::Own<clients::DispatcherConnection> conn_;
+  rpc::Coordinator::Client session_ = nullptr;
+};
+
+uint64_t ReportsIgnored(DsClient& client, ClientLoop& loop) {
+  return *Try(loop, client.dispatcher().getClosureStatsRequest().send().then(
+                        [](auto r) { return r.getStats().getReportsIgnored(); }));
+}
+
+TEST(ClosureProtocol, ResultIsAcceptedOnceAndStaleOrRepeatedReportsAreIgnoredAndCounted) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient admin(loop, dispatcher.address());
+  ClosureWorker worker(loop, dispatcher.address(), "w1", 4);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 42);
+  auto scheduled = coordinator.Schedule({"echo"});
+  ASSERT_TRUE(scheduled.ok()) << scheduled.status().ToString();
+  ASSERT_EQ(scheduled->ids.size(), 1u);
+  ASSERT_TRUE(worker.WaitForPushes(1));
+  const Pushed pushed = worker.pushed().front();
+  EXPECT_EQ(pushed.closure_id, scheduled->ids[0]);
+  EXPECT_EQ(pushed.attempt, 1u);
+  EXPECT_EQ(pushed.function, "echo");
+  EXPECT_EQ(pushed.args, "a0");
+
+  EXPECT_EQ(*worker.Report(pushed.closure_id, 2, "wrong attempt"), 1u);
+  EXPECT_EQ(*worker.Report(pushed.closure_id, 1, "first"), 0u);
+  EXPECT_EQ(*worker.Report(pushed.closure_id, 1, "second"), 1u);
+  EXPECT_EQ(ReportsIgnored(admin, loop), 2u);
+
+  auto outcomes = coordinator.Await();
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FINISHED);
+  EXPECT_EQ((*outcomes)[0].result, "first");
+  auto done = coordinator.Done();
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->first);
+  // Releasing (with the next awaitResults) forgets it.
+  ASSERT_TRUE(coordinator.Outcomes({pushed.closure_id}).ok());
+  auto second = coordinator.Schedule({"noop"});
+  ASSERT_TRUE(worker.WaitForPushes(2));
+  EXPECT_EQ(*worker.Report(second->ids[0], 1, "2nd"), 0u);
+  auto next = coordinator.Await({pushed.closure_id});
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ((*next)[0].result, "2nd");
+  auto gone = coordinator.Outcomes({pushed.closure_id});
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+}
+
+TEST(ClosureProtocol, LostWorkerPutsItsClosureBackAndItsLateReportIsFenced) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient admin(loop, dispatcher.address());
+  ClosureWorker first(loop, dispatcher.address(), "first", 1);
+  ASSERT_TRUE(first.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 7);
+  auto scheduled = coordinator.Schedule({"sleep"});
+  ASSERT_TRUE(scheduled.ok());
+  ASSERT_TRUE(first.WaitForPushes(1));
+  const uint64_t old_worker_id = first.worker_id();
+  first.Disconnect();  // the dispatcher removes it and puts the closure back
+
+  ClosureWorker second(loop, dispatcher.address(), "second", 1);
+  ASSERT_TRUE(second.Heartbeat().ok());
+  ASSERT_TRUE(second.WaitForPushes(1));
+  EXPECT_EQ(second.pushed().front().closure_id, scheduled->ids[0]);
+  EXPECT_EQ(second.pushed().front().attempt, 2u);
+  // The first worker's late result (from its old registration) is ignored.
+  EXPECT_EQ(*second.Report(scheduled->ids[0], 1, "late", nullptr, old_worker_id), 1u);
+  EXPECT_EQ(*second.Report(scheduled->ids[0], 2, "on time"), 0u);
+  auto outcomes = coordinator.Await();
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].result, "on time");
+}
+
+TEST(ClosureProtocol, ClosureThatLosesEveryWorkerFailsAfterMaxAttemptsSayingSo) {
+  DispatcherProcess dispatcher({.extra_flags = {"--max-closure-attempts=2"}});
+  ClientLoop loop;
+  Coordinator coordinator(loop, dispatcher.address(), 9);
+  auto scheduled = coordinator.Schedule({"crash"});
+  ASSERT_TRUE(scheduled.ok());
+  for (int i = 0; i < 2; ++i) {
+    ClosureWorker worker(loop, dispatcher.address(), "w" + std::to_string(i), 1);
+    ASSERT_TRUE(worker.Heartbeat().ok());
+    ASSERT_TRUE(worker.WaitForPushes(1));
+    EXPECT_EQ(worker.pushed().front().attempt, static_cast<uint32_t>(i + 1));
+  }  // each worker's connection drops here
+  auto outcomes = coordinator.Await();
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FAILED);
+  EXPECT_NE((*outcomes)[0].error.find("ran 2 times (max_closure_attempts 2)"), std::string::npos)
+      << (*outcomes)[0].error;
+  // It is the coordinator's first error, raised once.
+  auto done = coordinator.Done();
+  ASSERT_TRUE(done.ok());
+  EXPECT_NE(done->second.find("max_closure_attempts"), std::string::npos);
+  EXPECT_TRUE(coordinator.Done()->second.empty());
+}
+
+TEST(ClosureProtocol, UserErrorCancelsQueuedClosuresAndIsRaisedOnceBySchedule) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker worker(loop, dispatcher.address(), "w", 1);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 5);
+  Coordinator bystander(loop, dispatcher.address(), 6);
+  auto scheduled = coordinator.Schedule({"fail", "noop", "noop"});
+  ASSERT_TRUE(scheduled.ok());
+  ASSERT_TRUE(worker.WaitForPushes(1));  // one slot: the others stay queued
+  EXPECT_EQ(*worker.Report(scheduled->ids[0], 1, "", "boom"), 0u);
+  std::map<uint64_t, Outcome> seen;
+  ASSERT_TRUE(loop.WaitUntil([&]() {
+    auto outcomes = coordinator.Await();
+    if (!outcomes.ok()) return false;
+    for (const Outcome& o : *outcomes) seen[o.closure_id] = o;
+    return seen.size() == 3;
+  }));
+  EXPECT_EQ(seen[scheduled->ids[0]].state, journal::ClosureState::FAILED);
+  EXPECT_EQ(seen[scheduled->ids[0]].error, "boom");
+  EXPECT_EQ(seen[scheduled->ids[1]].state, journal::ClosureState::CANCELLED);
+  EXPECT_EQ(seen[scheduled->ids[2]].state, journal::ClosureState::CANCELLED);
+
+  auto raised = coordinator.Schedule({"noop"});
+  ASSERT_TRUE(raised.ok());
+  EXPECT_EQ(raised->error, "boom");
+  EXPECT_TRUE(raised->ids.empty());  // nothing was scheduled with the error
+  auto after = coordinator.Schedule({"noop"});
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->error.empty());
+  EXPECT_EQ(after->ids.size(), 1u);
+  // Another coordinator never sees it.
+  EXPECT_TRUE(bystander.Done()->second.empty());
+}
+
+TEST(ClosureProtocol, ScheduleWaitsForQueueRoomInsteadOfFailing) {
+  DispatcherProcess dispatcher({.extra_flags = {"--max-queued-closures=4"}});
+  ClientLoop loop;
+  Coordinator coordinator(loop, dispatcher.address(), 3);
+  ASSERT_EQ(coordinator.Schedule({"noop", "noop", "noop", "noop"})->ids.size(), 4u);
+  bool admitted = false;
+  auto waiting = coordinator.ScheduleAsync({"noop", "noop"})
+                     .then([&](auto scheduled) {
+                       admitted = true;
+                       return scheduled;
+                     })
+                     .fork();
+  auto probe = waiting.addBranch();
+  // Nothing drains the queue yet: the call stays parked while other calls run.
+  DsClient admin(loop, dispatcher.address());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(admin.ListJobs().ok());
+  EXPECT_FALSE(admitted);
+  // A worker takes two: room for the waiting batch.
+  ClosureWorker worker(loop, dispatcher.address(), "w", 2);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  auto scheduled = Try(loop, kj::mv(probe));
+  ASSERT_TRUE(scheduled.ok()) << scheduled.status().ToString();
+  EXPECT_EQ(scheduled->ids.size(), 2u);
+  EXPECT_TRUE(admitted);
+}
+
+TEST(ClosureProtocol, RetriedScheduleWithSameRequestIdsQueuesNothingNew) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  Coordinator coordinator(loop, dispatcher.address(), 11);
+  auto first = coordinator.Schedule({"noop", "noop"}, 100);
+  auto again = coordinator.Schedule({"noop", "noop"}, 100);
+  ASSERT_TRUE(first.ok() && again.ok());
+  EXPECT_EQ(first->ids, again->ids);
+  auto outcomes = coordinator.Outcomes(first->ids);
+  ASSERT_TRUE(outcomes.ok());
+  EXPECT_EQ(outcomes->size(), 2u);
+  EXPECT_FALSE(coordinator.Outcomes({first->ids[1] + 1}).ok());
+}
+
+TEST(ClosureProtocol, ScheduledClosuresAndUnfetchedResultsSurviveKillNine) {
+  TempDir dir;
+  std::vector<uint64_t> ids;
+  {
+    DispatcherProcess dispatcher({.work_dir = dir.path()});
+    ClientLoop loop;
+    ClosureWorker worker(loop, dispatcher.address(), "w", 1);
+    ASSERT_TRUE(worker.Heartbeat().ok());
+    Coordinator coordinator(loop, dispatcher.address(), 21);
+    ids = coordinator.Schedule({"echo", "echo", "echo"})->ids;
+    ASSERT_TRUE(worker.WaitForPushes(1));
+    ASSERT_EQ(*worker.Report(ids[0], 1, "kept"), 0u);
+    dispatcher.process().Signal(SIGKILL);
+    dispatcher.process().Wait(std::chrono::seconds(10));
+  }
+  DispatcherProcess restarted({.work_dir = dir.path()});
+  ClientLoop loop;
+  Coordinator coordinator(loop, restarted.address(), 21);
+  auto outcomes = coordinator.Outcomes(ids);
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  ASSERT_EQ(outcomes->size(), 3u);
+  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FINISHED);
+  EXPECT_EQ((*outcomes)[0].result, "kept");
+  EXPECT_EQ((*outcomes)[1].state, journal::ClosureState::QUEUED);
+  // A new session reports the unreleased outcome again; the rest still run.
+  auto again = coordinator.Await();
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].result, "kept");
+  ClosureWorker worker(loop, restarted.address(), "w2", 2);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  ASSERT_TRUE(worker.WaitForPushes(2));
+  for (const Pushed& p : worker.pushed()) ASSERT_EQ(*worker.Report(p.closure_id, p.attempt, "r"), 0u);
+  std::set<uint64_t> done;
+  ASSERT_TRUE(loop.WaitUntil([&]() {
+    auto outcomes = coordinator.Await({(*again)[0].closure_id});
+    if (!outcomes.ok()) return false;
+    for (const Outcome& o : *outcomes) done.insert(o.closure_id);
+    return done.size() == 2;
+  }));
+  EXPECT_FALSE(coordinator.Outcomes({ids[0]}).ok());  // released
+}
+
+}  // namespace
+}  // namespace dispatch::testing
