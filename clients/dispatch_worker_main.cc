@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -155,13 +156,26 @@ int Main(int argc, char** argv) {
   TransferServer* transfer = transfer_server.get();
   if (!flags.hold_tasks) agent.AddService(std::move(transfer_server));
   uint64_t printed_registrations = 0;
-  agent.SetStatusListener([&printed_registrations](const WorkerAgentStatus& s) {
+  // The "started" line comes first on stdout (scripts wait for it); a
+  // registration that happens before it is held back until it is out.
+  std::mutex stdout_mu;
+  bool started_printed = false;  // guarded by stdout_mu
+  std::string held_lines;        // guarded by stdout_mu
+  agent.SetStatusListener([&](const WorkerAgentStatus& s) {
     // Agent thread only: no lock needed for printed_registrations.
     if (s.registrations == printed_registrations) return;
     printed_registrations = s.registrations;
-    printf("dispatch-worker registered as worker %llu (dispatcher incarnation %llu)\n",
-           static_cast<unsigned long long>(s.worker_id),
-           static_cast<unsigned long long>(s.dispatcher_incarnation));
+    char line[160];
+    snprintf(line, sizeof(line),
+             "dispatch-worker registered as worker %llu (dispatcher incarnation %llu)\n",
+             static_cast<unsigned long long>(s.worker_id),
+             static_cast<unsigned long long>(s.dispatcher_incarnation));
+    std::lock_guard<std::mutex> lock(stdout_mu);
+    if (!started_printed) {
+      held_lines += line;
+      return;
+    }
+    fputs(line, stdout);
     fflush(stdout);
   });
   Status started = agent.Start();
@@ -179,8 +193,13 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
-  printf("dispatch-worker %s started\n", flags.agent.worker_address.c_str());
-  fflush(stdout);
+  {
+    std::lock_guard<std::mutex> lock(stdout_mu);
+    printf("dispatch-worker %s started\n%s", flags.agent.worker_address.c_str(),
+           held_lines.c_str());
+    fflush(stdout);
+    started_printed = true;
+  }
   int signum = 0;
   sigwait(&stop_signals, &signum);
   Log(LogLevel::kInfo, "dispatch-worker: ", signum == SIGINT ? "SIGINT" : "SIGTERM", ", stopping");
