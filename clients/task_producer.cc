@@ -15,6 +15,9 @@ constexpr size_t kElementsPerTurn = 1024;
 // Elements at least this large are referenced by the reply, not copied into
 // it (each becomes a message segment of its own, so small ones are copied).
 constexpr size_t kExternalElementBytes = 64 << 10;
+// Cap'n Proto refuses to read a message of 512 segments or more: the rest of
+// a reply's elements are copied.
+constexpr size_t kMaxExternalElements = 256;
 
 std::string TaskName(uint64_t id) { return "task " + std::to_string(id); }
 
@@ -137,10 +140,11 @@ void TaskProducer::Fill(const ConsumerState& state, rpc::ElementResult::Builder 
   const std::vector<std::string>& reply = *state.reply;
   auto list = result.initElements(static_cast<unsigned>(reply.size()));
   auto orphanage = capnp::Orphanage::getForMessageContaining(result);
+  size_t external = 0;
   for (size_t i = 0; i < reply.size(); ++i) {
     const std::string& e = reply[i];
     capnp::Data::Reader bytes(reinterpret_cast<const capnp::byte*>(e.data()), e.size());
-    if (e.size() >= kExternalElementBytes) {
+    if (e.size() >= kExternalElementBytes && external++ < kMaxExternalElements) {
       // Written from where it lies: no zeroed segment, no copy.
       list.adopt(i, orphanage.referenceExternalData(bytes));
     } else {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstring>
 #include <set>
 
 #include "tests/datapath/datapath_support.h"
@@ -70,6 +71,29 @@ TEST(Consumer, FollowsAWorkerThatJoinsMidRead) {
   auto values = Values(read.elements());
   ASSERT_EQ(values.size(), kCount);
   for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(values[i], i);
+}
+
+TEST(Consumer, ReadsLargeElementsIntact) {
+  // Elements of 64 KiB and more go out by reference to the worker's buffer:
+  // every byte must still arrive, once, in order.
+  constexpr uint64_t kCount = 40, kSize = 300000;
+  DataCluster cluster;
+  cluster.StartWorker(0);
+  auto options =
+      cluster.ReaderOf("synthetic size=300000 count=40 splits=4", journal::ProcessingMode::OFF);
+  options.max_bytes_per_call = 1 << 20;  // several replies
+  BackgroundRead read(options);
+  Status status = read.Join();
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  ASSERT_EQ(read.elements().size(), kCount);
+  for (uint64_t i = 0; i < kCount; ++i) {
+    const std::string& data = read.elements()[i].data;
+    ASSERT_EQ(data.size(), kSize);
+    uint64_t index = 0;
+    std::memcpy(&index, data.data(), sizeof(index));
+    EXPECT_EQ(index, i);
+    EXPECT_EQ(data.find_first_not_of('x', sizeof(index)), std::string::npos) << "element " << i;
+  }
 }
 
 TEST(Consumer, ClosingAReaderReleasesItsJobClient) {
