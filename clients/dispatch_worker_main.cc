@@ -30,6 +30,7 @@ struct Flags {
   bool hold_tasks = false;
   ProducerLimits producer;
   uint32_t buffer_mib = 64;
+  TransferServerOptions transfer;
 };
 
 Status ParseUint32(const std::string& name, const std::string& value, uint32_t min, uint32_t max,
@@ -93,6 +94,9 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
                  "dispatcher deletes it",
                  &flags.hold_tasks);
   add_u32("buffer-mib", "elements buffered per task, in MiB", &flags.buffer_mib, 1, 65536);
+  add_u32("max-transfer-connections",
+          "consumer connections the transfer server keeps open at once; more are closed",
+          &flags.transfer.max_connections, 1, 1 << 20);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
 }
 
@@ -152,7 +156,7 @@ int Main(int argc, char** argv) {
     factory = std::make_unique<ProducingTaskFactory>(kinds, producers, flags.producer);
   }
   WorkerAgent agent(flags.agent, std::move(factory));
-  auto transfer_server = std::make_unique<TransferServer>(producers, TransferServerOptions{});
+  auto transfer_server = std::make_unique<TransferServer>(producers, flags.transfer);
   TransferServer* transfer = transfer_server.get();
   if (!flags.hold_tasks) agent.AddService(std::move(transfer_server));
   uint64_t printed_registrations = 0;

@@ -195,8 +195,10 @@ kj::Promise<void> TransferServer::Run(AgentEnvironment& environment) {
 kj::Promise<void> TransferServer::AcceptLoop(kj::ConnectionReceiver& receiver, kj::Timer& timer) {
   return receiver.accept().then([this, &receiver, &timer](kj::Own<kj::AsyncIoStream> stream) {
     if (connections_.size() >= options_.max_connections) {
+      // Dropping the stream closes the socket: the peer sees EOF at once.
+      refused_connections_.fetch_add(1);
       Log(LogLevel::kWarning, "transfer server: refusing a connection, ", connections_.size(),
-          " open (the limit)");
+          " open (the limit); ", refused_connections_.load(), " refused so far");
     } else {
       const uint64_t id = next_connection_++;
       auto connection = kj::heap<Connection>(

@@ -7,6 +7,7 @@
 // on the agent thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -39,6 +40,8 @@ class TransferServer final : public AgentService {
   // at the deadline.
   std::optional<Status> WaitListening(std::chrono::milliseconds timeout);
   const std::string& address() const { return address_; }
+  // Connections closed at once because max_connections were open.
+  uint64_t refused_connections() const { return refused_connections_.load(); }
 
   class Session;  // one connection
 
@@ -54,6 +57,7 @@ class TransferServer final : public AgentService {
   std::string address_;
   std::map<uint64_t, kj::Own<Connection>> connections_;
   uint64_t next_connection_ = 1;
+  std::atomic<uint64_t> refused_connections_{0};  // read from any thread
   kj::Own<ErrorHandler> error_handler_;
   kj::Own<kj::TaskSet> tasks_;
 

@@ -126,5 +126,26 @@ TEST(TransferService, AnswersBadRequestsWithClearErrorsAndRepeatsALostReply) {
   (*reader)->Close();
 }
 
+TEST(TransferService, ClosesConnectionsBeyondItsLimitAndServesTheOthers) {
+  DataCluster cluster;
+  const std::string worker = cluster.StartWorker(0, {"--max-transfer-connections=2"});
+  auto reader = clients::DatasetReader::Open(
+      cluster.ReaderOf("range count=100000000 splits=10", journal::ProcessingMode::OFF));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  clients::Element element;
+  ASSERT_TRUE((*reader)->Next(&element, kTestDeadline).ok());  // the reader holds one connection
+  ClientLoop loop;
+  TransferClient second(loop, worker);  // the second: at the limit
+  std::string error;
+  ASSERT_NE(second.Get(Ask{.task = element.task_id, .consumer = 9}, &error), nullptr) << error;
+  RawSocket third(worker);
+  EXPECT_TRUE(third.PeerClosesWithin(std::chrono::seconds(10))) << "a third connection was kept";
+  EXPECT_NE(second.Get(Ask{.task = element.task_id, .consumer = 9, .sequence = 2}, &error), nullptr)
+      << error;
+  auto more = (*reader)->Next(&element, kTestDeadline);
+  EXPECT_TRUE(more.ok() && *more) << more.status().ToString();
+  (*reader)->Close();
+}
+
 }  // namespace
 }  // namespace dispatch::testing
