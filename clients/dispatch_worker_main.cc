@@ -142,9 +142,9 @@ int Main(int argc, char** argv) {
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());
   DatasetKindRegistry kinds;
-  Status registered = RegisterBuiltinDatasetKinds(kinds);
-  if (!registered.ok()) {
-    Log(LogLevel::kError, "dispatch-worker: ", registered.ToString().c_str());
+  Status kinds_registered = RegisterBuiltinDatasetKinds(kinds);
+  if (!kinds_registered.ok()) {
+    Log(LogLevel::kError, "dispatch-worker: ", kinds_registered.ToString().c_str());
     return 1;
   }
   ProducerDirectory producers;  // agent thread only, outlives the agent
