@@ -1,11 +1,9 @@
-// DatasetReader: the consumer's iterator over a dataset read through the
-// service. Open() registers the dataset, creates or joins the job and starts
-// reading from every task's worker on the reader's OWN thread (a libuv loop),
-// so heartbeats go on while the caller is busy between Next() calls. Next()
-// returns elements until the end of the sequence; Close() (or the destructor)
-// releases the job client. Read-ahead is bounded (elements and bytes).
-// Threading: Next(), Close() and stats() may be called from any one thread
-// at a time; they never run network code themselves.
+// DatasetReader: a consumer's iterator over a dataset read through the service.
+// Open() creates or joins the job and reads on the reader's OWN thread and
+// libuv loop (heartbeats go on while the caller is busy); Next() returns
+// elements until the end of the sequence; Close() releases the job client.
+// Read-ahead is bounded. Next(), Close() and stats() may be called from any
+// one thread at a time.
 #pragma once
 
 #include <kj/async.h>

@@ -1,10 +1,8 @@
-// ReadSession: the loop-thread side of a consumer. It registers the dataset,
-// opens its job client (JobClient over a ReconnectingConnection), follows the
-// task list from client heartbeats, and reads every task from its worker's
-// transfer address: one stream per task (each with its own consumer id and
-// request sequence, so a retried request repeats its reply and a new one
-// acknowledges the last), or, for round robin, one element per round from the
-// task the round falls on. Elements go to an ElementSink. Not thread-safe.
+// ReadSession: the loop-thread side of a consumer: registers the dataset, opens
+// the job client, follows the task list and reads every task from its worker
+// (one stream per task, each call acknowledging the previous reply of its
+// lane; round robin: one element per round from the task the round falls on).
+// Elements go to an ElementSink. Not thread-safe.
 #pragma once
 
 #include <capnp/rpc-twoparty.h>

@@ -1,12 +1,9 @@
-// TaskProducer: the TaskHandler that turns one task into elements on a worker.
-// It opens the dataset's kind for the task's shard (for DYNAMIC: split batch
-// after split batch), fills a bounded buffer, and hands elements to consumers
-// through the transfer server. Invariant: a DYNAMIC task asks for its next
-// split batch (which tells the dispatcher the previous batch is finished)
-// only once every element of the previous batch was acknowledged by the
-// consumer that received it, so a requeued split is never a lost one; the
-// task completes only once every element it produced was acknowledged.
-// Everything runs on the agent thread.
+// TaskProducer: turns one task into elements on a worker (its kind's source for
+// the task's shard; DYNAMIC: split batch after split batch) in a bounded buffer
+// served by the transfer server. Invariant: the next split batch is asked for
+// (which finishes the previous one at the dispatcher) and the task completes
+// only once consumers acknowledged every element before it, so a requeued
+// split is never a lost one. Agent thread only.
 #pragma once
 
 #include <kj/async.h>

@@ -1,10 +1,8 @@
-// TransferServer: the worker's data-transfer service (schema/data_transfer.capnp)
-// on its transfer address, run by WorkerAgent on the agent loop. Each
-// connection gets its own WorkerData object; when a connection closes, the
-// unacknowledged replies of the consumers it carried go back to their tasks'
-// buffers. Limits: open connections, request size, how long a call may wait.
-// Thread-safety: WaitListening() may be called from any thread; the rest runs
-// on the agent thread.
+// TransferServer: the worker's data-transfer service (data_transfer.capnp) on
+// its transfer address, on the agent loop. One WorkerData object per
+// connection; when a connection closes, its consumers' unacknowledged replies
+// go back to their tasks. Limits: connections, message size, time a call is
+// held. WaitListening() may be called from any thread, the rest on the agent's.
 #pragma once
 
 #include <atomic>
