@@ -116,6 +116,50 @@ TEST(RoundRobin, ConsumersGetElementsInRoundOrder) {
   }
 }
 
+TEST(RoundRobin, AWorkerThatJoinsStartsAtARoundEveryConsumerAgreedOn) {
+  DataCluster cluster;
+  cluster.StartWorker(0);
+  auto options = cluster.ReaderOf("range count=100000000 splits=1", journal::ProcessingMode::OFF);
+  options.job.job_name = "round-robin-join";
+  options.job.num_consumers = 2;
+  options.max_buffered_elements = 16;  // consumers stay close to the rounds they report
+  std::vector<std::unique_ptr<clients::DatasetReader>> readers;
+  for (int64_t c = 0; c < 2; ++c) {
+    options.consumer_index = c;
+    options.seed += 1;
+    auto reader = clients::DatasetReader::Open(options);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    readers.push_back(std::move(reader).value());
+  }
+  std::vector<std::vector<clients::Element>> read(2);
+  auto read_round = [&]() {
+    for (int64_t c = 0; c < 2; ++c) {
+      clients::Element element;
+      Result<bool> next = readers[c]->Next(&element, kTestDeadline);
+      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      ASSERT_TRUE(*next);
+      read[c].push_back(std::move(element));
+    }
+  };
+  for (int i = 0; i < 50; ++i) read_round();
+  cluster.StartWorker(1);
+  // Read until the new worker's task has served a round (or the deadline).
+  const uint64_t first_task = read[0].front().task_id;
+  const auto deadline = std::chrono::steady_clock::now() + kTestDeadline;
+  while (read[0].back().task_id == first_task && std::chrono::steady_clock::now() < deadline) {
+    read_round();
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  for (int i = 0; i < 20; ++i) read_round();
+  for (auto& reader : readers) reader->Close();
+  ASSERT_NE(read[0].back().task_id, first_task) << "the new worker never served a round";
+  for (size_t j = 0; j < read[0].size(); ++j) {
+    ASSERT_EQ(read[0][j].round, static_cast<int64_t>(j));
+    ASSERT_EQ(read[1][j].round, static_cast<int64_t>(j));
+    ASSERT_EQ(read[0][j].task_id, read[1][j].task_id) << "round " << j << " came from two tasks";
+  }
+}
+
 TEST(DispatchctlRead, PrintsCountBytesAndThroughputAndRefusesBadDatasets) {
   DataCluster cluster;
   cluster.StartWorker(0);
