@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 
+#include "clients/dataset_definition.h"
 #include "tests/datapath/datapath_support.h"
+#include "tests/support/temp_dir.h"
 
 namespace dispatch::testing {
 namespace {
@@ -109,6 +112,34 @@ TEST(DynamicSharding, WithRequeueingAWorkerKilledMidwayLosesNothing) {
   // Only the dead worker's unfinished (requeued) splits may repeat.
   EXPECT_LE(tally.repeated_splits.size(), kSplitBatch);
   std::printf("%zu splits were requeued and partly read twice\n", tally.repeated_splits.size());
+}
+
+TEST(DynamicSharding, LinesDatasetsReadEveryLineOfEveryFileOnce) {
+  TempDir dir;
+  std::multiset<std::string> expected;
+  clients::KindDefinition def;
+  def.kind = "lines";
+  for (int f = 0; f < 6; ++f) {
+    const std::string path = dir.File("part-" + std::to_string(f) + ".txt");
+    std::ofstream out(path);
+    for (int line = 0; line < 500; ++line) {
+      const std::string text = "file " + std::to_string(f) + " line " + std::to_string(line);
+      out << text << "\n";
+      expected.insert(text);
+    }
+    def.files.push_back(path);
+  }
+  DataCluster cluster;
+  cluster.StartWorker(0, {"--split-batch=1"});
+  cluster.StartWorker(1, {"--split-batch=1"});
+  auto options =
+      cluster.ReaderOf(clients::FormatKindDefinition(def), journal::ProcessingMode::DYNAMIC);
+  BackgroundRead read(options);
+  Status status = read.Join();
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  std::multiset<std::string> got;
+  for (const auto& e : read.elements()) got.insert(e.data);
+  EXPECT_EQ(got, expected) << "a line was lost or read twice";
 }
 
 }  // namespace
