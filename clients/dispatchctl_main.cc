@@ -122,7 +122,9 @@ int Main(int argc, char** argv) {
   }
   SetLogLevel(LogLevel::kError);
   signal(SIGPIPE, SIG_IGN);
-  if (args[0] == "read") return RunRead(flags.dispatcher, flags.token, args, read_flags);
+  if (args[0] == "read") {
+    return RunRead(flags.dispatcher, flags.token, args, read_flags, flags.timeout_ms);
+  }
 
   std::string output;
   Status status;

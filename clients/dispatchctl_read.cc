@@ -93,7 +93,8 @@ std::string CheckReadArgs(const std::vector<std::string>& args, const ReadFlags&
 }
 
 int RunRead(const std::string& dispatcher, const std::string& token,
-            const std::vector<std::string>& args, const ReadFlags& flags) {
+            const std::vector<std::string>& args, const ReadFlags& flags,
+            uint64_t open_timeout_ms) {
   KeepLargeAllocationsInHeap();
   ReaderOptions options;
   options.dispatcher_address = dispatcher;
@@ -105,7 +106,8 @@ int RunRead(const std::string& dispatcher, const std::string& token,
   options.job.requeue_unfinished_splits = flags.requeue;
   options.job.heartbeat_interval_ms = static_cast<uint32_t>(flags.heartbeat_ms);
   options.consumer_index = flags.consumers > 0 ? static_cast<int64_t>(flags.consumer_index) : -1;
-  Result<std::unique_ptr<DatasetReader>> opened = DatasetReader::Open(options);
+  Result<std::unique_ptr<DatasetReader>> opened =
+      DatasetReader::Open(options, std::chrono::milliseconds(open_timeout_ms));
   if (!opened.ok()) {
     fprintf(stderr, "dispatchctl: %s\n", opened.status().ToString().c_str());
     return 1;

@@ -28,8 +28,9 @@ struct ReadFlags {
 void DeclareReadFlags(FlagParser& parser, ReadFlags& flags);
 // The usage error of `read KIND ARGS...` (empty when fine).
 std::string CheckReadArgs(const std::vector<std::string>& args, const ReadFlags& flags);
-// Runs the read; returns the exit code (0 ok, 1 the service failed).
+// Runs the read (opening the job within `open_timeout_ms`); returns the exit
+// code (0 ok, 1 the service failed).
 int RunRead(const std::string& dispatcher, const std::string& token,
-            const std::vector<std::string>& args, const ReadFlags& flags);
+            const std::vector<std::string>& args, const ReadFlags& flags, uint64_t open_timeout_ms);
 
 }  // namespace dispatch::clients
