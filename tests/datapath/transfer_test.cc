@@ -31,11 +31,19 @@ class TransferClient {
     data_ = rpc_->bootstrap().castAs<rpc::WorkerData>();
   }
 
-  // The reply, or the error's description.
-  kj::Maybe<capnp::Response<rpc::WorkerData::GetElementsResults>> Get(const Ask& ask,
-                                                                      std::string* error) {
-    auto request = data_.getElementsRequest();
-    auto r = request.initRequest();
+  // getElement: the reply, or the error's description.
+  kj::Maybe<capnp::Response<rpc::WorkerData::GetElementResults>> GetOne(const Ask& ask,
+                                                                        std::string* error) {
+    auto request = data_.getElementRequest();
+    Fill(ask, request.initRequest());
+    kj::Maybe<capnp::Response<rpc::WorkerData::GetElementResults>> out;
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { out = loop_.Wait(request.send()); })) {
+      *error = e->getDescription().cStr();
+    }
+    return out;
+  }
+
+  static void Fill(const Ask& ask, rpc::ElementRequest::Builder r) {
     r.setTaskId(ask.task);
     r.setConsumerId(ask.consumer);
     r.setSequence(ask.sequence);
@@ -43,6 +51,13 @@ class TransferClient {
     r.setRound(ask.round);
     r.setMaxElements(ask.max_elements);
     r.setWaitMillis(ask.wait_ms);
+  }
+
+  // getElements: the reply, or the error's description.
+  kj::Maybe<capnp::Response<rpc::WorkerData::GetElementsResults>> Get(const Ask& ask,
+                                                                      std::string* error) {
+    auto request = data_.getElementsRequest();
+    Fill(ask, request.initRequest());
     kj::Maybe<capnp::Response<rpc::WorkerData::GetElementsResults>> out;
     KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { out = loop_.Wait(request.send()); })) {
       *error = e->getDescription().cStr();
@@ -113,6 +128,14 @@ TEST(TransferService, AnswersBadRequestsWithClearErrorsAndRepeatsALostReply) {
     }
   }
   expect_error(Ask{.task = task, .consumer = 7, .sequence = 1}, "older than its last one");
+
+  // The single-element form hands out one element, whatever the ask.
+  auto one = client.GetOne(Ask{.task = task, .consumer = 8, .max_elements = 100}, &error);
+  ASSERT_NE(one, nullptr) << error;
+  KJ_IF_MAYBE (r, one) {
+    EXPECT_EQ(r->getResult().getStatus(), rpc::ElementStatus::READY);
+    EXPECT_EQ(r->getResult().getElements().size(), 1u);
+  }
 
   // Garbage bytes: that connection is closed, the worker serves on.
   RawSocket garbage(worker);
