@@ -62,6 +62,7 @@ kj::Promise<void> AgentLink::RunSession() {
   return timer_.timeoutAfter(options_.connect_timeout_ms * kj::MILLISECONDS, kj::mv(connect))
       .then([this](kj::Own<DispatcherConnection> connection) {
         connection_ = kj::mv(connection);
+        ++session_;
         board_.Update([](WorkerAgentStatus& s) {
           s.connected = true;
           ++s.connects;

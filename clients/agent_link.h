@@ -53,6 +53,10 @@ class AgentLink {
 
   bool registered() const { return registered_; }
   uint64_t worker_id() const { return worker_id_; }
+  // Counts connections: pushes that arrived on an earlier connection are
+  // told apart from those of the current one (whose closures the dispatcher
+  // still expects reports for).
+  uint64_t session() const { return session_; }
   uint64_t dispatcher_incarnation() const { return incarnation_; }
 
   // True for failures a retry on the next connection can fix: a dropped
@@ -81,6 +85,7 @@ class AgentLink {
   kj::Own<DispatcherConnection> connection_;
   bool registered_ = false;
   uint64_t worker_id_ = 0;
+  uint64_t session_ = 0;
   uint64_t incarnation_ = 0;
   uint64_t interval_ms_;
   uint64_t failures_in_a_row_ = 0;

@@ -32,9 +32,17 @@ struct WorkerAgentStatus {
   uint64_t tasks_completed = 0;       // handlers that finished
   uint64_t completions_reported = 0;  // acknowledged by workerUpdate
   uint64_t tasks_failed = 0;
-  uint64_t split_retries = 0;   // getSplit calls repeated with the same sequence
-  std::vector<uint64_t> tasks;  // task ids the agent holds, sorted
-  std::string last_error;       // the latest connection or call failure
+  uint64_t split_retries = 0;  // getSplit calls repeated with the same sequence
+  // Closures (issue 5).
+  uint64_t closures_received = 0;        // assignments pushed by runClosures
+  uint64_t closures_run = 0;             // outcomes produced (results and errors)
+  uint64_t closure_report_calls = 0;     // reportClosures calls acknowledged
+  uint64_t closure_reports_sent = 0;     // outcomes in those calls
+  uint64_t closure_reports_ignored = 0;  // of which the dispatcher ignored (stale)
+  uint64_t closure_reports_dropped = 0;  // not reported: their connection had ended
+  uint64_t resources_built = 0;          // per-worker resource components built
+  std::vector<uint64_t> tasks;           // task ids the agent holds, sorted
+  std::string last_error;                // the latest connection or call failure
 };
 
 class StatusBoard {

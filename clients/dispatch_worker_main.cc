@@ -1,7 +1,9 @@
 // `dispatch-worker`: the reference worker, built on WorkerAgent. It registers
 // with the dispatcher, produces the elements of the tasks it is given (dataset
 // kinds range, lines and synthetic), serves them to consumers at its transfer
-// address and reports each task complete, until SIGINT/SIGTERM. Stdout carries one
+// address and reports each task complete, and runs closures of its built-in
+// functions (clients/builtin_functions.h) on --max-closures slots, until
+// SIGINT/SIGTERM. Stdout carries one
 // line per registration ("dispatch-worker registered as worker N ...") for
 // scripts and tests. Exit codes: 0 clean stop, 1 start-up failure, 2 bad flags.
 #include <signal.h>
@@ -13,6 +15,7 @@
 #include <sstream>
 
 #include "clients/builtin_dataset_kinds.h"
+#include "clients/builtin_functions.h"
 #include "clients/large_buffers.h"
 #include "clients/split_reading_task.h"
 #include "clients/task_producer.h"
@@ -87,6 +90,10 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
           3600000);
   add_u32("backoff-max-ms", "longest reconnect delay", &o.backoff_max_ms, 1, 3600000);
   add_u32("split-batch", "splits asked for per getSplit call", &o.split_batch, 1, 65536);
+  add_u32("max-closures",
+          "closure slots: closures run at once, each on its own executor thread "
+          "(0: run no closures)",
+          &o.max_closures, 0, 1024);
   parser.AddUint("seed", "seed for reconnect jitter and the worker incarnation (0: random)",
                  &o.seed);
   parser.AddBool("hold-tasks",
@@ -103,9 +110,13 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
 int Main(int argc, char** argv) {
   KeepLargeAllocationsInHeap();
   Flags flags;
+  flags.agent.max_closures = 1;
   FlagParser parser("dispatch-worker",
-                    "The reference dispatch worker: registers with the dispatcher, runs its tasks "
-                    "(DYNAMIC tasks read all their splits) and reports them complete.");
+                    std::string("The reference dispatch worker: registers with the dispatcher, "
+                                "produces and serves the elements of its tasks (dataset kinds "
+                                "range, lines, synthetic), reports them complete, and runs "
+                                "closures.\n\n") +
+                        kBuiltinFunctionsHelp);
   DeclareFlags(parser, flags);
   ParseFlagsOrExit(parser, argc, argv);
   auto level = ParseLogLevel(flags.log_level);
@@ -182,6 +193,11 @@ int Main(int argc, char** argv) {
     fputs(line, stdout);
     fflush(stdout);
   });
+  Status registered = RegisterBuiltinFunctions(agent);
+  if (!registered.ok()) {
+    Log(LogLevel::kError, "dispatch-worker: ", registered.ToString().c_str());
+    return 1;
+  }
   Status started = agent.Start();
   if (!started.ok()) {
     Log(LogLevel::kError, "dispatch-worker: ", started.ToString().c_str());

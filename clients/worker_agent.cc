@@ -6,6 +6,7 @@
 #include <random>
 
 #include "clients/agent_link.h"
+#include "clients/closure_runner.h"
 #include "clients/task_table.h"
 #include "clients/worker_control_server.h"
 #include "common/address.h"
@@ -32,14 +33,17 @@ Status ValidateWorkerAgentOptions(const WorkerAgentOptions& o) {
 class WorkerAgent::Runner final : public AgentEnvironment {
  public:
   Runner(uvkj::UvAsyncIo& io, const WorkerAgentOptions& options, TaskHandlerFactory& factory,
-         StatusBoard& board, uint64_t worker_incarnation, kj::Own<kj::PromiseFulfiller<void>> stop)
+         const FunctionRegistry& functions, StatusBoard& board, uint64_t worker_incarnation,
+         kj::Own<kj::PromiseFulfiller<void>> stop)
       : io_(io),
         options_(options),
         table_(io.timer(), factory, board, options.split_batch, options.first_split_sequence),
+        closures_(io.loop(), options, functions, board),
         link_(io.timer(), io.network(), options, worker_incarnation, table_,
-              MakeControl(table_, board, &server_), board),
+              MakeControl(table_, closures_, board, &server_), board),
         stop_(kj::mv(stop)) {
     table_.set_link(&link_);
+    closures_.set_link(&link_);
   }
 
   ~Runner() noexcept(false) {
@@ -67,9 +71,9 @@ class WorkerAgent::Runner final : public AgentEnvironment {
   }
 
  private:
-  static rpc::WorkerControl::Client MakeControl(TaskTable& table, StatusBoard& board,
-                                                WorkerControlServer** out) {
-    auto server = kj::heap<WorkerControlServer>(table, board);
+  static rpc::WorkerControl::Client MakeControl(TaskTable& table, ClosureRunner& closures,
+                                                StatusBoard& board, WorkerControlServer** out) {
+    auto server = kj::heap<WorkerControlServer>(table, closures, board);
     *out = server.get();
     return kj::mv(server);
   }
@@ -77,6 +81,7 @@ class WorkerAgent::Runner final : public AgentEnvironment {
   uvkj::UvAsyncIo& io_;
   const WorkerAgentOptions& options_;
   TaskTable table_;
+  ClosureRunner closures_;                 // before the link, which reports for it
   WorkerControlServer* server_ = nullptr;  // owned by the capability's refcount
   AgentLink link_;
   kj::Own<kj::PromiseFulfiller<void>> stop_;
@@ -112,6 +117,23 @@ void WorkerAgent::Stop() {
     if (wake_ != nullptr) uv_async_send(wake_);
   }
   thread_.join();
+}
+
+Status WorkerAgent::RegisterFunction(std::string name, ClosureFunction function,
+                                     ClosureFunctionOptions function_options) {
+  if (name.empty()) return InvalidArgumentError("a closure function needs a name");
+  if (!function) return InvalidArgumentError("closure function " + name + " is empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_ || thread_.joinable()) {
+    return FailedPreconditionError("closure function " + name +
+                                   " registered after the worker agent started");
+  }
+  if (functions_.count(name) > 0) {
+    return AlreadyExistsError("closure function " + name + " is already registered");
+  }
+  options_.functions.push_back(name);
+  functions_.emplace(std::move(name), RegisteredFunction{std::move(function), function_options});
+  return Status::Ok();
 }
 
 void WorkerAgent::HeartbeatNow() {
@@ -163,7 +185,7 @@ void WorkerAgent::ThreadMain() {
                  uvkj::UvAsyncIo io(loop.get());
                  {
                    auto stop = kj::newPromiseAndFulfiller<void>();
-                   Runner runner(io, options_, *factory_, board_, worker_incarnation,
+                   Runner runner(io, options_, *factory_, functions_, board_, worker_incarnation,
                                  kj::mv(stop.fulfiller));
                    // Referenced (unlike the bridge's own async handle): it keeps the loop
                    // alive until Stop(), whatever else is pending.

@@ -1,7 +1,9 @@
 // WorkerAgent: the library a worker process embeds. It runs on its OWN thread
 // with its own libuv loop: it connects to the dispatcher, registers with its
 // WorkerControl capability, heartbeats, runs one TaskHandler per assigned task,
-// fetches splits, reports completion, and reconnects with jittered backoff.
+// fetches splits, reports completion, runs the closures the dispatcher pushes
+// (functions registered by name, on executor threads), and reconnects with
+// jittered backoff.
 // Threading contract: every public method may be called from any thread and
 // returns without waiting for the network; the factory, the handlers and
 // functions given to Post() run on the agent thread, never concurrently.
@@ -19,6 +21,7 @@
 
 #include "clients/agent_service.h"
 #include "clients/agent_status.h"
+#include "clients/closure_function.h"
 #include "clients/task_handler.h"
 #include "clients/worker_agent_options.h"
 #include "common/status.h"
@@ -62,6 +65,15 @@ class WorkerAgent {
     services_.push_back(std::move(service));
   }
 
+  // Adds a closure function the dispatcher may push closures of; its name
+  // goes into every heartbeat. Closures run only when options.max_closures
+  // > 0. Stop() waits for functions still running (ClosureCall::SleepFor and
+  // stopping() let them end early). InvalidArgument for an empty name or
+  // function, AlreadyExists for a name registered twice. REQUIRES: before
+  // Start() (FailedPrecondition after).
+  Status RegisterFunction(std::string name, ClosureFunction function,
+                          ClosureFunctionOptions function_options = {});
+
   // Asks for a heartbeat now instead of at the next interval.
   void HeartbeatNow();
   // Runs `function` on the agent thread soon. Returns false (and drops it)
@@ -77,8 +89,9 @@ class WorkerAgent {
   static void OnWake(uv_async_t* handle);
   void DrainCommands();
 
-  const WorkerAgentOptions options_;
+  WorkerAgentOptions options_;  // fixed once started (RegisterFunction adds names)
   std::unique_ptr<TaskHandlerFactory> factory_;
+  FunctionRegistry functions_;  // fixed once started; read by the agent and executor threads
   std::vector<std::unique_ptr<AgentService>> services_;
   StatusBoard board_;
   std::thread thread_;

@@ -18,4 +18,11 @@ kj::Promise<void> WorkerControlServer::deleteTasks(DeleteTasksContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> WorkerControlServer::runClosures(RunClosuresContext context) {
+  if (closures_ == nullptr) return KJ_EXCEPTION(DISCONNECTED, "the worker is stopping");
+  auto params = context.getParams();
+  closures_->OnRunClosures(params.getClosures(), params.getResources());
+  return kj::READY_NOW;
+}
+
 }  // namespace dispatch::clients

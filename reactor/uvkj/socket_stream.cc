@@ -77,6 +77,12 @@ kj::Promise<size_t> UvSocketStream::ReadLoop(kj::byte* buffer, size_t min_bytes,
       min_bytes -= n;
     }
     read_begin_ = read_end_ = 0;
+    if (drained_) {
+      // The last read emptied the kernel's queue: a recv now would almost
+      // surely say EAGAIN. Readiness is level-triggered, so bytes that came in
+      // since then are reported at once and nothing is missed by waiting.
+      return WaitReadable(buffer, min_bytes, max_bytes, already_read);
+    }
     // Cap'n Proto reads a message in several small steps (first word, segment
     // table, segments); reading ahead into our buffer turns those into one
     // system call. Large reads go straight to the caller's buffer.
@@ -84,18 +90,21 @@ kj::Promise<size_t> UvSocketStream::ReadLoop(kj::byte* buffer, size_t min_bytes,
     if (ahead && read_buffer_.size() == 0) read_buffer_ = kj::heapArray<kj::byte>(kReadAheadBytes);
     kj::byte* target = ahead ? read_buffer_.begin() : buffer;
     size_t capacity = ahead ? read_buffer_.size() : max_bytes;
+    ++recv_calls_;
     ssize_t n = is_socket_ ? ::recv(fd_, target, capacity, 0) : ::read(fd_, target, capacity);
     if (n < 0) {
       int error = errno;
       if (error == EINTR) continue;
       if (error == EAGAIN || error == EWOULDBLOCK) {
-        return watcher_.WhenReadable().then([this, buffer, min_bytes, max_bytes, already_read]() {
-          return ReadLoop(buffer, min_bytes, max_bytes, already_read);
-        });
+        return WaitReadable(buffer, min_bytes, max_bytes, already_read);
       }
       ThrowSocketError(error, "read");
     }
     if (n == 0) return already_read;  // end of stream: fewer than asked
+    // Fewer bytes than asked for means the queue was empty when the kernel
+    // copied them; on a stream that is the same as the EAGAIN a next recv
+    // would return, one system call per message sooner.
+    drained_ = static_cast<size_t>(n) < capacity;
     if (ahead) {
       read_end_ = n;
       continue;  // served from the buffer at the top
@@ -106,6 +115,14 @@ kj::Promise<size_t> UvSocketStream::ReadLoop(kj::byte* buffer, size_t min_bytes,
     min_bytes -= n;
     max_bytes -= n;
   }
+}
+
+kj::Promise<size_t> UvSocketStream::WaitReadable(kj::byte* buffer, size_t min_bytes,
+                                                 size_t max_bytes, size_t already_read) {
+  return watcher_.WhenReadable().then([this, buffer, min_bytes, max_bytes, already_read]() {
+    drained_ = false;
+    return ReadLoop(buffer, min_bytes, max_bytes, already_read);
+  });
 }
 
 kj::Promise<void> UvSocketStream::write(const void* buffer, size_t size) {

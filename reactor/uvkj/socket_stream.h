@@ -2,7 +2,9 @@
 // readiness comes from libuv (UvFdWatcher). Small reads are served from an
 // 8 KiB read-ahead buffer (one recv per message instead of one per step of
 // Cap'n Proto's framing); large reads and all writes go straight to the
-// kernel and wait only on EAGAIN; partial writes advance through the pieces.
+// kernel; partial writes advance through the pieces. A read that returned
+// fewer bytes than asked for drained the socket, so the next one waits for
+// readiness without first asking the kernel for an EAGAIN.
 // Sockets are written with MSG_NOSIGNAL, so a reset peer surfaces as a
 // DISCONNECTED exception and never as SIGPIPE. Pipes (used by KJ's DNS lookup
 // thread) take the read/writev path.
@@ -40,9 +42,14 @@ class UvSocketStream final : public kj::AsyncIoStream {
   void getpeername(struct sockaddr* addr, uint* length) override;
   kj::Maybe<int> getFd() const override { return fd_; }
 
+  // recv/read system calls made so far (tests count them).
+  uint64_t recv_calls() const { return recv_calls_; }
+
  private:
   kj::Promise<size_t> ReadLoop(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
                                size_t already_read);
+  kj::Promise<size_t> WaitReadable(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
+                                   size_t already_read);
   kj::Promise<void> WriteLoop(kj::ArrayPtr<const kj::byte> first,
                               kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> rest);
 
@@ -53,6 +60,8 @@ class UvSocketStream final : public kj::AsyncIoStream {
   kj::Array<kj::byte> read_buffer_;  // allocated on the first small read
   size_t read_begin_ = 0;            // unread bytes are [read_begin_, read_end_)
   size_t read_end_ = 0;
+  bool drained_ = false;             // the last recv left the kernel's queue empty
+  uint64_t recv_calls_ = 0;
   kj::AutoCloseFd owned_fd_;  // empty when the caller keeps ownership
   const bool is_socket_;
   UvFdWatcher watcher_;       // declared last: destroyed first

@@ -82,6 +82,11 @@ TEST(WorkerAgent, RunsPushedTasksOnce) {
   }
   auto second = MakeJob(loop, *conn, JobOf(dataset));
   ASSERT_TRUE(a.records->WaitFor([](const auto& r) { return r.started.size() == 2; }));
+  // The handler is created (and recorded) before the agent counts the task in
+  // its status: wait for the status too rather than read it mid-update.
+  EXPECT_TRUE(a.agent->WaitFor(
+      [](const WorkerAgentStatus& s) { return s.tasks_started >= 2 && s.tasks.size() >= 2; },
+      kTestDeadline));
   EXPECT_EQ(a.agent->status().tasks_started, 2u);
   EXPECT_EQ(a.agent->status().tasks.size(), 2u);
 }

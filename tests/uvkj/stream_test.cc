@@ -1,5 +1,6 @@
 // UvSocketStream: large writes that go through partial writes and EAGAIN,
-// Cap'n Proto messages of 4 MiB, peer reset, half-close, descriptor reuse.
+// Cap'n Proto messages of 4 MiB, peer reset, half-close, descriptor reuse,
+// no recv just to hear EAGAIN after a read that drained the socket.
 #include <capnp/message.h>
 #include <capnp/serialize-async.h>
 #include <gtest/gtest.h>
@@ -13,10 +14,12 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "reactor/uvkj/repeating_timer.h"
+#include "reactor/uvkj/socket_stream.h"
 #include "tests/uvkj/test_util.h"
 
 namespace dispatch::uvkj::testing {
@@ -416,6 +419,80 @@ TEST(UvSocketStream, TopLevelWaitOnAWriteThatHitsEagainReturns) {
     }
     EXPECT_EQ(total, kMessage);
     EXPECT_EQ(mismatches, 0u);
+  }
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+// A read that returns fewer bytes than asked for has emptied the socket: the
+// next read waits for readiness instead of making a recv that would only say
+// EAGAIN, and still gets what the peer writes later.
+TEST(UvSocketStream, AReadAfterAShortReadWaitsWithoutARecvAndGetsLaterBytes) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  {
+    int fds[2];
+    KJ_SYSCALL(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds));
+    kj::AutoCloseFd peer(fds[1]);
+    auto stream = io.low_level().wrapSocketFd(fds[0], kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
+    auto& uv_stream = kj::downcast<UvSocketStream>(*stream);
+    KJ_SYSCALL(::write(peer.get(), "0123456789", 10));
+
+    char buffer[64];
+    Outcome<size_t> first;
+    auto reading = Track(stream->tryRead(buffer, 1, sizeof(buffer)), first);
+    ASSERT_TRUE(RunUntil(io, [&] { return first.done; }));
+    EXPECT_EQ(KJ_ASSERT_NONNULL(first.value), 10u);
+    EXPECT_EQ(std::string(buffer, 10), "0123456789");
+    EXPECT_EQ(uv_stream.recv_calls(), 1u);
+
+    Outcome<size_t> second;
+    auto reading_again = Track(stream->tryRead(buffer, 1, sizeof(buffer)), second);
+    io.Run(UV_RUN_NOWAIT);
+    EXPECT_FALSE(second.done);
+    EXPECT_EQ(uv_stream.recv_calls(), 1u);  // no recv just to hear EAGAIN
+
+    KJ_SYSCALL(::write(peer.get(), "abc", 3));
+    ASSERT_TRUE(RunUntil(io, [&] { return second.done; }));
+    EXPECT_EQ(KJ_ASSERT_NONNULL(second.value), 3u);
+    EXPECT_EQ(std::string(buffer, 3), "abc");
+    EXPECT_EQ(uv_stream.recv_calls(), 2u);
+  }
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+// Bytes that arrive between a short read and the next read are not missed:
+// readiness is level-triggered, so the wait ends at once.
+TEST(UvSocketStream, BytesArrivingRightAfterAShortReadAreReadInOrder) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  {
+    int fds[2];
+    KJ_SYSCALL(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds));
+    kj::AutoCloseFd peer(fds[1]);
+    auto stream = io.low_level().wrapSocketFd(fds[0], kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
+    std::string received;
+    for (int round = 0; round < 100; ++round) {
+      std::string sent = "round " + std::to_string(round) + ";";
+      KJ_SYSCALL(::write(peer.get(), sent.data(), sent.size()));
+      char buffer[64];
+      Outcome<size_t> got;
+      auto reading = Track(stream->tryRead(buffer, 1, sizeof(buffer)), got);
+      ASSERT_TRUE(RunUntil(io, [&] { return got.done; }));
+      ASSERT_TRUE(got.error == nullptr);
+      received.append(buffer, KJ_ASSERT_NONNULL(got.value));
+    }
+    // Whatever is still queued (none is expected) comes in order too.
+    std::string expected;
+    for (int round = 0; round < 100; ++round) expected += "round " + std::to_string(round) + ";";
+    while (received.size() < expected.size()) {
+      char buffer[64];
+      Outcome<size_t> got;
+      auto reading = Track(stream->tryRead(buffer, 1, sizeof(buffer)), got);
+      ASSERT_TRUE(RunUntil(io, [&] { return got.done; }));
+      ASSERT_GT(KJ_ASSERT_NONNULL(got.value), 0u);
+      received.append(buffer, KJ_ASSERT_NONNULL(got.value));
+    }
+    EXPECT_EQ(received, expected);
   }
   EXPECT_EQ(bridge.Teardown(), 0);
 }

@@ -1,0 +1,128 @@
+// `dispatch-bench closures`: closure coordination end to end against the real
+// `dispatcher` (--synchronous=full, the default) and real `dispatch-worker`
+// processes, through the Coordinator library:
+//  1. throughput: --closures no-op closures on --workers worker processes
+//     (--slots each), all scheduled and then all fetched: closures/s;
+//  2. sequential round trips: schedule one no-op, fetch it, repeat: p50, p99.
+// Benchmarks report, never assert.
+#include <stdio.h>
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/latency.h"
+#include "bench/registry.h"
+#include "clients/coordinator.h"
+#include "common/flag_parser.h"
+#include "tests/support/dispatcher_process.h"
+#include "tests/support/subprocess.h"
+
+namespace dispatch::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ClosureFlags {
+  uint64_t closures = 100000;
+  uint64_t workers = 2;
+  // No-op runs inline on the agent loop (no executor thread per slot), so
+  // slots cost nothing but let each push carry a batch: with a handful of
+  // slots the figure measures the push-report round trip, not the service.
+  uint64_t slots = 1024;
+  uint64_t sequential = 2000;
+  uint64_t warmup = 200;
+  std::string synchronous = "full";
+};
+
+std::unique_ptr<testing::Subprocess> StartWorker(const std::string& dispatcher, int index,
+                                                 uint64_t slots) {
+  auto worker = std::make_unique<testing::Subprocess>(
+      std::vector<std::string>{DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher,
+                               "--address=tcp:127.0.0.1:" + std::to_string(7900 + index),
+                               "--max-closures=" + std::to_string(slots), "--log-level=warning"});
+  for (int lines = 0; lines < 2; ++lines) {  // "started", then "registered"
+    if (!worker->ReadLine(std::chrono::seconds(30))) {
+      throw std::runtime_error("dispatch-worker did not start and register");
+    }
+  }
+  return worker;
+}
+
+void Check(const Status& status, const char* what) {
+  if (!status.ok()) throw std::runtime_error(std::string(what) + ": " + status.ToString());
+}
+
+int RunClosuresBench(int argc, char** argv) {
+  ClosureFlags flags;
+  FlagParser parser("dispatch-bench closures",
+                    "No-op closures through the real dispatcher and dispatch-worker processes: "
+                    "throughput, then sequential schedule-then-fetch round trips.");
+  parser.AddUint("closures", "closures in the throughput phase", &flags.closures, 1, 100000000);
+  parser.AddUint("workers", "dispatch-worker processes", &flags.workers, 1, 64);
+  parser.AddUint("slots", "closure slots per worker (--max-closures)", &flags.slots, 1, 1024);
+  parser.AddUint("sequential", "round trips in the sequential phase", &flags.sequential, 1,
+                 10000000);
+  parser.AddUint("warmup", "round trips before measuring", &flags.warmup, 0, 1000000);
+  parser.AddString("synchronous", "MODE", "the dispatcher's --synchronous (full or normal)",
+                   &flags.synchronous);
+  ParseFlagsOrExit(parser, argc, argv);
+
+  testing::DispatcherProcess::Options options;
+  options.extra_flags = {"--synchronous=" + flags.synchronous};
+  testing::DispatcherProcess dispatcher(options);
+  std::vector<std::unique_ptr<testing::Subprocess>> workers;
+  for (uint64_t i = 0; i < flags.workers; ++i) {
+    workers.push_back(StartWorker(dispatcher.address(), static_cast<int>(i), flags.slots));
+  }
+  clients::CoordinatorOptions coordinator_options;
+  coordinator_options.dispatcher_address = dispatcher.address();
+  auto created = clients::Coordinator::Create(coordinator_options);
+  Check(created.status(), "Coordinator::Create");
+  std::unique_ptr<clients::Coordinator> coordinator = std::move(created).value();
+
+  // 1. Throughput.
+  std::vector<clients::RemoteValue> values;
+  values.reserve(flags.closures);
+  auto start = Clock::now();
+  for (uint64_t i = 0; i < flags.closures; ++i) {
+    auto value = coordinator->Schedule("noop");
+    Check(value.status(), "Schedule");
+    values.push_back(*value);
+  }
+  for (auto& value : values) Check(value.Fetch().status(), "Fetch");
+  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  values.clear();
+
+  // 2. Sequential round trips.
+  LatencySamples samples;
+  samples.Reserve(flags.sequential);
+  for (uint64_t i = 0; i < flags.warmup + flags.sequential; ++i) {
+    auto begin = Clock::now();
+    auto value = coordinator->Schedule("noop");
+    Check(value.status(), "Schedule");
+    Check(value->Fetch().status(), "Fetch");
+    uint64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count();
+    if (i >= flags.warmup) samples.Add(ns);
+  }
+
+  printf("\nclosures: %llu no-op closures on %llu workers x %llu slots, --synchronous=%s\n",
+         static_cast<unsigned long long>(flags.closures),
+         static_cast<unsigned long long>(flags.workers),
+         static_cast<unsigned long long>(flags.slots), flags.synchronous.c_str());
+  printf("%-36s %12s %12s\n", "figure", "measured", "target");
+  printf("%-36s %12.0f %12s\n", "throughput (closures/s)", flags.closures / seconds, ">= 50000");
+  printf("%-36s %12.1f %12s\n", "sequential round trip p50 (us)", samples.PercentileMicros(50),
+         "< 500");
+  printf("%-36s %12.1f %12s\n", "sequential round trip p99 (us)", samples.PercentileMicros(99), "");
+  return 0;
+}
+
+DISPATCH_BENCH("closures", "closure throughput and sequential round trips (FULL)",
+               RunClosuresBench);
+
+}  // namespace
+}  // namespace dispatch::bench

@@ -1,0 +1,295 @@
+#include "clients/closure_book.h"
+
+#include <algorithm>
+
+namespace dispatch::clients {
+
+const char* RemoteValueStatusName(RemoteValueStatus status) {
+  switch (status) {
+    case RemoteValueStatus::kPending:
+      return "pending";
+    case RemoteValueStatus::kReady:
+      return "ready";
+    case RemoteValueStatus::kFailed:
+      return "failed";
+    case RemoteValueStatus::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+Status ClosureFailedError(uint64_t closure_id, const std::string& message) {
+  return FailedPreconditionError("closure " + std::to_string(closure_id) + " failed: " + message);
+}
+
+Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(std::string function, std::string args,
+                                                      std::vector<uint64_t> resources) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [this] { return closed_ || unacknowledged_.size() < window_; });
+  if (closed_) return UnavailableError("the coordinator is closed");
+  auto cell = std::make_shared<ClosureCell>();
+  cell->request_id = next_request_id_++;
+  if (next_request_id_ == 0) next_request_id_ = 1;  // 0 means "no idempotency key"
+  uint64_t sequence = next_sequence_++;
+  Pending pending;
+  pending.closure = Outgoing{sequence, cell->request_id, std::move(function), std::move(args),
+                             std::move(resources)};
+  pending.cell = cell;
+  unacknowledged_.emplace(sequence, std::move(pending));
+  return cell;
+}
+
+Status ClosureBook::TakeError() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status error = std::move(first_error_);
+  first_error_ = Status::Ok();
+  return error;
+}
+
+bool ClosureBook::TakeFailureHint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool hint = failure_hint_;
+  failure_hint_ = false;
+  return hint;
+}
+
+void ClosureBook::WaitAcknowledged() {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [this] { return closed_ || !first_error_.ok() || unacknowledged_.empty(); });
+}
+
+size_t ClosureBook::unacknowledged() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unacknowledged_.size();
+}
+
+std::shared_ptr<ClosureCell> ClosureBook::Attach(uint64_t closure_id, bool* lookup) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *lookup = false;
+  auto live = by_id_.find(closure_id);
+  if (live != by_id_.end()) {
+    if (auto cell = live->second.lock()) return cell;
+  }
+  auto cell = std::make_shared<ClosureCell>();
+  cell->closure_id = closure_id;
+  auto orphan = orphans_.find(closure_id);
+  if (orphan != orphans_.end()) {
+    *cell = std::move(orphan->second);
+    orphans_.erase(orphan);
+  } else {
+    *lookup = true;
+  }
+  by_id_[closure_id] = cell;
+  return cell;
+}
+
+void ClosureBook::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  changed_.notify_all();
+}
+
+uint64_t ClosureBook::IdOf(const ClosureCell& cell) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cell.closure_id;
+}
+
+RemoteValueStatus ClosureBook::StatusOf(const ClosureCell& cell) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cell.status;
+}
+
+Result<std::string> ClosureBook::Fetch(ClosureCell& cell,
+                                       std::optional<std::chrono::milliseconds> timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto done = [&] { return closed_ || cell.status != RemoteValueStatus::kPending; };
+  if (timeout) {
+    if (!changed_.wait_for(lock, *timeout, done)) {
+      return UnavailableError("closure " + std::to_string(cell.closure_id) +
+                              " has no outcome after " + std::to_string(timeout->count()) + " ms");
+    }
+  } else {
+    changed_.wait(lock, done);
+  }
+  if (cell.status == RemoteValueStatus::kPending) {
+    return UnavailableError("the coordinator was closed before closure " +
+                            std::to_string(cell.closure_id) + " had an outcome");
+  }
+  if (!cell.fetched) {
+    cell.fetched = true;
+    if (cell.closure_id != 0) {
+      by_id_.erase(cell.closure_id);
+      Release(cell.closure_id);
+    }
+  }
+  if (cell.status == RemoteValueStatus::kReady) return cell.result;
+  return cell.error;
+}
+
+std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Outgoing> out;
+  for (auto& [sequence, pending] : unacknowledged_) {
+    if (out.size() >= max) break;
+    if (pending.sent) continue;
+    pending.sent = true;
+    out.push_back(pending.closure);
+  }
+  return out;
+}
+
+bool ClosureBook::has_unsent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [sequence, pending] : unacknowledged_) {
+    if (!pending.sent) return true;
+  }
+  return false;
+}
+
+void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
+                                 capnp::List<uint64_t>::Reader ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < sequences.size() && i < ids.size(); ++i) {
+    auto it = unacknowledged_.find(sequences[i]);
+    if (it == unacknowledged_.end()) continue;  // acknowledged already (a resend)
+    std::shared_ptr<ClosureCell> cell = std::move(it->second.cell);
+    unacknowledged_.erase(it);
+    uint64_t id = ids[i];
+    cell->closure_id = id;
+    // Its outcome may have come first (the reply was lost, the session was not).
+    auto orphan = orphans_.find(id);
+    if (orphan != orphans_.end()) {
+      cell->status = orphan->second.status;
+      cell->result = std::move(orphan->second.result);
+      cell->error = std::move(orphan->second.error);
+      orphans_.erase(orphan);
+    }
+    by_id_[id] = cell;
+  }
+  // A reply with fewer ids than closures would leave the rest waiting forever.
+  for (size_t i = ids.size(); i < sequences.size(); ++i) {
+    auto it = unacknowledged_.find(sequences[i]);
+    if (it == unacknowledged_.end()) continue;
+    it->second.cell->status = RemoteValueStatus::kFailed;
+    it->second.cell->error =
+        InternalError("the dispatcher returned " + std::to_string(ids.size()) +
+                      " ids for a schedule of " + std::to_string(sequences.size()) + " closures");
+    unacknowledged_.erase(it);
+  }
+  changed_.notify_all();
+}
+
+void ClosureBook::OnRefused(const std::vector<uint64_t>& sequences, const Status& why,
+                            const Status& first_error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t sequence : sequences) {
+    auto it = unacknowledged_.find(sequence);
+    if (it == unacknowledged_.end()) continue;
+    ClosureCell& cell = *it->second.cell;
+    cell.status = why.code() == StatusCode::kCancelled ? RemoteValueStatus::kCancelled
+                                                       : RemoteValueStatus::kFailed;
+    cell.error = why;
+    unacknowledged_.erase(it);
+  }
+  if (!first_error.ok()) first_error_ = first_error;
+  changed_.notify_all();
+}
+
+void ClosureBook::OnSessionStart() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [sequence, pending] : unacknowledged_) pending.sent = false;
+  releases_.insert(releases_.begin(), releases_in_flight_.begin(), releases_in_flight_.end());
+  releases_in_flight_.clear();
+}
+
+void ClosureBook::OnOutcomes(capnp::List<rpc::ClosureOutcome>::Reader outcomes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto outcome : outcomes) ApplyOutcome(outcome);
+  changed_.notify_all();
+}
+
+void ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
+  uint64_t id = outcome.getClosureId();
+  ClosureCell done;
+  done.closure_id = id;
+  switch (outcome.getState()) {
+    case journal::ClosureState::FINISHED: {
+      auto bytes = outcome.getResult();
+      done.status = RemoteValueStatus::kReady;
+      done.result.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+      break;
+    }
+    case journal::ClosureState::FAILED:
+      done.status = RemoteValueStatus::kFailed;
+      done.error = ClosureFailedError(id, outcome.getError().cStr());
+      break;
+    case journal::ClosureState::CANCELLED: {
+      done.status = RemoteValueStatus::kCancelled;
+      std::string why = outcome.getError().cStr();
+      done.error = CancelledError("closure " + std::to_string(id) + " was cancelled" +
+                                  (why.empty() ? "" : ": " + why));
+      break;
+    }
+    default:
+      return;  // queued or running: nothing to record yet
+  }
+  if (releasing_.count(id) > 0) return;  // fetched already; its release is on its way
+  auto live = by_id_.find(id);
+  if (live != by_id_.end()) {
+    std::shared_ptr<ClosureCell> cell = live->second.lock();
+    if (!cell) {
+      // Nobody holds its RemoteValue any more: nobody can fetch it.
+      by_id_.erase(live);
+      Release(id);
+      return;
+    }
+    if (cell->status != RemoteValueStatus::kPending) return;  // a session resent it
+    if (done.status == RemoteValueStatus::kFailed) failure_hint_ = true;
+    cell->status = done.status;
+    cell->result = std::move(done.result);
+    cell->error = std::move(done.error);
+    return;
+  }
+  // Scheduled by an earlier process (or its acknowledgement is still on the
+  // way): kept for Attach() or OnAcknowledged().
+  if (done.status == RemoteValueStatus::kFailed) failure_hint_ = true;
+  orphans_[id] = std::move(done);
+}
+
+void ClosureBook::OnUnknown(uint64_t closure_id, const Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto live = by_id_.find(closure_id);
+  if (live == by_id_.end()) return;
+  if (auto cell = live->second.lock()) {
+    if (cell->status == RemoteValueStatus::kPending) {
+      cell->status = RemoteValueStatus::kFailed;
+      cell->error = status;
+      cell->fetched = true;  // nothing to release
+    }
+  }
+  by_id_.erase(live);
+  changed_.notify_all();
+}
+
+void ClosureBook::Release(uint64_t closure_id) {
+  if (releasing_.insert(closure_id).second) releases_.push_back(closure_id);
+}
+
+std::vector<uint64_t> ClosureBook::TakeReleases() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out;
+  out.swap(releases_);
+  releases_in_flight_.insert(releases_in_flight_.end(), out.begin(), out.end());
+  return out;
+}
+
+void ClosureBook::OnReleased(const std::vector<uint64_t>& ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<uint64_t> done(ids.begin(), ids.end());
+  releases_in_flight_.erase(std::remove_if(releases_in_flight_.begin(), releases_in_flight_.end(),
+                                           [&](uint64_t id) { return done.count(id) > 0; }),
+                            releases_in_flight_.end());
+  for (uint64_t id : ids) releasing_.erase(id);
+}
+
+}  // namespace dispatch::clients

@@ -1,0 +1,125 @@
+// ClosureBook: what a Coordinator knows about its closures, shared by the
+// caller's threads (Schedule, Fetch, status) and the coordinator's loop
+// thread (which sends schedules and applies replies and outcomes). One mutex
+// guards it; nobody holds it across I/O or a wait on the network.
+// Invariants: a closure is "unacknowledged" from Add() until the dispatcher
+// returned its id (or refused it), and there are at most `window` of them;
+// an acknowledged closure whose outcome was fetched (or whose RemoteValue was
+// dropped) is released exactly once per dispatcher session that reports it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "clients/remote_value.h"
+#include "common/status.h"
+#include "schema/dispatcher.capnp.h"
+
+namespace dispatch::clients {
+
+// How a failed closure's error reads: FailedPrecondition "closure N failed: M".
+Status ClosureFailedError(uint64_t closure_id, const std::string& message);
+
+struct ClosureCell {
+  uint64_t request_id = 0;
+  uint64_t closure_id = 0;  // 0 until acknowledged
+  RemoteValueStatus status = RemoteValueStatus::kPending;
+  std::string result;  // kReady
+  Status error;        // kFailed, kCancelled
+  bool fetched = false;
+};
+
+class ClosureBook {
+ public:
+  // A closure to send in a schedule call.
+  struct Outgoing {
+    uint64_t sequence;
+    uint64_t request_id;
+    std::string function;
+    std::string args;
+    std::vector<uint64_t> resources;
+  };
+
+  ClosureBook(uint32_t window, uint64_t first_request_id)
+      : window_(window), next_request_id_(first_request_id) {}
+  ClosureBook(const ClosureBook&) = delete;
+  ClosureBook& operator=(const ClosureBook&) = delete;
+
+  // ---- Caller threads.
+  // Waits while `window` closures are unacknowledged (back-pressure), then
+  // records the closure to be sent. Unavailable once closed.
+  Result<std::shared_ptr<ClosureCell>> Add(std::string function, std::string args,
+                                           std::vector<uint64_t> resources);
+  // The first error a schedule reply carried, once; ok when there is none.
+  Status TakeError();
+  // Whether a failed outcome arrived since the last call (the dispatcher may
+  // then hold a first error for us).
+  bool TakeFailureHint();
+  // Waits until nothing is unacknowledged or an error is pending or closed.
+  void WaitAcknowledged();
+  size_t unacknowledged() const;
+  // The cell of `closure_id`: the live one, one made from an outcome that
+  // arrived before anyone asked, or a new pending one (*lookup set: ask the
+  // dispatcher whether it exists).
+  std::shared_ptr<ClosureCell> Attach(uint64_t closure_id, bool* lookup);
+  void Close();
+
+  // For RemoteValue.
+  uint64_t IdOf(const ClosureCell& cell) const;
+  RemoteValueStatus StatusOf(const ClosureCell& cell) const;
+  Result<std::string> Fetch(ClosureCell& cell, std::optional<std::chrono::milliseconds> timeout);
+
+  // ---- Loop thread.
+  std::vector<Outgoing> TakeUnsent(size_t max);
+  bool has_unsent() const;
+  // The dispatcher returned `ids` for the closures `sequences` (in order).
+  void OnAcknowledged(const std::vector<uint64_t>& sequences, capnp::List<uint64_t>::Reader ids);
+  // The dispatcher scheduled none of `sequences`: they end with `why`
+  // (Cancelled when the reason was a first error). A non-ok `first_error`
+  // becomes the error the next Schedule/Join/Done raises.
+  void OnRefused(const std::vector<uint64_t>& sequences, const Status& why,
+                 const Status& first_error);
+  // A new session: unacknowledged closures go again (same request ids), and
+  // releases that were in flight are sent again.
+  void OnSessionStart();
+  void OnOutcomes(capnp::List<rpc::ClosureOutcome>::Reader outcomes);
+  void OnUnknown(uint64_t closure_id, const Status& status);
+  std::vector<uint64_t> TakeReleases();
+  void OnReleased(const std::vector<uint64_t>& ids);
+
+ private:
+  struct Pending {
+    Outgoing closure;
+    std::shared_ptr<ClosureCell> cell;
+    bool sent = false;
+  };
+  // REQUIRES: mu_ held.
+  void ApplyOutcome(rpc::ClosureOutcome::Reader outcome);
+  void Release(uint64_t closure_id);
+
+  const uint32_t window_;
+  mutable std::mutex mu_;  // guards everything below
+  mutable std::condition_variable changed_;
+  bool closed_ = false;
+  uint64_t next_request_id_;
+  uint64_t next_sequence_ = 1;
+  std::map<uint64_t, Pending> unacknowledged_;  // by sequence: send order
+  std::unordered_map<uint64_t, std::weak_ptr<ClosureCell>> by_id_;
+  std::unordered_map<uint64_t, ClosureCell> orphans_;  // outcomes nobody asked for yet
+  std::vector<uint64_t> releases_;                     // to send with the next awaitResults
+  std::vector<uint64_t> releases_in_flight_;
+  std::set<uint64_t> releasing_;  // in releases_ or in flight: ignore their outcomes
+  Status first_error_;
+  bool failure_hint_ = false;
+};
+
+}  // namespace dispatch::clients

@@ -1,0 +1,288 @@
+#include "clients/closure_runner.h"
+
+#include <kj/debug.h>
+
+#include <exception>
+
+#include "common/log.h"
+#include "reactor/uvkj/uv_handle.h"
+
+namespace dispatch::clients {
+
+class ClosureRunner::Call final : public ClosureCall {
+ public:
+  Call(const Job& job, const std::vector<std::string>& components, const std::string& address,
+       const ClosureExecutor& executor)
+      : job_(job), components_(components), address_(address), executor_(executor) {}
+  std::string_view args() const override { return job_.args; }
+  const std::vector<std::string>& resources() const override { return components_; }
+  const std::string& worker_address() const override { return address_; }
+  bool SleepFor(std::chrono::milliseconds duration) const override {
+    return executor_.SleepFor(duration);
+  }
+  bool stopping() const override { return executor_.stopping(); }
+
+ private:
+  const Job& job_;
+  const std::vector<std::string>& components_;
+  const std::string& address_;
+  const ClosureExecutor& executor_;
+};
+
+namespace {
+
+// Runs `function`, turning an exception into a user error: a throwing
+// function must fail its closure, never the worker.
+ClosureOutput Invoke(const std::string& name, const ClosureFunction& function,
+                     const ClosureCall& call) {
+  std::string what;
+  try {
+    return function(call);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (const kj::Exception& e) {
+    what = e.getDescription().cStr();
+  } catch (...) {
+    what = "an unknown exception";
+  }
+  return ClosureOutput::UserError("function " + name + " threw: " + what);
+}
+
+}  // namespace
+
+ClosureRunner::ClosureRunner(uv_loop_t* loop, const WorkerAgentOptions& options,
+                             const FunctionRegistry& functions, StatusBoard& board)
+    : options_(options),
+      functions_(functions),
+      board_(board),
+      executor_(std::max<uint32_t>(options.max_closures, 1)),
+      tasks_(*this) {
+  wake_ = new uv_async_t;
+  uvkj::CheckUv(uv_async_init(loop, wake_, &ClosureRunner::OnCompleted), "uv_async_init");
+  wake_->data = this;
+  // Not a reason to keep the loop alive: the agent's own handle does that.
+  uv_unref(reinterpret_cast<uv_handle_t*>(wake_));
+}
+
+ClosureRunner::~ClosureRunner() noexcept(false) {
+  executor_.Stop();  // no Complete() after this
+  uvkj::CloseAndDelete(wake_);
+}
+
+void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader closures,
+                                  capnp::List<rpc::ResourceSpec>::Reader resources) {
+  for (auto spec : resources) {
+    auto args = spec.getArgs();
+    resources_.AddSpec(
+        spec.getResourceId(),
+        ResourceCache::Spec{spec.getFunction().cStr(),
+                            std::string(reinterpret_cast<const char*>(args.begin()), args.size())});
+  }
+  uint64_t session = link_ != nullptr ? link_->session() : 0;
+  board_.Update([&](WorkerAgentStatus& s) { s.closures_received += closures.size(); });
+  for (auto assignment : closures) {
+    auto key = std::make_pair(assignment.getClosureId(), assignment.getAttempt());
+    if (!running_.insert(key).second) continue;  // a redone push of what we run already
+    Job job;
+    job.closure_id = key.first;
+    job.attempt = key.second;
+    job.session = session;
+    job.function = assignment.getFunction().cStr();
+    auto args = assignment.getArgs();
+    job.args.assign(reinterpret_cast<const char*>(args.begin()), args.size());
+    for (uint64_t id : assignment.getResources()) job.resources.push_back(id);
+
+    auto found = functions_.find(job.function);
+    if (found == functions_.end()) {
+      Finish(Outcome{job.closure_id, job.attempt, session,
+                     ClosureOutput::UserError("function " + job.function +
+                                              " is not registered on this worker")});
+      continue;
+    }
+    if (found->second.options.run_inline && job.resources.empty()) {
+      ClosureOutput output = Execute(job);
+      Finish(Outcome{job.closure_id, job.attempt, session, std::move(output)});
+      continue;
+    }
+    auto shared = std::make_shared<Job>(std::move(job));
+    bool submitted = executor_.Submit([this, shared]() {
+      ClosureOutput output = Execute(*shared);
+      Complete(Outcome{shared->closure_id, shared->attempt, shared->session, std::move(output)});
+    });
+    if (!submitted) running_.erase(key);  // stopping: the dispatcher puts it back
+  }
+}
+
+ClosureOutput ClosureRunner::Execute(const Job& job) {
+  std::vector<std::string> components;
+  components.reserve(job.resources.size());
+  for (uint64_t id : job.resources) {
+    Result<std::string> component =
+        resources_.Get(id, [this](uint64_t resource_id, const ResourceCache::Spec& spec) {
+          return BuildResource(resource_id, spec);
+        });
+    if (!component.ok()) return ClosureOutput::UserError(component.status().message());
+    components.push_back(std::move(component).value());
+  }
+  auto found = functions_.find(job.function);
+  if (found == functions_.end()) {
+    return ClosureOutput::UserError("function " + job.function +
+                                    " is not registered on this worker");
+  }
+  Call call(job, components, options_.worker_address, executor_);
+  return Invoke(job.function, found->second.function, call);
+}
+
+Result<std::string> ClosureRunner::BuildResource(uint64_t resource_id,
+                                                 const ResourceCache::Spec& spec) {
+  std::string prefix = "building per-worker resource " + std::to_string(resource_id) + " with " +
+                       spec.function + " failed: ";
+  auto found = functions_.find(spec.function);
+  if (found == functions_.end()) {
+    return FailedPreconditionError(prefix + "function " + spec.function +
+                                   " is not registered on this worker");
+  }
+  Job job;
+  job.function = spec.function;
+  job.args = spec.args;
+  std::vector<std::string> none;
+  Call call(job, none, options_.worker_address, executor_);
+  ClosureOutput output = Invoke(spec.function, found->second.function, call);
+  if (!output.ok()) return FailedPreconditionError(prefix + output.data());
+  board_.Update([](WorkerAgentStatus& s) { ++s.resources_built; });
+  return std::move(output.mutable_data());
+}
+
+void ClosureRunner::Complete(Outcome outcome) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake = completed_.empty();
+    completed_.push_back(std::move(outcome));
+  }
+  // One wake per batch: the loop takes everything completed so far at once.
+  if (wake) uv_async_send(wake_);
+}
+
+void ClosureRunner::OnCompleted(uv_async_t* handle) {
+  if (auto* self = static_cast<ClosureRunner*>(handle->data)) self->TakeCompleted();
+}
+
+void ClosureRunner::TakeCompleted() {
+  std::vector<Outcome> completed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    completed.swap(completed_);
+  }
+  for (auto& outcome : completed) Finish(std::move(outcome));
+}
+
+void ClosureRunner::Finish(Outcome outcome) {
+  running_.erase(std::make_pair(outcome.closure_id, outcome.attempt));
+  ++unpublished_runs_;  // published once per flush: a status copy per closure costs too much
+  unreported_.push_back(std::move(outcome));
+  ScheduleFlush();
+}
+
+void ClosureRunner::ScheduleFlush() {
+  if (flush_scheduled_) return;
+  flush_scheduled_ = true;
+  // Later in this loop pass, after every outcome ready now joined the batch.
+  tasks_.add(kj::evalLater([this]() {
+    flush_scheduled_ = false;
+    Flush();
+  }));
+}
+
+void ClosureRunner::Flush() {
+  if (unpublished_runs_ > 0) {
+    uint64_t runs = unpublished_runs_;
+    unpublished_runs_ = 0;
+    board_.Update([runs](WorkerAgentStatus& s) { s.closures_run += runs; });
+  }
+  if (reporting_ || unreported_.empty() || link_ == nullptr) return;
+  uint64_t session = link_->session();
+  std::vector<Outcome> batch;
+  uint64_t dropped = 0;
+  for (auto& outcome : unreported_) {
+    if (outcome.session == session) {
+      batch.push_back(std::move(outcome));
+    } else {
+      ++dropped;  // its connection ended: the dispatcher already put it back
+    }
+  }
+  unreported_.clear();
+  if (dropped > 0) {
+    board_.Update([&](WorkerAgentStatus& s) { s.closure_reports_dropped += dropped; });
+  }
+  if (batch.empty()) return;
+  if (!link_->registered()) {
+    // Pushed before the heartbeat reply that tells us our worker id (or the
+    // connection is going): wait for the registration, then look again.
+    unreported_ = std::move(batch);
+    if (!awaiting_registration_) {
+      awaiting_registration_ = true;
+      tasks_.add(link_->WhenRegistered().then([this]() {
+        awaiting_registration_ = false;
+        Flush();
+      }));
+    }
+    return;
+  }
+  auto request = link_->dispatcher().reportClosuresRequest();
+  request.setWorkerId(link_->worker_id());
+  auto reports = request.initReports(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto report = reports[i];
+    const Outcome& outcome = batch[i];
+    report.setClosureId(outcome.closure_id);
+    report.setAttempt(outcome.attempt);
+    const std::string& data = outcome.output.data();
+    switch (outcome.output.kind()) {
+      case ClosureOutput::Kind::kResult:
+        report.setResult(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+        break;
+      case ClosureOutput::Kind::kUserError:
+        report.setUserError(data);
+        break;
+      case ClosureOutput::Kind::kTransientError:
+        report.setTransientError(data);
+        break;
+      case ClosureOutput::Kind::kUnavailable:
+        report.setUnavailable(data);
+        break;
+    }
+  }
+  uint64_t count = batch.size();
+  reporting_ = true;
+  tasks_.add(request.send()
+                 .then(
+                     [this, count](capnp::Response<rpc::Dispatcher::ReportClosuresResults> r) {
+                       uint32_t ignored = r.getIgnored();
+                       board_.Update([&](WorkerAgentStatus& s) {
+                         ++s.closure_report_calls;
+                         s.closure_reports_sent += count;
+                         s.closure_reports_ignored += ignored;
+                       });
+                     },
+                     [this, count](kj::Exception&& e) {
+                       // Lost with the connection: the dispatcher puts those closures back.
+                       Log(LogLevel::kDebug, "worker ", options_.worker_address.c_str(),
+                           ": dropping ", count, " closure reports: ", e.getDescription());
+                       board_.Update(
+                           [&](WorkerAgentStatus& s) { s.closure_reports_dropped += count; });
+                     })
+                 .then([this]() {
+                   reporting_ = false;
+                   Flush();
+                 }));
+}
+
+void ClosureRunner::taskFailed(kj::Exception&& exception) {
+  Log(LogLevel::kWarning, "worker ", options_.worker_address.c_str(),
+      ": closure reporting failed: ", exception.getDescription());
+  reporting_ = false;
+  awaiting_registration_ = false;
+}
+
+}  // namespace dispatch::clients

@@ -1,0 +1,101 @@
+// ClosureRunner: the worker side of closure coordination, on the agent
+// thread. WorkerControl.runClosures hands it assignments; each runs once per
+// (closure, attempt) on an executor thread (or inline, for functions
+// registered so), after this process built the per-worker resources it
+// lists. Outcomes come back to the loop and go to the dispatcher in batches:
+// everything that completed before the loop got to them travels in one
+// reportClosures call, one call in flight at a time. An outcome of a closure
+// received on an earlier connection is dropped, not reported: the dispatcher
+// put that closure back in its queue when the connection ended.
+#pragma once
+
+#include <kj/async.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "clients/agent_link.h"
+#include "clients/agent_status.h"
+#include "clients/closure_executor.h"
+#include "clients/closure_function.h"
+#include "clients/resource_cache.h"
+#include "clients/worker_agent_options.h"
+#include "schema/dispatcher.capnp.h"
+
+namespace dispatch::clients {
+
+class ClosureRunner final : public kj::TaskSet::ErrorHandler {
+ public:
+  ClosureRunner(uv_loop_t* loop, const WorkerAgentOptions& options,
+                const FunctionRegistry& functions, StatusBoard& board);
+  // Stops the executor (waking sleeping functions) and drops what is unreported.
+  ~ClosureRunner() noexcept(false);
+  ClosureRunner(const ClosureRunner&) = delete;
+  ClosureRunner& operator=(const ClosureRunner&) = delete;
+
+  // REQUIRES: called once, before any closure arrives.
+  void set_link(AgentLink* link) { link_ = link; }
+
+  // Starts the assigned closures (a (closure, attempt) already held is left
+  // alone) after recording the resource specs. REQUIRES: agent thread.
+  void OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader closures,
+                     capnp::List<rpc::ResourceSpec>::Reader resources);
+
+ private:
+  struct Job {
+    uint64_t closure_id = 0;
+    uint32_t attempt = 0;
+    uint64_t session = 0;  // the link session it arrived on
+    std::string function;
+    std::string args;
+    std::vector<uint64_t> resources;
+  };
+  struct Outcome {
+    uint64_t closure_id;
+    uint32_t attempt;
+    uint64_t session;
+    ClosureOutput output;
+  };
+  class Call;
+
+  // Any thread: runs the function and returns what it produced.
+  ClosureOutput Execute(const Job& job);
+  Result<std::string> BuildResource(uint64_t resource_id, const ResourceCache::Spec& spec);
+  // Executor threads: hands an outcome to the loop.
+  void Complete(Outcome outcome);
+  static void OnCompleted(uv_async_t* handle);
+  // Agent thread.
+  void TakeCompleted();
+  void Finish(Outcome outcome);
+  void ScheduleFlush();
+  void Flush();
+  void taskFailed(kj::Exception&& exception) override;
+
+  const WorkerAgentOptions& options_;
+  const FunctionRegistry& functions_;
+  StatusBoard& board_;
+  AgentLink* link_ = nullptr;
+  ResourceCache resources_;
+  ClosureExecutor executor_;
+
+  // Agent thread only.
+  std::set<std::pair<uint64_t, uint32_t>> running_;
+  std::vector<Outcome> unreported_;
+  bool reporting_ = false;  // a reportClosures call is in flight
+  bool flush_scheduled_ = false;
+  bool awaiting_registration_ = false;
+  uint64_t unpublished_runs_ = 0;
+  kj::TaskSet tasks_;
+
+  std::mutex mu_;  // guards completed_ (executor threads meet the loop here)
+  std::vector<Outcome> completed_;
+  uv_async_t* wake_ = nullptr;  // closed in the destructor, on the agent thread
+};
+
+}  // namespace dispatch::clients

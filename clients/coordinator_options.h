@@ -1,0 +1,40 @@
+// CoordinatorOptions: how a Coordinator finds the dispatcher, which
+// coordinator it is, and how it batches. Plain data, validated by
+// Coordinator::Create().
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace dispatch::clients {
+
+struct CoordinatorOptions {
+  std::string dispatcher_address;  // "tcp:HOST:PORT" or "unix:PATH"
+  std::string token;               // presented at the gateway
+  // The coordinator's closures live under this id at the dispatcher: a new
+  // Coordinator opening the same id sees them (Attach, Join). 0: random.
+  uint64_t coordinator_id = 0;
+  // At most this many closures per schedule call, and this many schedule
+  // calls in flight at once.
+  uint32_t max_schedule_batch = 1024;
+  uint32_t max_schedule_calls_in_flight = 4;
+  // Closures scheduled but not yet acknowledged by the dispatcher (waiting to
+  // be sent, or sent while the dispatcher applies back-pressure). Past this,
+  // Schedule() waits: client memory stays bounded.
+  uint32_t max_unacknowledged = 8192;
+  uint32_t max_results_per_call = 0;  // awaitResults maxResults (0: all)
+  // Create() gives up when the first session is not open by then.
+  uint32_t connect_timeout_ms = 10000;
+  uint32_t backoff_initial_ms = 20;
+  uint32_t backoff_max_ms = 1000;
+  // The coordinator id (when 0) and reconnect jitter; 0: random. Request
+  // ids are always random: they must differ across processes.
+  uint64_t seed = 0;
+};
+
+// InvalidArgument naming the first bad field; ok otherwise.
+Status ValidateCoordinatorOptions(const CoordinatorOptions& options);
+
+}  // namespace dispatch::clients

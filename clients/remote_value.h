@@ -1,0 +1,49 @@
+// RemoteValue: the handle Coordinator::Schedule() returns for one closure.
+// It shares a ClosureCell with the coordinator's ClosureBook, which the
+// coordinator's loop fills when the dispatcher acknowledges the closure and
+// when its outcome arrives. status() never blocks; Fetch() waits for the
+// outcome and, the first time, asks the coordinator to release the closure
+// at the dispatcher. Copyable; every copy is the same closure. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace dispatch::clients {
+
+enum class RemoteValueStatus { kPending, kReady, kFailed, kCancelled };
+const char* RemoteValueStatusName(RemoteValueStatus status);
+
+class ClosureBook;
+struct ClosureCell;
+
+class RemoteValue {
+ public:
+  // An empty handle: status() is kCancelled; Fetch() fails FailedPrecondition.
+  RemoteValue() = default;
+  RemoteValue(std::shared_ptr<ClosureBook> book, std::shared_ptr<ClosureCell> cell)
+      : book_(std::move(book)), cell_(std::move(cell)) {}
+
+  // The dispatcher's id for the closure; 0 until it acknowledged the schedule.
+  uint64_t closure_id() const;
+  // Pending (queued, running, or not yet acknowledged), ready (a result),
+  // failed (an error), or cancelled. Never blocks.
+  RemoteValueStatus status() const;
+  // Waits for the outcome: the result bytes; or the closure's error
+  // (FailedPrecondition "closure N failed: ..."); or Cancelled. Unavailable
+  // when the coordinator was destroyed before the outcome arrived.
+  Result<std::string> Fetch() const;
+  // Fetch() that gives up after `timeout` with Unavailable (the closure
+  // stays pending; a later Fetch may still succeed).
+  Result<std::string> FetchFor(std::chrono::milliseconds timeout) const;
+
+ private:
+  std::shared_ptr<ClosureBook> book_;
+  std::shared_ptr<ClosureCell> cell_;
+};
+
+}  // namespace dispatch::clients

@@ -1,0 +1,155 @@
+// Failures: a worker killed -9 mid-closure leaves the closure to another
+// worker; a dispatcher killed -9 with 1,000 closures scheduled completes them
+// all after a restart and every Fetch returns its own result; a new
+// Coordinator opening the same coordinator id fetches closures an earlier one
+// scheduled; back-pressure at a small queue bound makes Schedule wait and
+// then proceed.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/closures/closure_test_support.h"
+
+namespace dispatch::testing {
+namespace {
+
+using clients::RemoteValue;
+using clients::RemoteValueStatus;
+
+TEST(ClosureFaults, AWorkerKilledMidClosureLeavesItToAnotherWorker) {
+  ClosureDispatcher dispatcher;
+  auto doomed = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7221");
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto value = coordinator->Schedule("sleep", "1500");
+  ASSERT_TRUE(value.ok());
+  ASSERT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.assigned == 1;
+  })) << "the closure never started";
+  Kill9(*doomed);
+  auto rescuer = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7222");
+  EXPECT_EQ(FetchOrDie(*value), "tcp:127.0.0.1:7222") << "the result must come from the rescuer";
+  EXPECT_GE(GetClosureCounters(dispatcher.address()).put_back, 1u);
+  EXPECT_TRUE(coordinator->Join().ok());
+}
+
+TEST(ClosureFaults, ADispatcherKilledWithAThousandClosuresScheduledCompletesThemAllAfterRestart) {
+  constexpr int kClosures = 1000;
+  ClosureDispatcher dispatcher;
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  std::vector<RemoteValue> values;
+  for (int i = 0; i < kClosures; ++i) {
+    auto value = coordinator->Schedule("echo", "result " + std::to_string(i));
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    values.push_back(*value);
+  }
+  ASSERT_TRUE(Eventually([&] {
+    for (auto& v : values) {
+      if (v.closure_id() == 0) return false;
+    }
+    return true;
+  })) << "not every schedule was acknowledged";
+  // Some finish (results held, unfetched) before the kill; the rest stay queued.
+  auto first_worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7223");
+  ASSERT_TRUE(Eventually([&] {
+    int ready = 0;
+    for (auto& v : values) ready += v.status() == RemoteValueStatus::kReady;
+    return ready >= 1;
+  }));
+  dispatcher.Kill9();
+  dispatcher.Start();
+  auto second_worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7224");
+  for (int i = 0; i < kClosures; ++i) {
+    EXPECT_EQ(FetchOrDie(values[i]), "result " + std::to_string(i));
+  }
+  EXPECT_TRUE(coordinator->Join().ok());
+  EXPECT_TRUE(Eventually([&] { return coordinator->status().dispatcher_restarts >= 1; }));
+}
+
+TEST(ClosureFaults, SchedulesInFlightDuringADispatcherKillAreNeitherLostNorDoubled) {
+  constexpr int kClosures = 1000;
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7225", 4);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  std::vector<RemoteValue> values;
+  for (int i = 0; i < kClosures; ++i) {
+    if (i == kClosures / 2) {
+      dispatcher.Kill9();
+      dispatcher.Start();
+    }
+    auto value = coordinator->Schedule("echo", std::to_string(i));
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    values.push_back(*value);
+  }
+  for (int i = 0; i < kClosures; ++i) EXPECT_EQ(FetchOrDie(values[i]), std::to_string(i));
+  EXPECT_TRUE(coordinator->Join().ok());
+  ClosureCounters after = GetClosureCounters(dispatcher.address());
+  EXPECT_LE(after.scheduled_total, static_cast<uint64_t>(kClosures))
+      << "a resent schedule was queued twice";
+}
+
+TEST(ClosureFaults, ANewCoordinatorWithTheSameIdFetchesClosuresOfAnEarlierOne) {
+  ClosureDispatcher dispatcher;
+  const uint64_t id = 0x5eed0001;
+  std::vector<uint64_t> ids;
+  {
+    auto options = CoordinatorOf(dispatcher.address(), id);
+    options.seed = 42;  // the same seed in both: request ids must still differ
+    auto first = MakeCoordinator(options);
+    for (int i = 0; i < 10; ++i) {
+      auto value = first->Schedule("echo", "from the first " + std::to_string(i));
+      ASSERT_TRUE(value.ok());
+      ASSERT_TRUE(Eventually([&] { return value->closure_id() != 0; }));
+      ids.push_back(value->closure_id());
+    }
+  }  // the first coordinator is gone before any closure ran
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7226");
+  auto second_options = CoordinatorOf(dispatcher.address(), id);
+  second_options.seed = 42;
+  auto second = MakeCoordinator(second_options);
+  EXPECT_EQ(second->id(), id);
+  EXPECT_TRUE(second->Join().ok()) << "Join covers the earlier coordinator's closures";
+  for (int i = 0; i < 10; ++i) {
+    RemoteValue value = second->Attach(ids[i]);
+    EXPECT_EQ(FetchOrDie(value), "from the first " + std::to_string(i));
+    EXPECT_EQ(value.closure_id(), ids[i]);
+  }
+  auto own = second->Schedule("echo", "from the second");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(FetchOrDie(*own), "from the second") << "taken for a retry of the first's schedule";
+}
+
+TEST(ClosureFaults, ScheduleWaitsAtAFullQueueAndProceedsWhenItDrains) {
+  constexpr int kClosures = 60;
+  ClosureDispatcher dispatcher({MaxQueuedClosuresFlag(10)});
+  auto options = CoordinatorOf(dispatcher.address());
+  options.max_unacknowledged = 20;
+  options.max_schedule_batch = 5;
+  auto coordinator = MakeCoordinator(options);
+  std::atomic<int> scheduled{0};
+  std::vector<RemoteValue> values(kClosures);
+  std::thread scheduler([&] {
+    for (int i = 0; i < kClosures; ++i) {
+      auto value = coordinator->Schedule("echo", std::to_string(i));
+      if (!value.ok()) return;
+      values[i] = *value;
+      ++scheduled;
+    }
+  });
+  // No worker: the queue fills to its bound, the client window fills behind
+  // it, and Schedule waits instead of failing or growing.
+  EXPECT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.queued == 10 && c.schedule_waits >= 1;
+  }));
+  EXPECT_TRUE(Eventually([&] { return scheduled.load() >= 20; }));
+  EXPECT_LT(scheduled.load(), kClosures) << "Schedule did not wait at a full queue";
+  EXPECT_LE(GetClosureCounters(dispatcher.address()).queued, 10u);
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7227");
+  scheduler.join();
+  ASSERT_EQ(scheduled.load(), kClosures);
+  for (int i = 0; i < kClosures; ++i) EXPECT_EQ(FetchOrDie(values[i]), std::to_string(i));
+  EXPECT_TRUE(coordinator->Join().ok());
+}
+
+}  // namespace
+}  // namespace dispatch::testing

@@ -1,0 +1,80 @@
+// Per-worker resources: every worker builds its own component (once per
+// process) and closures that list the resource receive their worker's
+// component; a worker restarted after a kill -9 rebuilds it; a failing
+// builder fails the closure with an error naming the resource.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tests/closures/closure_test_support.h"
+
+namespace dispatch::testing {
+namespace {
+
+using clients::RemoteValue;
+
+// Runs use_resource closures until `want` distinct components were seen.
+std::set<std::string> ComponentsSeen(clients::Coordinator& coordinator, uint64_t resource,
+                                     size_t want) {
+  std::set<std::string> seen;
+  EXPECT_TRUE(Eventually([&] {
+    // A batch at a time: with two slots each, both workers get some.
+    std::vector<RemoteValue> batch;
+    for (int i = 0; i < 4; ++i)
+      batch.push_back(*coordinator.Schedule("use_resource", "", {resource}));
+    for (auto& value : batch) seen.insert(FetchOrDie(value));
+    return seen.size() >= want;
+  })) << "saw "
+      << seen.size() << " components";
+  return seen;
+}
+
+TEST(ClosureResources, EveryWorkerBuildsItsOwnComponent) {
+  ClosureDispatcher dispatcher;
+  auto a = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7231", 2);
+  auto b = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7232", 2);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto resource = coordinator->CreatePerWorkerResource("make_resource", "model");
+  ASSERT_TRUE(resource.ok()) << resource.status().ToString();
+  std::set<std::string> seen = ComponentsSeen(*coordinator, *resource, 2);
+  EXPECT_EQ(seen, (std::set<std::string>{
+                      "model@tcp:127.0.0.1:7231#" + std::to_string(a->process().pid()),
+                      "model@tcp:127.0.0.1:7232#" + std::to_string(b->process().pid())}));
+}
+
+TEST(ClosureResources, AWorkerRestartedAfterAKillRebuildsItsComponent) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7233");
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto resource = coordinator->CreatePerWorkerResource("make_resource", "table");
+  ASSERT_TRUE(resource.ok()) << resource.status().ToString();
+  auto before = coordinator->Schedule("use_resource", "", {*resource});
+  ASSERT_TRUE(before.ok());
+  std::string first_pid = std::to_string(worker->process().pid());
+  EXPECT_EQ(FetchOrDie(*before), "table@tcp:127.0.0.1:7233#" + first_pid);
+  Kill9(*worker);
+  worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7233");
+  auto after = coordinator->Schedule("use_resource", "", {*resource});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(FetchOrDie(*after),
+            "table@tcp:127.0.0.1:7233#" + std::to_string(worker->process().pid()));
+}
+
+TEST(ClosureResources, AFailingBuilderFailsTheClosureNamingTheResource) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7234");
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto resource = coordinator->CreatePerWorkerResource("fail", "no model here");
+  ASSERT_TRUE(resource.ok()) << resource.status().ToString();
+  auto value = coordinator->Schedule("use_resource", "", {*resource});
+  ASSERT_TRUE(value.ok());
+  auto fetched = value->FetchFor(kFetchDeadline);
+  ASSERT_FALSE(fetched.ok());
+  const std::string& message = fetched.status().message();
+  EXPECT_NE(message.find("per-worker resource " + std::to_string(*resource)), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("no model here"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace dispatch::testing

@@ -1,0 +1,75 @@
+// Helpers for the closure tests: a dispatcher that can be killed -9 and
+// restarted on the same address and work dir with closure flags,
+// dispatch-worker processes with closure slots, Coordinators with fast
+// reconnects, and the dispatcher's closure counters. Every wait has a
+// deadline; nothing sleeps to wait.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clients/coordinator.h"
+#include "tests/clients/client_test_support.h"
+#include "tests/support/dispatcher_process.h"
+#include "tests/support/temp_dir.h"
+
+namespace dispatch::testing {
+
+// How long a Fetch in a test may wait before the test fails.
+inline constexpr std::chrono::milliseconds kFetchDeadline{20000};
+
+// The dispatcher's closure flags under test.
+std::string MaxQueuedClosuresFlag(uint64_t n);
+std::string MaxClosureAttemptsFlag(uint64_t n);
+std::string TransientLimitFlag(uint64_t n);
+
+class ClosureDispatcher {
+ public:
+  explicit ClosureDispatcher(std::vector<std::string> flags = {});
+  const std::string& address() const { return address_; }
+  DispatcherProcess& process() { return *process_; }
+  void Kill9();
+  void Start();
+
+ private:
+  TempDir dir_;
+  std::vector<std::string> flags_;
+  std::string work_dir_;
+  std::string address_;
+  std::unique_ptr<DispatcherProcess> process_;
+};
+
+// A dispatch-worker with `slots` closure slots, registered before returning.
+std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher,
+                                                  const std::string& address, uint32_t slots = 1);
+// Kills a worker with SIGKILL and reaps it.
+void Kill9(WorkerProcess& worker);
+
+clients::CoordinatorOptions CoordinatorOf(const std::string& dispatcher, uint64_t id = 0);
+std::unique_ptr<clients::Coordinator> MakeCoordinator(const std::string& dispatcher,
+                                                      uint64_t id = 0);
+std::unique_ptr<clients::Coordinator> MakeCoordinator(clients::CoordinatorOptions options);
+
+// The dispatcher's ClosureStats, fields copied out.
+struct ClosureCounters {
+  uint64_t queued = 0, assigned = 0, finished = 0, failed = 0, cancelled = 0;
+  uint64_t scheduled_total = 0, results_accepted = 0, reports_ignored = 0, put_back = 0;
+  uint64_t transient_retries = 0, attempts_exhausted = 0, released_total = 0;
+  uint64_t schedule_waits = 0;
+};
+ClosureCounters GetClosureCounters(const std::string& dispatcher);
+// Polls the counters until `condition` holds or the deadline passes.
+bool WaitForCounters(const std::string& dispatcher,
+                     const std::function<bool(const ClosureCounters&)>& condition,
+                     std::chrono::milliseconds deadline = kTestDeadline);
+// Polls `condition` (any thread state) until it holds or the deadline passes.
+bool Eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds deadline = kTestDeadline);
+
+// Fetches with the test deadline; the result bytes or a test failure message.
+std::string FetchOrDie(const clients::RemoteValue& value);
+
+}  // namespace dispatch::testing
