@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "clients/dispatchctl_read.h"
+#include "clients/dispatchctl_run.h"
 #include "clients/dispatcher_connection.h"
 #include "clients/listing_format.h"
 #include "common/flag_parser.h"
@@ -22,7 +23,8 @@ namespace dispatch::clients {
 namespace {
 
 constexpr const char* kCommands =
-    "workers | datasets | jobs | tasks | clients | job ID | read KIND [ARGS...]";
+    "workers | datasets | jobs | tasks | clients | job ID | read KIND [ARGS...] | run FUNCTION "
+    "[ARGS]";
 
 struct Flags {
   std::string dispatcher;
@@ -92,6 +94,7 @@ std::string CheckArgs(const std::vector<std::string>& args) {
   bool listing = c == "workers" || c == "datasets" || c == "jobs" || c == "tasks" || c == "clients";
   if (listing) return args.size() == 1 ? "" : "'" + c + "' takes no argument";
   if (c == "read") return "";  // checked by CheckReadArgs
+  if (c == "run") return CheckRunArgs(args);
   if (c != "job") return "unknown command '" + c + "'; one of: " + kCommands;
   if (args.size() != 2) return "'job' takes one job id";
   const std::string& id = args[1];
@@ -112,6 +115,8 @@ int Main(int argc, char** argv) {
   parser.AddUint("timeout-ms", "give up after this long", &flags.timeout_ms, 1, 3600000);
   ReadFlags read_flags;
   DeclareReadFlags(parser, read_flags);
+  RunFlags run_flags;
+  DeclareRunFlags(parser, run_flags);
   std::vector<std::string> args;
   ParseFlagsOrExit(parser, argc, argv, &args);
   std::string usage_error = flags.dispatcher.empty() ? "--dispatcher is required" : CheckArgs(args);
@@ -122,6 +127,7 @@ int Main(int argc, char** argv) {
   }
   SetLogLevel(LogLevel::kError);
   signal(SIGPIPE, SIG_IGN);
+  if (args[0] == "run") return RunClosures(flags.dispatcher, flags.token, args, run_flags);
   if (args[0] == "read") {
     return RunRead(flags.dispatcher, flags.token, args, read_flags, flags.timeout_ms);
   }

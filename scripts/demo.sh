@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole loop in one minute: builds, then starts a dispatcher (its SQLite
 # journal in a temporary work dir), two dispatch-workers and one consumer
-# (`dispatchctl read`), reads `range` with DYNAMIC sharding, and prints what
-# happened: who read which elements, the job and its tasks, and a check that
+# (`dispatchctl read`), schedules closures (`dispatchctl run`), reads `range`
+# with DYNAMIC sharding, and prints what happened: which worker ran which
+# closure, who produced which elements, the job and its tasks, and a check that
 # every element was read exactly once. Everything it started is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,11 +55,10 @@ for i in 1 2; do
   echo "   $(grep 'registered as worker' "$DIR/worker$i.out" | head -1) at $W"
 done
 
-# CLOSURES: the Coordinator client (clients/coordinator.h, issue 5) has not
-# landed on main yet. When it does, schedule a few closures here (e.g. the
-# dispatch-worker built-ins `echo` and `noop`), join them and print their
-# results and which worker ran each.
-echo "== closures: not yet (the Coordinator client lands with issue 5)"
+echo "== closures: a coordinator schedules 4 'sleep' closures (each returns the worker that ran it)"
+build/clients/dispatchctl --dispatcher="$ADDR" run --count=4 sleep 50 | sed 's/^/   /'
+echo "== and 2 'echo' closures"
+build/clients/dispatchctl --dispatcher="$ADDR" run --count=2 echo "hello from the demo" | sed 's/^/   /'
 
 echo "== one consumer reads 'range count=$COUNT splits=$SPLITS' with DYNAMIC sharding"
 build/clients/dispatchctl --dispatcher="$ADDR" read --mode=dynamic --job-name=demo --print \

@@ -186,5 +186,19 @@ TEST(DispatchctlRead, PrintsCountBytesAndThroughputAndRefusesBadDatasets) {
       << missing.output;
 }
 
+TEST(DispatchctlRun, SchedulesClosuresAndPrintsEachResult) {
+  DataCluster cluster;
+  cluster.StartWorker(0);
+  auto ran = RunDispatchctl(
+      {"--dispatcher=" + cluster.dispatcher(), "run", "--count=3", "echo", "hi there"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("echo(hi there) -> hi there"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("ran 3 closures of echo: 3 finished, 0 failed"), std::string::npos)
+      << ran.output;
+  auto usage = RunDispatchctl({"--dispatcher=" + cluster.dispatcher(), "run"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_NE(usage.output.find("'run' takes a closure function"), std::string::npos) << usage.output;
+}
+
 }  // namespace
 }  // namespace dispatch::testing
