@@ -1,6 +1,7 @@
 // `dispatch-worker`: the reference worker, built on WorkerAgent. It registers
-// with the dispatcher, runs the tasks it is given (DYNAMIC ones read all their
-// splits) and reports them complete, and runs closures of its built-in
+// with the dispatcher, produces the elements of the tasks it is given (dataset
+// kinds range, lines and synthetic), serves them to consumers at its transfer
+// address and reports each task complete, and runs closures of its built-in
 // functions (clients/builtin_functions.h) on --max-closures slots, until
 // SIGINT/SIGTERM. Stdout carries one
 // line per registration ("dispatch-worker registered as worker N ...") for
@@ -8,10 +9,17 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include <chrono>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
+#include "clients/builtin_dataset_kinds.h"
 #include "clients/builtin_functions.h"
+#include "clients/large_buffers.h"
 #include "clients/split_reading_task.h"
+#include "clients/task_producer.h"
+#include "clients/transfer_server.h"
 #include "clients/worker_agent.h"
 #include "common/flag_parser.h"
 #include "common/log.h"
@@ -23,6 +31,9 @@ struct Flags {
   WorkerAgentOptions agent;
   std::string log_level = "info";
   bool hold_tasks = false;
+  ProducerLimits producer;
+  uint32_t buffer_mib = 64;
+  TransferServerOptions transfer;
 };
 
 Status ParseUint32(const std::string& name, const std::string& value, uint32_t min, uint32_t max,
@@ -86,18 +97,25 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
   parser.AddUint("seed", "seed for reconnect jitter and the worker incarnation (0: random)",
                  &o.seed);
   parser.AddBool("hold-tasks",
-                 "keep tasks running after their work, until the dispatcher deletes them",
+                 "produce nothing: read a task's splits, then keep it running until the "
+                 "dispatcher deletes it",
                  &flags.hold_tasks);
+  add_u32("buffer-mib", "elements buffered per task, in MiB", &flags.buffer_mib, 1, 65536);
+  add_u32("max-transfer-connections",
+          "consumer connections the transfer server keeps open at once; more are closed",
+          &flags.transfer.max_connections, 1, 1 << 20);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
 }
 
 int Main(int argc, char** argv) {
+  KeepLargeAllocationsInHeap();
   Flags flags;
   flags.agent.max_closures = 1;
   FlagParser parser("dispatch-worker",
                     std::string("The reference dispatch worker: registers with the dispatcher, "
-                                "runs its tasks (DYNAMIC tasks read all their splits) and reports "
-                                "them complete, and runs closures.\n\n") +
+                                "produces and serves the elements of its tasks (dataset kinds "
+                                "range, lines, synthetic), reports them complete, and runs "
+                                "closures.\n\n") +
                         kBuiltinFunctionsHelp);
   DeclareFlags(parser, flags);
   ParseFlagsOrExit(parser, argc, argv);
@@ -128,16 +146,51 @@ int Main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  WorkerAgent agent(flags.agent, std::make_unique<SplitReadingFactory>(
-                                     SplitReadingOptions{.hold = flags.hold_tasks}));
+  // A process that takes over a dead worker's address continues its tasks'
+  // split streams above the dead process's sequence numbers.
+  flags.agent.first_split_sequence =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+  DatasetKindRegistry kinds;
+  Status kinds_registered = RegisterBuiltinDatasetKinds(kinds);
+  if (!kinds_registered.ok()) {
+    Log(LogLevel::kError, "dispatch-worker: ", kinds_registered.ToString().c_str());
+    return 1;
+  }
+  ProducerDirectory producers;  // agent thread only, outlives the agent
+  flags.producer.max_buffered_bytes = uint64_t{flags.buffer_mib} << 20;
+  std::unique_ptr<TaskHandlerFactory> factory;
+  if (flags.hold_tasks) {
+    factory = std::make_unique<SplitReadingFactory>(SplitReadingOptions{.hold = true});
+  } else {
+    factory = std::make_unique<ProducingTaskFactory>(kinds, producers, flags.producer);
+  }
+  WorkerAgent agent(flags.agent, std::move(factory));
+  auto transfer_server = std::make_unique<TransferServer>(producers, flags.transfer);
+  TransferServer* transfer = transfer_server.get();
+  if (!flags.hold_tasks) agent.AddService(std::move(transfer_server));
   uint64_t printed_registrations = 0;
-  agent.SetStatusListener([&printed_registrations](const WorkerAgentStatus& s) {
+  // The "started" line comes first on stdout (scripts wait for it); a
+  // registration that happens before it is held back until it is out.
+  std::mutex stdout_mu;
+  bool started_printed = false;  // guarded by stdout_mu
+  std::string held_lines;        // guarded by stdout_mu
+  agent.SetStatusListener([&](const WorkerAgentStatus& s) {
     // Agent thread only: no lock needed for printed_registrations.
     if (s.registrations == printed_registrations) return;
     printed_registrations = s.registrations;
-    printf("dispatch-worker registered as worker %llu (dispatcher incarnation %llu)\n",
-           static_cast<unsigned long long>(s.worker_id),
-           static_cast<unsigned long long>(s.dispatcher_incarnation));
+    char line[160];
+    snprintf(line, sizeof(line),
+             "dispatch-worker registered as worker %llu (dispatcher incarnation %llu)\n",
+             static_cast<unsigned long long>(s.worker_id),
+             static_cast<unsigned long long>(s.dispatcher_incarnation));
+    std::lock_guard<std::mutex> lock(stdout_mu);
+    if (!started_printed) {
+      held_lines += line;
+      return;
+    }
+    fputs(line, stdout);
     fflush(stdout);
   });
   Status registered = RegisterBuiltinFunctions(agent);
@@ -150,8 +203,23 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "dispatch-worker: ", started.ToString().c_str());
     return 1;
   }
-  printf("dispatch-worker %s started\n", flags.agent.worker_address.c_str());
-  fflush(stdout);
+  if (!flags.hold_tasks) {
+    std::optional<Status> listening = transfer->WaitListening(std::chrono::seconds(30));
+    if (!listening.has_value() || !listening->ok()) {
+      Log(LogLevel::kError, "dispatch-worker: ",
+          listening.has_value() ? listening->ToString().c_str()
+                                : "the transfer server did not start listening");
+      agent.Stop();
+      return 1;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(stdout_mu);
+    printf("dispatch-worker %s started\n%s", flags.agent.worker_address.c_str(),
+           held_lines.c_str());
+    fflush(stdout);
+    started_printed = true;
+  }
   int signum = 0;
   sigwait(&stop_signals, &signum);
   Log(LogLevel::kInfo, "dispatch-worker: ", signum == SIGINT ? "SIGINT" : "SIGTERM", ", stopping");

@@ -1,6 +1,7 @@
 // `dispatchctl`: looks at a running dispatcher. Lists workers, datasets, jobs,
 // tasks and job clients, or shows one job, as an aligned table or (--json) as
-// the reply struct in capnp's JSON encoding. Exit codes: 0 ok, 1 the
+// the reply struct in capnp's JSON encoding; `read` reads a dataset through
+// the service (dispatchctl_read.h). Exit codes: 0 ok, 1 the
 // dispatcher refused or could not be reached (its message on stderr), 2 usage.
 #include <capnp/compat/json.h>
 #include <kj/debug.h>
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clients/dispatchctl_read.h"
+#include "clients/dispatchctl_run.h"
 #include "clients/dispatcher_connection.h"
 #include "clients/listing_format.h"
 #include "common/flag_parser.h"
@@ -19,7 +22,9 @@
 namespace dispatch::clients {
 namespace {
 
-constexpr const char* kCommands = "workers | datasets | jobs | tasks | clients | job ID";
+constexpr const char* kCommands =
+    "workers | datasets | jobs | tasks | clients | job ID | read KIND [ARGS...] | run FUNCTION "
+    "[ARGS]";
 
 struct Flags {
   std::string dispatcher;
@@ -88,6 +93,8 @@ std::string CheckArgs(const std::vector<std::string>& args) {
   const std::string& c = args[0];
   bool listing = c == "workers" || c == "datasets" || c == "jobs" || c == "tasks" || c == "clients";
   if (listing) return args.size() == 1 ? "" : "'" + c + "' takes no argument";
+  if (c == "read") return "";  // checked by CheckReadArgs
+  if (c == "run") return CheckRunArgs(args);
   if (c != "job") return "unknown command '" + c + "'; one of: " + kCommands;
   if (args.size() != 2) return "'job' takes one job id";
   const std::string& id = args[1];
@@ -106,15 +113,24 @@ int Main(int argc, char** argv) {
   parser.AddString("token", "TOKEN", "secret presented at the dispatcher's gateway", &flags.token);
   parser.AddBool("json", "print the reply as JSON", &flags.json);
   parser.AddUint("timeout-ms", "give up after this long", &flags.timeout_ms, 1, 3600000);
+  ReadFlags read_flags;
+  DeclareReadFlags(parser, read_flags);
+  RunFlags run_flags;
+  DeclareRunFlags(parser, run_flags);
   std::vector<std::string> args;
   ParseFlagsOrExit(parser, argc, argv, &args);
   std::string usage_error = flags.dispatcher.empty() ? "--dispatcher is required" : CheckArgs(args);
+  if (usage_error.empty() && args[0] == "read") usage_error = CheckReadArgs(args, read_flags);
   if (!usage_error.empty()) {
     fprintf(stderr, "dispatchctl: %s\nrun with --help for usage\n", usage_error.c_str());
     return 2;
   }
   SetLogLevel(LogLevel::kError);
   signal(SIGPIPE, SIG_IGN);
+  if (args[0] == "run") return RunClosures(flags.dispatcher, flags.token, args, run_flags);
+  if (args[0] == "read") {
+    return RunRead(flags.dispatcher, flags.token, args, read_flags, flags.timeout_ms);
+  }
 
   std::string output;
   Status status;

@@ -7,13 +7,15 @@
 namespace dispatch::clients {
 
 LinkSplitFetcher::LinkSplitFetcher(AgentLink& link, kj::Timer& timer, StatusBoard& board,
-                                   uint64_t task_id, uint32_t provider_index, uint32_t batch_size)
+                                   uint64_t task_id, uint32_t provider_index, uint32_t batch_size,
+                                   uint64_t first_sequence)
     : link_(link),
       timer_(timer),
       board_(board),
       task_id_(task_id),
       provider_index_(provider_index),
-      batch_size_(batch_size) {}
+      batch_size_(batch_size),
+      next_sequence_(first_sequence) {}
 
 kj::Promise<SplitBatch> LinkSplitFetcher::Next(int64_t repetition) {
   KJ_REQUIRE(!in_flight_, "SplitFetcher::Next() called while the previous call is in flight",

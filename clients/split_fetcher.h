@@ -1,5 +1,5 @@
 // LinkSplitFetcher: the SplitFetcher of one (task, split provider), backed by
-// the agent's link. Sequence numbers start at 1 and advance only when an
+// the agent's link. Sequence numbers start at `first_sequence` and advance only when an
 // answer arrives; a call that fails with a retryable error (lost reply,
 // dropped connection, dispatcher restart) is sent again with the same
 // sequence once the worker is registered again. One call in flight at a time.
@@ -18,7 +18,7 @@ namespace dispatch::clients {
 class LinkSplitFetcher final : public SplitFetcher {
  public:
   LinkSplitFetcher(AgentLink& link, kj::Timer& timer, StatusBoard& board, uint64_t task_id,
-                   uint32_t provider_index, uint32_t batch_size);
+                   uint32_t provider_index, uint32_t batch_size, uint64_t first_sequence = 1);
 
   kj::Promise<SplitBatch> Next(int64_t repetition) override;
   uint64_t next_sequence() const override { return next_sequence_; }
@@ -30,7 +30,7 @@ class LinkSplitFetcher final : public SplitFetcher {
   const uint64_t task_id_;
   const uint32_t provider_index_;
   const uint32_t batch_size_;
-  uint64_t next_sequence_ = 1;
+  uint64_t next_sequence_;
   bool in_flight_ = false;
 };
 

@@ -38,7 +38,8 @@ class SplitFetcher {
   // errors that retrying cannot fix (unknown task, not a DYNAMIC job).
   // REQUIRES: the previous Next() of this fetcher has resolved.
   virtual kj::Promise<SplitBatch> Next(int64_t repetition) = 0;
-  // The sequence number the next call will carry (starts at 1).
+  // The sequence number the next call will carry (starts at the agent's
+  // first_split_sequence, 1 by default).
   virtual uint64_t next_sequence() const = 0;
 };
 

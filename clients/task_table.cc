@@ -16,7 +16,8 @@ class TaskTable::Context final : public TaskContext {
     uint32_t providers = std::max<uint32_t>(1, task_.num_split_providers);
     for (uint32_t i = 0; i < providers; ++i) {
       fetchers_.add(kj::heap<LinkSplitFetcher>(*table_.link_, table_.timer_, table_.board_,
-                                               task_.task_id, i, table_.split_batch_));
+                                               task_.task_id, i, table_.split_batch_,
+                                               table_.first_split_sequence_));
     }
   }
 
@@ -45,11 +46,12 @@ struct TaskTable::Entry {
 };
 
 TaskTable::TaskTable(kj::Timer& timer, TaskHandlerFactory& factory, StatusBoard& board,
-                     uint32_t split_batch)
+                     uint32_t split_batch, uint64_t first_split_sequence)
     : timer_(timer),
       factory_(factory),
       board_(board),
       split_batch_(split_batch == 0 ? 1 : split_batch),
+      first_split_sequence_(first_split_sequence == 0 ? 1 : first_split_sequence),
       background_(kj::heap<kj::TaskSet>(*this)) {}
 
 TaskTable::~TaskTable() noexcept(false) { StopAll(); }

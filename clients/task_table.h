@@ -22,8 +22,8 @@ namespace dispatch::clients {
 
 class TaskTable final : public AgentLink::Delegate, public kj::TaskSet::ErrorHandler {
  public:
-  TaskTable(kj::Timer& timer, TaskHandlerFactory& factory, StatusBoard& board,
-            uint32_t split_batch);
+  TaskTable(kj::Timer& timer, TaskHandlerFactory& factory, StatusBoard& board, uint32_t split_batch,
+            uint64_t first_split_sequence = 1);
   ~TaskTable() noexcept(false) override;
   TaskTable(const TaskTable&) = delete;
   TaskTable& operator=(const TaskTable&) = delete;
@@ -58,6 +58,7 @@ class TaskTable final : public AgentLink::Delegate, public kj::TaskSet::ErrorHan
   TaskHandlerFactory& factory_;
   StatusBoard& board_;
   const uint32_t split_batch_;
+  const uint64_t first_split_sequence_;
   AgentLink* link_ = nullptr;
   std::map<uint64_t, kj::Own<Entry>> tasks_;
   std::set<uint64_t> unreported_;  // finished, not yet acknowledged by workerUpdate

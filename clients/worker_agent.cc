@@ -37,7 +37,7 @@ class WorkerAgent::Runner final : public AgentEnvironment {
          kj::Own<kj::PromiseFulfiller<void>> stop)
       : io_(io),
         options_(options),
-        table_(io.timer(), factory, board, options.split_batch),
+        table_(io.timer(), factory, board, options.split_batch, options.first_split_sequence),
         closures_(io.loop(), options, functions, board),
         link_(io.timer(), io.network(), options, worker_incarnation, table_,
               MakeControl(table_, closures_, board, &server_), board),

@@ -25,7 +25,11 @@ struct WorkerAgentOptions {
   uint32_t backoff_initial_ms = 100;  // first reconnect delay (jittered in [d/2, d])
   uint32_t backoff_max_ms = 5000;
   uint32_t split_batch = 16;  // splits asked for per getSplit call
-  uint64_t seed = 0;          // jitter and worker incarnation; 0: random
+  // The sequence number of each task's first getSplit. A process that takes
+  // over a dead worker's address (and its tasks) must start above the dead
+  // one's last sequence: dispatch-worker uses the wall clock in microseconds.
+  uint64_t first_split_sequence = 1;
+  uint64_t seed = 0;  // jitter and worker incarnation; 0: random
   // Closures (issue 5): slots and function names announced in every
   // heartbeat. 0 / empty until a closure runner exists.
   uint32_t max_closures = 0;

@@ -1,0 +1,252 @@
+// `dispatch-bench read`: the data path's throughput. `synthetic` elements of
+// 100 B, 10 KiB and 1 MiB are produced by 2 dispatch-worker processes and read
+// by 1 consumer (DatasetReader) through the real dispatcher, against a raw
+// loopback TCP copy of the same number of bytes (two sender threads, one
+// receiver copying every byte out) measured in the same run: the physical
+// limit on this machine. Runs alternate between the two; each figure is the
+// median over runs, the ratio the median of each run over the raw copy that
+// followed it. Throughput counts from the first element (the job's set-up is
+// its own column). Nothing is asserted: the table is the result.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/registry.h"
+#include "clients/dataset_definition.h"
+#include "clients/dataset_reader.h"
+#include "clients/large_buffers.h"
+#include "common/flag_parser.h"
+#include "tests/support/dispatcher_process.h"
+#include "tests/support/subprocess.h"
+
+namespace dispatch::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::DispatcherProcess;
+using testing::Subprocess;
+
+struct ReadFlags {
+  uint64_t runs = 5;
+  uint64_t mib = 512;  // bytes read per size and run, in MiB
+  std::string mode = "off";
+  uint64_t batch_mib = 32;
+  uint64_t calls = 2;
+};
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Raw TCP: two senders write `total` bytes between them in `chunk`-sized
+// writes; one receiver reads them and copies each byte once more (as a
+// consumer copies an element out of the message). Returns bytes per second.
+double RawCopy(uint64_t total, size_t chunk) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::listen(listener, 4);
+  chunk = std::max<size_t>(chunk, 64 << 10);  // the kernel's own batching
+  auto send_part = [addr, chunk](uint64_t bytes) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+    std::string buffer(chunk, 'x');
+    while (bytes > 0) {
+      ssize_t n = ::write(fd, buffer.data(), std::min<uint64_t>(bytes, chunk));
+      if (n <= 0) break;
+      bytes -= n;
+    }
+    ::close(fd);
+  };
+  const auto start = Clock::now();
+  std::thread a(send_part, total / 2);
+  std::thread b(send_part, total - total / 2);
+  int fds[2] = {::accept(listener, nullptr, nullptr), ::accept(listener, nullptr, nullptr)};
+  std::vector<char> in(1 << 20);
+  std::string out(1 << 20, '\0');
+  uint64_t received = 0;
+  bool open[2] = {true, true};
+  while (open[0] || open[1]) {
+    for (int i = 0; i < 2; ++i) {
+      if (!open[i]) continue;
+      ssize_t n = ::recv(fds[i], in.data(), in.size(), MSG_DONTWAIT);
+      if (n == 0) {
+        open[i] = false;
+      } else if (n > 0) {
+        std::memcpy(out.data(), in.data(), n);
+        received += n;
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  a.join();
+  b.join();
+  ::close(fds[0]);
+  ::close(fds[1]);
+  ::close(listener);
+  return received / seconds;
+}
+
+struct ServiceFigures {
+  double elements_per_s = 0;  // from the first element to the last
+  double bytes_per_s = 0;
+  uint64_t elements = 0;
+  double open_ms = 0;  // Open() to the first element: dataset, job, task pushes, connections
+};
+
+ServiceFigures ReadThroughService(const std::string& dispatcher, uint64_t size, uint64_t total,
+                                  const ReadFlags& flags, uint64_t run) {
+  clients::KindDefinition def;
+  def.kind = "synthetic";
+  // OFF: each of the 2 workers produces the whole dataset, so half of it each.
+  const uint64_t elements = std::max<uint64_t>(2, total / std::max<uint64_t>(size, 1));
+  def.args["size"] = std::to_string(size);
+  def.args["count"] = std::to_string(flags.mode == "off" ? elements / 2 : elements);
+  def.args["splits"] = std::to_string(flags.mode == "off" ? 2 : 64);
+  clients::ReaderOptions options;
+  options.dispatcher_address = dispatcher;
+  options.dataset = *clients::BuiltinDatasetSpec(def);
+  options.job.processing_mode =
+      flags.mode == "off" ? journal::ProcessingMode::OFF : journal::ProcessingMode::DYNAMIC;
+  options.max_bytes_per_call = flags.batch_mib << 20;
+  options.max_buffered_bytes = 4 * (flags.batch_mib << 20);
+  options.calls_per_task = static_cast<uint32_t>(flags.calls);
+  options.seed = run + 1;
+  const auto opened = Clock::now();
+  auto reader = clients::DatasetReader::Open(options);
+  ServiceFigures f;
+  if (!reader.ok()) {
+    fprintf(stderr, "read bench: %s\n", reader.status().ToString().c_str());
+    return f;
+  }
+  clients::Element element;
+  uint64_t bytes = 0;
+  Clock::time_point start;
+  while (true) {
+    auto next = (*reader)->Next(&element, std::chrono::seconds(60));
+    if (!next.ok()) {
+      fprintf(stderr, "read bench: %s\n", next.status().ToString().c_str());
+      break;
+    }
+    if (!*next) break;
+    if (f.elements++ == 0) {
+      // The steady state starts at the first element (the elements after it
+      // are counted); the job's set-up is reported apart.
+      start = Clock::now();
+      f.open_ms = std::chrono::duration<double, std::milli>(start - opened).count();
+      continue;
+    }
+    bytes += element.data.size();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  (*reader)->Close();
+  if (f.elements > 1 && seconds > 0) {
+    f.elements_per_s = (f.elements - 1) / seconds;
+    f.bytes_per_s = bytes / seconds;
+  }
+  return f;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int RunReadBench(int argc, char** argv) {
+  clients::KeepLargeAllocationsInHeap();  // as dispatchctl read does
+  ReadFlags flags;
+  FlagParser parser("dispatch-bench read",
+                    "synthetic elements of 100 B, 10 KiB and 1 MiB from 2 dispatch-worker "
+                    "processes to 1 consumer through the dispatcher, against a raw loopback TCP "
+                    "copy of the same bytes.");
+  parser.AddUint("runs", "runs per size (the median is reported)", &flags.runs, 1, 100);
+  parser.AddUint("mib", "MiB read per size and run", &flags.mib, 1, 1 << 20);
+  parser.AddString("mode", "MODE", "off (each worker reads half) or dynamic (64 splits)",
+                   &flags.mode);
+  parser.AddUint("batch-mib", "bytes per getElements reply, in MiB", &flags.batch_mib, 1, 32);
+  parser.AddUint("calls", "getElements calls in flight per task", &flags.calls, 1, 16);
+  ParseFlagsOrExit(parser, argc, argv);
+  if (flags.mode != "off" && flags.mode != "dynamic") {
+    fprintf(stderr, "dispatch-bench read: --mode must be off or dynamic\n");
+    return 2;
+  }
+  DispatcherProcess::Options options;
+  options.extra_flags = {"--log-level=warning"};
+  DispatcherProcess dispatcher(options);
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    const std::string address = "tcp:127.0.0.1:" + std::to_string(FreePort());
+    workers.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher.address(),
+                                 "--address=" + address, "--log-level=warning"}));
+    for (int line = 0; line < 2; ++line) {
+      if (!workers.back()->ReadLine(std::chrono::seconds(30))) {
+        fprintf(stderr, "dispatch-bench read: worker %d did not start\n", i);
+        return 1;
+      }
+    }
+  }
+  printf(
+      "dispatch-bench read: 2 workers, 1 consumer, mode %s, %llu MiB per size and run, "
+      "median of %llu runs\n\n",
+      flags.mode.c_str(), static_cast<unsigned long long>(flags.mib),
+      static_cast<unsigned long long>(flags.runs));
+  printf("%-8s %10s %12s %10s %14s %8s %8s\n", "element", "elements", "elements/s", "MB/s",
+         "raw TCP MB/s", "ratio", "open ms");
+  const uint64_t total = flags.mib << 20;
+  uint64_t run_id = 0;
+  for (uint64_t size : {uint64_t{100}, uint64_t{10} << 10, uint64_t{1} << 20}) {
+    std::vector<double> eps, bps, raw, ratio, open_ms;
+    uint64_t elements = 0;
+    for (uint64_t r = 0; r < flags.runs; ++r) {
+      ServiceFigures f = ReadThroughService(dispatcher.address(), size, total, flags, ++run_id);
+      eps.push_back(f.elements_per_s);
+      bps.push_back(f.bytes_per_s);
+      open_ms.push_back(f.open_ms);
+      elements = f.elements;
+      raw.push_back(RawCopy(total, size));
+      // Each run against the raw copy right after it: the machine is shared,
+      // and the pair sees the same load.
+      ratio.push_back(f.bytes_per_s / std::max(1.0, raw.back()));
+    }
+    const char* name = size == 100 ? "100 B" : size == (10 << 10) ? "10 KiB" : "1 MiB";
+    printf("%-8s %10llu %12.0f %10.1f %14.1f %7.0f%% %8.1f\n", name,
+           static_cast<unsigned long long>(elements), Median(eps), Median(bps) / 1e6,
+           Median(raw) / 1e6, 100 * Median(ratio), Median(open_ms));
+    fflush(stdout);
+  }
+  for (auto& w : workers) w->Signal(SIGTERM);
+  for (auto& w : workers) w->Wait(std::chrono::seconds(10));
+  return 0;
+}
+
+}  // namespace
+
+DISPATCH_BENCH("read", "synthetic elements through 2 workers to 1 consumer vs raw loopback TCP",
+               RunReadBench);
+
+}  // namespace dispatch::bench

@@ -1,0 +1,211 @@
+#include "clients/dataset_reader.h"
+
+#include <kj/debug.h>
+
+#include "common/log.h"
+#include "common/rpc_status.h"
+#include "reactor/uvkj/async_io.h"
+#include "reactor/uvkj/uv_handle.h"
+
+namespace dispatch::clients {
+
+// The loop thread's view of the reader's queue.
+class DatasetReader::Sink final : public ElementSink {
+ public:
+  explicit Sink(DatasetReader& reader) : reader_(reader) {}
+
+  void Opened(uint64_t job_id, uint64_t job_client_id) override {
+    std::lock_guard<std::mutex> lock(reader_.mu_);
+    reader_.opened_ = true;
+    reader_.stats_.job_id = job_id;
+    reader_.stats_.job_client_id = job_client_id;
+    reader_.cv_.notify_all();
+  }
+
+  bool Push(std::vector<Element>&& elements) override {
+    std::lock_guard<std::mutex> lock(reader_.mu_);
+    for (Element& e : elements) {
+      reader_.queued_bytes_ += e.data.size();
+      reader_.queue_.push_back(kj::mv(e));
+    }
+    reader_.cv_.notify_all();
+    const bool full = reader_.queue_.size() >= reader_.options_.max_buffered_elements ||
+                      reader_.queued_bytes_ >= reader_.options_.max_buffered_bytes;
+    if (full) reader_.room_wanted_ = true;
+    return !full;
+  }
+
+  kj::Promise<void> WhenRoom() override {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    room_waiters_.add(kj::mv(paf.fulfiller));
+    // Next() may have drained the queue before the waiter existed.
+    OnWake();
+    return kj::mv(paf.promise);
+  }
+
+  void End() override {
+    std::lock_guard<std::mutex> lock(reader_.mu_);
+    reader_.ended_ = true;
+    reader_.cv_.notify_all();
+  }
+
+  void Fail(const Status& status) override {
+    std::lock_guard<std::mutex> lock(reader_.mu_);
+    if (reader_.error_.ok()) reader_.error_ = status;
+    reader_.cv_.notify_all();
+  }
+
+  // Loop thread: room in the queue again?
+  void OnWake() {
+    bool room;
+    {
+      std::lock_guard<std::mutex> lock(reader_.mu_);
+      room = !reader_.room_wanted_;
+    }
+    if (!room) return;
+    auto waiters = kj::mv(room_waiters_);
+    for (auto& w : waiters) w->fulfill();
+  }
+
+ private:
+  DatasetReader& reader_;
+  kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> room_waiters_;
+};
+
+DatasetReader::DatasetReader(ReaderOptions options)
+    : options_(std::move(options)), sink_(std::make_unique<Sink>(*this)) {}
+
+Result<std::unique_ptr<DatasetReader>> DatasetReader::Open(ReaderOptions options,
+                                                           std::chrono::milliseconds timeout) {
+  DISPATCH_RETURN_IF_ERROR(ValidateReaderOptions(options));
+  std::unique_ptr<DatasetReader> reader(new DatasetReader(std::move(options)));
+  reader->thread_ = std::thread([r = reader.get()] { r->ThreadMain(); });
+  Status failed;
+  {
+    std::unique_lock<std::mutex> lock(reader->mu_);
+    bool done = reader->cv_.wait_for(lock, timeout,
+                                     [&] { return reader->opened_ || !reader->error_.ok(); });
+    if (!reader->error_.ok()) {
+      failed = reader->error_;
+    } else if (!done) {
+      failed = UnavailableError("the job was not open within " + std::to_string(timeout.count()) +
+                                " ms (is the dispatcher at " + reader->options_.dispatcher_address +
+                                "?)");
+    }
+  }
+  if (!failed.ok()) {
+    reader->Close();
+    return failed;
+  }
+  return reader;
+}
+
+DatasetReader::~DatasetReader() { Close(); }
+
+void DatasetReader::Wake() {
+  // REQUIRES: mu_ held.
+  if (wake_ != nullptr) uv_async_send(wake_);
+}
+
+Result<bool> DatasetReader::Next(Element* element, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool ready = cv_.wait_for(lock, timeout, [this] {
+    return !queue_.empty() || ended_ || !error_.ok() || close_requested_;
+  });
+  if (!queue_.empty()) {
+    *element = std::move(queue_.front());
+    queue_.pop_front();
+    queued_bytes_ -= element->data.size();
+    ++stats_.elements;
+    stats_.bytes += element->data.size();
+    // Wake the loop once the queue is half empty, not at every element.
+    if (room_wanted_ && queue_.size() <= options_.max_buffered_elements / 2 &&
+        queued_bytes_ <= options_.max_buffered_bytes / 2) {
+      room_wanted_ = false;
+      Wake();
+    }
+    return true;
+  }
+  if (!error_.ok()) return error_;
+  if (ended_) return false;
+  if (close_requested_) return CancelledError("the reader is closed");
+  (void)ready;
+  return UnavailableError("no element within " + std::to_string(timeout.count()) + " ms");
+}
+
+void DatasetReader::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
+    close_requested_ = true;
+    Wake();
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+ReaderStats DatasetReader::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReaderStats s = stats_;
+  s.buffered = queue_.size();
+  return s;
+}
+
+void DatasetReader::OnWake(uv_async_t* handle) {
+  auto* self = static_cast<DatasetReader*>(handle->data);
+  self->sink_->OnWake();
+  bool close;
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    close = self->close_requested_;
+  }
+  if (close && self->stop_ != nullptr) self->stop_->fulfill();
+}
+
+void DatasetReader::ThreadMain() {
+  uvkj::UvLoop loop;
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
+                 uvkj::UvAsyncIo io(loop.get());
+                 {
+                   ReadSession session(io.network(), io.timer(), options_, *sink_);
+                   auto stop = kj::newPromiseAndFulfiller<void>();
+                   auto* wake = new uv_async_t;
+                   uvkj::CheckUv(uv_async_init(loop.get(), wake, &DatasetReader::OnWake),
+                                 "uv_async_init");
+                   wake->data = this;
+                   stop_ = stop.fulfiller.get();
+                   {
+                     std::lock_guard<std::mutex> lock(mu_);
+                     wake_ = wake;
+                     if (close_requested_) stop.fulfiller->fulfill();
+                   }
+                   kj::Promise<void> run = session.Run().eagerlyEvaluate(
+                       [this](kj::Exception&& e) { sink_->Fail(StatusFromException(e)); });
+                   stop.promise.wait(io.wait_scope());
+                   run = nullptr;
+                   // Release the job client; a dispatcher that does not answer
+                   // times it out instead.
+                   session.Close()
+                       .exclusiveJoin(io.timer().afterDelay(5 * kj::SECONDS))
+                       .then([]() {},
+                             [](kj::Exception&& e) {
+                               Log(LogLevel::kDebug,
+                                   "reader: releasing the job client failed: ", e.getDescription());
+                             })
+                       .wait(io.wait_scope());
+                   {
+                     std::lock_guard<std::mutex> lock(mu_);
+                     wake_ = nullptr;
+                   }
+                   stop_ = nullptr;
+                   uvkj::CloseAndDelete(wake);
+                 }
+                 io.wait_scope().poll();
+               })) {
+    Log(LogLevel::kError, "reader thread failed: ", e->getDescription());
+    sink_->Fail(InternalError(std::string("reader: ") + e->getDescription().cStr()));
+  }
+  loop.Close();
+}
+
+}  // namespace dispatch::clients

@@ -1,0 +1,81 @@
+// DatasetReader: a consumer's iterator over a dataset read through the service.
+// Open() creates or joins the job and reads on the reader's OWN thread and
+// libuv loop (heartbeats go on while the caller is busy); Next() returns
+// elements until the end of the sequence; Close() releases the job client.
+// Read-ahead is bounded. Next(), Close() and stats() may be called from any
+// one thread at a time.
+#pragma once
+
+#include <kj/async.h>
+#include <uv.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "clients/read_session.h"
+#include "common/status.h"
+
+namespace dispatch::clients {
+
+struct ReaderStats {
+  uint64_t job_id = 0;
+  uint64_t job_client_id = 0;
+  uint64_t elements = 0;  // returned by Next()
+  uint64_t bytes = 0;
+  size_t buffered = 0;  // read ahead, not yet returned
+};
+
+class DatasetReader {
+ public:
+  // Validates the options, starts the reader thread and waits (up to
+  // `timeout`) until the job is open. InvalidArgument for bad options; the
+  // dispatcher's error (e.g. a named job reused with another processing mode);
+  // Unavailable when the job could not be opened in time.
+  static Result<std::unique_ptr<DatasetReader>> Open(
+      ReaderOptions options, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  ~DatasetReader();
+  DatasetReader(const DatasetReader&) = delete;
+  DatasetReader& operator=(const DatasetReader&) = delete;
+
+  // The next element: true with `element` set, false at the end of the
+  // sequence, or the error that stopped reading. Waits at most `timeout`
+  // (Unavailable when it passes; the reader goes on).
+  Result<bool> Next(Element* element,
+                    std::chrono::milliseconds timeout = std::chrono::hours(24 * 365));
+  // Stops reading and releases the job client (waits up to 5 s for the
+  // dispatcher's answer). Idempotent.
+  void Close();
+
+  ReaderStats stats() const;
+
+ private:
+  class Sink;
+  explicit DatasetReader(ReaderOptions options);
+  void ThreadMain();
+  static void OnWake(uv_async_t* handle);
+  void Wake();
+
+  const ReaderOptions options_;
+  std::unique_ptr<Sink> sink_;
+  std::thread thread_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<Element> queue_;
+  uint64_t queued_bytes_ = 0;
+  bool opened_ = false;
+  bool ended_ = false;
+  Status error_;
+  bool close_requested_ = false;
+  bool room_wanted_ = false;                    // the loop waits for the queue to drain
+  uv_async_t* wake_ = nullptr;                  // valid while the reader loop runs
+  kj::PromiseFulfiller<void>* stop_ = nullptr;  // reader thread only
+  ReaderStats stats_;
+};
+
+}  // namespace dispatch::clients

@@ -1,0 +1,26 @@
+// `dispatchctl run FUNCTION [ARGS]`: schedules closures through the
+// Coordinator client (--count of them, each with ARGS), waits for all of them
+// (Join) and prints each closure's id and result, one per line, then a
+// summary. A failed closure is printed with its error and makes the exit code 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/flag_parser.h"
+
+namespace dispatch::clients {
+
+struct RunFlags {
+  uint64_t count = 1;
+};
+
+void DeclareRunFlags(FlagParser& parser, RunFlags& flags);
+// The usage error of `run FUNCTION [ARGS]` (empty when fine).
+std::string CheckRunArgs(const std::vector<std::string>& args);
+// Returns the exit code (0 every closure finished, 1 otherwise).
+int RunClosures(const std::string& dispatcher, const std::string& token,
+                const std::vector<std::string>& args, const RunFlags& flags);
+
+}  // namespace dispatch::clients

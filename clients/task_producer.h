@@ -1,0 +1,153 @@
+// TaskProducer: turns one task into elements on a worker (its kind's source for
+// the task's shard; DYNAMIC: split batch after split batch) in a bounded buffer
+// served by the transfer server. Invariant: the next split batch is asked for
+// (which finishes the previous one at the dispatcher) and the task completes
+// only once consumers acknowledged every element before it, so a requeued
+// split is never a lost one. Agent thread only.
+#pragma once
+
+#include <kj/async.h>
+#include <kj/function.h>
+#include <kj/timer.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "clients/dataset_kind.h"
+#include "clients/task_handler.h"
+#include "schema/data_transfer.capnp.h"
+
+namespace dispatch::clients {
+
+struct ProducerLimits {
+  size_t max_buffered_elements = 8192;
+  size_t max_buffered_bytes = 64 << 20;
+  uint32_t max_reply_elements = 8192;
+  uint64_t max_reply_bytes = 16 << 20;  // a reply holds at least one element, whatever its size
+  size_t max_rounds = 64;               // round robin: rounds built but not yet read by all
+};
+
+// One getElements call, as the producer sees it.
+struct ElementAsk {
+  uint64_t consumer_id = 0;
+  uint64_t sequence = 0;
+  int64_t consumer_index = -1;
+  int64_t round = -1;
+  uint32_t max_elements = 1;
+  uint64_t max_bytes = 0;
+};
+
+class ProducerDirectory;
+
+class TaskProducer final : public TaskHandler {
+ public:
+  TaskProducer(const TaskDescription& task, const DatasetKindRegistry& kinds,
+               ProducerDirectory& directory, ProducerLimits limits);
+  ~TaskProducer() noexcept(false) override;
+
+  kj::Promise<void> Run(TaskContext& context) override;
+
+  // Answers `ask` into the builder `result()` returns and returns true,
+  // or returns false when nothing can be answered yet (wait on WhenChanged(),
+  // then ask again). Large elements are not copied into the reply: it
+  // points at them, and `*pin` receives what keeps them alive; the caller
+  // holds it until the reply has been written (its connection's next reply
+  // for the same consumer, or the connection's end).
+  // Throws a KJ exception for a malformed ask or a failed task.
+  bool TryServe(const ElementAsk& ask, kj::FunctionParam<rpc::ElementResult::Builder()> result,
+                std::shared_ptr<const void>* pin);
+  // Resolves when elements arrive, the stream ends, or the task fails.
+  kj::Promise<void> WhenChanged();
+  // A consumer's connection closed: the elements of its unacknowledged reply
+  // go back to the front of the buffer for someone else.
+  void ForgetConsumer(uint64_t consumer_id);
+
+  uint64_t task_id() const { return task_.task_id; }
+
+ private:
+  struct ConsumerState {
+    uint64_t sequence = 0;  // of the last reply
+    // Its elements, unacknowledged; shared with the connection writing them.
+    std::shared_ptr<std::vector<std::string>> reply = std::make_shared<std::vector<std::string>>();
+    int64_t round = -1;
+    rpc::ElementStatus status = rpc::ElementStatus::NOT_READY;
+  };
+  struct Round {
+    std::vector<std::string> slots;
+    std::vector<bool> taken;
+    size_t remaining = 0;
+  };
+  // Fulfils every waiter at once.
+  class Signal {
+   public:
+    kj::Promise<void> Wait();
+    void Notify();
+
+   private:
+    kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> waiters_;
+  };
+
+  kj::Promise<void> ProduceDynamic(TaskContext& context);
+  kj::Promise<void> Pump(std::shared_ptr<ElementSource> source);
+  kj::Promise<void> WhenAllAcknowledged();
+  bool HasRoom() const;
+  void Acknowledge(size_t count);
+  static void Fill(const ConsumerState& state, rpc::ElementResult::Builder result,
+                   std::shared_ptr<const void>* pin);
+  bool TakeRoundRobin(const ElementAsk& ask, ConsumerState& state);
+  kj::Exception Failure() const;
+
+  const TaskDescription task_;
+  const DatasetKindRegistry& kinds_;
+  ProducerDirectory& directory_;
+  const ProducerLimits limits_;
+  std::string definition_;
+  std::deque<std::string> buffer_;
+  uint64_t buffered_bytes_ = 0;
+  uint64_t unacknowledged_ = 0;  // in the buffer, in replies, in rounds
+  bool end_ = false;             // the source has no more elements
+  kj::Maybe<kj::Exception> failure_;
+  std::map<uint64_t, ConsumerState> consumers_;
+  std::map<int64_t, Round> rounds_;
+  Signal changed_;
+  Signal room_;
+  Signal acknowledged_;
+};
+
+// The producers a worker runs, by task, and the tasks that finished here (so
+// a consumer asking after the dispatcher deleted a finished task hears end of
+// sequence rather than "not ready"). Agent thread only.
+class ProducerDirectory {
+ public:
+  void Add(TaskProducer* producer) { producers_[producer->task_id()] = producer; }
+  void Remove(TaskProducer* producer);
+  TaskProducer* Find(uint64_t task_id) const;
+  void MarkFinished(uint64_t task_id);
+  bool Finished(uint64_t task_id) const { return finished_.contains(task_id); }
+
+ private:
+  static constexpr size_t kMaxFinished = 1 << 16;  // the oldest are forgotten
+  std::map<uint64_t, TaskProducer*> producers_;
+  std::set<uint64_t> finished_;
+};
+
+// Creates a TaskProducer for every task.
+class ProducingTaskFactory final : public TaskHandlerFactory {
+ public:
+  ProducingTaskFactory(const DatasetKindRegistry& kinds, ProducerDirectory& directory,
+                       ProducerLimits limits = {})
+      : kinds_(kinds), directory_(directory), limits_(limits) {}
+  kj::Own<TaskHandler> CreateHandler(const TaskDescription& task) override;
+
+ private:
+  const DatasetKindRegistry& kinds_;
+  ProducerDirectory& directory_;
+  ProducerLimits limits_;
+};
+
+}  // namespace dispatch::clients

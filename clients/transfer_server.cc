@@ -1,0 +1,216 @@
+#include "clients/transfer_server.h"
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/debug.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "common/address.h"
+#include "common/log.h"
+#include "common/rpc_status.h"
+#include "schema/data_transfer.capnp.h"
+
+namespace dispatch::clients {
+namespace {
+
+// How often a call for a task this worker does not run yet looks again.
+constexpr auto kUnknownTaskPoll = 20 * kj::MILLISECONDS;
+
+// Cap'n Proto applies one size limit to both directions: it must fit the
+// largest reply (ProducerLimits::max_reply_bytes plus one element, which may
+// be large); requests are tiny, and the nesting limit keeps them flat.
+capnp::ReaderOptions MessageLimits() {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = (uint64_t{128} << 20) / sizeof(capnp::word);
+  options.nestingLimit = 16;
+  return options;
+}
+
+}  // namespace
+
+class TransferServer::Session final : public rpc::WorkerData::Server {
+ public:
+  Session(ProducerDirectory& directory, kj::Timer& timer, uint32_t max_wait_ms)
+      : directory_(directory), timer_(timer), max_wait_ms_(max_wait_ms) {}
+  ~Session() noexcept(false) {
+    for (const auto& [task_id, consumer_id] : consumers_) {
+      if (TaskProducer* producer = directory_.Find(task_id)) producer->ForgetConsumer(consumer_id);
+    }
+  }
+
+  kj::Promise<void> getElement(GetElementContext context) override {
+    auto request = context.getParams().getRequest();
+    return Serve(request, 1, [context]() mutable { return context.getResults().initResult(); });
+  }
+  kj::Promise<void> getElements(GetElementsContext context) override {
+    auto request = context.getParams().getRequest();
+    return Serve(request, request.getMaxElements(),
+                 [context]() mutable { return context.getResults().initResult(); });
+  }
+
+ private:
+  using InitResult = kj::Function<rpc::ElementResult::Builder()>;
+
+  kj::Promise<void> Serve(rpc::ElementRequest::Reader request, uint32_t max_elements,
+                          InitResult init) {
+    ElementAsk ask;
+    ask.consumer_id = request.getConsumerId();
+    ask.sequence = request.getSequence();
+    ask.consumer_index = request.getConsumerIndex();
+    ask.round = request.getRound();
+    ask.max_elements = std::max<uint32_t>(1, max_elements);
+    ask.max_bytes = request.getMaxBytes();
+    const uint64_t task_id = request.getTaskId();
+    if (ask.consumer_id != 0) consumers_.insert({task_id, ask.consumer_id});
+    const uint32_t wait_ms = std::min(request.getWaitMillis(), max_wait_ms_);
+    const kj::TimePoint deadline = timer_.now() + wait_ms * kj::MILLISECONDS;
+    return Attempt(task_id, ask, deadline, kj::mv(init));
+  }
+
+  kj::Promise<void> Attempt(uint64_t task_id, const ElementAsk& ask, kj::TimePoint deadline,
+                            InitResult init) {
+    TaskProducer* producer = directory_.Find(task_id);
+    const bool expired = timer_.now() >= deadline;
+    if (producer == nullptr) {
+      if (directory_.Finished(task_id)) {
+        init().setStatus(rpc::ElementStatus::END_OF_SEQUENCE);
+        return kj::READY_NOW;
+      }
+      if (expired) {
+        NotReady(init());
+        return kj::READY_NOW;
+      }
+      // Not started here yet (the dispatcher's push may still be on its way).
+      const kj::TimePoint next = std::min(deadline, timer_.now() + kUnknownTaskPoll);
+      return timer_.atTime(next).then(
+          [this, task_id, ask, deadline, init = kj::mv(init)]() mutable {
+            return Attempt(task_id, ask, deadline, kj::mv(init));
+          });
+    }
+    // TryServe writes the result only when it answers.
+    std::shared_ptr<const void> pin;
+    const bool answered = producer->TryServe(
+        ask, [&init]() { return init(); }, &pin);
+    // The reply points at large elements: they live until this connection
+    // writes the consumer's next reply, or closes.
+    if (answered && pin != nullptr) pinned_[{task_id, ask.consumer_id}] = kj::mv(pin);
+    if (answered) return kj::READY_NOW;
+    if (expired) {
+      NotReady(init());
+      return kj::READY_NOW;
+    }
+    // The producer may go away while we wait (its task deleted): look it up again.
+    return producer->WhenChanged()
+        .exclusiveJoin(timer_.atTime(deadline))
+        .then([]() {}, [](kj::Exception&&) {})
+        .then([this, task_id, ask, deadline, init = kj::mv(init)]() mutable {
+          return Attempt(task_id, ask, deadline, kj::mv(init));
+        });
+  }
+
+  static void NotReady(rpc::ElementResult::Builder result) {
+    result.setStatus(rpc::ElementStatus::NOT_READY);
+    result.setRound(-1);
+  }
+
+  ProducerDirectory& directory_;
+  kj::Timer& timer_;
+  const uint32_t max_wait_ms_;
+  std::set<std::pair<uint64_t, uint64_t>> consumers_;  // (task, consumer) seen here
+  // The elements of the latest reply to each (task, consumer).
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const void>> pinned_;
+};
+
+struct TransferServer::Connection {
+  Connection(kj::Own<kj::AsyncIoStream> s, capnp::Capability::Client bootstrap)
+      : stream(kj::mv(s)),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, MessageLimits()),
+        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {}
+  // Destroyed bottom-up: the RPC system, then the network, then the stream.
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
+class TransferServer::ErrorHandler final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& e) override {
+    Log(LogLevel::kDebug, "transfer server: ", e.getDescription());
+  }
+};
+
+TransferServer::TransferServer(ProducerDirectory& directory, TransferServerOptions options)
+    : directory_(directory), options_(std::move(options)) {}
+
+TransferServer::~TransferServer() noexcept(false) {
+  tasks_ = nullptr;
+  connections_.clear();
+}
+
+void TransferServer::SetListening(Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listening_ = std::move(status);
+  listening_cv_.notify_all();
+}
+
+std::optional<Status> TransferServer::WaitListening(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  listening_cv_.wait_for(lock, timeout, [this] { return listening_.has_value(); });
+  return listening_;
+}
+
+kj::Promise<void> TransferServer::Run(AgentEnvironment& environment) {
+  const WorkerAgentOptions& agent = environment.options();
+  address_ = !options_.listen_address.empty()  ? options_.listen_address
+             : !agent.transfer_address.empty() ? agent.transfer_address
+                                               : agent.worker_address;
+  Result<std::string> kj_address = ToKjAddress(address_);
+  if (!kj_address.ok()) {
+    Status failed = InvalidArgumentError("transfer address: " + kj_address.status().message());
+    SetListening(failed);
+    return ExceptionFromStatus(failed);
+  }
+  error_handler_ = kj::heap<ErrorHandler>();
+  tasks_ = kj::heap<kj::TaskSet>(*error_handler_);
+  kj::Timer& timer = environment.timer();
+  return environment.network()
+      .parseAddress(kj_address->c_str())
+      .then([](kj::Own<kj::NetworkAddress> address) { return address->listen(); })
+      .then(
+          [this, &timer](kj::Own<kj::ConnectionReceiver> receiver) {
+            Log(LogLevel::kInfo, "transfer server listening on ", address_.c_str());
+            SetListening(Status::Ok());
+            auto& ref = *receiver;
+            return AcceptLoop(ref, timer).attach(kj::mv(receiver));
+          },
+          [this](kj::Exception&& e) -> kj::Promise<void> {
+            SetListening(UnavailableError("cannot listen on " + address_ + ": " +
+                                          e.getDescription().cStr()));
+            return kj::mv(e);
+          });
+}
+
+kj::Promise<void> TransferServer::AcceptLoop(kj::ConnectionReceiver& receiver, kj::Timer& timer) {
+  return receiver.accept().then([this, &receiver, &timer](kj::Own<kj::AsyncIoStream> stream) {
+    if (connections_.size() >= options_.max_connections) {
+      // Dropping the stream closes the socket: the peer sees EOF at once.
+      refused_connections_.fetch_add(1);
+      Log(LogLevel::kWarning, "transfer server: refusing a connection, ", connections_.size(),
+          " open (the limit); ", refused_connections_.load(), " refused so far");
+    } else {
+      const uint64_t id = next_connection_++;
+      auto connection = kj::heap<Connection>(
+          kj::mv(stream), kj::heap<Session>(directory_, timer, options_.max_wait_ms));
+      auto closed = connection->network.onDisconnect();
+      connections_.emplace(id, kj::mv(connection));
+      // Destroyed on a later turn, not inside the network's own callback.
+      tasks_->add(closed.then(
+          [this, id]() { return kj::evalLater([this, id]() { connections_.erase(id); }); }));
+    }
+    return AcceptLoop(receiver, timer);
+  });
+}
+
+}  // namespace dispatch::clients

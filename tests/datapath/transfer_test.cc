@@ -1,0 +1,174 @@
+// The worker's transfer service under bad and repeated requests, spoken to
+// directly over Cap'n Proto: malformed requests get clear errors, a repeated
+// sequence gets the same reply, an unknown task is "not ready", and garbage
+// bytes close only that connection.
+#include <capnp/rpc-twoparty.h>
+#include <gtest/gtest.h>
+
+#include "common/address.h"
+#include "schema/data_transfer.capnp.h"
+#include "tests/datapath/datapath_support.h"
+#include "tests/integration/client_loop.h"
+#include "tests/support/raw_socket.h"
+
+namespace dispatch::testing {
+namespace {
+
+struct Ask {
+  uint64_t task = 0, consumer = 7, sequence = 1;
+  int64_t consumer_index = -1, round = -1;
+  uint32_t max_elements = 4, wait_ms = 50;
+};
+
+class TransferClient {
+ public:
+  TransferClient(ClientLoop& loop, const std::string& address) : loop_(loop) {
+    auto kj_address = ToKjAddress(address);
+    stream_ = loop.Wait(loop.io().network().parseAddress(kj_address->c_str()).then([](auto a) {
+      return a->connect().attach(kj::mv(a));
+    }));
+    rpc_ = kj::heap<capnp::TwoPartyClient>(*stream_);
+    data_ = rpc_->bootstrap().castAs<rpc::WorkerData>();
+  }
+
+  // getElement: the reply, or the error's description.
+  kj::Maybe<capnp::Response<rpc::WorkerData::GetElementResults>> GetOne(const Ask& ask,
+                                                                        std::string* error) {
+    auto request = data_.getElementRequest();
+    Fill(ask, request.initRequest());
+    kj::Maybe<capnp::Response<rpc::WorkerData::GetElementResults>> out;
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { out = loop_.Wait(request.send()); })) {
+      *error = e->getDescription().cStr();
+    }
+    return out;
+  }
+
+  static void Fill(const Ask& ask, rpc::ElementRequest::Builder r) {
+    r.setTaskId(ask.task);
+    r.setConsumerId(ask.consumer);
+    r.setSequence(ask.sequence);
+    r.setConsumerIndex(ask.consumer_index);
+    r.setRound(ask.round);
+    r.setMaxElements(ask.max_elements);
+    r.setWaitMillis(ask.wait_ms);
+  }
+
+  // getElements: the reply, or the error's description.
+  kj::Maybe<capnp::Response<rpc::WorkerData::GetElementsResults>> Get(const Ask& ask,
+                                                                      std::string* error) {
+    auto request = data_.getElementsRequest();
+    Fill(ask, request.initRequest());
+    kj::Maybe<capnp::Response<rpc::WorkerData::GetElementsResults>> out;
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { out = loop_.Wait(request.send()); })) {
+      *error = e->getDescription().cStr();
+    }
+    return out;
+  }
+
+ private:
+  ClientLoop& loop_;
+  kj::Own<kj::AsyncIoStream> stream_;
+  kj::Own<capnp::TwoPartyClient> rpc_;
+  rpc::WorkerData::Client data_ = nullptr;
+};
+
+std::vector<std::string> ElementsOf(capnp::Response<rpc::WorkerData::GetElementsResults>& r) {
+  std::vector<std::string> out;
+  for (auto e : r.getResult().getElements()) out.emplace_back(e.asChars().begin(), e.size());
+  return out;
+}
+
+TEST(TransferService, AnswersBadRequestsWithClearErrorsAndRepeatsALostReply) {
+  DataCluster cluster;
+  const std::string worker = cluster.StartWorker(0);
+  // A consumer of its own keeps a task running on the worker.
+  auto reader = clients::DatasetReader::Open(
+      cluster.ReaderOf("range count=100000000 splits=10", journal::ProcessingMode::OFF));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  clients::Element element;
+  ASSERT_TRUE((*reader)->Next(&element, kTestDeadline).ok());
+  const uint64_t task = element.task_id;
+
+  ClientLoop loop;
+  TransferClient client(loop, worker);
+  std::string error;
+  auto expect_error = [&](Ask ask, const std::string& needle) {
+    error.clear();
+    EXPECT_EQ(client.Get(ask, &error), nullptr) << "accepted, expected: " << needle;
+    EXPECT_NE(error.find(needle), std::string::npos) << error;
+  };
+  expect_error(Ask{.task = task, .consumer = 0}, "consumerId must be nonzero");
+  expect_error(Ask{.task = task, .sequence = 0}, "element sequence numbers start at 1");
+  expect_error(Ask{.task = task, .consumer_index = 1, .round = 0}, "is not round robin");
+
+  auto unknown = client.Get(Ask{.task = task + 1000}, &error);
+  ASSERT_NE(unknown, nullptr) << error;
+  KJ_IF_MAYBE (r, unknown) {
+    EXPECT_EQ(r->getResult().getStatus(), rpc::ElementStatus::NOT_READY);
+  }
+
+  // Sequence 1, then 1 again (as after a lost reply): the same elements.
+  auto first = client.Get(Ask{.task = task, .consumer = 7, .sequence = 1}, &error);
+  auto again = client.Get(Ask{.task = task, .consumer = 7, .sequence = 1}, &error);
+  ASSERT_NE(first, nullptr) << error;
+  ASSERT_NE(again, nullptr) << error;
+  KJ_IF_MAYBE (a, first) {
+    KJ_IF_MAYBE (b, again) {
+      ASSERT_EQ(a->getResult().getStatus(), rpc::ElementStatus::READY);
+      EXPECT_EQ(ElementsOf(*a), ElementsOf(*b));
+      EXPECT_EQ(ElementsOf(*a).size(), 4u);
+    }
+  }
+  // The next sequence moves on; an older one is refused.
+  auto next = client.Get(Ask{.task = task, .consumer = 7, .sequence = 2}, &error);
+  ASSERT_NE(next, nullptr) << error;
+  KJ_IF_MAYBE (a, first) {
+    KJ_IF_MAYBE (n, next) {
+      EXPECT_NE(ElementsOf(*a), ElementsOf(*n));
+    }
+  }
+  expect_error(Ask{.task = task, .consumer = 7, .sequence = 1}, "older than its last one");
+
+  // The single-element form hands out one element, whatever the ask.
+  auto one = client.GetOne(Ask{.task = task, .consumer = 8, .max_elements = 100}, &error);
+  ASSERT_NE(one, nullptr) << error;
+  KJ_IF_MAYBE (r, one) {
+    EXPECT_EQ(r->getResult().getStatus(), rpc::ElementStatus::READY);
+    EXPECT_EQ(r->getResult().getElements().size(), 1u);
+  }
+
+  // Garbage bytes: that connection is closed, the worker serves on.
+  RawSocket garbage(worker);
+  std::string junk(256, '\xff');
+  garbage.WriteAll(junk.data(), junk.size());
+  EXPECT_TRUE(garbage.PeerClosesWithin(std::chrono::seconds(10)));
+  auto after = client.Get(Ask{.task = task, .consumer = 7, .sequence = 3}, &error);
+  EXPECT_NE(after, nullptr) << error;
+  auto more = (*reader)->Next(&element, kTestDeadline);
+  EXPECT_TRUE(more.ok() && *more) << more.status().ToString();
+  (*reader)->Close();
+}
+
+TEST(TransferService, ClosesConnectionsBeyondItsLimitAndServesTheOthers) {
+  DataCluster cluster;
+  const std::string worker = cluster.StartWorker(0, {"--max-transfer-connections=2"});
+  auto reader = clients::DatasetReader::Open(
+      cluster.ReaderOf("range count=100000000 splits=10", journal::ProcessingMode::OFF));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  clients::Element element;
+  ASSERT_TRUE((*reader)->Next(&element, kTestDeadline).ok());  // the reader holds one connection
+  ClientLoop loop;
+  TransferClient second(loop, worker);  // the second: at the limit
+  std::string error;
+  ASSERT_NE(second.Get(Ask{.task = element.task_id, .consumer = 9}, &error), nullptr) << error;
+  RawSocket third(worker);
+  EXPECT_TRUE(third.PeerClosesWithin(std::chrono::seconds(10))) << "a third connection was kept";
+  EXPECT_NE(second.Get(Ask{.task = element.task_id, .consumer = 9, .sequence = 2}, &error), nullptr)
+      << error;
+  auto more = (*reader)->Next(&element, kTestDeadline);
+  EXPECT_TRUE(more.ok() && *more) << more.status().ToString();
+  (*reader)->Close();
+}
+
+}  // namespace
+}  // namespace dispatch::testing
