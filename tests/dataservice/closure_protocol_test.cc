@@ -351,6 +351,31 @@ TEST(ClosureProtocol, ScheduleWaitsForQueueRoomInsteadOfFailing) {
   EXPECT_TRUE(admitted);
 }
 
+TEST(ClosureProtocol, StaggeredStartKeepsTheSecondWorkerWaitingForItsDelay) {
+  // Worker i gets closures only min(i * 1500, 3000) ms after it attached: the
+  // first at once, the second later.
+  DispatcherProcess dispatcher(
+      {.extra_flags = {"--closure-start-delay-ms=1500", "--closure-start-delay-max-ms=3000"}});
+  ClientLoop loop;
+  DsClient admin(loop, dispatcher.address());
+  ClosureWorker first(loop, dispatcher.address(), "first", 1);
+  ClosureWorker second(loop, dispatcher.address(), "second", 1);
+  ASSERT_TRUE(first.Heartbeat().ok());
+  ASSERT_TRUE(second.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 13);
+  auto scheduled = coordinator.Schedule({"noop", "noop"});
+  ASSERT_TRUE(scheduled.ok());
+  ASSERT_TRUE(first.WaitForPushes(1));
+  // Without the stagger both closures would go out in the same pass, one per
+  // worker; a later call on the same dispatcher orders after that pass.
+  ASSERT_TRUE(admin.ListJobs().ok());
+  EXPECT_TRUE(second.pushed().empty()) << "the second worker got closures before its delay";
+  EXPECT_EQ(first.pushed().size(), 1u);  // one slot: the other closure waits
+  // Once its delay is over, the second worker takes the other closure.
+  ASSERT_TRUE(second.WaitForPushes(1));
+  EXPECT_EQ(second.pushed().front().closure_id, scheduled->ids[1]);
+}
+
 TEST(ClosureProtocol, RetriedScheduleWithSameRequestIdsQueuesNothingNew) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
