@@ -10,14 +10,10 @@
 #include "common/log.h"
 #include "reactor/coordinator_session.h"
 #include "reactor/service_util.h"
+#include "state/bytes.h"
 
 namespace dispatch::reactor {
 namespace {
-
-bool IsDone(state::ClosureState s) {
-  return s == state::ClosureState::FINISHED || s == state::ClosureState::FAILED ||
-         s == state::ClosureState::CANCELLED;
-}
 
 std::string Name(uint64_t closure_id) { return "closure " + std::to_string(closure_id); }
 
@@ -335,8 +331,7 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
       list[i].setClosureId(closure.id);
       list[i].setAttempt(closure.attempts);
       list[i].setFunction(closure.function_name);
-      list[i].setArgs(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(closure.args.data()),
-                                          closure.args.size()));
+      list[i].setArgs(state::AsData(closure.args));
       auto resources = list[i].initResources(static_cast<unsigned>(closure.resources.size()));
       for (unsigned r = 0; r < closure.resources.size(); ++r) resources.set(r, closure.resources[r]);
     }
@@ -346,8 +341,7 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
       const state::PerWorkerResource* resource = state().FindResource(id);
       specs[r].setResourceId(id);
       specs[r].setFunction(resource->function_name);
-      specs[r].setArgs(capnp::Data::Reader(
-          reinterpret_cast<const kj::byte*>(resource->args.data()), resource->args.size()));
+      specs[r].setArgs(state::AsData(resource->args));
       ++r;
     }
     return request.send().then([](auto&&) {},
@@ -486,7 +480,7 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
     if (closure->coordinator_id != coordinator_id)
       return NotFoundError(Name(id) + " is not a closure of coordinator " +
                            std::to_string(coordinator_id));
-    if (!IsDone(closure->state))
+    if (!state::IsClosureDone(closure->state))
       return FailedPreconditionError(Name(id) + " is " + state::ClosureStateName(closure->state) +
                                      ": only a finished, failed or cancelled closure is released");
     release.push_back(id);
@@ -510,7 +504,7 @@ void ClosureDispatcher::FlushReleases() {
   std::vector<uint64_t> release;
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state().FindClosure(id);
-    if (closure != nullptr && IsDone(closure->state)) release.push_back(id);
+    if (closure != nullptr && state::IsClosureDone(closure->state)) release.push_back(id);
   }
   pending_releases_.clear();
   if (release.empty()) return;

@@ -4,24 +4,16 @@
 
 #include "reactor/closure_dispatcher.h"
 #include "reactor/service_util.h"
+#include "state/bytes.h"
 
 namespace dispatch::reactor {
 namespace {
-
-bool IsDone(state::ClosureState s) {
-  return s == state::ClosureState::FINISHED || s == state::ClosureState::FAILED ||
-         s == state::ClosureState::CANCELLED;
-}
-
-capnp::Data::Reader AsData(const std::string& bytes) {
-  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
-}
 
 void FillOutcome(const state::Closure& closure, rpc::ClosureOutcome::Builder out) {
   out.setClosureId(closure.id);
   out.setState(closure.state);
   out.setAttempts(closure.attempts);
-  if (closure.state == state::ClosureState::FINISHED) out.setResult(AsData(closure.result));
+  if (closure.state == state::ClosureState::FINISHED) out.setResult(state::AsData(closure.result));
   if (closure.state == state::ClosureState::FAILED) {
     out.setError(closure.error);
     out.setUserError(closure.user_error);
@@ -34,7 +26,7 @@ CoordinatorSession::CoordinatorSession(ClosureDispatcher& closures, uint64_t coo
     : closures_(&closures), coordinator_id_(coordinator_id) {
   // A new session reports every outcome not released yet, in id order.
   for (const state::Closure* closure : closures.state().ClosuresForCoordinator(coordinator_id)) {
-    if (IsDone(closure->state) && !closures.ReleasePending(closure->id))
+    if (state::IsClosureDone(closure->state) && !closures.ReleasePending(closure->id))
       undelivered_.push_back(closure->id);
   }
   closures.AddSession(this);
@@ -102,7 +94,7 @@ void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max)
   while (!undelivered_.empty() && out.size() < want) {
     const state::Closure* closure = state.FindClosure(undelivered_.front());
     undelivered_.pop_front();
-    if (closure != nullptr && IsDone(closure->state) && !Dispatcher().ReleasePending(closure->id))
+    if (closure != nullptr && state::IsClosureDone(closure->state) && !Dispatcher().ReleasePending(closure->id))
       out.push_back(closure);  // else released
   }
   auto results = context.getResults().initResults(static_cast<unsigned>(out.size()));
@@ -117,7 +109,7 @@ kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) 
   // Skip outcomes released meanwhile, so that an empty list means "wait".
   while (!undelivered_.empty()) {
     const state::Closure* closure = closures.state().FindClosure(undelivered_.front());
-    if (closure != nullptr && IsDone(closure->state) && !closures.ReleasePending(closure->id))
+    if (closure != nullptr && state::IsClosureDone(closure->state) && !closures.ReleasePending(closure->id))
       break;
     undelivered_.pop_front();
   }

@@ -17,11 +17,6 @@ namespace {
 
 std::string ClosureName(uint64_t id) { return "closure " + std::to_string(id); }
 
-bool IsTerminal(ClosureState state) {
-  return state == ClosureState::FINISHED || state == ClosureState::FAILED ||
-         state == ClosureState::CANCELLED;
-}
-
 Status WrongState(const Closure& closure, const char* wanted) {
   return FailedPreconditionError(ClosureName(closure.id) + " is " +
                                  ClosureStateName(closure.state) + ", not " + wanted);
@@ -88,7 +83,7 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   if (closure.state == ClosureState::ASSIGNED) {
     RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   }
-  if (IsTerminal(state))
+  if (IsClosureDone(state))
     RemoveFromIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
   closure.state = state;
   AddToIndex(indexes_.closures_by_state, state, closure.id);
@@ -158,7 +153,7 @@ Status DispatcherState::CheckClosureFailed(journal::ClosureFailed::Reader u) con
   } else {
     const Closure* closure = FindClosure(u.getClosureId());
     if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-    if (IsTerminal(closure->state)) return WrongState(*closure, "queued or assigned");
+    if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
   }
   if (u.getError().size() == 0) {
     return InvalidArgumentError("the failure of " + ClosureName(u.getClosureId()) +
@@ -182,7 +177,7 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
 Status DispatcherState::CheckClosureCancelled(journal::ClosureCancelled::Reader u) const {
   const Closure* closure = FindClosure(u.getClosureId());
   if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-  if (IsTerminal(closure->state)) return WrongState(*closure, "queued or assigned");
+  if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
   return Status::Ok();
 }
 
@@ -205,7 +200,7 @@ void DispatcherState::ApplyClosurePutBack(journal::ClosurePutBack::Reader u) {
 Status DispatcherState::CheckClosureReleased(journal::ClosureReleased::Reader u) const {
   const Closure* closure = FindClosure(u.getClosureId());
   if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-  if (!IsTerminal(closure->state)) return WrongState(*closure, "finished, failed or cancelled");
+  if (!IsClosureDone(closure->state)) return WrongState(*closure, "finished, failed or cancelled");
   return Status::Ok();
 }
 
@@ -316,7 +311,7 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
         DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
         const Closure* closure = FindClosure(id);
         if (closure == nullptr) return NotFoundError(ClosureName(id) + " is unknown");
-        if (IsTerminal(closure->state)) return WrongState(*closure, "queued or assigned");
+        if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
       }
       return Status::Ok();
     case journal::ClosureBatch::RELEASED:
@@ -324,7 +319,7 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
         DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
         const Closure* closure = FindClosure(id);
         if (closure == nullptr) return NotFoundError(ClosureName(id) + " is unknown");
-        if (!IsTerminal(closure->state))
+        if (!IsClosureDone(closure->state))
           return WrongState(*closure, "finished, failed or cancelled");
       }
       return Status::Ok();

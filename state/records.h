@@ -24,6 +24,11 @@ using journal::TargetWorkers;
 const char* ProcessingModeName(ProcessingMode mode);
 const char* TargetWorkersName(TargetWorkers target);
 const char* ClosureStateName(ClosureState state);
+// Finished, failed or cancelled: the closure holds its outcome until released.
+inline bool IsClosureDone(ClosureState state) {
+  return state == ClosureState::FINISHED || state == ClosureState::FAILED ||
+         state == ClosureState::CANCELLED;
+}
 
 struct Dataset {
   uint64_t id = 0;

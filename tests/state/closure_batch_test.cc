@@ -13,12 +13,6 @@ namespace {
 
 using namespace ::dispatch::state::testing;  // NOLINT: builders read like a table
 
-std::vector<uint64_t> Ids(const std::vector<const Closure*>& closures) {
-  std::vector<uint64_t> ids;
-  for (const Closure* c : closures) ids.push_back(c->id);
-  return ids;
-}
-
 DispatcherState TwoWorkers() {
   DispatcherState state;
   EXPECT_TRUE(Applies(state, RegisterWorker(1, "a")));

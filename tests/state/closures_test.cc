@@ -12,12 +12,6 @@ namespace {
 
 using namespace ::dispatch::state::testing;  // NOLINT: builders read like a table
 
-std::vector<uint64_t> Ids(const std::vector<const Closure*>& closures) {
-  std::vector<uint64_t> ids;
-  for (const Closure* c : closures) ids.push_back(c->id);
-  return ids;
-}
-
 // Workers 1 and 2; closures 1..3 of coordinator 7 queued in order.
 DispatcherState ThreeQueued() {
   DispatcherState state;

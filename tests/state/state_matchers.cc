@@ -46,4 +46,10 @@ namespace dispatch::state::testing {
   return ::testing::AssertionSuccess() << applied.ToString();
 }
 
+std::vector<uint64_t> Ids(const std::vector<const Closure*>& closures) {
+  std::vector<uint64_t> ids;
+  for (const Closure* c : closures) ids.push_back(c->id);
+  return ids;
+}
+
 }  // namespace dispatch::state::testing

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "state/dispatcher_state.h"
@@ -20,5 +21,8 @@ namespace dispatch::state::testing {
 // contains `needle`, and the state's digest and indexes are unchanged.
 ::testing::AssertionResult Rejects(DispatcherState& state, const OwnedUpdate& update,
                                    StatusCode code, std::string_view needle);
+
+// The ids of `closures`, in order (for comparing query results).
+std::vector<uint64_t> Ids(const std::vector<const Closure*>& closures);
 
 }  // namespace dispatch::state::testing
