@@ -38,10 +38,13 @@ bool IsDisconnect(int error) {
 
 }  // namespace
 
-void ThrowSocketError(int error, const char* what) {
+kj::Exception SocketError(int error, const char* what) {
   auto type = IsDisconnect(error) ? kj::Exception::Type::DISCONNECTED : kj::Exception::Type::FAILED;
-  kj::throwFatalException(kj::Exception(type, __FILE__, __LINE__,
-                                        kj::str(what, ": ", strerror(error))));
+  return kj::Exception(type, __FILE__, __LINE__, kj::str(what, ": ", strerror(error)));
+}
+
+void ThrowSocketError(int error, const char* what) {
+  kj::throwFatalException(SocketError(error, what));
 }
 
 UvSocketStream::UvSocketStream(uv_loop_t* loop, int fd, bool owned)
@@ -53,7 +56,11 @@ UvSocketStream::UvSocketStream(uv_loop_t* loop, int fd, bool owned)
 // Members go in reverse order: the watcher (whose uv_close takes the
 // descriptor out of epoll at once) before owned_fd_ closes the descriptor, so
 // a reused descriptor number never meets a stale watch.
-UvSocketStream::~UvSocketStream() noexcept(false) {}
+UvSocketStream::~UvSocketStream() noexcept(false) {
+  // A last message (Cap'n Proto's Abort) may still be buffered. Bytes behind
+  // a blocked flush cannot go first; those are dropped with the connection.
+  if (flush_state_ != FlushState::kBlocked) SendPendingBestEffort();
+}
 
 kj::Promise<size_t> UvSocketStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
   return kj::evalNow([&]() {
@@ -98,6 +105,9 @@ kj::Promise<size_t> UvSocketStream::ReadLoop(kj::byte* buffer, size_t min_bytes,
       if (error == EAGAIN || error == EWOULDBLOCK) {
         return WaitReadable(buffer, min_bytes, max_bytes, already_read);
       }
+      // A reset connection cannot take writes either: say so at the next
+      // write instead of accepting it into the buffer.
+      if (IsDisconnect(error) && write_error_ == nullptr) write_error_ = SocketError(error, "write");
       ThrowSocketError(error, "read");
     }
     if (n == 0) return already_read;  // end of stream: fewer than asked
@@ -127,15 +137,77 @@ kj::Promise<size_t> UvSocketStream::WaitReadable(kj::byte* buffer, size_t min_by
 
 kj::Promise<void> UvSocketStream::write(const void* buffer, size_t size) {
   return kj::evalNow([&]() {
-    return WriteLoop(kj::arrayPtr(static_cast<const kj::byte*>(buffer), size), nullptr);
+    auto piece = kj::arrayPtr(static_cast<const kj::byte*>(buffer), size);
+    return WritePieces(kj::arrayPtr(&piece, 1));
   });
 }
 
 kj::Promise<void> UvSocketStream::write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
-  return kj::evalNow([&]() -> kj::Promise<void> {
-    if (pieces.size() == 0) return kj::READY_NOW;
-    return WriteLoop(pieces[0], pieces.slice(1, pieces.size()));
-  });
+  return kj::evalNow([&]() { return WritePieces(pieces); });
+}
+
+kj::Promise<void> UvSocketStream::WritePieces(
+    kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) {
+  KJ_IF_MAYBE(error, write_error_) { return kj::cp(*error); }
+  if (write_shut_) return SocketError(EPIPE, "write after shutdownWrite");
+  KJ_REQUIRE(!direct_write_ && flushed_ == nullptr,
+             "write() called before the previous write() completed");
+  size_t total = 0;
+  for (auto piece : pieces) total += piece.size();
+  if (total == 0) return kj::READY_NOW;
+  if (total <= kCoalesceBytes && pending_.size() + total <= 4 * kCoalesceBytes) {
+    // Small: Cap'n Proto writes each message (a call, its return, a finish)
+    // on its own; sent together at the end of the pass they cost one
+    // system call and one wake-up of the peer instead of one each.
+    for (auto piece : pieces) pending_.addAll(piece);
+    if (flush_state_ == FlushState::kIdle) {
+      flush_state_ = FlushState::kScheduled;
+      flush_task_ = kj::evalLast([this]() { return Flush(); }).eagerlyEvaluate([this](kj::Exception&& e) {
+        write_error_ = kj::mv(e);
+        flush_state_ = FlushState::kIdle;
+        pending_.clear();
+        KJ_IF_MAYBE(waiter, flushed_) { (*waiter)->reject(kj::cp(KJ_ASSERT_NONNULL(write_error_))); }
+        flushed_ = nullptr;
+      });
+    }
+    return kj::READY_NOW;
+  }
+  if (flush_state_ == FlushState::kBlocked) {
+    // Buffered bytes wait for room in the kernel: this write goes after them.
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    flushed_ = kj::mv(paf.fulfiller);
+    return paf.promise.then([this, pieces]() { return WritePieces(pieces); });
+  }
+  // Large: straight to the kernel, with anything buffered in front of it in
+  // the same system call. (A scheduled Flush then finds nothing to send.)
+  direct_write_ = true;
+  auto done = [this]() { direct_write_ = false; };
+  auto failed = [this](kj::Exception&& e) {
+    direct_write_ = false;
+    kj::throwFatalException(kj::mv(e));
+  };
+  if (pending_.empty()) {
+    return kj::evalNow([&]() { return WriteLoop(pieces[0], pieces.slice(1, pieces.size())); })
+        .then(kj::mv(done), kj::mv(failed));
+  }
+  auto buffered = pending_.releaseAsArray();
+  auto first = buffered.asPtr();
+  return kj::evalNow([&]() { return WriteLoop(first, pieces); })
+      .attach(kj::mv(buffered))
+      .then(kj::mv(done), kj::mv(failed));
+}
+
+kj::Promise<void> UvSocketStream::Flush() {
+  if (pending_.empty()) {
+    flush_state_ = FlushState::kIdle;
+    KJ_IF_MAYBE(waiter, flushed_) { (*waiter)->fulfill(); }
+    flushed_ = nullptr;
+    return kj::READY_NOW;
+  }
+  auto bytes = pending_.releaseAsArray();
+  flush_state_ = FlushState::kBlocked;
+  // Bytes written meanwhile queue behind these; the next round sends them.
+  return WriteLoop(bytes.asPtr(), nullptr).attach(kj::mv(bytes)).then([this]() { return Flush(); });
 }
 
 kj::Promise<void> UvSocketStream::WriteLoop(kj::ArrayPtr<const kj::byte> first,
@@ -157,6 +229,7 @@ kj::Promise<void> UvSocketStream::WriteLoop(kj::ArrayPtr<const kj::byte> first,
     }
 
     ssize_t n;
+    ++send_calls_;
     if (is_socket_) {
       struct msghdr msg = {};
       msg.msg_iov = iov;
@@ -188,9 +261,22 @@ kj::Promise<void> UvSocketStream::WriteLoop(kj::ArrayPtr<const kj::byte> first,
   }
 }
 
+void UvSocketStream::SendPendingBestEffort() {
+  // Used where we cannot wait (shutdown, destruction): what the kernel takes
+  // now, in one try. A peer that cannot take it sees the connection end.
+  if (pending_.empty()) return;
+  ssize_t n = is_socket_ ? ::send(fd_, pending_.begin(), pending_.size(), MSG_NOSIGNAL | MSG_DONTWAIT)
+                         : ::write(fd_, pending_.begin(), pending_.size());
+  ++send_calls_;
+  (void)n;
+  pending_.clear();
+}
+
 kj::Promise<void> UvSocketStream::whenWriteDisconnected() { return watcher_.WhenHangup(); }
 
 void UvSocketStream::shutdownWrite() {
+  if (flush_state_ != FlushState::kBlocked) SendPendingBestEffort();
+  write_shut_ = true;
   if (::shutdown(fd_, SHUT_WR) < 0 && errno != ENOTCONN) ThrowSocketError(errno, "shutdown");
 }
 

@@ -14,6 +14,7 @@
 
 #include <kj/async-io.h>
 #include <kj/io.h>
+#include <kj/vector.h>
 
 #include "reactor/uvkj/fd_watcher.h"
 
@@ -42,8 +43,9 @@ class UvSocketStream final : public kj::AsyncIoStream {
   void getpeername(struct sockaddr* addr, uint* length) override;
   kj::Maybe<int> getFd() const override { return fd_; }
 
-  // recv/read system calls made so far (tests count them).
+  // recv/read and sendmsg/writev system calls made so far (tests count them).
   uint64_t recv_calls() const { return recv_calls_; }
+  uint64_t send_calls() const { return send_calls_; }
 
  private:
   kj::Promise<size_t> ReadLoop(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
@@ -52,6 +54,23 @@ class UvSocketStream final : public kj::AsyncIoStream {
                                    size_t already_read);
   kj::Promise<void> WriteLoop(kj::ArrayPtr<const kj::byte> first,
                               kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> rest);
+  kj::Promise<void> WritePieces(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces);
+  kj::Promise<void> Flush();
+  void SendPendingBestEffort();
+
+  // Writes up to this size are copied and sent together at the end of the
+  // loop pass; larger ones go out at once (behind whatever is buffered).
+  static constexpr size_t kCoalesceBytes = 16384;
+  enum class FlushState { kIdle, kScheduled, kBlocked };
+
+  kj::Vector<kj::byte> pending_;          // accepted, not yet given to the kernel
+  FlushState flush_state_ = FlushState::kIdle;
+  bool direct_write_ = false;
+  bool write_shut_ = false;               // shutdownWrite() was called             // a large write is in progress
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> flushed_;  // a large write waits for Flush
+  kj::Maybe<kj::Exception> write_error_;  // a buffered write failed: later writes fail too
+  kj::Maybe<kj::Promise<void>> flush_task_;
+  uint64_t send_calls_ = 0;
 
   // Reads smaller than this are served from a read-ahead buffer.
   static constexpr size_t kReadAheadBytes = 8192;
@@ -69,6 +88,7 @@ class UvSocketStream final : public kj::AsyncIoStream {
 
 // Throws the kj::Exception for a failed socket call: DISCONNECTED for the
 // errors that mean the peer is gone, FAILED otherwise.
+kj::Exception SocketError(int error, const char* what);
 [[noreturn]] void ThrowSocketError(int error, const char* what);
 
 }  // namespace dispatch::uvkj
