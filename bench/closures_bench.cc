@@ -4,9 +4,13 @@
 //  1. throughput: --closures no-op closures on --workers worker processes
 //     (--slots each), all scheduled and then all fetched: closures/s;
 //  2. sequential round trips: schedule one no-op, fetch it, repeat: p50, p99.
+//     Interleaved with them, the floor that no design can go under: one
+//     journal commit of one small record (the dispatcher's Store, same
+//     --synchronous, same file system), alone on the machine.
 // Benchmarks report, never assert.
 #include <stdio.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -17,6 +21,7 @@
 #include "bench/registry.h"
 #include "clients/coordinator.h"
 #include "common/flag_parser.h"
+#include "storage/store.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/subprocess.h"
 
@@ -54,6 +59,17 @@ std::unique_ptr<testing::Subprocess> StartWorker(const std::string& dispatcher, 
 
 void Check(const Status& status, const char* what) {
   if (!status.ok()) throw std::runtime_error(std::string(what) + ": " + status.ToString());
+}
+
+// Times `count` commits of one 200-byte record each into `store`.
+void TimeCommits(storage::Store& store, uint64_t count, LatencySamples& samples) {
+  for (uint64_t i = 0; i < count; ++i) {
+    storage::Batch batch;
+    batch.AddRecord(std::string(200, static_cast<char>('a' + i % 26)));
+    auto begin = Clock::now();
+    Check(store.Commit(batch).status(), "journal commit");
+    samples.Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count());
+  }
 }
 
 int RunClosuresBench(int argc, char** argv) {
@@ -102,17 +118,31 @@ int RunClosuresBench(int argc, char** argv) {
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   values.clear();
 
-  // 2. Sequential round trips.
+  // 2. Sequential round trips, in rounds alternating with the commit floor,
+  //    so that both see the same disk (its latency drifts over minutes).
+  storage::StoreOptions floor_options;
+  floor_options.work_dir = dispatcher.work_dir() + "-commit-floor";
+  floor_options.synchronous =
+      flags.synchronous == "normal" ? storage::Synchronous::kNormal : storage::Synchronous::kFull;
+  auto floor_store = storage::Store::Open(floor_options);
+  Check(floor_store.status(), "opening the commit-floor store");
   LatencySamples samples;
+  LatencySamples floor;
   samples.Reserve(flags.sequential);
-  for (uint64_t i = 0; i < flags.warmup + flags.sequential; ++i) {
-    auto begin = Clock::now();
-    auto value = coordinator->Schedule("noop");
-    Check(value.status(), "Schedule");
-    Check(value->Fetch().status(), "Fetch");
-    uint64_t ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count();
-    if (i >= flags.warmup) samples.Add(ns);
+  constexpr uint64_t kRounds = 10;
+  for (uint64_t round = 0; round < kRounds; ++round) {
+    uint64_t trips = flags.sequential / kRounds + (round < flags.sequential % kRounds ? 1 : 0);
+    uint64_t warmup = round == 0 ? flags.warmup : 0;
+    for (uint64_t i = 0; i < warmup + trips; ++i) {
+      auto begin = Clock::now();
+      auto value = coordinator->Schedule("noop");
+      Check(value.status(), "Schedule");
+      Check(value->Fetch().status(), "Fetch");
+      uint64_t ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count();
+      if (i >= warmup) samples.Add(ns);
+    }
+    TimeCommits(**floor_store, std::max<uint64_t>(trips / 4, 25), floor);
   }
 
   printf("\nclosures: %llu no-op closures on %llu workers x %llu slots, --synchronous=%s\n",
@@ -124,6 +154,9 @@ int RunClosuresBench(int argc, char** argv) {
   printf("%-36s %12.1f %12s\n", "sequential round trip p50 (us)", samples.PercentileMicros(50),
          "< 500");
   printf("%-36s %12.1f %12s\n", "sequential round trip p99 (us)", samples.PercentileMicros(99), "");
+  printf("%-36s %12.1f %12s\n", "floor: one journal commit p50 (us)", floor.PercentileMicros(50), "");
+  printf("%-36s %12.1f %12s\n", "round trip p50 minus the floor (us)",
+         samples.PercentileMicros(50) - floor.PercentileMicros(50), "");
   return 0;
 }
 

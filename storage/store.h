@@ -54,8 +54,11 @@ struct StoreOptions {
   // FinishCheckpoint pauses the loop to copy what an off-loop checkpoint could
   // not (frames committed while it ran) only once the WAL is this long; below
   // it the WAL restarts by itself after any checkpoint no commit raced, i.e.
-  // at the first lull. 8192 frames = 32 MiB with 4 KiB pages.
-  int wal_restart_frames = 8192;
+  // at the first lull. 2048 frames = 8 MiB with 4 KiB pages. Kept short on
+  // purpose: a restarted WAL overwrites blocks the file already has, and an
+  // fdatasync of an overwrite skips the size and allocation update an append
+  // needs (measured here: 280 against 350 us per commit).
+  int wal_restart_frames = 2048;
   // ... and only if that remainder is at most this many frames (256 = 1 MiB:
   // a pause of about two fsyncs), unless the WAL has reached twice
   // wal_restart_frames: then it copies whatever remains, so the WAL stays
