@@ -25,7 +25,7 @@ Status ClosureFailedError(uint64_t closure_id, const std::string& message) {
 Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(std::string function, std::string args,
                                                       std::vector<uint64_t> resources) {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return closed_ || unacknowledged_.size() < window_; });
+  room_changed_.wait(lock, [this] { return closed_ || unacknowledged_.size() < window_; });
   if (closed_) return UnavailableError("the coordinator is closed");
   auto cell = std::make_shared<ClosureCell>();
   cell->request_id = next_request_id_++;
@@ -55,7 +55,8 @@ bool ClosureBook::TakeFailureHint() {
 
 void ClosureBook::WaitAcknowledged() {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [this] { return closed_ || !first_error_.ok() || unacknowledged_.empty(); });
+  room_changed_.wait(lock,
+                     [this] { return closed_ || !first_error_.ok() || unacknowledged_.empty(); });
 }
 
 size_t ClosureBook::unacknowledged() const {
@@ -84,9 +85,12 @@ std::shared_ptr<ClosureCell> ClosureBook::Attach(uint64_t closure_id, bool* look
 }
 
 void ClosureBook::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  closed_ = true;
-  changed_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  room_changed_.notify_all();
+  outcome_changed_.notify_all();
 }
 
 uint64_t ClosureBook::IdOf(const ClosureCell& cell) const {
@@ -104,12 +108,12 @@ Result<std::string> ClosureBook::Fetch(ClosureCell& cell,
   std::unique_lock<std::mutex> lock(mu_);
   auto done = [&] { return closed_ || cell.status != RemoteValueStatus::kPending; };
   if (timeout) {
-    if (!changed_.wait_for(lock, *timeout, done)) {
+    if (!outcome_changed_.wait_for(lock, *timeout, done)) {
       return UnavailableError("closure " + std::to_string(cell.closure_id) +
                               " has no outcome after " + std::to_string(timeout->count()) + " ms");
     }
   } else {
-    changed_.wait(lock, done);
+    outcome_changed_.wait(lock, done);
   }
   if (cell.status == RemoteValueStatus::kPending) {
     return UnavailableError("the coordinator was closed before closure " +
@@ -148,7 +152,8 @@ bool ClosureBook::has_unsent() const {
 
 void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
                                  capnp::List<uint64_t>::Reader ids) {
-  std::lock_guard<std::mutex> lock(mu_);
+  bool outcomes = false;  // a cell got its outcome (or failed) here
+  std::unique_lock<std::mutex> lock(mu_);
   for (size_t i = 0; i < sequences.size() && i < ids.size(); ++i) {
     auto it = unacknowledged_.find(sequences[i]);
     if (it == unacknowledged_.end()) continue;  // acknowledged already (a resend)
@@ -163,6 +168,7 @@ void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
       cell->result = std::move(orphan->second.result);
       cell->error = std::move(orphan->second.error);
       orphans_.erase(orphan);
+      outcomes = true;
     }
     by_id_[id] = cell;
   }
@@ -175,13 +181,16 @@ void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
         InternalError("the dispatcher returned " + std::to_string(ids.size()) +
                       " ids for a schedule of " + std::to_string(sequences.size()) + " closures");
     unacknowledged_.erase(it);
+    outcomes = true;
   }
-  changed_.notify_all();
+  lock.unlock();
+  room_changed_.notify_all();
+  if (outcomes) outcome_changed_.notify_all();
 }
 
 void ClosureBook::OnRefused(const std::vector<uint64_t>& sequences, const Status& why,
                             const Status& first_error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   for (uint64_t sequence : sequences) {
     auto it = unacknowledged_.find(sequence);
     if (it == unacknowledged_.end()) continue;
@@ -192,7 +201,9 @@ void ClosureBook::OnRefused(const std::vector<uint64_t>& sequences, const Status
     unacknowledged_.erase(it);
   }
   if (!first_error.ok()) first_error_ = first_error;
-  changed_.notify_all();
+  lock.unlock();
+  room_changed_.notify_all();
+  outcome_changed_.notify_all();
 }
 
 void ClosureBook::OnSessionStart() {
@@ -203,12 +214,15 @@ void ClosureBook::OnSessionStart() {
 }
 
 void ClosureBook::OnOutcomes(capnp::List<rpc::ClosureOutcome>::Reader outcomes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto outcome : outcomes) ApplyOutcome(outcome);
-  changed_.notify_all();
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto outcome : outcomes) changed |= ApplyOutcome(outcome);
+  }
+  if (changed) outcome_changed_.notify_all();
 }
 
-void ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
+bool ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
   uint64_t id = outcome.getClosureId();
   ClosureCell done;
   done.closure_id = id;
@@ -231,9 +245,9 @@ void ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
       break;
     }
     default:
-      return;  // queued or running: nothing to record yet
+      return false;  // queued or running: nothing to record yet
   }
-  if (releasing_.count(id) > 0) return;  // fetched already; its release is on its way
+  if (releasing_.count(id) > 0) return false;  // fetched already; its release is on its way
   auto live = by_id_.find(id);
   if (live != by_id_.end()) {
     std::shared_ptr<ClosureCell> cell = live->second.lock();
@@ -241,23 +255,24 @@ void ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
       // Nobody holds its RemoteValue any more: nobody can fetch it.
       by_id_.erase(live);
       Release(id);
-      return;
+      return false;
     }
-    if (cell->status != RemoteValueStatus::kPending) return;  // a session resent it
+    if (cell->status != RemoteValueStatus::kPending) return false;  // a session resent it
     if (done.status == RemoteValueStatus::kFailed) failure_hint_ = true;
     cell->status = done.status;
     cell->result = std::move(done.result);
     cell->error = std::move(done.error);
-    return;
+    return true;
   }
   // Scheduled by an earlier process (or its acknowledgement is still on the
   // way): kept for Attach() or OnAcknowledged().
   if (done.status == RemoteValueStatus::kFailed) failure_hint_ = true;
   orphans_[id] = std::move(done);
+  return false;  // nobody can be waiting on it yet
 }
 
 void ClosureBook::OnUnknown(uint64_t closure_id, const Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto live = by_id_.find(closure_id);
   if (live == by_id_.end()) return;
   if (auto cell = live->second.lock()) {
@@ -268,7 +283,8 @@ void ClosureBook::OnUnknown(uint64_t closure_id, const Status& status) {
     }
   }
   by_id_.erase(live);
-  changed_.notify_all();
+  lock.unlock();
+  outcome_changed_.notify_all();
 }
 
 void ClosureBook::Release(uint64_t closure_id) {

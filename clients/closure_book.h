@@ -102,13 +102,16 @@ class ClosureBook {
     std::shared_ptr<ClosureCell> cell;
     bool sent = false;
   };
-  // REQUIRES: mu_ held.
-  void ApplyOutcome(rpc::ClosureOutcome::Reader outcome);
+  // REQUIRES: mu_ held. True if a RemoteValue someone may wait on changed.
+  bool ApplyOutcome(rpc::ClosureOutcome::Reader outcome);
   void Release(uint64_t closure_id);
 
   const uint32_t window_;
   mutable std::mutex mu_;  // guards everything below
-  mutable std::condition_variable changed_;
+  // Two, so that an acknowledgement does not wake a Fetch for nothing (a
+  // wake-up is a context switch on the critical path of a round trip).
+  mutable std::condition_variable room_changed_;     // window room, acknowledgements, first error
+  mutable std::condition_variable outcome_changed_;  // a cell's status
   bool closed_ = false;
   uint64_t next_request_id_;
   uint64_t next_sequence_ = 1;
