@@ -7,6 +7,9 @@
 //     Interleaved with them, the floor that no design can go under: one
 //     journal commit of one small record (the dispatcher's Store, same
 //     --synchronous, same file system), alone on the machine.
+//  3. what a hop costs here: a loopback round trip to a process that was
+//     just active, and to one that slept as long as a commit takes. Every
+//     hop of a round trip that waits on an fsync is of the second kind.
 // Benchmarks report, never assert.
 #include <stdio.h>
 
@@ -19,6 +22,7 @@
 
 #include "bench/latency.h"
 #include "bench/registry.h"
+#include "bench/wakeup_probe.h"
 #include "clients/coordinator.h"
 #include "common/flag_parser.h"
 #include "storage/store.h"
@@ -145,6 +149,9 @@ int RunClosuresBench(int argc, char** argv) {
     TimeCommits(**floor_store, std::max<uint64_t>(trips / 4, 25), floor);
   }
 
+  // 3. The price of a wake-up after an fsync-long sleep.
+  WakeupProbe probe = ProbeWakeups(500, 300);
+
   printf("\nclosures: %llu no-op closures on %llu workers x %llu slots, --synchronous=%s\n",
          static_cast<unsigned long long>(flags.closures),
          static_cast<unsigned long long>(flags.workers),
@@ -157,6 +164,8 @@ int RunClosuresBench(int argc, char** argv) {
   printf("%-36s %12.1f %12s\n", "floor: one journal commit p50 (us)", floor.PercentileMicros(50), "");
   printf("%-36s %12.1f %12s\n", "round trip p50 minus the floor (us)",
          samples.PercentileMicros(50) - floor.PercentileMicros(50), "");
+  printf("%-36s %12.1f %12s\n", "hop to a busy process p50 (us)", probe.awake_p50_us, "");
+  printf("%-36s %12.1f %12s\n", "hop to one idle 300 us p50 (us)", probe.asleep_p50_us, "");
   return 0;
 }
 
