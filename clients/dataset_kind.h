@@ -38,6 +38,8 @@ class ElementSource {
  public:
   virtual ~ElementSource() = default;
   // The next element into `element`; false at the end. An error ends the task.
+  // `element` may hold the bytes of an earlier element (producers reuse the
+  // buffers of acknowledged elements): assign or resize it, never append.
   virtual Result<bool> Next(std::string* element) = 0;
 };
 

@@ -36,7 +36,11 @@ void TaskProducer::Signal::Notify() {
 
 TaskProducer::TaskProducer(const TaskDescription& task, const DatasetKindRegistry& kinds,
                            ProducerDirectory& directory, ProducerLimits limits)
-    : task_(task), kinds_(kinds), directory_(directory), limits_(limits) {
+    : task_(task),
+      kinds_(kinds),
+      directory_(directory),
+      limits_(limits),
+      spares_(std::make_shared<SparePool>(limits.max_buffered_bytes)) {
   directory_.Add(this);
 }
 
@@ -96,6 +100,11 @@ kj::Promise<void> TaskProducer::Pump(std::shared_ptr<ElementSource> source) {
   size_t produced = 0;
   while (HasRoom() && produced < kElementsPerTurn) {
     std::string element;
+    if (!spares_->spare.empty()) {
+      element = kj::mv(spares_->spare.back());
+      spares_->spare.pop_back();
+      spares_->bytes -= element.capacity();
+    }
     Result<bool> more = source->Next(&element);
     if (!more.ok()) return ExceptionFromStatus(more.status());
     if (!*more) {
@@ -176,6 +185,7 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
                                      " is not round robin: consumer index and round must be -1"));
   }
   ConsumerState& state = consumers_[ask.consumer_id];
+  if (state.reply == nullptr) state.reply = NewReply();
   if (ask.sequence < state.sequence) {
     ThrowStatus(FailedPreconditionError(
         TaskName(task_.task_id) + ": consumer request " + std::to_string(ask.sequence) +
@@ -189,7 +199,7 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
     // Asking for the next reply acknowledges the last one.
     const size_t received = state.reply->size();
     // A new vector: the connection may still hold the old one.
-    state.reply = std::make_shared<std::vector<std::string>>();
+    state.reply = NewReply();
     state.sequence = ask.sequence;
     state.status = rpc::ElementStatus::NOT_READY;
     state.round = -1;
@@ -220,6 +230,23 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
   }
   Fill(state, result(), pin);
   return true;
+}
+
+void TaskProducer::SparePool::Keep(std::string&& element) {
+  // Small buffers are cheap to make; moved-from ones have nothing to give.
+  constexpr size_t kWorthKeeping = 4096;
+  if (element.capacity() < kWorthKeeping || bytes + element.capacity() > limit_bytes) return;
+  bytes += element.capacity();
+  spare.push_back(kj::mv(element));
+}
+
+TaskProducer::Reply TaskProducer::NewReply() const {
+  // The deleter runs on the agent thread (where the connection lets go of
+  // its pin), so the pool needs no lock.
+  return Reply(new std::vector<std::string>(), [pool = spares_](std::vector<std::string>* reply) {
+    for (std::string& element : *reply) pool->Keep(kj::mv(element));
+    delete reply;
+  });
 }
 
 bool TaskProducer::TakeRoundRobin(const ElementAsk& ask, ConsumerState& state) {
@@ -267,7 +294,8 @@ void TaskProducer::ForgetConsumer(uint64_t consumer_id) {
   auto it = consumers_.find(consumer_id);
   if (it == consumers_.end()) return;
   // Called when the consumer's connection is gone: nothing writes the reply any more.
-  std::vector<std::string> reply = kj::mv(*it->second.reply);
+  std::vector<std::string> reply;
+  if (it->second.reply != nullptr) reply = kj::mv(*it->second.reply);
   consumers_.erase(it);
   if (reply.empty()) return;
   if (task_.num_consumers > 0) {

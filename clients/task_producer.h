@@ -70,10 +70,22 @@ class TaskProducer final : public TaskHandler {
   uint64_t task_id() const { return task_.task_id; }
 
  private:
+  // Buffers of elements that were sent, for the source to write later
+  // elements into: a 1 MiB element costs an allocation and a 1 MiB fill
+  // otherwise. Shared with the replies, which may outlive the producer.
+  struct SparePool {
+    explicit SparePool(uint64_t limit) : limit_bytes(limit) {}
+    void Keep(std::string&& element);
+    std::vector<std::string> spare;
+    uint64_t bytes = 0;
+    const uint64_t limit_bytes;
+  };
+  using Reply = std::shared_ptr<std::vector<std::string>>;
   struct ConsumerState {
     uint64_t sequence = 0;  // of the last reply
     // Its elements, unacknowledged; shared with the connection writing them.
-    std::shared_ptr<std::vector<std::string>> reply = std::make_shared<std::vector<std::string>>();
+    // Made by NewReply: whoever lets go of it last returns its buffers.
+    Reply reply;
     int64_t round = -1;
     rpc::ElementStatus status = rpc::ElementStatus::NOT_READY;
   };
@@ -100,6 +112,7 @@ class TaskProducer final : public TaskHandler {
   static void Fill(const ConsumerState& state, rpc::ElementResult::Builder result,
                    std::shared_ptr<const void>* pin);
   bool TakeRoundRobin(const ElementAsk& ask, ConsumerState& state);
+  Reply NewReply() const;
   kj::Exception Failure() const;
 
   const TaskDescription task_;
@@ -109,6 +122,7 @@ class TaskProducer final : public TaskHandler {
   std::string definition_;
   std::deque<std::string> buffer_;
   uint64_t buffered_bytes_ = 0;
+  const std::shared_ptr<SparePool> spares_;
   uint64_t unacknowledged_ = 0;  // in the buffer, in replies, in rounds
   bool end_ = false;             // the source has no more elements
   kj::Maybe<kj::Exception> failure_;
