@@ -24,6 +24,8 @@ const char kBuiltinFunctionsHelp[] =
     "                 has at most N lines, then returns \"ok after N\"\n"
     "  unavailable    reports this worker unavailable (args: the message)\n"
     "  make_resource  a per-worker resource builder: returns \"ARGS@ADDRESS#PID\"\n"
+    "  log_resource   a per-worker resource builder: appends \"ADDRESS#PID\" to the file\n"
+    "                 ARGS (a line per build) and returns it\n"
     "  use_resource   returns the per-worker components it received, joined by ';'\n";
 
 namespace {
@@ -73,6 +75,15 @@ ClosureOutput Flaky(const ClosureCall& call) {
   return ClosureOutput::Result("ok after " + std::to_string(*n));
 }
 
+ClosureOutput LogResource(const ClosureCall& call) {
+  std::string path(call.args());
+  std::string line = call.worker_address() + "#" + std::to_string(getpid());
+  std::ofstream out(path, std::ios::app);
+  out << line << "\n";
+  if (!out) return ClosureOutput::UserError("log_resource cannot append to " + path);
+  return ClosureOutput::Result(line);
+}
+
 ClosureOutput UseResource(const ClosureCall& call) {
   std::string joined;
   for (size_t i = 0; i < call.resources().size(); ++i) {
@@ -118,6 +129,7 @@ Status RegisterBuiltinFunctions(WorkerAgent& agent) {
     return ClosureOutput::Result(std::string(call.args()) + "@" + call.worker_address() + "#" +
                                  std::to_string(getpid()));
   }));
+  DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("log_resource", LogResource));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("use_resource", UseResource, inline_options));
   return Status::Ok();
 }

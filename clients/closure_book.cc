@@ -28,8 +28,7 @@ Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(std::string function, std:
   room_changed_.wait(lock, [this] { return closed_ || unacknowledged_.size() < window_; });
   if (closed_) return UnavailableError("the coordinator is closed");
   auto cell = std::make_shared<ClosureCell>();
-  cell->request_id = next_request_id_++;
-  if (next_request_id_ == 0) next_request_id_ = 1;  // 0 means "no idempotency key"
+  cell->request_id = TakeRequestId();
   uint64_t sequence = next_sequence_++;
   Pending pending;
   pending.closure = Outgoing{sequence, cell->request_id, std::move(function), std::move(args),
@@ -37,6 +36,17 @@ Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(std::string function, std:
   pending.cell = cell;
   unacknowledged_.emplace(sequence, std::move(pending));
   return cell;
+}
+
+uint64_t ClosureBook::NextRequestId() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return TakeRequestId();
+}
+
+uint64_t ClosureBook::TakeRequestId() {
+  uint64_t id = next_request_id_++;
+  if (next_request_id_ == 0) next_request_id_ = 1;  // 0 means "no idempotency key"
+  return id;
 }
 
 Status ClosureBook::TakeError() {

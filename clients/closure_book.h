@@ -55,6 +55,9 @@ class ClosureBook {
   ClosureBook& operator=(const ClosureBook&) = delete;
 
   // ---- Caller threads.
+  // A fresh idempotency key for a call other than schedule (closures draw
+  // theirs from the same sequence).
+  uint64_t NextRequestId();
   // Waits while `window` closures are unacknowledged (back-pressure), then
   // records the closure to be sent. Unavailable once closed.
   Result<std::shared_ptr<ClosureCell>> Add(std::string function, std::string args,
@@ -102,6 +105,8 @@ class ClosureBook {
     std::shared_ptr<ClosureCell> cell;
     bool sent = false;
   };
+  // REQUIRES: mu_ held.
+  uint64_t TakeRequestId();
   // REQUIRES: mu_ held. True if a RemoteValue someone may wait on changed.
   bool ApplyOutcome(rpc::ClosureOutcome::Reader outcome);
   void Release(uint64_t closure_id);

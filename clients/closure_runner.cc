@@ -73,10 +73,20 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
                                   capnp::List<rpc::ResourceSpec>::Reader resources) {
   for (auto spec : resources) {
     auto args = spec.getArgs();
-    resources_.AddSpec(
-        spec.getResourceId(),
-        ResourceCache::Spec{spec.getFunction().cStr(),
-                            std::string(reinterpret_cast<const char*>(args.begin()), args.size())});
+    const uint64_t id = spec.getResourceId();
+    bool added = resources_.AddSpec(
+        id, ResourceCache::Spec{spec.getFunction().cStr(),
+                                std::string(reinterpret_cast<const char*>(args.begin()), args.size())});
+    // Built now, on an executor thread, so that the first closure using it
+    // finds it ready (or waits for this build). A failure is not kept: that
+    // closure tries again and reports the builder's error.
+    if (added) {
+      executor_.Submit([this, id]() {
+        (void)resources_.Get(id, [this](uint64_t resource_id, const ResourceCache::Spec& spec) {
+          return BuildResource(resource_id, spec);
+        });
+      });
+    }
   }
   uint64_t session = link_ != nullptr ? link_->session() : 0;
   board_.Update([&](WorkerAgentStatus& s) { s.closures_received += closures.size(); });

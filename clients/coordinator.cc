@@ -330,9 +330,13 @@ Result<bool> Coordinator::Done() {
 
 Result<ResourceId> Coordinator::CreatePerWorkerResource(std::string function, std::string args) {
   if (function.empty()) return InvalidArgumentError("a per-worker resource needs a function name");
-  return RunOnLoop<ResourceId>([function, args](Loop& loop) {
-    return loop.session().Call<ResourceId>([function, args](rpc::Coordinator::Client coordinator) {
+  // One key for every try: a retry after a lost reply gets the same resource.
+  const uint64_t request_id = book_->NextRequestId();
+  return RunOnLoop<ResourceId>([function, args, request_id](Loop& loop) {
+    return loop.session().Call<ResourceId>([function, args,
+                                            request_id](rpc::Coordinator::Client coordinator) {
       auto request = coordinator.createPerWorkerResourceRequest();
+      request.setRequestId(request_id);
       request.setFunction(function);
       request.setArgs(kj::arrayPtr(reinterpret_cast<const kj::byte*>(args.data()), args.size()));
       return request.send().then(

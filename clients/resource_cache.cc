@@ -2,12 +2,13 @@
 
 namespace dispatch::clients {
 
-void ResourceCache::AddSpec(uint64_t resource_id, Spec spec) {
+bool ResourceCache::AddSpec(uint64_t resource_id, Spec spec) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& entry = entries_[resource_id];
-  if (entry.has_spec) return;
+  if (entry.has_spec) return false;
   entry.spec = std::move(spec);
   entry.has_spec = true;
+  return true;
 }
 
 Result<std::string> ResourceCache::Get(uint64_t resource_id, const Builder& build) {

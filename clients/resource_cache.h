@@ -1,7 +1,8 @@
 // ResourceCache: this worker process's components of per-worker resources.
-// The dispatcher sends a resource's spec (function, args) with the closures
-// that use it; the first closure that needs the component builds it, once per
-// process, and later closures reuse it. A failed build is not cached: the
+// The dispatcher sends a resource's spec (function, args) when it is created
+// or this worker connects (the worker then builds it at once), and again with
+// the closures that use it; whichever comes first builds the component, once
+// per process, and later closures reuse it. A failed build is not cached: the
 // next closure tries again. Thread-safe: builds run on executor threads, and
 // two closures needing the same component wait for one build.
 #pragma once
@@ -26,8 +27,9 @@ class ResourceCache {
   // Builds a component from its spec; an error message on failure.
   using Builder = std::function<Result<std::string>(uint64_t resource_id, const Spec& spec)>;
 
-  // Records a spec (the same id always carries the same spec).
-  void AddSpec(uint64_t resource_id, Spec spec);
+  // Records a spec (the same id always carries the same spec). True if it is
+  // new to this process.
+  bool AddSpec(uint64_t resource_id, Spec spec);
   // The component of `resource_id`, built now if this process has none.
   // NotFound when no spec for it has arrived; the builder's error otherwise.
   Result<std::string> Get(uint64_t resource_id, const Builder& build);

@@ -78,10 +78,14 @@ void ClosureDispatcher::OnWorkerHeartbeat(const state::Worker& worker, uint32_t 
     ++workers_attached_;
     entry.eligible_at_ms = uv_now(loop_) + delay;
   }
+  if (inserted || attached) entry.resources_sent.clear();  // a new connection, maybe a new process
   const bool more = slots > entry.slots || entry.paused;
   entry.slots = slots;
   entry.paused = false;
-  if ((inserted || attached || more) && slots > 0) Kick();
+  if ((inserted || attached || more) && slots > 0) {
+    SendResources(worker.id);
+    Kick();
+  }
 }
 
 Status ClosureDispatcher::OnWorkerLost(uint64_t worker_id, const std::string& reason) {
@@ -355,6 +359,41 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
   return kj::READY_NOW;
 }
 
+void ClosureDispatcher::SendResources(uint64_t worker_id) {
+  // Only committed resources: an id a crash could hand out again for another
+  // resource must never reach a worker's cache.
+  tasks_.add(durable_.Barrier().then([this, worker_id]() -> kj::Promise<void> {
+    auto entry = slots_.find(worker_id);
+    if (entry == slots_.end() || entry->second.slots == 0) return kj::READY_NOW;
+    rpc::WorkerControl::Client* control = workers_.ControlOf(entry->second.address);
+    if (control == nullptr) return kj::READY_NOW;
+    std::vector<const state::PerWorkerResource*> missing;
+    for (const auto& [id, resource] : state().resources()) {
+      if (!entry->second.resources_sent.contains(id)) missing.push_back(&resource);
+    }
+    if (missing.empty()) return kj::READY_NOW;
+    auto request = control->runClosuresRequest();
+    request.initClosures(0);
+    auto specs = request.initResources(static_cast<unsigned>(missing.size()));
+    std::vector<uint64_t> ids;
+    for (unsigned i = 0; i < missing.size(); ++i) {
+      specs[i].setResourceId(missing[i]->id);
+      specs[i].setFunction(missing[i]->function_name);
+      specs[i].setArgs(state::AsData(missing[i]->args));
+      entry->second.resources_sent.insert(missing[i]->id);
+      ids.push_back(missing[i]->id);
+    }
+    return request.send().then([](auto&&) {}, [this, worker_id, ids](kj::Exception&& e) {
+      // The connection is going: the next one sends them all again.
+      Log(LogLevel::kDebug, "sending per-worker resources to worker ", worker_id,
+          " failed: ", e.getDescription());
+      auto entry = slots_.find(worker_id);
+      if (entry == slots_.end()) return;
+      for (uint64_t id : ids) entry->second.resources_sent.erase(id);
+    });
+  }));
+}
+
 void ClosureDispatcher::PushFailed(uint64_t worker_id,
                                    const std::vector<std::pair<uint64_t, uint32_t>>& refs) {
   ++counters_.pushes_failed;
@@ -523,8 +562,23 @@ void ClosureDispatcher::FlushReleases() {
 
 Result<uint64_t> ClosureDispatcher::CreateResource(uint64_t coordinator_id,
                                                    std::string_view function,
-                                                   std::string_view args) {
+                                                   std::string_view args, uint64_t request_id) {
   if (function.empty()) return InvalidArgumentError("a per-worker resource needs a function");
+  if (request_id != 0) {
+    const state::PerWorkerResource* earlier =
+        state().FindResourceByRequest(coordinator_id, request_id);
+    if (earlier != nullptr) {
+      // A retry after a lost reply: the same resource, unless the key was
+      // reused for something else.
+      if (earlier->function_name != function || earlier->args != args) {
+        return InvalidArgumentError("request id " + std::to_string(request_id) +
+                                    " already created per-worker resource " +
+                                    std::to_string(earlier->id) + " with function " +
+                                    earlier->function_name);
+      }
+      return earlier->id;
+    }
+  }
   const uint64_t id = state().NextResourceId();
   capnp::MallocMessageBuilder message;
   auto update = message.initRoot<journal::Update>();
@@ -534,7 +588,12 @@ Result<uint64_t> ClosureDispatcher::CreateResource(uint64_t coordinator_id,
   created.setCoordinatorId(coordinator_id);
   created.setFunctionName(capnp::Text::Reader(function.data(), function.size()));
   created.setArgs(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(args.data()), args.size()));
+  created.setRequestId(request_id);
   DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  // Every worker builds its component now, not when a closure first needs it.
+  for (const auto& [worker_id, entry] : slots_) {
+    if (entry.slots > 0) SendResources(worker_id);
+  }
   return id;
 }
 

@@ -101,8 +101,12 @@ class ClosureDispatcher {
   void FlushReleases();
   // Released by the coordinator, not journaled yet: treated as gone.
   bool ReleasePending(uint64_t closure_id) const { return pending_releases_.contains(closure_id); }
+  // Journals a per-worker resource and sends it to every worker with closure
+  // slots once committed. A nonzero `request_id` already used by this
+  // coordinator returns the resource it made (InvalidArgument if that one
+  // has another function or args).
   Result<uint64_t> CreateResource(uint64_t coordinator_id, std::string_view function,
-                                  std::string_view args);
+                                  std::string_view args, uint64_t request_id);
   // Raises the pending first error once: fills `error` and clears it.
   Status TakeFirstError(uint64_t coordinator_id, rpc::ClosureError::Builder error);
 
@@ -115,6 +119,7 @@ class ClosureDispatcher {
     uint32_t slots = 0;
     uint64_t eligible_at_ms = 0;  // staggered start
     bool paused = false;          // reported itself unavailable; until its next heartbeat
+    std::set<uint64_t> resources_sent;  // per-worker resources pushed on this connection
   };
   struct RoomWaiter {
     uint64_t n = 0;
@@ -131,6 +136,9 @@ class ClosureDispatcher {
   kj::Promise<void> Push(uint64_t worker_id, std::vector<uint64_t> closure_ids);
   // The push of these closures to the worker failed: those still running
   // there as the same attempt go back to the queue.
+  // Pushes the committed per-worker resources this worker's connection has
+  // not had yet (no closures), so that it builds them at once.
+  void SendResources(uint64_t worker_id);
   void PushFailed(uint64_t worker_id, const std::vector<std::pair<uint64_t, uint32_t>>& refs);
   // Puts the closure back, or fails it when its runs (or transient failures)
   // are used up.

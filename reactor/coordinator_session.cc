@@ -155,8 +155,9 @@ kj::Promise<void> CoordinatorSession::createPerWorkerResource(
     CreatePerWorkerResourceContext context) {
   ClosureDispatcher& closures = Dispatcher();
   auto params = context.getParams();
-  context.getResults().setResourceId(ValueOrThrow(
-      closures.CreateResource(coordinator_id_, View(params.getFunction()), View(params.getArgs()))));
+  context.getResults().setResourceId(
+      ValueOrThrow(closures.CreateResource(coordinator_id_, View(params.getFunction()),
+                                           View(params.getArgs()), params.getRequestId())));
   return closures.durable().Barrier();
 }
 

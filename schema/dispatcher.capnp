@@ -121,7 +121,8 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   # pending first error is returned in `error` (which clears it); then done
   # is false.
 
-  createPerWorkerResource @3 (function :Text, args :Data) -> (resourceId :UInt64);
+  createPerWorkerResource @3 (function :Text, args :Data, requestId :UInt64)
+      -> (resourceId :UInt64);
   # Every worker builds its own component with function(args); a closure
   # that lists the resource receives the component of the worker it runs on.
   # A worker that comes back after a failure rebuilds it first.

@@ -301,14 +301,19 @@ struct CoordinatorErrorCleared {
 
 struct ResourceCreated {
   # Precondition: `resourceId` >= the next resource id and nonzero;
-  # `functionName` is non-empty.
+  # `functionName` is non-empty; a nonzero `requestId` is not yet used by
+  # another resource of the coordinator.
   # Effect: adds a per-worker resource: every worker process builds its own
-  # component by running `functionName(args)` once, before the first closure
-  # that uses it. The next resource id becomes `resourceId` + 1.
+  # component by running `functionName(args)` once, when it hears of it and
+  # at the latest before the first closure that uses it. The next resource id
+  # becomes `resourceId` + 1.
   resourceId @0 :UInt64;
   coordinatorId @1 :UInt64;
   functionName @2 :Text;
   args @3 :Data;
+  requestId @4 :UInt64;
+  # The coordinator's idempotency key (0: none): a retried call after a lost
+  # reply gets the same resource instead of a second one.
 }
 
 struct ClosureBatch {
@@ -487,6 +492,7 @@ struct ResourceRecord {
   coordinatorId @1 :UInt64;
   functionName @2 :Text;
   args @3 :Data;
+  requestId @4 :UInt64;
 }
 
 struct CoordinatorErrorRecord {

@@ -240,6 +240,15 @@ Status DispatcherState::CheckResourceCreated(journal::ResourceCreated::Reader u)
                                 std::to_string(next_resource_id_));
   }
   if (u.getFunctionName().size() == 0) return InvalidArgumentError(name + " has no function name");
+  if (u.getRequestId() != 0) {
+    const PerWorkerResource* earlier = FindResourceByRequest(u.getCoordinatorId(), u.getRequestId());
+    if (earlier != nullptr) {
+      return AlreadyExistsError("coordinator " + std::to_string(u.getCoordinatorId()) +
+                                " request " + std::to_string(u.getRequestId()) +
+                                " already created per-worker resource " +
+                                std::to_string(earlier->id));
+    }
+  }
   return Status::Ok();
 }
 
@@ -249,6 +258,11 @@ void DispatcherState::ApplyResourceCreated(journal::ResourceCreated::Reader u) {
   resource.coordinator_id = u.getCoordinatorId();
   resource.function_name = ToString(u.getFunctionName());
   resource.args = ToString(u.getArgs());
+  resource.request_id = u.getRequestId();
+  if (resource.request_id != 0) {
+    indexes_.resource_by_request.emplace(
+        std::make_pair(resource.coordinator_id, resource.request_id), resource.id);
+  }
   next_resource_id_ = resource.id + 1;
   resources_.emplace(resource.id, std::move(resource));
 }
@@ -429,6 +443,12 @@ const Closure* DispatcherState::FindClosureByRequest(uint64_t coordinator_id,
                                                      uint64_t request_id) const {
   auto it = indexes_.closure_by_request.find(std::make_pair(coordinator_id, request_id));
   return it == indexes_.closure_by_request.end() ? nullptr : FindClosure(it->second);
+}
+
+const PerWorkerResource* DispatcherState::FindResourceByRequest(uint64_t coordinator_id,
+                                                               uint64_t request_id) const {
+  auto it = indexes_.resource_by_request.find(std::make_pair(coordinator_id, request_id));
+  return it == indexes_.resource_by_request.end() ? nullptr : FindResource(it->second);
 }
 
 const CoordinatorError* DispatcherState::FindCoordinatorError(uint64_t coordinator_id) const {

@@ -130,6 +130,8 @@ class DispatcherState {
   // The unreleased closure the coordinator scheduled with `request_id` (!= 0).
   const Closure* FindClosureByRequest(uint64_t coordinator_id, uint64_t request_id) const;
   const PerWorkerResource* FindResource(uint64_t resource_id) const;
+  const PerWorkerResource* FindResourceByRequest(uint64_t coordinator_id,
+                                                 uint64_t request_id) const;
   const std::map<uint64_t, PerWorkerResource>& resources() const { return resources_; }
 
   // ---- Whole state -------------------------------------------------------
@@ -167,6 +169,8 @@ class DispatcherState {
     std::map<uint64_t, std::set<uint64_t>> closures_by_coordinator;
     // (coordinator, request id) -> closure, for closures with a request id.
     std::map<std::pair<uint64_t, uint64_t>, uint64_t> closure_by_request;
+    // The same for per-worker resources.
+    std::map<std::pair<uint64_t, uint64_t>, uint64_t> resource_by_request;
     // Queued and assigned closures by coordinator (Done/Join in O(log n)).
     std::map<uint64_t, std::set<uint64_t>> unfinished_by_coordinator;
     std::map<ClosureState, std::set<uint64_t>> closures_by_state;

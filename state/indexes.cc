@@ -39,6 +39,10 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
     }
     AddToIndex(x.closures_by_state, c.state, id);
   }
+  for (const auto& [id, r] : resources_) {
+    if (r.request_id != 0)
+      x.resource_by_request.emplace(std::make_pair(r.coordinator_id, r.request_id), id);
+  }
   return x;
 }
 
@@ -68,6 +72,8 @@ Status DispatcherState::CheckIndexes() const {
   if (x.unfinished_by_coordinator != indexes_.unfinished_by_coordinator)
     return differs("unfinished_by_coordinator");
   if (x.closure_by_request != indexes_.closure_by_request) return differs("closure_by_request");
+  if (x.resource_by_request != indexes_.resource_by_request)
+    return differs("resource_by_request");
   return Status::Ok();
 }
 
@@ -163,6 +169,11 @@ Status DispatcherState::CheckReferences() const {
   for (const auto& [id, c] : closures_) with_request += c.request_id != 0 ? 1 : 0;
   if (indexes_.closure_by_request.size() != with_request) {
     return DataLossError("two closures of one coordinator share a request id");
+  }
+  size_t resources_with_request = 0;
+  for (const auto& [id, r] : resources_) resources_with_request += r.request_id != 0 ? 1 : 0;
+  if (indexes_.resource_by_request.size() != resources_with_request) {
+    return DataLossError("two per-worker resources of one coordinator share a request id");
   }
   std::set<uint64_t> positions;
   for (const auto& [id, c] : closures_) {

@@ -147,6 +147,9 @@ struct PerWorkerResource {
   uint64_t coordinator_id = 0;
   std::string function_name;
   std::string args;
+  uint64_t request_id = 0;  // the coordinator's idempotency key; 0: none
+
+  bool operator==(const PerWorkerResource&) const = default;
 };
 
 // A coordinator's first error, held until raised once (CoordinatorErrorCleared).

@@ -171,6 +171,7 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     r.setCoordinatorId(res.coordinator_id);
     r.setFunctionName(AsText(res.function_name));
     r.setArgs(AsData(res.args));
+    r.setRequestId(res.request_id);
   }
 
   auto errors = s.initCoordinatorErrors(coordinator_errors_.size());
@@ -307,6 +308,7 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     res.coordinator_id = r.getCoordinatorId();
     res.function_name = ToString(r.getFunctionName());
     res.args = ToString(r.getArgs());
+    res.request_id = r.getRequestId();
     DISPATCH_RETURN_IF_ERROR(Insert(state.resources_, res.id, std::move(res), "resource"));
   }
   for (auto r : s.getCoordinatorErrors()) {

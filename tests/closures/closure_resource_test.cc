@@ -1,9 +1,11 @@
 // Per-worker resources: every worker builds its own component (once per
-// process) and closures that list the resource receive their worker's
-// component; a worker restarted after a kill -9 rebuilds it; a failing
-// builder fails the closure with an error naming the resource.
+// process) as soon as the resource exists or the worker joins, and closures
+// that list the resource receive their worker's component; a worker
+// restarted after a kill -9 rebuilds it; a failing builder fails the closure
+// with an error naming the resource; a retried creation is the same resource.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
 
 #include "tests/closures/closure_test_support.h"
@@ -40,6 +42,50 @@ TEST(ClosureResources, EveryWorkerBuildsItsOwnComponent) {
   EXPECT_EQ(seen, (std::set<std::string>{
                       "model@tcp:127.0.0.1:7231#" + std::to_string(a->process().pid()),
                       "model@tcp:127.0.0.1:7232#" + std::to_string(b->process().pid())}));
+}
+
+// The lines log_resource appended to `path`: one per build, "ADDRESS#PID".
+std::multiset<std::string> BuildsLogged(const std::string& path) {
+  std::multiset<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.insert(line);
+  return lines;
+}
+
+std::string BuilderOf(const std::string& address, WorkerProcess& worker) {
+  return address + "#" + std::to_string(worker.process().pid());
+}
+
+TEST(ClosureResources, EveryWorkerBuildsItWithoutAClosureAlsoWhenItJoinsOrRestarts) {
+  TempDir dir;
+  const std::string log = dir.File("builds");
+  ClosureDispatcher dispatcher;
+  auto a = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7235");
+  auto b = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7236");
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto resource = coordinator->CreatePerWorkerResource("log_resource", log);
+  ASSERT_TRUE(resource.ok()) << resource.status().ToString();
+  // No closure uses it, yet both workers build it, once each.
+  std::multiset<std::string> expected = {BuilderOf("tcp:127.0.0.1:7235", *a),
+                                         BuilderOf("tcp:127.0.0.1:7236", *b)};
+  EXPECT_TRUE(Eventually([&] { return BuildsLogged(log) == expected; }));
+
+  // A worker that joins later builds it too.
+  auto c = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7237");
+  expected.insert(BuilderOf("tcp:127.0.0.1:7237", *c));
+  EXPECT_TRUE(Eventually([&] { return BuildsLogged(log) == expected; }));
+
+  // So does a worker process that replaced a killed one.
+  Kill9(*a);
+  a = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7235");
+  expected.insert(BuilderOf("tcp:127.0.0.1:7235", *a));
+  EXPECT_TRUE(Eventually([&] { return BuildsLogged(log) == expected; }));
+  // And a closure that uses it gets the component already built: no new line.
+  auto value = coordinator->Schedule("use_resource", "", {*resource});
+  ASSERT_TRUE(value.ok());
+  std::string component = FetchOrDie(*value);
+  EXPECT_TRUE(expected.contains(component)) << component;
+  EXPECT_EQ(BuildsLogged(log), expected);
 }
 
 TEST(ClosureResources, AWorkerRestartedAfterAKillRebuildsItsComponent) {

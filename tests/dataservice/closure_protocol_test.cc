@@ -168,6 +168,14 @@ class Coordinator {
     }));
   }
 
+  // createPerWorkerResource: the resource id, or the error's description.
+  Result<uint64_t> CreateResource(const std::string& function, uint64_t request_id) {
+    auto request = session_.createPerWorkerResourceRequest();
+    request.setFunction(function);
+    request.setRequestId(request_id);
+    return Try(loop_, request.send().then([](auto response) { return response.getResourceId(); }));
+  }
+
   Result<std::vector<Outcome>> Outcomes(const std::vector<uint64_t>& ids) {
     auto request = session_.getOutcomesRequest();
     auto list = request.initClosureIds(static_cast<unsigned>(ids.size()));
@@ -388,6 +396,43 @@ TEST(ClosureProtocol, RetriedScheduleWithSameRequestIdsQueuesNothingNew) {
   ASSERT_TRUE(outcomes.ok());
   EXPECT_EQ(outcomes->size(), 2u);
   EXPECT_FALSE(coordinator.Outcomes({first->ids[1] + 1}).ok());
+}
+
+TEST(ClosureProtocol, RetriedResourceCreationWithTheSameRequestIdIsTheSameResource) {
+  TempDir dir;
+  uint64_t first = 0;
+  {
+    DispatcherProcess dispatcher({.work_dir = dir.path()});
+    ClientLoop loop;
+    Coordinator coordinator(loop, dispatcher.address(), 31);
+    auto created = coordinator.CreateResource("make_resource", 500);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    first = *created;
+    auto again = coordinator.CreateResource("make_resource", 500);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(*again, first);
+    // The key names that resource: reusing it for another one is refused.
+    auto other = coordinator.CreateResource("log_resource", 500);
+    ASSERT_FALSE(other.ok());
+    EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument) << other.status().ToString();
+    // Another key, or another coordinator with the same key, is a new resource.
+    auto second = coordinator.CreateResource("make_resource", 501);
+    ASSERT_TRUE(second.ok());
+    EXPECT_NE(*second, first);
+    Coordinator stranger(loop, dispatcher.address(), 32);
+    auto theirs = stranger.CreateResource("make_resource", 500);
+    ASSERT_TRUE(theirs.ok());
+    EXPECT_NE(*theirs, first);
+    dispatcher.process().Signal(SIGKILL);
+    dispatcher.process().Wait(std::chrono::seconds(10));
+  }
+  // The key is journaled: a retry that reaches a restarted dispatcher too.
+  DispatcherProcess restarted({.work_dir = dir.path()});
+  ClientLoop loop;
+  Coordinator coordinator(loop, restarted.address(), 31);
+  auto retried = coordinator.CreateResource("make_resource", 500);
+  ASSERT_TRUE(retried.ok()) << retried.status().ToString();
+  EXPECT_EQ(*retried, first);
 }
 
 TEST(ClosureProtocol, ScheduledClosuresAndUnfetchedResultsSurviveKillNine) {

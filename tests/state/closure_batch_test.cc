@@ -100,6 +100,20 @@ TEST(PerWorkerResource, CreatingOneRecordsItsFunctionAndArgs) {
                       "has no function name"));
 }
 
+TEST(PerWorkerResource, ARequestIdNamesOneResourceOfItsCoordinator) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, CreateResource(1, 7, "make", "cfg", 40)));
+  EXPECT_EQ(state.FindResourceByRequest(7, 40)->id, 1u);
+  EXPECT_EQ(state.FindResourceByRequest(8, 40), nullptr);
+  EXPECT_TRUE(Rejects(state, CreateResource(2, 7, "make", "cfg", 40), StatusCode::kAlreadyExists,
+                      "coordinator 7 request 40 already created per-worker resource 1"));
+  ASSERT_TRUE(Applies(state, CreateResource(2, 8, "make", "cfg", 40)));  // another coordinator
+  ASSERT_TRUE(Applies(state, CreateResource(3, 7, "make", "cfg", 0)));   // no key
+  ASSERT_TRUE(Applies(state, CreateResource(4, 7, "make", "cfg", 0)));
+  EXPECT_EQ(state.FindResourceByRequest(8, 40)->id, 2u);
+  EXPECT_TRUE(state.CheckIndexes().ok());
+}
+
 TEST(PerWorkerResource, ClosureMayUseOnlyExistingResources) {
   DispatcherState state;
   EXPECT_TRUE(Rejects(state, ScheduleClosure(1, 7, "use", "", 0, {1}), StatusCode::kNotFound,

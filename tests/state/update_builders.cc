@@ -244,13 +244,15 @@ OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t att
 }
 
 OwnedUpdate CreateResource(uint64_t resource_id, uint64_t coordinator_id,
-                           const std::string& function_name, const std::string& args) {
+                           const std::string& function_name, const std::string& args,
+                           uint64_t request_id) {
   OwnedUpdate u;
   auto r = u.builder().initResourceCreated();
   r.setResourceId(resource_id);
   r.setCoordinatorId(coordinator_id);
   r.setFunctionName(AsText(function_name));
   r.setArgs(AsData(args));
+  r.setRequestId(request_id);
   return u;
 }
 

@@ -83,7 +83,8 @@ OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t att
 OwnedUpdate ReleaseClosure(uint64_t closure_id);
 OwnedUpdate ClearCoordinatorError(uint64_t coordinator_id);
 OwnedUpdate CreateResource(uint64_t resource_id, uint64_t coordinator_id,
-                           const std::string& function_name = "make", const std::string& args = "");
+                           const std::string& function_name = "make", const std::string& args = "",
+                           uint64_t request_id = 0);
 
 // Closure batches (one record, many closures of one kind).
 struct ClosureRef {

@@ -336,9 +336,12 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
   switch (kind) {
     case Which::RESOURCE_CREATED: {
       if (state.resources().size() >= 16) return false;
-      out = CreateResource(state.NextResourceId() + (OneIn(5) ? Uniform(3) : 0),
-                           1 + Uniform(kNumCoordinators), OneIn(2) ? "make" : "open",
-                           std::to_string(rng_()));
+      // Valid updates only: a request id this coordinator has used becomes none.
+      const uint64_t coordinator = 1 + Uniform(kNumCoordinators);
+      uint64_t request_id = OneIn(2) ? 0 : 1 + Uniform(8);
+      if (state.FindResourceByRequest(coordinator, request_id) != nullptr) request_id = 0;
+      out = CreateResource(state.NextResourceId() + (OneIn(5) ? Uniform(3) : 0), coordinator,
+                           OneIn(2) ? "make" : "open", std::to_string(rng_()), request_id);
       return true;
     }
     case Which::CLOSURE_SCHEDULED: {
