@@ -81,11 +81,7 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
     // finds it ready (or waits for this build). A failure is not kept: that
     // closure tries again and reports the builder's error.
     if (added) {
-      executor_.Submit([this, id]() {
-        (void)resources_.Get(id, [this](uint64_t resource_id, const ResourceCache::Spec& spec) {
-          return BuildResource(resource_id, spec);
-        });
-      });
+      executor_.Submit([this, id]() { (void)Component(id); });
     }
   }
   uint64_t session = link_ != nullptr ? link_->session() : 0;
@@ -130,10 +126,7 @@ ClosureOutput ClosureRunner::Execute(const Job& job) {
   std::vector<std::string> components;
   components.reserve(job.resources.size());
   for (uint64_t id : job.resources) {
-    Result<std::string> component =
-        resources_.Get(id, [this](uint64_t resource_id, const ResourceCache::Spec& spec) {
-          return BuildResource(resource_id, spec);
-        });
+    Result<std::string> component = Component(id);
     if (!component.ok()) return ClosureOutput::UserError(component.status().message());
     components.push_back(std::move(component).value());
   }
@@ -144,6 +137,12 @@ ClosureOutput ClosureRunner::Execute(const Job& job) {
   }
   Call call(job, components, options_.worker_address, executor_);
   return Invoke(job.function, found->second.function, call);
+}
+
+Result<std::string> ClosureRunner::Component(uint64_t resource_id) {
+  return resources_.Get(resource_id, [this](uint64_t id, const ResourceCache::Spec& spec) {
+    return BuildResource(id, spec);
+  });
 }
 
 Result<std::string> ClosureRunner::BuildResource(uint64_t resource_id,

@@ -67,6 +67,8 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
 
   // Any thread: runs the function and returns what it produced.
   ClosureOutput Execute(const Job& job);
+  // This process's component of a resource, built now if it has none.
+  Result<std::string> Component(uint64_t resource_id);
   Result<std::string> BuildResource(uint64_t resource_id, const ResourceCache::Spec& spec);
   // Executor threads: hands an outcome to the loop.
   void Complete(Outcome outcome);

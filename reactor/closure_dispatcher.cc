@@ -309,6 +309,16 @@ void ClosureDispatcher::AssignQueued() {
   }
 }
 
+namespace {
+
+void FillResourceSpec(rpc::ResourceSpec::Builder spec, const state::PerWorkerResource& resource) {
+  spec.setResourceId(resource.id);
+  spec.setFunction(resource.function_name);
+  spec.setArgs(state::AsData(resource.args));
+}
+
+}  // namespace
+
 kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64_t> closure_ids) {
   std::vector<std::pair<uint64_t, uint32_t>> refs;
   std::vector<const state::Closure*> closures;
@@ -342,11 +352,7 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
     auto specs = request.initResources(static_cast<unsigned>(resource_ids.size()));
     unsigned r = 0;
     for (uint64_t id : resource_ids) {
-      const state::PerWorkerResource* resource = state().FindResource(id);
-      specs[r].setResourceId(id);
-      specs[r].setFunction(resource->function_name);
-      specs[r].setArgs(state::AsData(resource->args));
-      ++r;
+      FillResourceSpec(specs[r++], *state().FindResource(id));
     }
     return request.send().then([](auto&&) {},
                                [this, worker_id, refs = kj::mv(refs)](kj::Exception&& e) {
@@ -377,9 +383,7 @@ void ClosureDispatcher::SendResources(uint64_t worker_id) {
     auto specs = request.initResources(static_cast<unsigned>(missing.size()));
     std::vector<uint64_t> ids;
     for (unsigned i = 0; i < missing.size(); ++i) {
-      specs[i].setResourceId(missing[i]->id);
-      specs[i].setFunction(missing[i]->function_name);
-      specs[i].setArgs(state::AsData(missing[i]->args));
+      FillResourceSpec(specs[i], *missing[i]);
       entry->second.resources_sent.insert(missing[i]->id);
       ids.push_back(missing[i]->id);
     }

@@ -186,10 +186,7 @@ kj::Promise<void> UvSocketStream::WritePieces(
     direct_write_ = false;
     kj::throwFatalException(kj::mv(e));
   };
-  if (pending_.empty()) {
-    return kj::evalNow([&]() { return WriteLoop(pieces[0], pieces.slice(1, pieces.size())); })
-        .then(kj::mv(done), kj::mv(failed));
-  }
+  // (With nothing buffered, `first` is empty and WriteLoop skips it.)
   auto buffered = pending_.releaseAsArray();
   auto first = buffered.asPtr();
   return kj::evalNow([&]() { return WriteLoop(first, pieces); })

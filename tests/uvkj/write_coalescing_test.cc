@@ -55,6 +55,15 @@ std::string ReadAvailable(int fd) {
   return out;
 }
 
+// The peer has exactly `text` queued, then the end of the stream.
+void ExpectBytesThenEnd(int fd, const std::string& text) {
+  char buffer[64];
+  ssize_t n = recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+  ASSERT_EQ(n, static_cast<ssize_t>(text.size()));
+  EXPECT_EQ(std::string(buffer, n), text);
+  EXPECT_EQ(recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT), 0);
+}
+
 // Writes each string once the previous write resolved, as Cap'n Proto's
 // connection does with its messages.
 kj::Promise<void> WriteInTurn(kj::AsyncOutputStream& out, const std::vector<std::string>& parts,
@@ -177,11 +186,7 @@ TEST(WriteCoalescing, ShutdownWriteSendsTheBufferedBytesBeforeTheEnd) {
     auto writing = Track(pair.stream->write("goodbye", 7), wrote);
     EXPECT_EQ(pair.uv().send_calls(), 0u);  // still buffered
     pair.stream->shutdownWrite();
-    char buffer[16];
-    ssize_t n = recv(pair.peer.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
-    ASSERT_EQ(n, 7);
-    EXPECT_EQ(std::string(buffer, 7), "goodbye");
-    EXPECT_EQ(recv(pair.peer.get(), buffer, sizeof(buffer), MSG_DONTWAIT), 0);  // then the end
+    ExpectBytesThenEnd(pair.peer.get(), "goodbye");
   }
   EXPECT_EQ(bridge.Teardown(), 0);
 }
@@ -196,11 +201,7 @@ TEST(WriteCoalescing, DestroyingTheStreamSendsTheBufferedBytes) {
       auto writing = Track(pair.stream->write("last words", 10), wrote);
       pair.stream = nullptr;
     }
-    char buffer[16];
-    ssize_t n = recv(pair.peer.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
-    ASSERT_EQ(n, 10);
-    EXPECT_EQ(std::string(buffer, 10), "last words");
-    EXPECT_EQ(recv(pair.peer.get(), buffer, sizeof(buffer), MSG_DONTWAIT), 0);
+    ExpectBytesThenEnd(pair.peer.get(), "last words");
   }
   EXPECT_EQ(bridge.Teardown(), 0);
 }
