@@ -137,8 +137,12 @@ kj::Promise<size_t> UvSocketStream::WaitReadable(kj::byte* buffer, size_t min_by
 
 kj::Promise<void> UvSocketStream::write(const void* buffer, size_t size) {
   return kj::evalNow([&]() {
-    auto piece = kj::arrayPtr(static_cast<const kj::byte*>(buffer), size);
-    return WritePieces(kj::arrayPtr(&piece, 1));
+    // A write that waits (for room, or behind a blocked flush) still points
+    // at its pieces array when it resumes: that array must outlive this call
+    // as the caller's bytes do, so it lives on the heap with the promise.
+    auto piece = kj::heap<kj::ArrayPtr<const kj::byte>>(static_cast<const kj::byte*>(buffer), size);
+    auto pieces = kj::arrayPtr(piece.get(), 1);
+    return WritePieces(pieces).attach(kj::mv(piece));
   });
 }
 

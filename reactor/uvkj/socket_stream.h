@@ -65,8 +65,8 @@ class UvSocketStream final : public kj::AsyncIoStream {
 
   kj::Vector<kj::byte> pending_;          // accepted, not yet given to the kernel
   FlushState flush_state_ = FlushState::kIdle;
-  bool direct_write_ = false;
-  bool write_shut_ = false;               // shutdownWrite() was called             // a large write is in progress
+  bool direct_write_ = false;             // a large write is in progress
+  bool write_shut_ = false;               // shutdownWrite() was called
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> flushed_;  // a large write waits for Flush
   kj::Maybe<kj::Exception> write_error_;  // a buffered write failed: later writes fail too
   kj::Maybe<kj::Promise<void>> flush_task_;
