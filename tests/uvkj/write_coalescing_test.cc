@@ -123,10 +123,9 @@ TEST(WriteCoalescing, ALargeWriteTakesTheBufferedBytesInFrontOfIt) {
 // The first messages fill the socket and their flush waits on EAGAIN; more
 // small and large writes come in later passes and queue behind it. The
 // reader must see the exact concatenation.
-TEST(WriteCoalescing, WritesBehindABlockedFlushArriveInOrder) {
+void WriteBehindABlockedFlushAndReadBack(uint64_t seed) {
   Bridge bridge;
   auto& io = bridge.io();
-  uint64_t seed = TestSeed();
   std::mt19937_64 rng(seed);
   {
     auto pair = MakeUnixPair(io);
@@ -175,6 +174,16 @@ TEST(WriteCoalescing, WritesBehindABlockedFlushArriveInOrder) {
     EXPECT_TRUE(received == expected) << "seed " << seed;
   }
   EXPECT_EQ(bridge.Teardown(), 0);
+}
+
+TEST(WriteCoalescing, WritesBehindABlockedFlushArriveInOrder) {
+  WriteBehindABlockedFlushAndReadBack(TestSeed());
+}
+
+// This seed once made a one-buffer write wait and resume through a pieces
+// array on a stack frame that had returned: 1,070 bytes too many, or a hang.
+TEST(WriteCoalescing, AOneBufferWriteThatWaitsSendsItsOwnBytes) {
+  WriteBehindABlockedFlushAndReadBack(1398285442);
 }
 
 TEST(WriteCoalescing, ShutdownWriteSendsTheBufferedBytesBeforeTheEnd) {
