@@ -44,7 +44,8 @@ struct ReadFlags {
   uint64_t runs = 5;
   uint64_t mib = 512;  // bytes read per size and run, in MiB
   std::string mode = "off";
-  uint64_t batch_mib = 32;
+  uint64_t batch_kib = 0;   // 0: the reader's default
+  uint64_t buffer_mib = 0;  // 0: the reader's default
   uint64_t calls = 2;
   std::string sizes = "100,10240,1048576";
 };
@@ -148,8 +149,8 @@ ServiceFigures ReadThroughService(const std::string& dispatcher, uint64_t size, 
   options.dataset = *clients::BuiltinDatasetSpec(def);
   options.job.processing_mode =
       flags.mode == "off" ? journal::ProcessingMode::OFF : journal::ProcessingMode::DYNAMIC;
-  options.max_bytes_per_call = flags.batch_mib << 20;
-  options.max_buffered_bytes = 4 * (flags.batch_mib << 20);
+  if (flags.batch_kib > 0) options.max_bytes_per_call = flags.batch_kib << 10;
+  if (flags.buffer_mib > 0) options.max_buffered_bytes = flags.buffer_mib << 20;
   options.calls_per_task = static_cast<uint32_t>(flags.calls);
   options.seed = run + 1;
   const auto opened = Clock::now();
@@ -203,7 +204,10 @@ int RunReadBench(int argc, char** argv) {
   parser.AddUint("mib", "MiB read per size and run", &flags.mib, 1, 1 << 20);
   parser.AddString("mode", "MODE", "off (each worker reads half) or dynamic (64 splits)",
                    &flags.mode);
-  parser.AddUint("batch-mib", "bytes per getElements reply, in MiB", &flags.batch_mib, 1, 32);
+  parser.AddUint("batch-kib", "bytes per getElements reply, in KiB (0: the reader's default)",
+                 &flags.batch_kib, 0, 32 << 10);
+  parser.AddUint("buffer-mib", "bytes the reader reads ahead, in MiB (0: the reader's default)",
+                 &flags.buffer_mib, 0, 1 << 10);
   parser.AddUint("calls", "getElements calls in flight per task", &flags.calls, 1, 16);
   parser.AddString("sizes", "LIST", "element sizes to run, in bytes, comma-separated",
                    &flags.sizes);

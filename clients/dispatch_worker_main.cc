@@ -158,8 +158,10 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "dispatch-worker: ", kinds_registered.ToString().c_str());
     return 1;
   }
-  ProducerDirectory producers;  // agent thread only, outlives the agent
   flags.producer.max_buffered_bytes = uint64_t{flags.buffer_mib} << 20;
+  // Agent thread only, outlives the agent. Keeps up to one task's buffer of
+  // sent elements' memory for the next elements, of any task.
+  ProducerDirectory producers(flags.producer.max_buffered_bytes);
   std::unique_ptr<TaskHandlerFactory> factory;
   if (flags.hold_tasks) {
     factory = std::make_unique<SplitReadingFactory>(SplitReadingOptions{.hold = true});

@@ -10,8 +10,11 @@
 namespace dispatch::clients {
 namespace {
 
-// Elements produced per loop turn before yielding to the transfer server.
+// Elements, and bytes, produced per loop turn before yielding to the transfer
+// server. The byte bound matters for large elements: without it one turn
+// filled the whole 64 MiB buffer before a waiting request was answered.
 constexpr size_t kElementsPerTurn = 1024;
+constexpr size_t kBytesPerTurn = 1 << 20;
 // Elements at least this large are referenced by the reply, not copied into
 // it (each becomes a message segment of its own, so small ones are copied).
 constexpr size_t kExternalElementBytes = 64 << 10;
@@ -40,11 +43,14 @@ TaskProducer::TaskProducer(const TaskDescription& task, const DatasetKindRegistr
       kinds_(kinds),
       directory_(directory),
       limits_(limits),
-      spares_(std::make_shared<SparePool>(limits.max_buffered_bytes)) {
+      spares_(directory.spares()) {
   directory_.Add(this);
 }
 
-TaskProducer::~TaskProducer() noexcept(false) { directory_.Remove(this); }
+TaskProducer::~TaskProducer() noexcept(false) {
+  directory_.Remove(this);
+  for (std::string& element : buffer_) spares_->Keep(kj::mv(element));
+}
 
 kj::Promise<void> TaskProducer::Run(TaskContext& context) {
   return context.GetDatasetDef()
@@ -98,13 +104,10 @@ bool TaskProducer::HasRoom() const {
 
 kj::Promise<void> TaskProducer::Pump(std::shared_ptr<ElementSource> source) {
   size_t produced = 0;
-  while (HasRoom() && produced < kElementsPerTurn) {
+  size_t produced_bytes = 0;
+  while (HasRoom() && produced < kElementsPerTurn && produced_bytes < kBytesPerTurn) {
     std::string element;
-    if (!spares_->spare.empty()) {
-      element = kj::mv(spares_->spare.back());
-      spares_->spare.pop_back();
-      spares_->bytes -= element.capacity();
-    }
+    spares_->Take(&element);
     Result<bool> more = source->Next(&element);
     if (!more.ok()) return ExceptionFromStatus(more.status());
     if (!*more) {
@@ -112,6 +115,7 @@ kj::Promise<void> TaskProducer::Pump(std::shared_ptr<ElementSource> source) {
       return kj::READY_NOW;
     }
     buffered_bytes_ += element.size();
+    produced_bytes += element.size();
     buffer_.push_back(kj::mv(element));
     ++unacknowledged_;
     ++produced;
@@ -232,12 +236,19 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
   return true;
 }
 
-void TaskProducer::SparePool::Keep(std::string&& element) {
+void ElementBufferPool::Take(std::string* element) {
+  if (spare_.empty()) return;
+  *element = kj::mv(spare_.back());
+  spare_.pop_back();
+  bytes_ -= element->capacity();
+}
+
+void ElementBufferPool::Keep(std::string&& element) {
   // Small buffers are cheap to make; moved-from ones have nothing to give.
   constexpr size_t kWorthKeeping = 4096;
-  if (element.capacity() < kWorthKeeping || bytes + element.capacity() > limit_bytes) return;
-  bytes += element.capacity();
-  spare.push_back(kj::mv(element));
+  if (element.capacity() < kWorthKeeping || bytes_ + element.capacity() > limit_bytes_) return;
+  bytes_ += element.capacity();
+  spare_.push_back(kj::mv(element));
 }
 
 TaskProducer::Reply TaskProducer::NewReply() const {

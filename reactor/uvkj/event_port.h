@@ -19,9 +19,11 @@ namespace dispatch::uvkj {
 
 class UvEventPort final : public kj::EventPort {
  public:
-  // At most this many KJ events run per slice, so a flood of KJ work cannot
-  // starve libuv timers and sockets.
+  // At most this many KJ events, and for about this long, run per slice, so a
+  // flood of KJ work (a producer filling its buffer, a burst of replies)
+  // cannot starve libuv timers and sockets.
   static constexpr uint kMaxTurnsPerSlice = 4096;
+  static constexpr uint64_t kMaxSliceNanos = 500 * 1000;
 
   explicit UvEventPort(uv_loop_t* loop);
   ~UvEventPort() noexcept(false);

@@ -241,6 +241,37 @@ TEST(UvEventPort, EndlessKjWorkDoesNotStarveLibuvTimers) {
   EXPECT_EQ(bridge.Teardown(), 0);
 }
 
+TEST(UvEventPort, SlowKjTurnsEndASliceSoLibuvRunsBetweenThem) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  uint64_t turns = 0;
+  uint64_t turns_at_fifth_tick = 0;
+  {
+    Watchdog watchdog(20);
+    bool done = false;
+    // Each turn works for 2 ms (a stand-in for producing a large element).
+    std::function<bool()> stop = [&]() {
+      const uint64_t until = uv_hrtime() + 2 * 1000 * 1000;
+      while (uv_hrtime() < until) {
+      }
+      return done || watchdog.expired();
+    };
+    Outcome<void> spun;
+    auto spinning = Track(Spin(stop, turns), spun);
+    UvRepeatingTimer tick(io.loop(), 1, [] {});
+    tick.Start();
+    ASSERT_TRUE(RunUntil(io, [&] { return tick.ticks() >= 5 || watchdog.expired(); }));
+    turns_at_fifth_tick = turns;
+    done = true;
+    tick.Stop();
+    ASSERT_TRUE(RunUntil(io, [&] { return spun.done; }));
+  }
+  // Bounded by turns alone, a slice would run thousands of these before the
+  // timer's first tick; bounded by time, one or two per tick.
+  EXPECT_LT(turns_at_fifth_tick, 100u);
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
 TEST(UvEventPort, ExecutorCallsFromAnotherThreadRunOnTheLoopThread) {
   Bridge bridge;
   auto& io = bridge.io();
