@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include <kj/exception.h>
 #include <kj/string.h>
 
 namespace dispatch {
@@ -17,6 +18,25 @@ LogLevel GetLogLevel();
 // "debug", "info", "warning", "error"; nullopt otherwise.
 std::optional<LogLevel> ParseLogLevel(const std::string& name);
 void WriteLogLine(LogLevel level, kj::StringPtr message);
+
+// Routes the log lines of KJ and Cap'n Proto (KJ_LOG) on the thread that
+// constructs it through this log. Cap'n Proto logs every error a server
+// returns over RPC at INFO, with a stack trace; an error that carries one of
+// our Status codes (NotFound, ...) is the peer's business, so it goes to
+// debug as one line without the stack. An error without a code (a bug of
+// ours, an Internal or DataLoss) stays visible at warning. Everything else
+// KJ logs goes on to the previous callback unchanged.
+// REQUIRES: constructed and destroyed on one thread (KJ callbacks nest).
+class KjLogRouter : public kj::ExceptionCallback {
+ public:
+  void logMessage(kj::LogSeverity severity, const char* file, int line, int context_depth,
+                  kj::String&& text) override;
+};
+
+// For KjLogRouter and its test: the level at which an error returned over RPC
+// (the text of Cap'n Proto's "returning failure over rpc" line) is logged, and
+// that text cut to its first line.
+LogLevel LevelOfReturnedRpcError(const std::string& text);
 
 template <typename... Args>
 void Log(LogLevel level, Args&&... args) {

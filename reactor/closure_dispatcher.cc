@@ -60,6 +60,7 @@ Status ClosureDispatcher::Start() {
     put_back.setWorkerId(closure->worker_id);
     put_back.setAttempt(closure->attempts);
     DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+    ++counters_.put_back;
   }
   return Status::Ok();
 }

@@ -172,6 +172,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(*level);
+  KjLogRouter kj_log_router;  // errors we return to peers are not ours to log at info
   if (Result<std::string> address = ToKjAddress(flags.options.listen); !address.ok()) {
     fprintf(stderr, "dispatcher: %s\n", address.status().message().c_str());
     return 2;

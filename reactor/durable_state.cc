@@ -104,22 +104,10 @@ Status DurableState::ResetKeepingIds() {
   if (failed()) return failure_;
   if (!batch_.empty()) return FailedPreconditionError("cannot reset the state with updates pending");
   if (state_.NumApplied() == 0) return Status::Ok();
-  capnp::MallocMessageBuilder message;
-  auto snapshot = message.initRoot<journal::StateSnapshot>();
-  state_.WriteSnapshot(snapshot);
-  snapshot.initDatasets(0);
-  snapshot.initWorkers(0);
-  snapshot.initJobs(0);
-  snapshot.initTasks(0);
-  snapshot.initJobClients(0);
-  snapshot.initSplitGrants(0);
-  snapshot.initClosures(0);
-  snapshot.initCoordinatorErrors(0);
-  std::string bytes = state::EncodeMessage(message);
-  auto empty = state::DecodeSnapshot(bytes);
-  if (!empty.ok()) return empty.status();
+  state::DispatcherState empty = state_.EmptyKeepingCounters();
+  std::string bytes = state::EncodeSnapshot(empty);
   DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
-  state_ = std::move(empty.value());
+  state_ = std::move(empty);
   ++stats_.snapshots;
   return Status::Ok();
 }

@@ -178,6 +178,7 @@ uint64_t DispatcherState::Digest() const {
     h.U64(r.coordinator_id);
     h.Str(r.function_name);
     h.Str(r.args);
+    h.U64(r.request_id);
   }
 
   h.Tag('E');

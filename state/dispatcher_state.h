@@ -140,6 +140,12 @@ class DispatcherState {
   // they follow from the records). Equal states have equal digests.
   uint64_t Digest() const;
 
+  // The state a restart without fault-tolerant mode begins from: every
+  // record forgotten, every counter kept (next ids, so ids are never reused;
+  // the clock and the count of applied updates, so time never goes back).
+  // Built from an empty state, so a collection added later is forgotten too.
+  DispatcherState EmptyKeepingCounters() const;
+
   // Writes the whole state. REQUIRES: `snapshot` is freshly initialised.
   void WriteSnapshot(journal::StateSnapshot::Builder snapshot) const;
   // Rebuilds a state from a snapshot; DataLoss when the snapshot is not one

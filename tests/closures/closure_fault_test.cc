@@ -66,6 +66,24 @@ TEST(ClosureFaults, ADispatcherKilledWithAThousandClosuresScheduledCompletesThem
   EXPECT_TRUE(Eventually([&] { return coordinator->status().dispatcher_restarts >= 1; }));
 }
 
+TEST(ClosureFaults, ClosuresRunningWhenTheDispatcherDiesArePutBackAndCountedAtRestart) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7249");
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto value = coordinator->Schedule("sleep", "300");
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  ASSERT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.assigned == 1;
+  })) << "the closure never started";
+  dispatcher.Kill9();
+  dispatcher.Start();
+  // The recovery put it back in the queue; the counter says so.
+  EXPECT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.put_back >= 1;
+  })) << "the recovered closure was put back without being counted";
+  EXPECT_EQ(FetchOrDie(*value), "tcp:127.0.0.1:7249");
+}
+
 TEST(ClosureFaults, SchedulesInFlightDuringADispatcherKillAreNeitherLostNorDoubled) {
   constexpr int kClosures = 1000;
   ClosureDispatcher dispatcher;

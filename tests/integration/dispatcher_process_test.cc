@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include "tests/integration/client_loop.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/subprocess.h"
@@ -162,6 +166,38 @@ TEST(DispatcherProcess, PortInUseFailsWithExitOne) {
   DispatcherProcess first;
   std::string out;
   EXPECT_EQ(RunToExit({"--listen=" + first.address(), "--work-dir=" + first.work_dir() + "-2"}, &out), 1);
+}
+
+// What a dispatcher logged while answering one unknown job id, at `level`.
+std::string LogOfAnUnknownJobLookup(const std::string& level) {
+  TempDir dir;
+  const std::string log = dir.File("stderr");
+  std::string description;
+  {
+    DispatcherProcess dispatcher({.extra_flags = {"--log-level=" + level}, .stderr_path = log});
+    ClientLoop loop;
+    auto conn = loop.Connect(dispatcher.address());
+    auto request = conn->dispatcher().getJobRequest();
+    request.setJobId(424242);
+    try {
+      loop.Wait(request.send());
+    } catch (const kj::Exception& e) {
+      description = e.getDescription().cStr();
+    }
+    EXPECT_NE(description.find("NotFound"), std::string::npos) << description;
+    EXPECT_TRUE(dispatcher.Terminate().has_value());
+  }
+  std::ifstream in(log);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(DispatcherProcess, AnExpectedErrorIsLoggedOnlyAtDebugAndNeverWithAStack) {
+  const std::string info = LogOfAnUnknownJobLookup("info");
+  EXPECT_EQ(info.find("424242"), std::string::npos) << info;
+  EXPECT_EQ(info.find("stack:"), std::string::npos) << info;
+  const std::string debug = LogOfAnUnknownJobLookup("debug");
+  EXPECT_NE(debug.find("NotFound: job 424242"), std::string::npos) << debug;
+  EXPECT_EQ(debug.find("stack:"), std::string::npos) << debug;
 }
 
 }  // namespace

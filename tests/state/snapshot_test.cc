@@ -69,6 +69,7 @@ DispatcherState RichState() {
   apply(AssignClosure(4, 1, 1));
   apply(PutBackClosure(4, 1, 1));
   apply(AssignClosure(5, 2, 1));
+  apply(CreateResource(1, 9, "make", "resource-args", 77));
   apply(RemoveWorker(1));  // requeues split 0 and 1 of provider 0 (task 1 held them)
   EXPECT_EQ(s.FindSplitProvider(1, 0)->requeued.size(), 2u);
   return s;
@@ -246,6 +247,42 @@ TEST(DispatcherStateSnapshot, ChangingAnySnapshotFieldChangesTheDigestOrIsRefuse
     detected[GroupName(path)] = detected[GroupName(path)] || noticed;
   }
   for (const auto& [group, noticed] : detected) EXPECT_TRUE(noticed) << group << " is ignored";
+}
+
+// Walks the snapshot's schema, so a collection or counter added later cannot
+// be missed by the reset: every list must be non-empty in RichState (add a
+// record of a new kind there) and empty after the reset; every other field
+// must differ from a fresh state's in RichState and be kept by the reset.
+TEST(DispatcherStateSnapshot, EmptyKeepingCountersForgetsEveryCollectionAndKeepsEveryCounter) {
+  const DispatcherState state = RichState();
+  const DispatcherState reset = state.EmptyKeepingCounters();
+  capnp::MallocMessageBuilder rich_message, reset_message, fresh_message;
+  state.WriteSnapshot(rich_message.initRoot<journal::StateSnapshot>());
+  reset.WriteSnapshot(reset_message.initRoot<journal::StateSnapshot>());
+  DispatcherState().WriteSnapshot(fresh_message.initRoot<journal::StateSnapshot>());
+  auto rich = capnp::toDynamic(rich_message.getRoot<journal::StateSnapshot>().asReader());
+  auto after = capnp::toDynamic(reset_message.getRoot<journal::StateSnapshot>().asReader());
+  auto fresh = capnp::toDynamic(fresh_message.getRoot<journal::StateSnapshot>().asReader());
+
+  for (capnp::StructSchema::Field field : rich.getSchema().getFields()) {
+    const std::string name = field.getProto().getName().cStr();
+    if (field.getType().isList()) {
+      EXPECT_GT(rich.get(field).as<capnp::DynamicList>().size(), 0u)
+          << name << " is empty in RichState: add a record of it there";
+      EXPECT_EQ(after.get(field).as<capnp::DynamicList>().size(), 0u) << name << " survived the reset";
+      continue;
+    }
+    const std::string kept = kj::str(after.get(field)).cStr();
+    if (name != "formatVersion") {
+      EXPECT_NE(std::string(kj::str(rich.get(field)).cStr()), std::string(kj::str(fresh.get(field)).cStr()))
+          << name << " has its fresh value in RichState, so the test cannot see it kept";
+    }
+    EXPECT_EQ(kept, std::string(kj::str(rich.get(field)).cStr())) << name << " was not kept";
+  }
+  EXPECT_TRUE(reset.CheckIndexes().ok());
+  Result<DispatcherState> restored = FromBytes(SnapshotBytes(reset));
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->Digest(), reset.Digest());
 }
 
 // ---- Broken snapshots ---------------------------------------------------

@@ -19,7 +19,7 @@ DispatcherProcess::DispatcherProcess(Options options) {
   std::vector<std::string> argv = {DispatcherBinary(), "--listen=" + listen, "--work-dir=" + work_dir_,
                                    "--log-level=warning"};
   for (auto& flag : options.extra_flags) argv.push_back(flag);
-  process_ = std::make_unique<Subprocess>(argv);
+  process_ = std::make_unique<Subprocess>(argv, options.stderr_path);
 
   static const std::string kPrefix = "dispatcher listening on ";
   auto line = process_->ReadLine(std::chrono::seconds(30));

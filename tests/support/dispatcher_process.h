@@ -24,6 +24,8 @@ class DispatcherProcess {
     // Empty: a fresh temp dir owned by this object.
     std::string work_dir = "";
     std::vector<std::string> extra_flags = {};
+    // Non-empty: the dispatcher's stderr (its log) goes to this file.
+    std::string stderr_path = "";
   };
 
   // Starts the binary and waits (deadline) for its listening line; throws

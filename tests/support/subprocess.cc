@@ -24,7 +24,7 @@ int64_t MillisLeft(std::chrono::steady_clock::time_point deadline) {
 
 }  // namespace
 
-Subprocess::Subprocess(std::vector<std::string> argv) {
+Subprocess::Subprocess(std::vector<std::string> argv, const std::string& stderr_path) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   std::vector<char*> args;
@@ -35,6 +35,10 @@ Subprocess::Subprocess(std::vector<std::string> argv) {
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
     dup2(pipe_fds[1], STDOUT_FILENO);
+    if (!stderr_path.empty()) {
+      int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd >= 0) dup2(fd, STDERR_FILENO);
+    }
     // Die with the test process, whatever happens to it.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     execv(args[0], args.data());

@@ -17,7 +17,9 @@ class Subprocess {
  public:
   // argv[0] is the program path. stderr is inherited (it shows in ctest's
   // output on failure); stdout is captured.
-  explicit Subprocess(std::vector<std::string> argv);
+  // A non-empty `stderr_path` sends stderr to that file instead (a test that
+  // reads what the process logged).
+  explicit Subprocess(std::vector<std::string> argv, const std::string& stderr_path = "");
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;

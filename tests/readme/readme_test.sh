@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs every command of the README's ```sh blocks as written, so the README
+# cannot drift from the binaries. The only changes: the dispatcher's address
+# (tcp:127.0.0.1:5050) and the worker's (tcp:127.0.0.1:5051) become free
+# ports, so two suites can share a machine. How each kind of line is run:
+#   ./scripts/start.sh  started with a free port and its own work dir; must
+#                       print its listening line and exit 0 on SIGINT
+#   ./scripts/demo.sh   run; must exit 0
+#   ./scripts/test.sh   not run: it is the command running this test
+#   build/bench/dispatch-bench SUB ...  run with --help appended (the flags are
+#                       parsed and checked, the minutes-long run is not done)
+#   a line ending in &  started in the background; must register as a worker
+#   any other build/... must exit 0
+# Usage: readme_test.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+SRC=$1
+BUILD=$2
+cd "$SRC"
+T=$(mktemp -d /tmp/dispatch-readme.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "readme_test: $*" >&2; exit 1; }
+
+free_port() {
+  while true; do
+    local port=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
+  done
+}
+wait_for_line() {  # FILE TEXT SECONDS
+  local deadline=$((SECONDS + $3))
+  until grep -q "$2" "$1" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || { cat "$1" >&2; fail "no '$2' in $1 within $3 s"; }
+    sleep 0.1
+  done
+}
+
+# The ```sh blocks, one command a line, comments dropped.
+mapfile -t COMMANDS < <(awk '/^```sh$/ {on=1; next} /^```/ {on=0} on' README.md |
+                        sed -e 's/[[:space:]]\+#.*$//' -e '/^[[:space:]]*$/d')
+[ ${#COMMANDS[@]} -ge 10 ] || fail "found only ${#COMMANDS[@]} commands in README.md's sh blocks"
+
+"$BUILD/reactor/dispatcher" --listen=tcp:127.0.0.1:0 --work-dir="$T/work" --log-level=warning \
+  >"$T/dispatcher.out" 2>&1 &
+PIDS+=($!)
+wait_for_line "$T/dispatcher.out" "dispatcher listening on" 30
+ADDR=$(sed -n 's/^dispatcher listening on //p' "$T/dispatcher.out" | head -1)
+WORKER="tcp:127.0.0.1:$(free_port)"
+
+# The scripts build into ./build; a suite built elsewhere runs the binaries of
+# its own tree and leaves the scripts to the suite that is built there.
+OWN_BUILD=$([ "$(realpath "$BUILD")" = "$(realpath "$SRC/build")" ] && echo yes || echo no)
+
+ran=0
+for line in "${COMMANDS[@]}"; do
+  cmd=${line//tcp:127.0.0.1:5050/$ADDR}
+  cmd=${cmd//tcp:127.0.0.1:5051/$WORKER}
+  [ "$OWN_BUILD" = yes ] || cmd=${cmd/#build\//$BUILD/}
+  echo "== $line"
+  case "$cmd" in
+    ./scripts/test.sh*)
+      echo "   (not run: this suite is that command)"
+      continue ;;
+    ./scripts/*)
+      if [ "$OWN_BUILD" = no ]; then echo "   (not run: this suite is not built in ./build)"; continue; fi ;;&
+    ./scripts/start.sh*)
+      bash -c "exec $cmd --listen=tcp:127.0.0.1:0 --work-dir=$T/start-data" >"$T/start.out" 2>&1 &
+      pid=$!
+      PIDS+=($pid)
+      wait_for_line "$T/start.out" "dispatcher listening on" 600
+      kill -INT "$pid"
+      rc=0; wait "$pid" || rc=$?
+      [ "$rc" -eq 0 ] || { cat "$T/start.out" >&2; fail "start.sh exited $rc on SIGINT"; } ;;
+    */bench/dispatch-bench\ *)
+      bash -c "$cmd --help" >/dev/null || fail "'$cmd --help' failed" ;;
+    *\&)
+      bash -c "exec ${cmd%&}" >"$T/background.out" 2>&1 &
+      PIDS+=($!)
+      wait_for_line "$T/background.out" "registered as worker" 30 ;;
+    *)
+      bash -c "timeout 300 $cmd" >"$T/command.out" 2>&1 || { cat "$T/command.out" >&2; fail "'$cmd' failed"; }
+      head -5 "$T/command.out" | sed 's/^/   /' ;;
+  esac
+  ran=$((ran + 1))
+done
+echo "$ran README commands ran as written"
