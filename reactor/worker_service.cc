@@ -36,22 +36,27 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   const uint64_t incarnation = request.getWorkerIncarnation();
 
   const state::Worker* worker = state.FindWorkerByAddress(address);
-  if (worker != nullptr && incarnation != 0 && worker->incarnation != incarnation) {
-    // Another process at this address: the old one is gone.
-    ThrowIfError(data.workers().Remove(address, "a new worker process took its address"));
-    worker = nullptr;
-  }
+  const bool replaced = worker != nullptr && incarnation != 0 && worker->incarnation != incarnation;
   bool registered = false;
-  if (worker == nullptr) {
+  if (worker == nullptr || replaced) {
+    // Built and sized first: a registration the journal cannot hold (tags)
+    // is refused before the old registration is removed.
     const uint64_t worker_id = state.NextWorkerId();
-    ThrowIfError(data.Submit([&](journal::Update::Builder update) {
-      auto reg = update.initRegisterWorker();
-      reg.setWorkerId(worker_id);
-      reg.setAddress(address);
-      reg.setTransferAddress(request.getTransferAddress());
-      reg.setTags(request.getTags());
-      reg.setIncarnation(incarnation);
-    }));
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    auto reg = update.initRegisterWorker();
+    reg.setWorkerId(worker_id);
+    reg.setAddress(address);
+    reg.setTransferAddress(request.getTransferAddress());
+    reg.setTags(request.getTags());
+    reg.setIncarnation(incarnation);
+    ThrowIfError(data.durable().CheckFits(update.asReader()));
+    if (replaced) {
+      // Another process at this address: the old one is gone.
+      ThrowIfError(data.workers().Remove(address, "a new worker process took its address"));
+    }
+    update.setTimeMicros(data.durable().NowMicros());
+    ThrowIfError(data.durable().Submit(update.asReader()));
     worker = state.FindWorker(worker_id);
     registered = true;
   }
