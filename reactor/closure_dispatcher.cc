@@ -481,72 +481,86 @@ void ClosureDispatcher::WakeRoomWaiters() {
   }
 }
 
+namespace {
+
+// One ClosureSpec, each field read once: the RPC server's traversal limit is
+// the message size limit, so a schedule near that size can be read only once.
+struct SpecView {
+  capnp::Text::Reader function;
+  capnp::Data::Reader args;
+  capnp::List<uint64_t>::Reader resources;
+  uint64_t request_id = 0;
+  uint64_t words = 0;  // as an item of ClosureBatch.scheduled
+};
+
+}  // namespace
+
 Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
                                    capnp::List<rpc::ClosureSpec>::Reader specs,
                                    std::vector<uint64_t>& ids) {
   ids.assign(specs.size(), 0);
   const size_t max_record = MaxRecordBytes();
   const uint64_t overhead = ClosureBatchOverheadWords();
-  auto item_words = [&](unsigned i) {
-    auto spec = specs[i];
-    return ScheduledItemWords(View(spec.getFunction()), spec.getArgs().size(),
-                              spec.getResources().size());
-  };
   // Every check runs before anything is queued: a refused call queues
   // nothing. Retried requests keep their closure.
   std::set<uint64_t> request_ids;
-  std::vector<unsigned> fresh;
+  std::vector<SpecView> fresh;
+  std::vector<unsigned> fresh_index;
   for (unsigned i = 0; i < specs.size(); ++i) {
     auto spec = specs[i];
-    if (spec.getFunction().size() == 0)
+    SpecView view{spec.getFunction(), spec.getArgs(), spec.getResources(), spec.getRequestId()};
+    if (view.function.size() == 0)
       return InvalidArgumentError("closure " + std::to_string(i) + " of the batch has no function");
-    const uint64_t request_id = spec.getRequestId();
-    if (request_id != 0) {
-      if (!request_ids.insert(request_id).second) {
-        return InvalidArgumentError("the batch repeats request id " + std::to_string(request_id));
+    if (view.request_id != 0) {
+      if (!request_ids.insert(view.request_id).second) {
+        return InvalidArgumentError("the batch repeats request id " +
+                                    std::to_string(view.request_id));
       }
-      const state::Closure* earlier = state().FindClosureByRequest(coordinator_id, request_id);
+      const state::Closure* earlier =
+          state().FindClosureByRequest(coordinator_id, view.request_id);
       if (earlier != nullptr) {
         ids[i] = earlier->id;
         continue;
       }
     }
-    for (uint64_t resource : spec.getResources()) {
+    for (uint64_t resource : view.resources) {
       if (state().FindResource(resource) == nullptr)
         return NotFoundError("per-worker resource " + std::to_string(resource) + " is unknown");
     }
-    const uint64_t bytes = (overhead + item_words(i)) * 8;
+    view.words = ScheduledItemWords(View(view.function), view.args.size(), view.resources.size());
+    const uint64_t bytes = (overhead + view.words) * 8;
     if (bytes > max_record) {
       ids.clear();
       return ResourceExhaustedError(
           "closure " + std::to_string(i) + " of the batch (function " +
-          std::string(View(spec.getFunction()).substr(0, 64)) + ", " +
-          std::to_string(spec.getArgs().size()) + " bytes of args) takes " + std::to_string(bytes) +
+          std::string(View(view.function).substr(0, 64)) + ", " +
+          std::to_string(view.args.size()) + " bytes of args) takes " + std::to_string(bytes) +
           " bytes in the journal, over the limit of " + std::to_string(max_record) +
           " bytes per record; nothing of the batch was scheduled");
     }
-    fresh.push_back(i);
+    fresh.push_back(view);
+    fresh_index.push_back(i);
   }
   if (fresh.empty()) return Status::Ok();
   FlushReleases();  // they share this pass's commit
   // As many ClosureBatch records as the per-record limit needs, in order.
   uint64_t next_id = state().NextClosureId();
   for (auto [begin, end] : SplitIntoRecords(fresh.size(), overhead, max_record,
-                                            [&](size_t k) { return item_words(fresh[k]); })) {
+                                            [&](size_t k) { return fresh[k].words; })) {
     capnp::MallocMessageBuilder message;
     auto update = message.initRoot<journal::Update>();
     update.setTimeMicros(durable_.NowMicros());
     auto list = update.initClosureBatch().initScheduled(static_cast<unsigned>(end - begin));
     for (size_t k = begin; k < end; ++k) {
-      auto spec = specs[fresh[k]];
+      const SpecView& view = fresh[k];
       auto item = list[static_cast<unsigned>(k - begin)];
-      ids[fresh[k]] = next_id;
+      ids[fresh_index[k]] = next_id;
       item.setClosureId(next_id++);
       item.setCoordinatorId(coordinator_id);
-      item.setFunctionName(spec.getFunction());
-      item.setArgs(spec.getArgs());
-      item.setRequestId(spec.getRequestId());
-      item.setResources(spec.getResources());
+      item.setFunctionName(view.function);
+      item.setArgs(view.args);
+      item.setRequestId(view.request_id);
+      item.setResources(view.resources);
     }
     Status status = durable_.Submit(update);
     if (!status.ok()) {
