@@ -85,6 +85,8 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
     }
     dataset_id = state.NextDatasetId();
     const std::string key = DefinitionKey(dataset_id, fingerprint);
+    // The definition joins the batch right after its record: room for both.
+    ThrowIfError(durable.MakeRoom(definition.size() + metadata.size() + kRecordOverheadBytes));
     ThrowIfError(data.Submit([&](journal::Update::Builder update) {
       auto reg = update.initRegisterDataset();
       reg.setDatasetId(dataset_id);

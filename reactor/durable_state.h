@@ -92,6 +92,11 @@ class DurableState {
   // The store's limit on one journal record, for builders of list-shaped
   // updates that cut their lists to fit (reactor/record_budget.h).
   size_t max_record_bytes() const { return store_.options().max_record_bytes; }
+  // Commits the batch now when `bytes` more would take it past
+  // max_batch_bytes; the commit's failure, if any. Submit does this for its
+  // own record; a handler that puts a dataset definition right after its
+  // record calls it first with both sizes, so the definition counts too.
+  Status MakeRoom(size_t bytes);
   // Submit's size check alone, for a handler that must know before it
   // changes anything else (e.g. before removing a worker's old registration).
   Status CheckFits(journal::Update::Reader update) const;
@@ -147,9 +152,6 @@ class DurableState {
 
   Status Replay();
   void FailStop(const Status& status);
-  // Commits the batch now when `bytes` more would take it past
-  // max_batch_bytes; the commit's failure, if any.
-  Status MakeRoom(size_t bytes);
   // The refusal of an update whose record takes `bytes`; ok when it fits.
   Status CheckRecordBytes(journal::Update::Reader update, size_t bytes) const;
   void MaybeCheckpoint();

@@ -175,6 +175,26 @@ std::vector<SweepCase> Cases() {
                                                                 : InternalError("definition size");
                    },
                    Works()});
+  cases.push_back({"three dataset definitions of 30 MiB at once (past the 64 MiB batch)", "works",
+                   {},
+                   [](Peers& p) {
+                     auto calls = kj::heapArrayBuilder<kj::Promise<uint64_t>>(3);
+                     for (char c : {'a', 'b', 'c'}) {
+                       auto request = p.client.dispatcher().getOrRegisterDatasetRequest();
+                       request.setDefinition(Bytes(std::string(30 * kMiB, c)));
+                       calls.add(request.send().then([](auto r) { return r.getDatasetId(); }));
+                     }
+                     auto ids = Try(p.loop, kj::joinPromises(calls.finish()));
+                     if (!ids.ok()) return ids.status();
+                     for (uint64_t id : *ids) {
+                       auto def = p.client.GetDatasetDef(id);
+                       if (!def.ok()) return def.status();
+                       if (def->definition.size() != 30 * kMiB) return InternalError("size");
+                     }
+                     return Status::Ok();
+                   },
+                   Works(),
+                   [](Peers& p) { EXPECT_EQ(p.client.ListDatasets()->size(), 3u); }});
   cases.push_back({"explicit split payloads over a record", "error", {},
                    [](Peers& p) {
                      return p.client
