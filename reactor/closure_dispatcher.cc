@@ -374,7 +374,11 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
       item.setArgs(state::AsData(closure.args));
       auto resources = item.initResources(static_cast<unsigned>(closure.resources.size()));
       for (unsigned r = 0; r < closure.resources.size(); ++r) resources.set(r, closure.resources[r]);
-      resource_ids.insert(closure.resources.begin(), closure.resources.end());
+      for (uint64_t id : closure.resources) {
+        // Those this connection has had already (SendResources) stay out:
+        // a closure of many large resources still makes a small push.
+        if (!slots->second.resources_sent.contains(id)) resource_ids.insert(id);
+      }
     }
     auto specs = request.initResources(static_cast<unsigned>(resource_ids.size()));
     unsigned r = 0;
@@ -405,23 +409,32 @@ void ClosureDispatcher::SendResources(uint64_t worker_id) {
       if (!entry->second.resources_sent.contains(id)) missing.push_back(&resource);
     }
     if (missing.empty()) return kj::READY_NOW;
-    auto request = control->runClosuresRequest();
-    request.initClosures(0);
-    auto specs = request.initResources(static_cast<unsigned>(missing.size()));
-    std::vector<uint64_t> ids;
-    for (unsigned i = 0; i < missing.size(); ++i) {
-      FillResourceSpec(specs[i], *missing[i]);
-      entry->second.resources_sent.insert(missing[i]->id);
-      ids.push_back(missing[i]->id);
-    }
-    return request.send().then([](auto&&) {}, [this, worker_id, ids](kj::Exception&& e) {
-      // The connection is going: the next one sends them all again.
-      Log(LogLevel::kDebug, "sending per-worker resources to worker ", worker_id,
-          " failed: ", e.getDescription());
-      auto entry = slots_.find(worker_id);
-      if (entry == slots_.end()) return;
-      for (uint64_t id : ids) entry->second.resources_sent.erase(id);
+    // Cut by bytes like closure pushes: many large resources never make one
+    // message past the worker's limit.
+    auto runs = SplitIntoRecords(missing.size(), 0, kMaxPushBytes, [&](size_t i) {
+      return ScheduledItemWords(missing[i]->function_name, missing[i]->args.size(), 0);
     });
+    auto sends = kj::heapArrayBuilder<kj::Promise<void>>(runs.size());
+    for (auto [begin, end] : runs) {
+      auto request = control->runClosuresRequest();
+      request.initClosures(0);
+      auto specs = request.initResources(static_cast<unsigned>(end - begin));
+      std::vector<uint64_t> ids;
+      for (size_t i = begin; i < end; ++i) {
+        FillResourceSpec(specs[static_cast<unsigned>(i - begin)], *missing[i]);
+        entry->second.resources_sent.insert(missing[i]->id);
+        ids.push_back(missing[i]->id);
+      }
+      sends.add(request.send().then([](auto&&) {}, [this, worker_id, ids](kj::Exception&& e) {
+        // The connection is going: the next one sends them all again.
+        Log(LogLevel::kDebug, "sending per-worker resources to worker ", worker_id,
+            " failed: ", e.getDescription());
+        auto entry = slots_.find(worker_id);
+        if (entry == slots_.end()) return;
+        for (uint64_t id : ids) entry->second.resources_sent.erase(id);
+      }));
+    }
+    return kj::joinPromises(sends.finish());
   }));
 }
 
