@@ -6,6 +6,7 @@
 // Before the byte budget in DurableState::Submit several of these made the
 // dispatcher exit 3 ("journal record ... fail-stop"); the table says which.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cctype>
 #include <chrono>
@@ -330,6 +331,30 @@ bool Serving(Peers& peers) {
   return Try(peers.loop, ping.send().then([](auto r) {
            return std::string(r.getPayload().asChars().begin(), r.getPayload().size());
          })).ok();
+}
+
+// The 20 MiB schedule is journaled as several records that each fit; after a
+// kill -9 the restart replays them all, and a retry with the same request ids
+// gets the same closures back (nothing is queued twice).
+TEST(UpdateSize, AScheduleCutIntoSeveralRecordsSurvivesAKill9Whole) {
+  TempDir dir;
+  {
+    DispatcherProcess dispatcher({.work_dir = dir.path()});
+    ClientLoop loop;
+    Peers peers(loop, dispatcher);
+    auto n = peers.Schedule(std::vector<size_t>(20, kMiB));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(*n, 20u);
+    dispatcher.process().Signal(SIGKILL);
+    dispatcher.process().Wait(std::chrono::seconds(10));
+  }
+  DispatcherProcess restarted({.work_dir = dir.path()});
+  ClientLoop loop;
+  Peers peers(loop, restarted);
+  EXPECT_EQ(*peers.Queued(), 20u);
+  auto again = peers.Schedule(std::vector<size_t>(20, kMiB));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*peers.Queued(), 20u);
 }
 
 class UpdateSizeSweep : public ::testing::TestWithParam<size_t> {};
