@@ -1,8 +1,8 @@
 #include "reactor/record_budget.h"
 
-#include <algorithm>
-
 #include <capnp/message.h>
+
+#include <algorithm>
 
 namespace dispatch::reactor {
 
@@ -25,8 +25,8 @@ size_t IdsPerRecord(size_t max_record_bytes) {
 }
 
 size_t AssignmentsPerRecord(size_t max_record_bytes) {
-  return std::max<size_t>(1, IdsPerRecord(max_record_bytes) /
-                                 capnp::sizeInWords<journal::ClosureAssigned>());
+  return std::max<size_t>(
+      1, IdsPerRecord(max_record_bytes) / capnp::sizeInWords<journal::ClosureAssigned>());
 }
 
 size_t SplitIndicesPerRecord(size_t max_record_bytes) {

@@ -75,6 +75,9 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   workerHeartbeat @11 (request :WorkerHeartbeatRequest) -> (response :WorkerHeartbeatResponse);
   # The first heartbeat of an address registers the worker (and its
   # WorkerControl); every heartbeat answers the tasks to start and to delete.
+  # `newTasks` holds at most 16 MiB of tasks: a worker that joins thousands of
+  # jobs gets the rest with its next heartbeats (a task missing from
+  # `currentTasks` is new again).
   # A registration (address, transfer address, tags) larger than one 16 MiB
   # journal record is ResourceExhausted and changes nothing (an earlier
   # registration at the address stays).

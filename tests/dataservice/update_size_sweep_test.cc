@@ -100,7 +100,9 @@ Status StatusOf(const Result<size_t>& r) { return r.status(); }
 std::vector<SweepCase> Cases() {
   std::vector<SweepCase> cases;
   // ---- Clients: closures --------------------------------------------------
-  cases.push_back({"schedule of 20 closures of 1 MiB each", "exit 3", {},
+  cases.push_back({"schedule of 20 closures of 1 MiB each",
+                   "exit 3",
+                   {},
                    [](Peers& p) {
                      auto n = p.Schedule(std::vector<size_t>(20, kMiB));
                      if (n.ok() && *n != 20) return InternalError("ids: " + std::to_string(*n));
@@ -108,19 +110,29 @@ std::vector<SweepCase> Cases() {
                    },
                    Works(),
                    [](Peers& p) { EXPECT_EQ(*p.Queued(), 20u); }});
-  cases.push_back({"schedule of 60 closures of 1 MiB each", "exit 3", {},
+  cases.push_back({"schedule of 60 closures of 1 MiB each",
+                   "exit 3",
+                   {},
                    [](Peers& p) { return StatusOf(p.Schedule(std::vector<size_t>(60, kMiB))); },
                    Works(),
                    [](Peers& p) { EXPECT_EQ(*p.Queued(), 60u); }});
-  cases.push_back({"schedule of one closure whose args exceed a record", "exit 3", {},
+  cases.push_back({"schedule of one closure whose args exceed a record",
+                   "exit 3",
+                   {},
                    [](Peers& p) { return StatusOf(p.Schedule({kRecordLimit})); },
                    Refused(StatusCode::kResourceExhausted, "16777216"),
                    [](Peers& p) { EXPECT_EQ(*p.Queued(), 0u); }});
-  cases.push_back({"schedule with one oversized closure among small ones", "exit 3", {},
-                   [](Peers& p) { return StatusOf(p.Schedule({10, kRecordLimit + 5, 10})); },
+  cases.push_back({"schedule with one oversized closure among small ones",
+                   "exit 3",
+                   {},
+                   [](Peers& p) {
+                     return StatusOf(p.Schedule({10, kRecordLimit + 5, 10}));
+                   },
                    Refused(StatusCode::kResourceExhausted, "closure 1 of the batch"),
                    [](Peers& p) { EXPECT_EQ(*p.Queued(), 0u); }});
-  cases.push_back({"per-worker resource with args over a record", "exit 3", {},
+  cases.push_back({"per-worker resource with args over a record",
+                   "exit 3",
+                   {},
                    [](Peers& p) {
                      auto request = p.Coordinator().createPerWorkerResourceRequest();
                      request.setFunction("make_resource");
@@ -129,7 +141,9 @@ std::vector<SweepCase> Cases() {
                      return Try(p.loop, request.send().then([](auto) { return 0; })).status();
                    },
                    Refused(StatusCode::kResourceExhausted, "16777216")});
-  cases.push_back({"per-worker resource with 15 MiB of args", "works", {},
+  cases.push_back({"per-worker resource with 15 MiB of args",
+                   "works",
+                   {},
                    [](Peers& p) {
                      auto request = p.Coordinator().createPerWorkerResourceRequest();
                      request.setFunction("make_resource");
@@ -139,16 +153,20 @@ std::vector<SweepCase> Cases() {
                    },
                    Works()});
   // ---- Clients: datasets and jobs -----------------------------------------
-  cases.push_back({"dataset with an element spec over a record", "exit 3", {},
+  cases.push_back({"dataset with an element spec over a record",
+                   "exit 3",
+                   {},
                    [](Peers& p) {
                      return p.client
-                         .RegisterDataset({.definition = "d", .element_spec =
-                                                                  std::string(kRecordLimit, 'e')})
+                         .RegisterDataset(
+                             {.definition = "d", .element_spec = std::string(kRecordLimit, 'e')})
                          .status();
                    },
                    Refused(StatusCode::kResourceExhausted, "element spec"),
                    [](Peers& p) { EXPECT_TRUE(p.client.ListDatasets()->empty()); }});
-  cases.push_back({"dataset with 15 MiB element spec", "works", {},
+  cases.push_back({"dataset with 15 MiB element spec",
+                   "works",
+                   {},
                    [](Peers& p) {
                      auto id = p.client.RegisterDataset(
                          {.definition = "d", .element_spec = std::string(15 * kMiB, 'e')});
@@ -158,17 +176,23 @@ std::vector<SweepCase> Cases() {
                      return spec->size() == 15 * kMiB ? Status::Ok() : InternalError("spec size");
                    },
                    Works()});
-  cases.push_back({"dataset with metadata over a record", "error", {},
+  cases.push_back({"dataset with metadata over a record",
+                   "error",
+                   {},
                    [](Peers& p) {
                      return p.client
-                         .RegisterDataset({.definition = "d", .metadata = std::string(kRecordLimit, 'm')})
+                         .RegisterDataset(
+                             {.definition = "d", .metadata = std::string(kRecordLimit, 'm')})
                          .status();
                    },
                    Refused(StatusCode::kResourceExhausted, "journal record"),
                    [](Peers& p) { EXPECT_TRUE(p.client.ListDatasets()->empty()); }});
-  cases.push_back({"dataset definition of 60 MiB", "works", {},
+  cases.push_back({"dataset definition of 60 MiB",
+                   "works",
+                   {},
                    [](Peers& p) {
-                     auto id = p.client.RegisterDataset({.definition = std::string(60 * kMiB, 'd')});
+                     auto id =
+                         p.client.RegisterDataset({.definition = std::string(60 * kMiB, 'd')});
                      if (!id.ok()) return id.status();
                      auto def = p.client.GetDatasetDef(*id);
                      if (!def.ok()) return def.status();
@@ -176,7 +200,8 @@ std::vector<SweepCase> Cases() {
                                                                 : InternalError("definition size");
                    },
                    Works()});
-  cases.push_back({"three dataset definitions of 30 MiB at once (past the 64 MiB batch)", "works",
+  cases.push_back({"three dataset definitions of 30 MiB at once (past the 64 MiB batch)",
+                   "works",
                    {},
                    [](Peers& p) {
                      auto calls = kj::heapArrayBuilder<kj::Promise<uint64_t>>(3);
@@ -196,15 +221,20 @@ std::vector<SweepCase> Cases() {
                    },
                    Works(),
                    [](Peers& p) { EXPECT_EQ(p.client.ListDatasets()->size(), 3u); }});
-  cases.push_back({"explicit split payloads over a record", "error", {},
+  cases.push_back({"explicit split payloads over a record",
+                   "error",
+                   {},
                    [](Peers& p) {
                      return p.client
                          .RegisterDataset({.definition = "d",
-                                           .explicit_splits = std::vector<std::string>(17, std::string(kMiB, 's'))})
+                                           .explicit_splits = std::vector<std::string>(
+                                               17, std::string(kMiB, 's'))})
                          .status();
                    },
                    Refused(StatusCode::kResourceExhausted, "journal record")});
-  cases.push_back({"15 MiB of explicit split payloads, all in one getSplit", "works", {},
+  cases.push_back({"15 MiB of explicit split payloads, all in one getSplit",
+                   "works",
+                   {},
                    [](Peers& p) {
                      auto id = p.client.RegisterDataset(
                          {.definition = "d",
@@ -223,44 +253,52 @@ std::vector<SweepCase> Cases() {
                      return splits->payloads.size() == 15 ? Status::Ok() : InternalError("splits");
                    },
                    Works()});
-  cases.push_back({"getSplit of 1M indexed splits in one call (--max-splits-per-call=1048576)",
+  cases.push_back(
+      {"getSplit of 1M indexed splits in one call (--max-splits-per-call=1048576)",
+       "works",
+       {"--max-splits-per-call=1048576"},
+       [](Peers& p) {
+         auto id = p.client.RegisterDataset({.definition = "d", .indexed_splits = 1u << 20});
+         if (!id.ok()) return id.status();
+         SimWorker worker(p.loop, p.dispatcher.address(), "w1");
+         DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
+         auto job =
+             p.client.GetOrCreateJob({.dataset_id = *id, .mode = journal::ProcessingMode::DYNAMIC});
+         if (!job.ok()) return job.status();
+         DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
+         auto task = worker.TaskOf(job->job_id);
+         if (!task.has_value()) return InternalError("no task");
+         auto splits = p.client.GetSplit(task->task_id, 0, 1, 1u << 20);
+         if (!splits.ok()) return splits.status();
+         return splits->indices.size() == (1u << 20) ? Status::Ok() : InternalError("splits");
+       },
+       Works()});
+  cases.push_back({"job name at --max-name-bytes",
                    "works",
-                   {"--max-splits-per-call=1048576"},
-                   [](Peers& p) {
-                     auto id = p.client.RegisterDataset({.definition = "d", .indexed_splits = 1u << 20});
-                     if (!id.ok()) return id.status();
-                     SimWorker worker(p.loop, p.dispatcher.address(), "w1");
-                     DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
-                     auto job = p.client.GetOrCreateJob(
-                         {.dataset_id = *id, .mode = journal::ProcessingMode::DYNAMIC});
-                     if (!job.ok()) return job.status();
-                     DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
-                     auto task = worker.TaskOf(job->job_id);
-                     if (!task.has_value()) return InternalError("no task");
-                     auto splits = p.client.GetSplit(task->task_id, 0, 1, 1u << 20);
-                     if (!splits.ok()) return splits.status();
-                     return splits->indices.size() == (1u << 20) ? Status::Ok()
-                                                                 : InternalError("splits");
-                   },
-                   Works()});
-  cases.push_back({"job name at --max-name-bytes", "works", {},
+                   {},
                    [](Peers& p) {
                      auto id = p.client.RegisterDataset({.definition = "d"});
                      if (!id.ok()) return id.status();
-                     return p.client.GetOrCreateJob({.dataset_id = *id, .name = std::string(4096, 'n')})
+                     return p.client
+                         .GetOrCreateJob({.dataset_id = *id, .name = std::string(4096, 'n')})
                          .status();
                    },
                    Works()});
-  cases.push_back({"job name over --max-name-bytes", "error", {},
+  cases.push_back({"job name over --max-name-bytes",
+                   "error",
+                   {},
                    [](Peers& p) {
                      auto id = p.client.RegisterDataset({.definition = "d"});
                      if (!id.ok()) return id.status();
-                     return p.client.GetOrCreateJob({.dataset_id = *id, .name = std::string(4097, 'n')})
+                     return p.client
+                         .GetOrCreateJob({.dataset_id = *id, .name = std::string(4097, 'n')})
                          .status();
                    },
                    Refused(StatusCode::kInvalidArgument, "4096")});
   // ---- Workers ------------------------------------------------------------
-  cases.push_back({"worker heartbeat with 20 MiB of tags (5120 x 4 KiB)", "exit 3", {},
+  cases.push_back({"worker heartbeat with 20 MiB of tags (5120 x 4 KiB)",
+                   "exit 3",
+                   {},
                    [](Peers& p) {
                      Status status = p.Heartbeat("w1", 5120, 4096).status();
                      // On the same connection (a dropped one removes its worker).
@@ -268,38 +306,83 @@ std::vector<SweepCase> Cases() {
                      return status;
                    },
                    Refused(StatusCode::kResourceExhausted, "16777216")});
-  cases.push_back({"worker heartbeat with 4 MiB of tags", "works", {},
+  cases.push_back({"worker heartbeat with 4 MiB of tags",
+                   "works",
+                   {},
                    [](Peers& p) {
                      Status status = p.Heartbeat("w1", 1024, 4096).status();
                      EXPECT_EQ(p.client.GetWorkers()->size(), 1u);
                      return status;
                    },
                    Works()});
-  cases.push_back({"worker heartbeat listing 2M current tasks", "works", {},
+  cases.push_back({"worker heartbeat listing 2M current tasks",
+                   "works",
+                   {},
                    [](Peers& p) { return p.Heartbeat("w1", 0, 0, 2u << 20).status(); },
                    Works()});
-  cases.push_back({"worker joining with 3000 unfinished jobs", "works", {},
-                   [](Peers& p) {
-                     auto id = p.client.RegisterDataset({.definition = "d"});
-                     if (!id.ok()) return id.status();
-                     // Pipelined, so that they share a few group commits.
-                     auto calls = kj::heapArrayBuilder<kj::Promise<void>>(3000);
-                     for (int i = 0; i < 3000; ++i) {
-                       auto request = p.client.dispatcher().getOrCreateJobRequest();
-                       request.initRequest().setDatasetId(*id);
-                       calls.add(request.send().ignoreResult());
-                     }
-                     DISPATCH_RETURN_IF_ERROR(
-                         Try(p.loop, kj::joinPromises(calls.finish()).then([]() { return 0; }))
-                             .status());
-                     SimWorker worker(p.loop, p.dispatcher.address(), "w1");
-                     DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
-                     return worker.tasks().size() == 3000
-                                ? Status::Ok()
-                                : InternalError("tasks: " + std::to_string(worker.tasks().size()));
-                   },
-                   Works()});
-  cases.push_back({"workerUpdate of 3M progress entries", "works", {},
+  cases.push_back(
+      {"worker joining with 3000 unfinished jobs",
+       "works",
+       {},
+       [](Peers& p) {
+         auto id = p.client.RegisterDataset({.definition = "d"});
+         if (!id.ok()) return id.status();
+         // Pipelined, so that they share a few group commits.
+         auto calls = kj::heapArrayBuilder<kj::Promise<void>>(3000);
+         for (int i = 0; i < 3000; ++i) {
+           auto request = p.client.dispatcher().getOrCreateJobRequest();
+           request.initRequest().setDatasetId(*id);
+           calls.add(request.send().ignoreResult());
+         }
+         DISPATCH_RETURN_IF_ERROR(
+             Try(p.loop, kj::joinPromises(calls.finish()).then([]() { return 0; })).status());
+         SimWorker worker(p.loop, p.dispatcher.address(), "w1");
+         DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
+         return worker.tasks().size() == 3000
+                    ? Status::Ok()
+                    : InternalError("tasks: " + std::to_string(worker.tasks().size()));
+       },
+       Works()});
+  cases.push_back(
+      {"worker with 4 KiB addresses joining 10000 jobs (80 MiB of new tasks)", "reply too large",
+       {},
+       [](Peers& p) {
+         auto id = p.client.RegisterDataset({.definition = "d"});
+         if (!id.ok()) return id.status();
+         auto calls = kj::heapArrayBuilder<kj::Promise<void>>(10000);
+         for (int i = 0; i < 10000; ++i) {
+           auto request = p.client.dispatcher().getOrCreateJobRequest();
+           request.initRequest().setDatasetId(*id);
+           calls.add(request.send().ignoreResult());
+         }
+         DISPATCH_RETURN_IF_ERROR(
+             Try(p.loop, kj::joinPromises(calls.finish()).then([]() { return 0; })).status());
+         // Heartbeats that list what they got so far, until every task came.
+         std::vector<uint64_t> current;
+         for (int round = 0; round < 20 && current.size() < 10000; ++round) {
+           auto request = p.client.dispatcher().workerHeartbeatRequest();
+           auto r = request.initRequest();
+           r.setAddress(std::string(4000, 'w'));
+           r.setTransferAddress("tcp:" + std::string(4000, 't'));
+           r.setWorkerIncarnation(5);
+           auto list = r.initCurrentTasks(static_cast<unsigned>(current.size()));
+           for (size_t i = 0; i < current.size(); ++i) list.set(static_cast<unsigned>(i), current[i]);
+           auto fresh = Try(p.loop, request.send().then([](auto reply) {
+             std::vector<uint64_t> ids;
+             for (auto task : reply.getResponse().getNewTasks()) ids.push_back(task.getTaskId());
+             return ids;
+           }));
+           if (!fresh.ok()) return fresh.status();
+           if (fresh->empty()) return InternalError("a heartbeat brought no new task");
+           current.insert(current.end(), fresh->begin(), fresh->end());
+         }
+         return current.size() == 10000 ? Status::Ok()
+                                        : InternalError("tasks: " + std::to_string(current.size()));
+       },
+       Works()});
+  cases.push_back({"workerUpdate of 3M progress entries",
+                   "works",
+                   {},
                    [](Peers& p) {
                      auto id = p.client.RegisterDataset({.definition = "d"});
                      if (!id.ok()) return id.status();
@@ -330,7 +413,8 @@ bool Serving(Peers& peers) {
   ping.setPayload(Bytes("still there"));
   return Try(peers.loop, ping.send().then([](auto r) {
            return std::string(r.getPayload().asChars().begin(), r.getPayload().size());
-         })).ok();
+         }))
+      .ok();
 }
 
 // The 20 MiB schedule is journaled as several records that each fit; after a

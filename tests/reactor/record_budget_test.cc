@@ -3,9 +3,8 @@
 // more item would not fit), and the runs keep order and hold every item.
 #include "reactor/record_budget.h"
 
-#include <gtest/gtest.h>
-
 #include <capnp/message.h>
+#include <gtest/gtest.h>
 
 #include "reactor/durable_state.h"
 
@@ -90,11 +89,13 @@ TEST(RecordBudget, ScheduledClosuresCutIntoRunsThatEachFitTheirRecord) {
     EXPECT_EQ(begin, next);
     EXPECT_LT(begin, end);
     EXPECT_LE(build(begin, end), kLimit);
-    EXPECT_EQ(build(begin, end), (ClosureBatchOverheadWords() + [&] {
-                                   uint64_t w = 0;
-                                   for (size_t i = begin; i < end; ++i) w += words(i);
-                                   return w;
-                                 }()) * 8);
+    EXPECT_EQ(build(begin, end), (ClosureBatchOverheadWords() +
+                                  [&] {
+                                    uint64_t w = 0;
+                                    for (size_t i = begin; i < end; ++i) w += words(i);
+                                    return w;
+                                  }()) *
+                                     8);
     if (end < args.size()) EXPECT_GT(build(begin, end + 1), kLimit);
     next = end;
   }
