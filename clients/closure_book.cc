@@ -140,14 +140,19 @@ Result<std::string> ClosureBook::Fetch(ClosureCell& cell,
   return cell.error;
 }
 
-std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max) {
+std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max, uint64_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Outgoing> out;
+  uint64_t bytes = 0;
   for (auto& [sequence, pending] : unacknowledged_) {
     if (out.size() >= max) break;
     if (pending.sent) continue;
+    const Outgoing& c = pending.closure;
+    const uint64_t size = ClosureBytes(c.function, c.args, c.resources.size());
+    if (!out.empty() && bytes + size > max_bytes) break;  // the next call takes it, in order
+    bytes += size;
     pending.sent = true;
-    out.push_back(pending.closure);
+    out.push_back(c);
   }
   return out;
 }

@@ -82,7 +82,14 @@ class ClosureBook {
   Result<std::string> Fetch(ClosureCell& cell, std::optional<std::chrono::milliseconds> timeout);
 
   // ---- Loop thread.
-  std::vector<Outgoing> TakeUnsent(size_t max);
+  // Unsent closures in order: at most `max` of them and, beyond the first,
+  // at most `max_bytes` of ClosureBytes in all.
+  std::vector<Outgoing> TakeUnsent(size_t max, uint64_t max_bytes = UINT64_MAX);
+  // What a closure weighs in a schedule call: function, args, 8 per resource.
+  static uint64_t ClosureBytes(const std::string& function, const std::string& args,
+                               size_t resources) {
+    return function.size() + args.size() + 8 * resources;
+  }
   bool has_unsent() const;
   // The dispatcher returned `ids` for the closures `sequences` (in order).
   void OnAcknowledged(const std::vector<uint64_t>& sequences, capnp::List<uint64_t>::Reader ids);

@@ -22,6 +22,10 @@ Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
     return InvalidArgumentError("max_schedule_calls_in_flight must be > 0");
   }
   if (o.max_unacknowledged == 0) return InvalidArgumentError("max_unacknowledged must be > 0");
+  if (o.max_schedule_bytes == 0) return InvalidArgumentError("max_schedule_bytes must be > 0");
+  if (o.max_closure_bytes == 0 || o.max_closure_bytes > o.max_schedule_bytes) {
+    return InvalidArgumentError("max_closure_bytes must be > 0 and at most max_schedule_bytes");
+  }
   if (o.connect_timeout_ms == 0) return InvalidArgumentError("connect timeout must be > 0");
   if (o.backoff_initial_ms == 0 || o.backoff_initial_ms > o.backoff_max_ms) {
     return InvalidArgumentError("backoff bounds must satisfy 0 < initial <= max");
@@ -295,6 +299,14 @@ Status Coordinator::JoinReply::error() const {
 Result<RemoteValue> Coordinator::Schedule(std::string function, std::string args,
                                           std::vector<ResourceId> resources) {
   if (function.empty()) return InvalidArgumentError("a closure needs a function name");
+  const uint64_t bytes = ClosureBook::ClosureBytes(function, args, resources.size());
+  if (bytes > options_.max_closure_bytes) {
+    return ResourceExhaustedError("a closure of " + std::to_string(bytes) +
+                                  " bytes (function, args, resources) is over the limit of " +
+                                  std::to_string(options_.max_closure_bytes) +
+                                  " (CoordinatorOptions.max_closure_bytes): the dispatcher "
+                                  "journals each closure within one 16 MiB record");
+  }
   DISPATCH_RETURN_IF_ERROR(book_->TakeError());
   if (book_->TakeFailureHint()) DISPATCH_RETURN_IF_ERROR(CheckFirstError());
   Result<std::shared_ptr<ClosureCell>> cell =

@@ -20,6 +20,15 @@ struct CoordinatorOptions {
   // calls in flight at once.
   uint32_t max_schedule_batch = 1024;
   uint32_t max_schedule_calls_in_flight = 4;
+  // At most this many bytes of closures (function, args, 8 per resource) per
+  // schedule call, and at least one closure: with the count above, each call
+  // stays well under the dispatcher's --max-message-bytes (64 MiB).
+  uint64_t max_schedule_bytes = 16u << 20;
+  // Schedule() refuses at once (ResourceExhausted) a closure larger than
+  // this: the dispatcher journals each closure within one record of 16 MiB
+  // and would refuse it (and, sent in a batch, the closures batched with it).
+  // REQUIRES: <= max_schedule_bytes.
+  uint64_t max_closure_bytes = (16u << 20) - (64u << 10);
   // Closures scheduled but not yet acknowledged by the dispatcher (waiting to
   // be sent, or sent while the dispatcher applies back-pressure). Past this,
   // Schedule() waits: client memory stays bounded.

@@ -157,7 +157,8 @@ kj::Promise<void> CoordinatorSession::AwaitResults(uint64_t generation) {
 
 void CoordinatorSession::Flush() {
   while (open_ && schedules_in_flight_ < options_.max_schedule_calls_in_flight) {
-    std::vector<ClosureBook::Outgoing> batch = book_.TakeUnsent(options_.max_schedule_batch);
+    std::vector<ClosureBook::Outgoing> batch =
+        book_.TakeUnsent(options_.max_schedule_batch, options_.max_schedule_bytes);
     if (batch.empty()) return;
     auto request = coordinator_.scheduleRequest();
     auto closures = request.initClosures(batch.size());

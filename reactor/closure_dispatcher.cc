@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "reactor/coordinator_session.h"
+#include "reactor/record_budget.h"
 #include "reactor/service_util.h"
 #include "state/bytes.h"
 
@@ -156,13 +157,16 @@ Status ClosureDispatcher::CancelQueued(uint64_t coordinator_id) {
     if (closure->state == state::ClosureState::QUEUED) queued.push_back(closure->id);
   }
   if (queued.empty()) return Status::Ok();
-  capnp::MallocMessageBuilder message;
-  auto update = message.initRoot<journal::Update>();
-  update.setTimeMicros(durable_.NowMicros());
-  auto list = update.initClosureBatch().initCancelled(static_cast<unsigned>(queued.size()));
-  for (unsigned i = 0; i < queued.size(); ++i) list.set(i, queued[i]);
-  DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
-  for (uint64_t id : queued) NotifyDone(coordinator_id, id);
+  // As many records as the journal's per-record limit needs.
+  for (auto [begin, end] : SplitByCount(queued.size(), IdsPerRecord(MaxRecordBytes()))) {
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    update.setTimeMicros(durable_.NowMicros());
+    auto list = update.initClosureBatch().initCancelled(static_cast<unsigned>(end - begin));
+    for (size_t i = begin; i < end; ++i) list.set(static_cast<unsigned>(i - begin), queued[i]);
+    DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+    for (size_t i = begin; i < end; ++i) NotifyDone(coordinator_id, queued[i]);
+  }
   WakeRoomWaiters();
   return Status::Ok();
 }
@@ -278,20 +282,30 @@ void ClosureDispatcher::AssignQueued() {
     }
     if (!any) break;
   }
-  capnp::MallocMessageBuilder message;
-  auto update = message.initRoot<journal::Update>();
-  update.setTimeMicros(durable_.NowMicros());
-  auto list = update.initClosureBatch().initAssigned(static_cast<unsigned>(assignments.size()));
-  for (unsigned i = 0; i < assignments.size(); ++i) {
-    list[i].setClosureId(assignments[i].second->id);
-    list[i].setWorkerId(assignments[i].first);
-    list[i].setAttempt(assignments[i].second->attempts + 1);
+  // One record per journal-record's worth of assignments (a few hundred
+  // thousand each). Should one be refused, those before it are assigned and
+  // pushed; the rest stay queued (Push skips closures not assigned there).
+  size_t submitted = 0;
+  for (auto [begin, end] :
+       SplitByCount(assignments.size(), AssignmentsPerRecord(MaxRecordBytes()))) {
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    update.setTimeMicros(durable_.NowMicros());
+    auto list = update.initClosureBatch().initAssigned(static_cast<unsigned>(end - begin));
+    for (size_t i = begin; i < end; ++i) {
+      auto item = list[static_cast<unsigned>(i - begin)];
+      item.setClosureId(assignments[i].second->id);
+      item.setWorkerId(assignments[i].first);
+      item.setAttempt(assignments[i].second->attempts + 1);
+    }
+    Status status = durable_.Submit(update);
+    if (!status.ok()) {
+      Log(LogLevel::kWarning, "could not assign closures: ", status.ToString().c_str());
+      break;
+    }
+    submitted = end;
   }
-  Status status = durable_.Submit(update);
-  if (!status.ok()) {
-    Log(LogLevel::kWarning, "could not assign closures: ", status.ToString().c_str());
-    return;
-  }
+  if (submitted == 0) return;
   WakeRoomWaiters();
   if (options_.commit_hold_us > 0) {
     // Push now and hold the commit for the reports (see ClosureOptions).
@@ -323,7 +337,6 @@ void FillResourceSpec(rpc::ResourceSpec::Builder spec, const state::PerWorkerRes
 kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64_t> closure_ids) {
   std::vector<std::pair<uint64_t, uint32_t>> refs;
   std::vector<const state::Closure*> closures;
-  std::set<uint64_t> resource_ids;
   for (uint64_t id : closure_ids) {
     const state::Closure* closure = state().FindClosure(id);
     if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
@@ -332,38 +345,56 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
     }
     closures.push_back(closure);
     refs.emplace_back(id, closure->attempts);
-    resource_ids.insert(closure->resources.begin(), closure->resources.end());
   }
   if (closures.empty()) return kj::READY_NOW;
   auto slots = slots_.find(worker_id);
   rpc::WorkerControl::Client* control =
       slots == slots_.end() ? nullptr : workers_.ControlOf(slots->second.address);
-  if (control != nullptr) {
+  if (control == nullptr) {
+    PushFailed(worker_id, refs);
+    return kj::READY_NOW;
+  }
+  // One runClosures per kMaxPushBytes of closures (at least one closure
+  // each), so that a worker with many slots and large closures is never sent
+  // a message past its limit.
+  auto runs = SplitIntoRecords(closures.size(), 0, kMaxPushBytes, [&](size_t i) {
+    return ScheduledItemWords(closures[i]->function_name, closures[i]->args.size(),
+                              closures[i]->resources.size());
+  });
+  auto sends = kj::heapArrayBuilder<kj::Promise<void>>(runs.size());
+  for (auto [begin, end] : runs) {
     auto request = control->runClosuresRequest();
-    auto list = request.initClosures(static_cast<unsigned>(closures.size()));
-    for (unsigned i = 0; i < closures.size(); ++i) {
+    auto list = request.initClosures(static_cast<unsigned>(end - begin));
+    std::set<uint64_t> resource_ids;
+    for (size_t i = begin; i < end; ++i) {
       const state::Closure& closure = *closures[i];
-      list[i].setClosureId(closure.id);
-      list[i].setAttempt(closure.attempts);
-      list[i].setFunction(closure.function_name);
-      list[i].setArgs(state::AsData(closure.args));
-      auto resources = list[i].initResources(static_cast<unsigned>(closure.resources.size()));
+      auto item = list[static_cast<unsigned>(i - begin)];
+      item.setClosureId(closure.id);
+      item.setAttempt(closure.attempts);
+      item.setFunction(closure.function_name);
+      item.setArgs(state::AsData(closure.args));
+      auto resources = item.initResources(static_cast<unsigned>(closure.resources.size()));
       for (unsigned r = 0; r < closure.resources.size(); ++r) resources.set(r, closure.resources[r]);
+      for (uint64_t id : closure.resources) {
+        // Those this connection has had already (SendResources) stay out:
+        // a closure of many large resources still makes a small push.
+        if (!slots->second.resources_sent.contains(id)) resource_ids.insert(id);
+      }
     }
     auto specs = request.initResources(static_cast<unsigned>(resource_ids.size()));
     unsigned r = 0;
     for (uint64_t id : resource_ids) {
       FillResourceSpec(specs[r++], *state().FindResource(id));
     }
-    return request.send().then([](auto&&) {},
-                               [this, worker_id, refs = kj::mv(refs)](kj::Exception&& e) {
-                                 Log(LogLevel::kDebug, "runClosures to worker ", worker_id,
-                                     " failed: ", e.getDescription());
-                                 PushFailed(worker_id, refs);
-                               });
+    std::vector<std::pair<uint64_t, uint32_t>> run_refs(refs.begin() + begin, refs.begin() + end);
+    sends.add(request.send().then([](auto&&) {},
+                                  [this, worker_id, run_refs = kj::mv(run_refs)](kj::Exception&& e) {
+                                    Log(LogLevel::kDebug, "runClosures to worker ", worker_id,
+                                        " failed: ", e.getDescription());
+                                    PushFailed(worker_id, run_refs);
+                                  }));
   }
-  PushFailed(worker_id, refs);
-  return kj::READY_NOW;
+  return kj::joinPromises(sends.finish());
 }
 
 void ClosureDispatcher::SendResources(uint64_t worker_id) {
@@ -379,23 +410,32 @@ void ClosureDispatcher::SendResources(uint64_t worker_id) {
       if (!entry->second.resources_sent.contains(id)) missing.push_back(&resource);
     }
     if (missing.empty()) return kj::READY_NOW;
-    auto request = control->runClosuresRequest();
-    request.initClosures(0);
-    auto specs = request.initResources(static_cast<unsigned>(missing.size()));
-    std::vector<uint64_t> ids;
-    for (unsigned i = 0; i < missing.size(); ++i) {
-      FillResourceSpec(specs[i], *missing[i]);
-      entry->second.resources_sent.insert(missing[i]->id);
-      ids.push_back(missing[i]->id);
-    }
-    return request.send().then([](auto&&) {}, [this, worker_id, ids](kj::Exception&& e) {
-      // The connection is going: the next one sends them all again.
-      Log(LogLevel::kDebug, "sending per-worker resources to worker ", worker_id,
-          " failed: ", e.getDescription());
-      auto entry = slots_.find(worker_id);
-      if (entry == slots_.end()) return;
-      for (uint64_t id : ids) entry->second.resources_sent.erase(id);
+    // Cut by bytes like closure pushes: many large resources never make one
+    // message past the worker's limit.
+    auto runs = SplitIntoRecords(missing.size(), 0, kMaxPushBytes, [&](size_t i) {
+      return ScheduledItemWords(missing[i]->function_name, missing[i]->args.size(), 0);
     });
+    auto sends = kj::heapArrayBuilder<kj::Promise<void>>(runs.size());
+    for (auto [begin, end] : runs) {
+      auto request = control->runClosuresRequest();
+      request.initClosures(0);
+      auto specs = request.initResources(static_cast<unsigned>(end - begin));
+      std::vector<uint64_t> ids;
+      for (size_t i = begin; i < end; ++i) {
+        FillResourceSpec(specs[static_cast<unsigned>(i - begin)], *missing[i]);
+        entry->second.resources_sent.insert(missing[i]->id);
+        ids.push_back(missing[i]->id);
+      }
+      sends.add(request.send().then([](auto&&) {}, [this, worker_id, ids](kj::Exception&& e) {
+        // The connection is going: the next one sends them all again.
+        Log(LogLevel::kDebug, "sending per-worker resources to worker ", worker_id,
+            " failed: ", e.getDescription());
+        auto entry = slots_.find(worker_id);
+        if (entry == slots_.end()) return;
+        for (uint64_t id : ids) entry->second.resources_sent.erase(id);
+      }));
+    }
+    return kj::joinPromises(sends.finish());
   }));
 }
 
@@ -455,60 +495,98 @@ void ClosureDispatcher::WakeRoomWaiters() {
   }
 }
 
+namespace {
+
+// One ClosureSpec, each field read once: the RPC server's traversal limit is
+// the message size limit, so a schedule near that size can be read only once.
+struct SpecView {
+  capnp::Text::Reader function;
+  capnp::Data::Reader args;
+  capnp::List<uint64_t>::Reader resources;
+  uint64_t request_id = 0;
+  uint64_t words = 0;  // as an item of ClosureBatch.scheduled
+};
+
+}  // namespace
+
 Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
                                    capnp::List<rpc::ClosureSpec>::Reader specs,
                                    std::vector<uint64_t>& ids) {
   ids.assign(specs.size(), 0);
-  capnp::MallocMessageBuilder message;
-  auto update = message.initRoot<journal::Update>();
-  update.setTimeMicros(durable_.NowMicros());
-  // Count the new ones first: retried requests keep their closure.
+  const size_t max_record = MaxRecordBytes();
+  const uint64_t overhead = ClosureBatchOverheadWords();
+  // Every check runs before anything is queued: a refused call queues
+  // nothing. Retried requests keep their closure.
   std::set<uint64_t> request_ids;
-  unsigned fresh = 0;
+  std::vector<SpecView> fresh;
+  std::vector<unsigned> fresh_index;
   for (unsigned i = 0; i < specs.size(); ++i) {
     auto spec = specs[i];
-    if (spec.getFunction().size() == 0)
+    SpecView view{spec.getFunction(), spec.getArgs(), spec.getResources(), spec.getRequestId()};
+    if (view.function.size() == 0)
       return InvalidArgumentError("closure " + std::to_string(i) + " of the batch has no function");
-    const uint64_t request_id = spec.getRequestId();
-    if (request_id != 0) {
-      if (!request_ids.insert(request_id).second) {
-        return InvalidArgumentError("the batch repeats request id " + std::to_string(request_id));
+    if (view.request_id != 0) {
+      if (!request_ids.insert(view.request_id).second) {
+        return InvalidArgumentError("the batch repeats request id " +
+                                    std::to_string(view.request_id));
       }
-      const state::Closure* earlier = state().FindClosureByRequest(coordinator_id, request_id);
+      const state::Closure* earlier =
+          state().FindClosureByRequest(coordinator_id, view.request_id);
       if (earlier != nullptr) {
         ids[i] = earlier->id;
         continue;
       }
     }
-    for (uint64_t resource : spec.getResources()) {
+    for (uint64_t resource : view.resources) {
       if (state().FindResource(resource) == nullptr)
         return NotFoundError("per-worker resource " + std::to_string(resource) + " is unknown");
     }
-    ++fresh;
+    view.words = ScheduledItemWords(View(view.function), view.args.size(), view.resources.size());
+    const uint64_t bytes = (overhead + view.words) * 8;
+    if (bytes > max_record) {
+      ids.clear();
+      return ResourceExhaustedError(
+          "closure " + std::to_string(i) + " of the batch (function " +
+          std::string(View(view.function).substr(0, 64)) + ", " +
+          std::to_string(view.args.size()) + " bytes of args) takes " + std::to_string(bytes) +
+          " bytes in the journal, over the limit of " + std::to_string(max_record) +
+          " bytes per record; nothing of the batch was scheduled");
+    }
+    fresh.push_back(view);
+    fresh_index.push_back(i);
   }
-  if (fresh == 0) return Status::Ok();
+  if (fresh.empty()) return Status::Ok();
   FlushReleases();  // they share this pass's commit
-  auto list = update.initClosureBatch().initScheduled(fresh);
+  // As many ClosureBatch records as the per-record limit needs, in order.
   uint64_t next_id = state().NextClosureId();
-  unsigned k = 0;
-  for (unsigned i = 0; i < specs.size(); ++i) {
-    if (ids[i] != 0) continue;
-    auto spec = specs[i];
-    auto item = list[k++];
-    ids[i] = next_id;
-    item.setClosureId(next_id++);
-    item.setCoordinatorId(coordinator_id);
-    item.setFunctionName(spec.getFunction());
-    item.setArgs(spec.getArgs());
-    item.setRequestId(spec.getRequestId());
-    item.setResources(spec.getResources());
+  for (auto [begin, end] : SplitIntoRecords(fresh.size(), overhead, max_record,
+                                            [&](size_t k) { return fresh[k].words; })) {
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    update.setTimeMicros(durable_.NowMicros());
+    auto list = update.initClosureBatch().initScheduled(static_cast<unsigned>(end - begin));
+    for (size_t k = begin; k < end; ++k) {
+      const SpecView& view = fresh[k];
+      auto item = list[static_cast<unsigned>(k - begin)];
+      ids[fresh_index[k]] = next_id;
+      item.setClosureId(next_id++);
+      item.setCoordinatorId(coordinator_id);
+      item.setFunctionName(view.function);
+      item.setArgs(view.args);
+      item.setRequestId(view.request_id);
+      item.setResources(view.resources);
+    }
+    Status status = durable_.Submit(update);
+    if (!status.ok()) {
+      // Only a storage failure (or a bug) gets here after the checks above.
+      // Records already submitted stay queued; a retry with the same request
+      // ids finds them.
+      ids.clear();
+      if (begin > 0) Kick();
+      return status;
+    }
+    counters_.scheduled += end - begin;
   }
-  Status status = durable_.Submit(update);
-  if (!status.ok()) {
-    ids.clear();
-    return status;
-  }
-  counters_.scheduled += fresh;
   Kick();
   return Status::Ok();
 }
@@ -552,17 +630,19 @@ void ClosureDispatcher::FlushReleases() {
   }
   pending_releases_.clear();
   if (release.empty()) return;
-  capnp::MallocMessageBuilder message;
-  auto update = message.initRoot<journal::Update>();
-  update.setTimeMicros(durable_.NowMicros());
-  auto list = update.initClosureBatch().initReleased(static_cast<unsigned>(release.size()));
-  for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
-  Status status = durable_.Submit(update);
-  if (!status.ok()) {
-    Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
-    return;
+  for (auto [begin, end] : SplitByCount(release.size(), IdsPerRecord(MaxRecordBytes()))) {
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    update.setTimeMicros(durable_.NowMicros());
+    auto list = update.initClosureBatch().initReleased(static_cast<unsigned>(end - begin));
+    for (size_t i = begin; i < end; ++i) list.set(static_cast<unsigned>(i - begin), release[i]);
+    Status status = durable_.Submit(update);
+    if (!status.ok()) {
+      Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
+      return;
+    }
+    counters_.released += end - begin;
   }
-  counters_.released += release.size();
 }
 
 Result<uint64_t> ClosureDispatcher::CreateResource(uint64_t coordinator_id,

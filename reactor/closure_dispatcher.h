@@ -130,6 +130,8 @@ class ClosureDispatcher {
     void taskFailed(kj::Exception&& exception) override;
   };
 
+  // The journal's per-record limit: closure batches are cut to fit it.
+  size_t MaxRecordBytes() const { return durable_.max_record_bytes(); }
   // Runs AssignQueued once, later in this loop pass.
   void Kick();
   void AssignQueued();
@@ -163,6 +165,9 @@ class ClosureDispatcher {
   uint64_t next_worker_turn_ = 0;          // round robin start among workers
   bool kick_pending_ = false;
   static constexpr uint64_t kReleaseDelayMs = 10;
+  // Most closure bytes (function, args) in one runClosures push; a worker
+  // with many slots gets several pushes rather than one past its limit.
+  static constexpr size_t kMaxPushBytes = 16u << 20;
   static constexpr size_t kMaxPendingReleases = 4096;
   std::set<uint64_t> pending_releases_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;

@@ -48,6 +48,14 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
         " bytes is larger than the limit of " + std::to_string(max_definition)));
   }
   const capnp::Data::Reader element_spec = params.getElementSpec();
+  // Checked before anything is registered, so that a refused element spec
+  // leaves no dataset behind (Submit would refuse the record anyway).
+  const size_t max_record = durable.max_record_bytes();
+  if (element_spec.size() + kRecordOverheadBytes > max_record) {
+    ThrowStatus(ResourceExhaustedError("an element spec of " + std::to_string(element_spec.size()) +
+                                       " bytes is more than a journal record may hold (" +
+                                       std::to_string(max_record - kRecordOverheadBytes) + ")"));
+  }
 
   // Find the dataset with these exact bytes, or the first free fingerprint.
   uint64_t fingerprint = FingerprintOf(definition);
@@ -69,7 +77,6 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
   } else {
     ThrowIfError(CheckSplitSource(params.getSplitSource()));
     std::string metadata = EncodeDatasetMetadata(params.getSplitSource(), params.getMetadata());
-    const size_t max_record = durable.store().options().max_record_bytes;
     if (metadata.size() + kRecordOverheadBytes > max_record) {
       ThrowStatus(ResourceExhaustedError("the split source and metadata take " +
                                          std::to_string(metadata.size()) +
@@ -78,7 +85,8 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
     }
     dataset_id = state.NextDatasetId();
     const std::string key = DefinitionKey(dataset_id, fingerprint);
-    durable.PutDataset(key, definition);
+    // The definition joins the batch right after its record: room for both.
+    ThrowIfError(durable.MakeRoom(definition.size() + metadata.size() + kRecordOverheadBytes));
     ThrowIfError(data.Submit([&](journal::Update::Builder update) {
       auto reg = update.initRegisterDataset();
       reg.setDatasetId(dataset_id);
@@ -87,6 +95,9 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
                                           metadata.size()));
       reg.setDefinitionKey(key);
     }));
+    // Right after its record, so that both share one transaction (an early
+    // commit happens only inside Submit) and a refused record stores nothing.
+    durable.PutDataset(key, definition);
     has_spec = false;
   }
   if (!has_spec && element_spec.size() > 0) {

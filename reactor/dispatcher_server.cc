@@ -115,8 +115,10 @@ Result<std::string> DispatcherServer::Start() {
 }
 
 void DispatcherServer::StopOnStorageFailure(const Status& status) {
-  exit_code_ = kExitStorageFailure;
-  Log(LogLevel::kError, "exiting with code ", kExitStorageFailure, ": ", status.ToString().c_str());
+  // A store that refused a batch as input is healthy: that stop is a bug of
+  // ours (see DurableState::SetFatalHandler), told apart from the disk's.
+  exit_code_ = store_->failed() ? kExitStorageFailure : kExitInternalError;
+  Log(LogLevel::kError, "exiting with code ", exit_code_, ": ", status.ToString().c_str());
   shutting_down_ = true;
   rpc_->StopAccepting();
   rpc_->CloseAll();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include <capnp/dynamic.h>
 #include <kj/debug.h>
 
 #include "common/log.h"
@@ -20,6 +21,20 @@ int64_t WallClockMicros() {
 }
 
 uint64_t MonotonicMicros() { return uv_hrtime() / 1000; }
+
+// The variant's name, e.g. "registerWorker" or "closureBatch.scheduled".
+std::string UpdateKind(journal::Update::Reader update) {
+  std::string kind = "invalid";
+  KJ_IF_MAYBE (field, capnp::toDynamic(update).which()) {
+    kind = field->getProto().getName().cStr();
+  }
+  if (update.isClosureBatch()) {
+    KJ_IF_MAYBE (field, capnp::toDynamic(update.getClosureBatch()).which()) {
+      kind += std::string(".") + field->getProto().getName().cStr();
+    }
+  }
+  return kind;
+}
 
 }  // namespace
 
@@ -82,11 +97,43 @@ int64_t DurableState::NowMicros() const { return std::max(WallClockMicros(), sta
 
 Status DurableState::Submit(journal::Update::Reader update) {
   if (failed()) return failure_;
+  // Sized before anything else: an update no journal record can hold is
+  // refused here and changes nothing. The store checks again at commit, as a
+  // last line that input never reaches.
+  std::string bytes = EncodeUpdate(update);
+  Status fits = CheckRecordBytes(update, bytes.size());
+  if (!fits.ok()) {
+    ++stats_.refused_for_size;
+    return fits;
+  }
+  DISPATCH_RETURN_IF_ERROR(MakeRoom(bytes.size()));
   // Apply checks first and changes nothing on error; only an applied update
   // is journaled, and both happen before the pass's commit.
   DISPATCH_RETURN_IF_ERROR(state_.Apply(update));
-  batch_.AddRecord(EncodeUpdate(update));
+  batch_.AddRecord(std::move(bytes));
   return Status::Ok();
+}
+
+Status DurableState::CheckRecordBytes(journal::Update::Reader update, size_t bytes) const {
+  if (bytes <= max_record_bytes()) return Status::Ok();
+  return ResourceExhaustedError("update " + UpdateKind(update) + " of " + std::to_string(bytes) +
+                                " bytes does not fit a journal record (limit " +
+                                std::to_string(max_record_bytes()) + " bytes); nothing was changed");
+}
+
+Status DurableState::CheckFits(journal::Update::Reader update) const {
+  return CheckRecordBytes(update, EncodeUpdate(update).size());
+}
+
+Status DurableState::MakeRoom(size_t bytes) {
+  if (batch_.empty() || batch_.payload_bytes() + bytes <= options_.max_batch_bytes) {
+    return Status::Ok();
+  }
+  // Replies parked on what is in the batch are released by this commit; a
+  // hold (closure reports) only ever delays a commit, never merges two.
+  ++stats_.early_commits;
+  CommitNow();
+  return failure_;
 }
 
 void DurableState::PutDataset(std::string key, std::string definition) {
@@ -155,6 +202,15 @@ void DurableState::CommitPass() {
   size_t records = batch_.record_count();
   Result<uint64_t> committed = store_.Commit(batch_);
   if (!committed.ok()) {
+    if (!store_.failed()) {
+      // The store refused the batch as input and wrote nothing; it is still
+      // usable. Submit sized every record and handlers check definitions,
+      // so this is a bug of ours: the state holds updates the journal
+      // refused, so nothing more may be acknowledged. Not a storage failure.
+      FailStop(InternalError("BUG: the journal refused a batch as input after it was applied: " +
+                             committed.status().ToString()));
+      return;
+    }
     FailStop(committed.status());
     return;
   }

@@ -30,11 +30,20 @@ namespace dispatch::reactor {
 // Exit code of a dispatcher that stopped because its journal could not be
 // written; the restart replays up to the last durable commit.
 inline constexpr int kExitStorageFailure = 3;
+// Exit code of a dispatcher that stopped because an invariant of its own
+// broke (the store refused, as input, a batch every update of which Submit
+// had sized): a bug, not the disk. The restart replays as after exit 3.
+inline constexpr int kExitInternalError = 4;
 
 struct DurableStateOptions {
   // A snapshot is written once the journal holds this many records since
   // the last one (0: only on clean shutdown).
   uint64_t snapshot_every = 100000;
+  // A pass whose batch (records and dataset definitions) would grow past
+  // this many bytes commits what it holds first, so that one transaction,
+  // and the memory its batch pins, stays bounded however many large updates
+  // arrive in one loop pass. One update larger than this commits alone.
+  uint64_t max_batch_bytes = 64u << 20;
 };
 
 struct DurableStats {
@@ -45,6 +54,8 @@ struct DurableStats {
   uint64_t checkpoints = 0;
   uint64_t replayed = 0;         // updates replayed at start-up
   uint64_t recovery_micros = 0;  // time to load the snapshot and replay
+  uint64_t refused_for_size = 0; // updates refused: larger than a journal record
+  uint64_t early_commits = 0;    // commits made mid-pass at max_batch_bytes
 };
 
 class DurableState {
@@ -65,12 +76,30 @@ class DurableState {
   // restart), never earlier than the last applied update's time.
   int64_t NowMicros() const;
 
-  // Validates `update`, appends it to the pass's batch and applies it. A
-  // rejected update (the Check error) changes nothing and journals nothing;
-  // after a storage failure every Submit fails with that failure.
+  // Sizes `update`, validates it, appends it to the pass's batch and applies
+  // it. An update whose journal record would pass the store's
+  // max_record_bytes is ResourceExhausted naming the update, its size and the
+  // limit; a rejected update (that or the Check error) changes nothing and
+  // journals nothing. When the update would take the batch past
+  // max_batch_bytes, the batch commits first (a commit failure then fails
+  // this Submit). After a storage failure every Submit fails with it.
   Status Submit(journal::Update::Reader update);
-  // Stores a dataset definition in the same transaction as the pass's updates.
+  // Stores a dataset definition in the same transaction as the pass's
+  // updates. REQUIRES: the update naming it was just submitted (so nothing
+  // commits between them) and the caller checked its size
+  // (max_dataset_bytes): the store refusing it at commit is a bug.
   void PutDataset(std::string key, std::string definition);
+  // The store's limit on one journal record, for builders of list-shaped
+  // updates that cut their lists to fit (reactor/record_budget.h).
+  size_t max_record_bytes() const { return store_.options().max_record_bytes; }
+  // Commits the batch now when `bytes` more would take it past
+  // max_batch_bytes; the commit's failure, if any. Submit does this for its
+  // own record; a handler that puts a dataset definition right after its
+  // record calls it first with both sizes, so the definition counts too.
+  Status MakeRoom(size_t bytes);
+  // Submit's size check alone, for a handler that must know before it
+  // changes anything else (e.g. before removing a worker's old registration).
+  Status CheckFits(journal::Update::Reader update) const;
   // A definition stored under `key`: this pass's puts first (not committed
   // yet, but the update naming them is applied), then the store.
   Result<std::string> GetDataset(const std::string& key);
@@ -105,7 +134,9 @@ class DurableState {
   }
 
   // Called once when a commit fails (after the parked replies were failed):
-  // the owner stops the process with kExitStorageFailure.
+  // the owner stops the process, with kExitStorageFailure when the store
+  // failed (store().failed()), else with kExitInternalError: the store
+  // refused a batch as input, which Submit's checks make a bug.
   void SetFatalHandler(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
 
   // Writes a snapshot of the current (committed) state now.
@@ -121,6 +152,8 @@ class DurableState {
 
   Status Replay();
   void FailStop(const Status& status);
+  // The refusal of an update whose record takes `bytes`; ok when it fits.
+  Status CheckRecordBytes(journal::Update::Reader update, size_t bytes) const;
   void MaybeCheckpoint();
 
   uv_loop_t* const loop_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reactor/data_service.h"
+#include "reactor/record_budget.h"
 #include "reactor/service_util.h"
 #include "reactor/services.h"
 
@@ -98,8 +99,12 @@ kj::Promise<void> DispatcherService::getSplit(GetSplitContext context) {
                                         std::to_string(repetition)));
   }
 
-  const uint64_t wanted =
-      std::clamp<uint64_t>(request.getMaxSplits(), 1, data.options().max_splits_per_call);
+  // At most what one ProduceSplit record holds, whatever --max-splits-per-call
+  // says: the grant is one record, so a larger request gets fewer splits
+  // (and asks again with its next sequence), never a refusal.
+  const uint64_t wanted = std::min<uint64_t>(
+      std::clamp<uint64_t>(request.getMaxSplits(), 1, data.options().max_splits_per_call),
+      SplitIndicesPerRecord(data.durable().max_record_bytes()));
   std::vector<uint64_t> indices;
   indices.reserve(std::min<uint64_t>(wanted, 4096));
   for (uint64_t index : progress.requeued) {

@@ -17,6 +17,9 @@
 namespace dispatch::reactor {
 namespace {
 
+// Largest heartbeat reply we build (new tasks beyond it wait for the next).
+constexpr uint64_t kMaxHeartbeatReplyBytes = 16u << 20;
+
 // Words a Text of `text` takes in a message (with its NUL).
 uint64_t TextWords(const std::string& text) { return (text.size() + 1 + 7) / 8; }
 
@@ -36,22 +39,27 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   const uint64_t incarnation = request.getWorkerIncarnation();
 
   const state::Worker* worker = state.FindWorkerByAddress(address);
-  if (worker != nullptr && incarnation != 0 && worker->incarnation != incarnation) {
-    // Another process at this address: the old one is gone.
-    ThrowIfError(data.workers().Remove(address, "a new worker process took its address"));
-    worker = nullptr;
-  }
+  const bool replaced = worker != nullptr && incarnation != 0 && worker->incarnation != incarnation;
   bool registered = false;
-  if (worker == nullptr) {
+  if (worker == nullptr || replaced) {
+    // Built and sized first: a registration the journal cannot hold (tags)
+    // is refused before the old registration is removed.
     const uint64_t worker_id = state.NextWorkerId();
-    ThrowIfError(data.Submit([&](journal::Update::Builder update) {
-      auto reg = update.initRegisterWorker();
-      reg.setWorkerId(worker_id);
-      reg.setAddress(address);
-      reg.setTransferAddress(request.getTransferAddress());
-      reg.setTags(request.getTags());
-      reg.setIncarnation(incarnation);
-    }));
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    auto reg = update.initRegisterWorker();
+    reg.setWorkerId(worker_id);
+    reg.setAddress(address);
+    reg.setTransferAddress(request.getTransferAddress());
+    reg.setTags(request.getTags());
+    reg.setIncarnation(incarnation);
+    ThrowIfError(data.durable().CheckFits(update.asReader()));
+    if (replaced) {
+      // Another process at this address: the old one is gone.
+      ThrowIfError(data.workers().Remove(address, "a new worker process took its address"));
+    }
+    update.setTimeMicros(data.durable().NowMicros());
+    ThrowIfError(data.durable().Submit(update.asReader()));
     worker = state.FindWorker(worker_id);
     registered = true;
   }
@@ -90,10 +98,19 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   // struct list has a tag word even when it is empty.
   uint64_t words = capnp::sizeInWords<rpc::Dispatcher::WorkerHeartbeatResults>() +
                    capnp::sizeInWords<rpc::WorkerHeartbeatResponse>() + 1 + to_delete.size();
+  // At most kMaxHeartbeatReplyBytes of new tasks (at least one): a worker
+  // joining thousands of jobs with long addresses gets the rest with its next
+  // heartbeats (a task it does not list as current is new again), never a
+  // reply past its message limit.
+  size_t keep = 0;
   for (const state::Task* task : fresh) {
-    words += capnp::sizeInWords<rpc::TaskInfo>() + TextWords(task->worker_address) +
-             TextWords(task->transfer_address);
+    const uint64_t task_words = capnp::sizeInWords<rpc::TaskInfo>() +
+                                TextWords(task->worker_address) + TextWords(task->transfer_address);
+    if (keep > 0 && (words + task_words) * 8 > kMaxHeartbeatReplyBytes) break;
+    words += task_words;
+    ++keep;
   }
+  fresh.resize(keep);
   auto response = context.getResults(capnp::MessageSize{words, 0}).initResponse();
   response.setWorkerId(worker->id);
   response.setIncarnation(data.incarnation());

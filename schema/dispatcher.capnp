@@ -41,7 +41,9 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # Registers the dataset once: a definition whose fingerprint (a hash of its
   # bytes, confirmed byte for byte) is already registered returns the existing
   # id. An empty `elementSpec` sets none; a non-empty one is set when the
-  # dataset has none yet.
+  # dataset has none yet. Limits (ResourceExhausted naming the limit, nothing
+  # registered): the definition up to 64 MiB; the element spec, and the split
+  # source with `metadata`, each within one 16 MiB journal record.
 
   getDatasetDef @4 (datasetId :UInt64)
       -> (definition :Data, splitSource :SplitSource, metadata :Data, incarnation :UInt64);
@@ -65,12 +67,20 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   getSplit @10 (request :SplitRequest) -> (response :SplitResponse);
   # DYNAMIC jobs: the next split(s) of one provider for one task. Idempotent
   # by `sequence`: a retry gets the same answer, across dispatcher restarts.
+  # A batch holds at most what one 16 MiB journal record can (about 2 million
+  # indices) and --max-splits-per-call: fewer than `maxSplits` may come.
 
   # ---- Workers ----------------------------------------------------------
 
   workerHeartbeat @11 (request :WorkerHeartbeatRequest) -> (response :WorkerHeartbeatResponse);
   # The first heartbeat of an address registers the worker (and its
   # WorkerControl); every heartbeat answers the tasks to start and to delete.
+  # `newTasks` holds at most 16 MiB of tasks: a worker that joins thousands of
+  # jobs gets the rest with its next heartbeats (a task missing from
+  # `currentTasks` is new again).
+  # A registration (address, transfer address, tags) larger than one 16 MiB
+  # journal record is ResourceExhausted and changes nothing (an earlier
+  # registration at the address stays).
   workerUpdate @12 (workerId :UInt64, updates :List(TaskProgress)) -> (incarnation :UInt64);
 
   # ---- Listings (dispatchctl) -------------------------------------------
@@ -107,6 +117,13 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   # first error, schedules nothing and returns it in `error` (which clears it).
   # A closure whose `requestId` the coordinator already used (a retry after a
   # lost reply) is not queued again: its existing id is returned.
+  # All or nothing: every closure is checked before any is queued. A closure
+  # that alone does not fit one 16 MiB journal record (function, args,
+  # resources) fails the whole call with ResourceExhausted naming its index,
+  # its size and the limit; nothing is queued. Closures that fit are journaled
+  # in as many records as they need; should the process die between two of
+  # those commits (before the reply), a retry with the same request ids
+  # queues only the rest.
 
   awaitResults @1 (release :List(UInt64), maxResults :UInt32) -> (results :List(ClosureOutcome));
   # First releases `release` (finished, failed or cancelled closures whose
@@ -123,6 +140,8 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
 
   createPerWorkerResource @3 (function :Text, args :Data, requestId :UInt64)
       -> (resourceId :UInt64);
+  # Function and args within one 16 MiB journal record, else
+  # ResourceExhausted naming the limit (nothing created).
   # Every worker builds its own component with function(args); a closure
   # that lists the resource receives the component of the worker it runs on.
   # A worker that comes back after a failure rebuilds it first.

@@ -319,7 +319,9 @@ struct ResourceCreated {
 struct ClosureBatch {
   # Many closure transitions of one kind in one record (one journal row), so
   # a loop pass that schedules, assigns, finishes or releases thousands of
-  # closures writes a handful of rows.
+  # closures writes a handful of rows. The reactor cuts its lists so that each
+  # record fits the journal's per-record limit (16 MiB): one schedule call or
+  # one pass's assignments may span several batches, applied in order.
   # Precondition: the items name distinct closures (and, for `scheduled`,
   # distinct nonzero request ids), and each meets the precondition of its
   # single form against the state before the batch.

@@ -189,5 +189,33 @@ TEST(Closures, AnUnregisteredFunctionFailsWithAnErrorNamingIt) {
   EXPECT_EQ(value->status(), RemoteValueStatus::kFailed);
 }
 
+// Issue 12: 1024 closures of 1 MiB went out as one schedule call of 1 GiB,
+// past the dispatcher's message limit (connection closed, resent, closed
+// again); 20 of them in one call made the dispatcher exit 3. The Coordinator
+// now cuts its calls by bytes, the dispatcher its records, and a closure no
+// record can hold is refused at Schedule without touching the others.
+TEST(Closures, LargeClosuresAllRunAndOneTooLargeForARecordIsRefusedAlone) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7291", 4);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  const std::string mib(1u << 20, 'x');
+  std::vector<RemoteValue> values;
+  for (int i = 0; i < 70; ++i) {
+    auto value = coordinator->Schedule("noop", mib);
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    values.push_back(*value);
+    if (i == 30) {
+      auto huge = coordinator->Schedule("noop", std::string(17u << 20, 'y'));
+      ASSERT_FALSE(huge.ok());
+      EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted) << huge.status().ToString();
+      EXPECT_NE(huge.status().message().find("max_closure_bytes"), std::string::npos);
+    }
+  }
+  for (auto& value : values) EXPECT_EQ(FetchOrDie(value), "");
+  EXPECT_TRUE(coordinator->Join().ok());
+  EXPECT_EQ(GetClosureCounters(dispatcher.address()).scheduled_total, 70u);
+  EXPECT_TRUE(dispatcher.process().process().running());
+}
+
 }  // namespace
 }  // namespace dispatch::testing

@@ -122,5 +122,23 @@ TEST(ClosureResources, AFailingBuilderFailsTheClosureNamingTheResource) {
   EXPECT_NE(message.find("no model here"), std::string::npos) << message;
 }
 
+// Issue 12: per-worker resources were sent to a worker in one message, so
+// six of 12 MiB (72 MiB) passed its message limit: the connection closed,
+// the worker came back and got the same message again, and nothing ran.
+TEST(ClosureResources, ManyLargeResourcesReachAWorkerInMessagesItCanRead) {
+  ClosureDispatcher dispatcher;
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  std::vector<clients::ResourceId> resources;
+  for (char c : {'a', 'b', 'c', 'd', 'e', 'f'}) {
+    auto resource = coordinator->CreatePerWorkerResource("make_resource", std::string(12u << 20, c));
+    ASSERT_TRUE(resource.ok()) << resource.status().ToString();
+    resources.push_back(*resource);
+  }
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7239", 1);
+  auto value = coordinator->Schedule("noop", "", resources);
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ(FetchOrDie(*value), "");
+}
+
 }  // namespace
 }  // namespace dispatch::testing

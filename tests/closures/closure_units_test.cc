@@ -71,6 +71,23 @@ TEST(ClosureBook, AFullWindowMakesAddWaitUntilAnAcknowledgement) {
   EXPECT_EQ(book.unacknowledged(), 1u);
 }
 
+// Issue 12: 1024 closures of 1 MiB made one schedule call of 1 GiB, past the
+// dispatcher's message limit: the connection closed and the resend did the same.
+TEST(ClosureBook, ScheduleCallsAreCutByBytesAsWellAsByCountInOrder) {
+  ClosureBook book(100, 100);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(book.Add("f", std::string(400, 'a' + i), {}).ok());
+  auto first = book.TakeUnsent(10, 1000);  // 401 bytes each: two fit
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].args[0], 'a');
+  EXPECT_EQ(first[1].args[0], 'b');
+  auto second = book.TakeUnsent(10, 100);  // one closure always goes, even over the bytes
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].args[0], 'c');
+  auto rest = book.TakeUnsent(10, 1u << 20);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[1].args[0], 'e');
+}
+
 TEST(ClosureBook, ANewSessionResendsUnacknowledgedClosuresWithTheirRequestIds) {
   ClosureBook book(10, 100);
   ASSERT_TRUE(book.Add("echo", "a", {}).ok());

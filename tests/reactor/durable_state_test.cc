@@ -30,9 +30,12 @@ struct Opened {
 };
 
 Opened Open(uv_loop_t* loop, const std::string& dir, DurableStateOptions options = {},
-            uint64_t max_db_bytes = 0, int checkpoint_wal_frames = 0) {
+            uint64_t max_db_bytes = 0, int checkpoint_wal_frames = 0,
+            size_t max_record_bytes = 0, size_t max_dataset_bytes = 0) {
   storage::StoreOptions store_options;
   store_options.work_dir = dir;
+  if (max_record_bytes > 0) store_options.max_record_bytes = max_record_bytes;
+  if (max_dataset_bytes > 0) store_options.max_dataset_bytes = max_dataset_bytes;
   store_options.synchronous = storage::Synchronous::kNormal;  // these tests are about logic
   store_options.max_db_bytes = max_db_bytes;
   if (checkpoint_wal_frames > 0) store_options.checkpoint_wal_frames = checkpoint_wal_frames;
@@ -189,6 +192,83 @@ TEST_F(DurableStateTest, RejectedUpdateIsNeitherAppliedNorJournaled) {
   EXPECT_EQ(durable.state().Digest(), digest);
   durable.CommitPass();
   EXPECT_EQ(opened.store->last_seq(), 1u);
+}
+
+// Issue 12: an update the journal can never hold used to be applied, then
+// refused by the store at commit, which was fail-stop (exit 3).
+TEST_F(DurableStateTest, UpdateOverTheRecordLimitIsRefusedBeforeItIsApplied) {
+  Opened opened = Open(loop_.get(), dir_.path(), {}, 0, 0, /*max_record_bytes=*/4096);
+  DurableState& durable = *opened.durable;
+  int fatal_calls = 0;
+  durable.SetFatalHandler([&](const Status&) { ++fatal_calls; });
+  ASSERT_TRUE(durable.Submit(state::testing::RegisterDataset(1, 1).reader()).ok());
+  const uint64_t digest = durable.state().Digest();
+  Status status = durable.Submit(
+      state::testing::ScheduleClosure(1, 9, "f", std::string(5000, 'a')).reader());
+  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted) << status.ToString();
+  EXPECT_NE(status.message().find("4096"), std::string::npos) << status.ToString();
+  EXPECT_NE(status.message().find("closureScheduled"), std::string::npos) << status.ToString();
+  EXPECT_EQ(durable.state().Digest(), digest);
+  EXPECT_EQ(durable.stats().refused_for_size, 1u);
+  durable.CommitPass();
+  EXPECT_FALSE(durable.failed());
+  EXPECT_EQ(fatal_calls, 0);
+  EXPECT_EQ(opened.store->last_seq(), 1u);
+  // The dispatcher goes on: a record that fits is journaled.
+  ASSERT_TRUE(durable.Submit(
+      state::testing::ScheduleClosure(1, 9, "f", std::string(3000, 'a')).reader()).ok());
+  durable.CommitPass();
+  EXPECT_EQ(opened.store->last_seq(), 2u);
+}
+
+TEST_F(DurableStateTest, APassPastMaxBatchBytesCommitsWhatItHasFirst) {
+  uvkj::UvAsyncIo io(loop_.get());
+  Opened opened = Open(loop_.get(), dir_.path(), {.max_batch_bytes = 10000});
+  DurableState& durable = *opened.durable;
+  ASSERT_TRUE(durable.Submit(
+      state::testing::ScheduleClosure(1, 9, "f", std::string(6000, 'a')).reader()).ok());
+  auto parked = durable.Barrier();
+  EXPECT_EQ(opened.store->last_seq(), 0u);
+  // The second would take the batch past 10000 bytes: the first commits now,
+  // and the reply parked on it is released.
+  ASSERT_TRUE(durable.Submit(
+      state::testing::ScheduleClosure(2, 9, "f", std::string(6000, 'b')).reader()).ok());
+  EXPECT_EQ(opened.store->last_seq(), 1u);
+  EXPECT_EQ(durable.stats().early_commits, 1u);
+  parked.wait(io.wait_scope());
+  // One update larger than the whole budget still goes, alone.
+  ASSERT_TRUE(durable.Submit(
+      state::testing::ScheduleClosure(3, 9, "f", std::string(12000, 'c')).reader()).ok());
+  EXPECT_EQ(opened.store->last_seq(), 2u);
+  durable.CommitPass();
+  EXPECT_EQ(opened.store->last_seq(), 3u);
+  EXPECT_EQ(durable.stats().early_commits, 2u);
+  EXPECT_FALSE(durable.failed());
+}
+
+// The store's own checks stay as a last line. Reaching one is a bug (a
+// handler skipped its check), not a storage failure: the store stays usable
+// and the fatal status says Internal, so the process exits with its own code
+// (4), not the storage failure's (3).
+TEST_F(DurableStateTest, AStoreRefusingABatchAsInputIsABugNotAStorageFailure) {
+  uvkj::UvAsyncIo io(loop_.get());
+  Opened opened = Open(loop_.get(), dir_.path(), {}, 0, 0, 0, /*max_dataset_bytes=*/1000);
+  DurableState& durable = *opened.durable;
+  int fatal_calls = 0;
+  Status fatal;
+  durable.SetFatalHandler([&](const Status& s) {
+    ++fatal_calls;
+    fatal = s;
+  });
+  ASSERT_TRUE(durable.Submit(state::testing::RegisterDataset(1, 1, "def-1").reader()).ok());
+  durable.PutDataset("def-1", std::string(2000, 'x'));  // no handler would let this through
+  auto parked = durable.Barrier();
+  durable.CommitPass();
+  EXPECT_EQ(fatal_calls, 1);
+  EXPECT_EQ(fatal.code(), StatusCode::kInternal) << fatal.ToString();
+  EXPECT_FALSE(opened.store->failed());
+  EXPECT_TRUE(durable.failed());  // the state holds what the journal refused
+  EXPECT_ANY_THROW(parked.wait(io.wait_scope()));
 }
 
 TEST_F(DurableStateTest, FailedCommitFailsParkedRepliesAndStopsAcknowledging) {

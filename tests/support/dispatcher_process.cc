@@ -1,12 +1,18 @@
 #include "tests/support/dispatcher_process.h"
 
 #include <signal.h>
+#include <stdlib.h>
 
 #include <stdexcept>
 
 namespace dispatch::testing {
 
-const char* DispatcherBinary() { return DISPATCH_DISPATCHER_BINARY; }
+// $DISPATCH_TEST_DISPATCHER runs the tests against another build (e.g. an
+// older one, to see a new test fail there).
+const char* DispatcherBinary() {
+  const char* other = getenv("DISPATCH_TEST_DISPATCHER");
+  return other != nullptr && *other != '\0' ? other : DISPATCH_DISPATCHER_BINARY;
+}
 
 DispatcherProcess::DispatcherProcess(Options options) {
   if (options.work_dir.empty()) {

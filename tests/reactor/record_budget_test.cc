@@ -1,0 +1,114 @@
+// RecordBudget: the sizes it predicts are the journal's exact encoded sizes,
+// so a list cut with it fills a record to the limit and never past it (one
+// more item would not fit), and the runs keep order and hold every item.
+#include "reactor/record_budget.h"
+
+#include <capnp/message.h>
+#include <gtest/gtest.h>
+
+#include "reactor/durable_state.h"
+
+namespace dispatch::reactor {
+namespace {
+
+constexpr size_t kLimit = 64 * 1024;
+
+// Encoded size of a ClosureBatch.released / assigned of `n` items.
+size_t ReleasedBytes(size_t n) {
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(1);
+  auto list = update.initClosureBatch().initReleased(static_cast<unsigned>(n));
+  for (unsigned i = 0; i < n; ++i) list.set(i, i + 1);
+  return EncodeUpdate(update.asReader()).size();
+}
+
+size_t AssignedBytes(size_t n) {
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  auto list = update.initClosureBatch().initAssigned(static_cast<unsigned>(n));
+  for (unsigned i = 0; i < n; ++i) {
+    list[i].setClosureId(i + 1);
+    list[i].setWorkerId(7);
+    list[i].setAttempt(1);
+  }
+  return EncodeUpdate(update.asReader()).size();
+}
+
+size_t ProduceSplitBytes(size_t n) {
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  auto produce = update.initProduceSplit();
+  produce.setJobId(1);
+  auto list = produce.initSplitIndices(static_cast<unsigned>(n));
+  for (unsigned i = 0; i < n; ++i) list.set(i, i);
+  return EncodeUpdate(update.asReader()).size();
+}
+
+TEST(RecordBudget, IdListsFillARecordExactly) {
+  const size_t n = IdsPerRecord(kLimit);
+  EXPECT_LE(ReleasedBytes(n), kLimit);
+  EXPECT_GT(ReleasedBytes(n + 2), kLimit);  // a spare word: ids carry no tag word
+}
+
+TEST(RecordBudget, AssignmentsFitARecord) {
+  const size_t n = AssignmentsPerRecord(kLimit);
+  EXPECT_LE(AssignedBytes(n), kLimit);
+  EXPECT_GT(AssignedBytes(n + 1), kLimit);
+}
+
+TEST(RecordBudget, SplitGrantsFitARecordExactly) {
+  const size_t n = SplitIndicesPerRecord(kLimit);
+  EXPECT_EQ(ProduceSplitBytes(n), kLimit);
+  EXPECT_GT(ProduceSplitBytes(n + 1), kLimit);
+}
+
+TEST(RecordBudget, ScheduledClosuresCutIntoRunsThatEachFitTheirRecord) {
+  // Closures of assorted sizes; each run, built as a record, fits the limit
+  // and would not fit with the next closure.
+  std::vector<size_t> args;
+  for (size_t i = 0; i < 200; ++i) args.push_back((i * 7919) % 9000);
+  auto words = [&](size_t i) { return ScheduledItemWords("fn", args[i], i % 3); };
+  auto build = [&](size_t begin, size_t end) {
+    capnp::MallocMessageBuilder message;
+    auto update = message.initRoot<journal::Update>();
+    auto list = update.initClosureBatch().initScheduled(static_cast<unsigned>(end - begin));
+    for (size_t i = begin; i < end; ++i) {
+      auto item = list[static_cast<unsigned>(i - begin)];
+      item.setClosureId(i + 1);
+      item.setFunctionName("fn");
+      item.setArgs(kj::heapArray<kj::byte>(args[i]));
+      item.initResources(static_cast<unsigned>(i % 3));
+    }
+    return EncodeUpdate(update.asReader()).size();
+  };
+  auto runs = SplitIntoRecords(args.size(), ClosureBatchOverheadWords(), kLimit, words);
+  ASSERT_GT(runs.size(), 1u);
+  size_t next = 0;
+  for (auto [begin, end] : runs) {
+    EXPECT_EQ(begin, next);
+    EXPECT_LT(begin, end);
+    EXPECT_LE(build(begin, end), kLimit);
+    EXPECT_EQ(build(begin, end), (ClosureBatchOverheadWords() +
+                                  [&] {
+                                    uint64_t w = 0;
+                                    for (size_t i = begin; i < end; ++i) w += words(i);
+                                    return w;
+                                  }()) *
+                                     8);
+    if (end < args.size()) EXPECT_GT(build(begin, end + 1), kLimit);
+    next = end;
+  }
+  EXPECT_EQ(next, args.size());
+}
+
+TEST(RecordBudget, AnItemLargerThanARecordGetsARunOfItsOwn) {
+  auto runs = SplitIntoRecords(3, 0, 80, [](size_t i) { return i == 1 ? 100 : 2; });
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[1], std::make_pair(size_t{1}, size_t{2}));
+  EXPECT_EQ(SplitByCount(5, 2).size(), 3u);
+  EXPECT_TRUE(SplitByCount(0, 2).empty());
+}
+
+}  // namespace
+}  // namespace dispatch::reactor
