@@ -23,13 +23,13 @@ constexpr size_t kScratchBytes = 64 * 1024;
 
 MessageGuardStream::MessageGuardStream(kj::Own<kj::AsyncIoStream> inner, uint64_t connection,
                                        uint64_t max_message_bytes, PeerMemoryBudget& budget,
-                                       MessageGuardCounters& counters, kj::Timer& timer)
+                                       MessageGuardCounters& counters, uv_loop_t* loop)
     : inner_(kj::mv(inner)),
       connection_(connection),
       max_message_bytes_(max_message_bytes),
       budget_(budget),
       counters_(counters),
-      timer_(timer) {}
+      loop_(loop) {}
 
 kj::Promise<size_t> MessageGuardStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
   return ReadLoop(static_cast<kj::byte*>(buffer), min_bytes, max_bytes, 0);
@@ -62,7 +62,7 @@ kj::Promise<size_t> MessageGuardStream::ReadLoop(kj::byte* buffer, size_t min_by
 
 void MessageGuardStream::Consume(const kj::byte* bytes, size_t n) {
   if (n == 0) return;
-  if (started_ == nullptr) started_ = timer_.now();
+  if (started_ms_ == nullptr) started_ms_ = uv_now(loop_);
   switch (phase_) {
     case Phase::kFirstWord: {
       memcpy(word_ + (8 - phase_left_), bytes, n);
@@ -151,7 +151,7 @@ void MessageGuardStream::Admitted(kj::Own<PeerMemoryBudget::Reservation> reserva
 }
 
 void MessageGuardStream::EndMessage() {
-  started_ = nullptr;
+  started_ms_ = nullptr;
   reservation_ = nullptr;
   phase_ = Phase::kFirstWord;
   phase_left_ = 8;

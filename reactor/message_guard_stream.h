@@ -18,9 +18,10 @@
 
 #include <cstdint>
 
+#include <uv.h>
+
 #include <kj/async-io.h>
 #include <kj/string.h>
-#include <kj/timer.h>
 
 #include "reactor/peer_memory_budget.h"
 
@@ -39,12 +40,12 @@ class MessageGuardStream final : public kj::AsyncIoStream {
   static constexpr uint64_t kMaxDiscardBytes = 1ull << 30;
 
   // `connection` names the connection in log lines. `budget`, `counters` and
-  // `timer` outlive the stream.
+  // `loop` (whose uv_now() is the clock) outlive the stream.
   MessageGuardStream(kj::Own<kj::AsyncIoStream> inner, uint64_t connection, uint64_t max_message_bytes,
-                     PeerMemoryBudget& budget, MessageGuardCounters& counters, kj::Timer& timer);
+                     PeerMemoryBudget& budget, MessageGuardCounters& counters, uv_loop_t* loop);
 
-  // When the message now being received began; null between messages.
-  kj::Maybe<kj::TimePoint> message_started() const { return started_; }
+  // When (uv_now, ms) the message now being received began; null between messages.
+  kj::Maybe<uint64_t> message_started_ms() const { return started_ms_; }
 
   kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override;
   kj::Promise<void> write(const void* buffer, size_t size) override { return inner_->write(buffer, size); }
@@ -89,7 +90,7 @@ class MessageGuardStream final : public kj::AsyncIoStream {
   const uint64_t max_message_bytes_;
   PeerMemoryBudget& budget_;
   MessageGuardCounters& counters_;
-  kj::Timer& timer_;
+  uv_loop_t* const loop_;
 
   Phase phase_ = Phase::kFirstWord;
   uint64_t phase_left_ = 8;        // bytes until the current phase ends
@@ -100,7 +101,7 @@ class MessageGuardStream final : public kj::AsyncIoStream {
   uint32_t size_fill_ = 0;
   uint64_t body_words_ = 0;        // sum of the segment sizes read so far
   bool size_decided_ = false;      // OnSizeKnown ran for this message
-  kj::Maybe<kj::TimePoint> started_;
+  kj::Maybe<uint64_t> started_ms_;
   kj::Maybe<kj::Own<PeerMemoryBudget::Reservation>> reservation_;
   kj::String failure_;             // why a discarded message fails the connection
   kj::Array<kj::byte> scratch_;    // discarded bytes land here

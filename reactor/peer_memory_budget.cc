@@ -11,9 +11,10 @@ class PeerMemoryBudget::Waiter {
          uint64_t bytes)
       : fulfiller_(fulfiller), budget_(budget), bytes_(bytes) {
     position_ = budget_.waiters_.insert(budget_.waiters_.end(), this);
+    if (bytes_ > kSmallBytes) ++budget_.large_waiting_;
   }
   ~Waiter() {
-    if (queued_) budget_.waiters_.erase(position_);
+    if (queued_) Unlink();
   }
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
@@ -21,12 +22,17 @@ class PeerMemoryBudget::Waiter {
   uint64_t bytes() const { return bytes_; }
   // Called by the budget with the bytes already taken; leaves the queue.
   void Grant() {
-    budget_.waiters_.erase(position_);
-    queued_ = false;
+    Unlink();
     fulfiller_.fulfill(kj::heap<Reservation>(budget_, bytes_));
   }
 
  private:
+  void Unlink() {
+    budget_.waiters_.erase(position_);
+    if (bytes_ > kSmallBytes) --budget_.large_waiting_;
+    queued_ = false;
+  }
+
   kj::PromiseFulfiller<kj::Own<Reservation>>& fulfiller_;
   PeerMemoryBudget& budget_;
   const uint64_t bytes_;
@@ -60,7 +66,7 @@ void PeerMemoryBudget::Take(uint64_t bytes) {
 }
 
 bool PeerMemoryBudget::TryReserve(uint64_t bytes) {
-  if (!waiters_.empty() || !Fits(bytes)) {
+  if (!FitsNow(bytes)) {
     ++counters_.refusals;
     return false;
   }
@@ -85,12 +91,19 @@ void PeerMemoryBudget::Release(uint64_t bytes) {
 }
 
 void PeerMemoryBudget::WakeWaiters() {
-  // FIFO: the front waiter is served first, so a large message is never
-  // starved by a stream of smaller ones behind it.
-  while (!waiters_.empty() && Fits(waiters_.front()->bytes())) {
-    Waiter* front = waiters_.front();
-    Take(front->bytes());
-    front->Grant();
+  // Large waiters in FIFO order, so a large message is never starved by
+  // smaller large ones behind it; small waiters whenever they fit.
+  bool large_blocked = false;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    Waiter* waiter = *it++;  // Grant unlinks it
+    bool small = waiter->bytes() <= kSmallBytes;
+    if (!small && large_blocked) continue;
+    if (Fits(waiter->bytes())) {
+      Take(waiter->bytes());
+      waiter->Grant();
+    } else if (!small) {
+      large_blocked = true;
+    }
   }
 }
 
@@ -99,7 +112,7 @@ kj::Maybe<kj::Promise<kj::Own<PeerMemoryBudget::Reservation>>> PeerMemoryBudget:
     ++counters_.refusals;
     return nullptr;
   }
-  if (waiters_.empty() && Fits(bytes)) {
+  if (FitsNow(bytes)) {
     Take(bytes);
     return kj::Promise<kj::Own<Reservation>>(kj::heap<Reservation>(*this, bytes));
   }

@@ -3,8 +3,10 @@
 // else is charged to it), against one limit, whatever the number of
 // connections. Callers either take bytes now (TryReserve), take bytes they
 // already hold (ForceReserve: counted, may overdraw, never refused), or wait
-// for room in FIFO order (WaitFor). Large reservations leave `headroom`
-// bytes free, so a flood of large messages never stalls small calls.
+// for room (WaitFor). Large reservations (over kSmallBytes) leave the last
+// eighth of the limit free and are served in FIFO order; small ones may use
+// the whole limit and pass queued large ones, so a flood of large messages
+// never stalls small calls.
 // REQUIRES: loop thread only; no mutex (see DESIGN.md, principle 1).
 #pragma once
 
@@ -49,8 +51,8 @@ class PeerMemoryBudget {
     const uint64_t bytes_;
   };
 
-  // Takes `bytes` if they fit now (and nobody is queued ahead); else counts
-  // a refusal and returns false, changing nothing.
+  // Takes `bytes` if they fit now (for a large reservation: and no large one
+  // is queued ahead); else counts a refusal and returns false, changing nothing.
   bool TryReserve(uint64_t bytes);
   // Takes `bytes` whatever the limit: for memory already held (a reply the
   // RPC system queued). Counted as an overdraft when it crosses the limit.
@@ -58,7 +60,8 @@ class PeerMemoryBudget {
   // REQUIRES: `bytes` were reserved and not yet released. Wakes waiters.
   void Release(uint64_t bytes);
 
-  // Resolves with a Reservation once `bytes` fit, in FIFO order. Dropping
+  // Resolves with a Reservation once `bytes` fit (large ones in FIFO order
+  // among themselves; small ones as soon as they fit). Dropping
   // the promise leaves the queue (and releases a grant not yet taken).
   // Returns null when `bytes` can never fit (more than the ceiling for its
   // size): counted as a refusal.
@@ -67,7 +70,9 @@ class PeerMemoryBudget {
   kj::Maybe<kj::Own<Reservation>> TryReserveHandle(uint64_t bytes);
 
   // True when TryReserve(bytes) would succeed now (nothing is counted).
-  bool FitsNow(uint64_t bytes) const { return waiters_.empty() && Fits(bytes); }
+  bool FitsNow(uint64_t bytes) const {
+    return Fits(bytes) && (bytes <= kSmallBytes || large_waiting_ == 0);
+  }
   // The most a reservation of `bytes` may bring use up to.
   uint64_t CeilingFor(uint64_t bytes) const;
   // Bytes a large reservation could take now.
@@ -87,6 +92,7 @@ class PeerMemoryBudget {
   const uint64_t headroom_;
   uint64_t used_ = 0;
   std::list<Waiter*> waiters_;  // FIFO; each Waiter unlinks itself when dropped
+  size_t large_waiting_ = 0;    // waiters over kSmallBytes
   PeerMemoryCounters counters_;
 };
 

@@ -131,7 +131,7 @@ void RpcServer::Accept(kj::Own<kj::AsyncIoStream> stream) {
   options.traversalLimitInWords = limits_.max_message_bytes / sizeof(capnp::word);
   options.nestingLimit = static_cast<int>(limits_.max_nesting_depth);
   auto guarded = kj::heap<MessageGuardStream>(kj::mv(stream), id, limits_.max_message_bytes, budget_,
-                                              counters_.guard, io_.timer());
+                                              counters_.guard, io_.loop());
   auto conn = kj::heap<Connection>(id, std::move(address), kj::mv(guarded), options, bootstrap_(id));
 
   conn->watch = conn->network.onDisconnect()
@@ -215,16 +215,14 @@ void RpcServer::ChargeOutbound() {
 }
 
 void RpcServer::EnforceMessageDeadlines() {
-  kj::TimePoint now = io_.timer().now();
-  kj::Duration timeout = limits_.message_timeout_ms * kj::MILLISECONDS;
+  uint64_t now_ms = uv_now(io_.loop());
   for (auto& [id, conn] : connections_) {
     if (conn->closing) continue;
-    KJ_IF_MAYBE(started, conn->stream->message_started()) {
-      if (now - *started > timeout) {
+    KJ_IF_MAYBE(started_ms, conn->stream->message_started_ms()) {
+      if (now_ms - *started_ms > limits_.message_timeout_ms) {
         ++counters_.closed_message_timeout;
-        Log(LogLevel::kWarning, "closing connection ", id, ": a message begun ",
-            (now - *started) / kj::MILLISECONDS, " ms ago is unfinished, the limit is ",
-            limits_.message_timeout_ms, " ms (--message-timeout-ms)");
+        Log(LogLevel::kWarning, "closing connection ", id, ": a message begun ", now_ms - *started_ms,
+            " ms ago is unfinished, the limit is ", limits_.message_timeout_ms, " ms (--message-timeout-ms)");
         Close(id, "message deadline passed");
       }
     }
