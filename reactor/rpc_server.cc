@@ -119,7 +119,6 @@ void RpcServer::Accept(kj::Own<kj::AsyncIoStream> stream) {
       Log(LogLevel::kWarning, "refusing a connection from ", address.c_str(), ": ", from_address,
           " open from that address, the limit is ", limits_.max_connections_per_address,
           " (--max-connections-per-address)");
-      if (from_address == 0) connections_per_address_.erase(address);
       return;
     }
     ++from_address;
