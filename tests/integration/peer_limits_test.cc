@@ -110,6 +110,61 @@ TEST(PeerLimits, HalfMessagesOnManyConnectionsStayWithinTheBudget) {
   }));
 }
 
+// A client stream whose reads can be stopped: its peer's replies then pile
+// up in the dispatcher's outbound queue.
+class PausableStream final : public kj::AsyncIoStream {
+ public:
+  explicit PausableStream(kj::Own<kj::AsyncIoStream> inner) : inner_(kj::mv(inner)) {}
+  void Pause() { paused_ = true; }
+  kj::Promise<size_t> tryRead(void* buffer, size_t min_bytes, size_t max_bytes) override {
+    if (paused_) return kj::Promise<size_t>(kj::NEVER_DONE);
+    return inner_->tryRead(buffer, min_bytes, max_bytes);
+  }
+  kj::Promise<void> write(const void* buffer, size_t size) override { return inner_->write(buffer, size); }
+  kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
+    return inner_->write(pieces);
+  }
+  kj::Promise<void> whenWriteDisconnected() override { return inner_->whenWriteDisconnected(); }
+  void shutdownWrite() override { inner_->shutdownWrite(); }
+
+ private:
+  kj::Own<kj::AsyncIoStream> inner_;
+  bool paused_ = false;
+};
+
+TEST(PeerLimits, RepliesQueuedPastTheBudgetCloseThePeerHoldingTheMost) {
+  DispatcherProcess dispatcher({.extra_flags = {"--peer-memory-budget-bytes=8388608", "--tick-ms=20",
+                                                "--max-outbound-bytes=1099511627776"}});
+  ClientLoop loop;
+  Probe probe{loop, loop.Connect(dispatcher.address())};
+  // A 1 MiB definition: each small getDatasetDef call is answered with 1 MiB.
+  auto define = probe.conn->dispatcher().getOrRegisterDatasetRequest();
+  define.setDefinition(kj::heapArray<kj::byte>(1 << 20));
+  const uint64_t dataset_id = loop.Wait(define.send()).getDatasetId();
+
+  auto socket = loop.Wait(loop.Wait(loop.io().network().parseAddress(dispatcher.address().substr(4).c_str()))->connect());
+  PausableStream stream(kj::mv(socket));
+  capnp::TwoPartyClient client(stream);
+  auto authenticate = client.bootstrap().castAs<rpc::Gateway>().authenticateRequest();
+  authenticate.setToken(kj::heapArray<kj::byte>(0));
+  auto slow = loop.Wait(authenticate.send()).getDispatcher();
+  stream.Pause();
+  bool closed = false;
+  auto disconnected = client.onDisconnect().then([&] { closed = true; }, [&](kj::Exception&&) { closed = true; })
+                          .eagerlyEvaluate(nullptr);
+  std::vector<kj::Promise<void>> pending;
+  for (int i = 0; i < 64; ++i) {
+    auto request = slow.getDatasetDefRequest();
+    request.setDatasetId(dataset_id);
+    pending.push_back(request.send().ignoreResult().eagerlyEvaluate([](kj::Exception&&) {}));
+  }
+  EXPECT_TRUE(loop.WaitUntil([&] { return probe.Stats().getStats().getClosedOutboundOverBudget() >= 1; }))
+      << "queued: " << probe.Stats().getStats().getPeerMemoryQueuedReplyBytes();
+  probe.PingOk(32 * 1024);
+  EXPECT_EQ(probe.Stats().getStats().getClosedOutboundBytes(), 0u);
+  EXPECT_TRUE(loop.WaitUntil([&] { return probe.Stats().getStats().getConnectionsOpen() == 1; }));
+}
+
 TEST(PeerLimits, AMessageThatNeverFitsTheBudgetIsRefusedWithItsReason) {
   DispatcherProcess dispatcher({.extra_flags = {"--peer-memory-budget-bytes=1048576"}});
   ClientLoop loop;
