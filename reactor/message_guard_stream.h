@@ -3,7 +3,7 @@
 // bytes pass through tryRead, without buffering them. So it knows when a
 // message begins (its first byte), how large it is (once the size table is
 // in) and when it ends, and puts three limits in one place:
-//  - the message deadline: message_started() tells the server since when a
+//  - the message deadline: message_started_ms() tells the server since when a
 //    begun message is under way (the server closes it past the deadline);
 //  - the process-wide peer memory budget: a message holds a reservation of
 //    its size from its size table to its last byte; when the budget is full

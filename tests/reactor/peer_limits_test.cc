@@ -7,6 +7,7 @@
 #include <capnp/serialize-async.h>
 #include <kj/async-io.h>
 
+#include "common/address.h"
 #include "reactor/message_guard_stream.h"
 #include "reactor/peer_memory_budget.h"
 #include "reactor/uvkj/async_io.h"
@@ -181,6 +182,17 @@ TEST(MessageGuardStream, ABodyWaitsUntilTheBudgetHasRoom) {
   write.wait(f.io.wait_scope());
   EXPECT_EQ(BlobsIn(*reader), 200u * 1024 / 512);
   EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(ListenAddress, OnlyLoopbackAndUnixSocketsCountAsLocal) {
+  for (const char* local : {"tcp:127.0.0.1:5050", "tcp:127.1.2.3:0", "tcp:localhost:1", "tcp:[::1]:5050",
+                            "tcp:::1:5050", "unix:/tmp/d.sock"}) {
+    EXPECT_TRUE(IsLocalOnlyAddress(local)) << local;
+  }
+  for (const char* remote : {"tcp:0.0.0.0:5050", "tcp:*:5050", "tcp:[::]:5050", "tcp:10.0.0.1:1",
+                             "tcp:127.example.com:1", "tcp:dispatcher.local:5050"}) {
+    EXPECT_FALSE(IsLocalOnlyAddress(remote)) << remote;
+  }
 }
 
 }  // namespace
