@@ -116,7 +116,10 @@ HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
   f.workers = n;
   f.connections = (n + flags.workers_per_connection - 1) / flags.workers_per_connection;
   DispatcherProcess::Options options;
-  options.extra_flags = {"--max-connections=" + std::to_string(f.connections + 64)};
+  // Every simulated connection comes from 127.0.0.1: lift the per-address
+  // limit with the total one.
+  options.extra_flags = {"--max-connections=" + std::to_string(f.connections + 64),
+                         "--max-connections-per-address=" + std::to_string(f.connections + 64)};
   DispatcherProcess dispatcher(options);
   ClientLoop loop;
   std::vector<SimConnection> conns(f.connections);

@@ -28,4 +28,14 @@ Result<std::string> ToKjAddress(const std::string& address) {
   return InvalidArgumentError("address '" + address + "' must start with tcp: or unix:");
 }
 
+bool IsLocalOnlyAddress(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return true;
+  if (address.rfind("tcp:", 0) != 0) return false;
+  std::string host = address.substr(4, address.rfind(':') - 4);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "localhost" || host == "::1") return true;
+  // 127.0.0.0/8 written as a dotted quad: digits and dots only.
+  return host.rfind("127.", 0) == 0 && host.find_first_not_of("0123456789.") == std::string::npos;
+}
+
 }  // namespace dispatch

@@ -11,4 +11,10 @@ namespace dispatch {
 
 Result<std::string> ToKjAddress(const std::string& address);
 
+// True when only this machine can reach `address`: a Unix socket, or TCP on
+// localhost, 127.0.0.0/8 or ::1. Any other host (0.0.0.0, a name, an
+// interface address) counts as reachable from elsewhere.
+// REQUIRES: ToKjAddress(address) succeeded.
+bool IsLocalOnlyAddress(const std::string& address);
+
 }  // namespace dispatch

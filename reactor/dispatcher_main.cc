@@ -20,6 +20,7 @@ namespace {
 struct MainFlags {
   DispatcherOptions options;
   std::string log_level = "info";
+  bool allow_remote_without_token = false;
 };
 
 void DeclareFlags(FlagParser& parser, MainFlags& flags) {
@@ -46,6 +47,11 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                    });
   parser.AddString("token", "TOKEN",
                    "secret a peer must present at the gateway (empty: no check)", &o.token);
+  parser.AddBool("allow-remote-without-token",
+                 "listen on an address other machines can reach (not loopback, not a Unix socket) "
+                 "with an empty --token, so anyone who can connect is admitted; without this flag "
+                 "that combination refuses to start (exit 2)",
+                 &flags.allow_remote_without_token);
   parser.AddUint("snapshot-every",
                  "write a snapshot (and drop the journal before it) every N journaled updates; "
                  "0: only at clean shutdown",
@@ -156,6 +162,20 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  &o.limits.max_outbound_bytes_per_connection, 4096, 1ull << 40);
   parser.AddUint("handshake-timeout-ms", "time a new connection has to authenticate",
                  &o.limits.handshake_timeout_ms, 1, 3600000);
+  parser.AddUint("message-timeout-ms",
+                 "a message whose first byte arrived must be complete within this long, or its "
+                 "connection is closed and counted (checked every --tick-ms)",
+                 &o.limits.message_timeout_ms, 1, 3600000);
+  parser.AddUint("max-connections-per-address",
+                 "open TCP connections from one peer IP address (loopback included); more are "
+                 "refused and counted. Unix-socket peers count against --max-connections only",
+                 &o.limits.max_connections_per_address, 1, 1000000);
+  parser.AddUint("peer-memory-budget-bytes",
+                 "bytes held for all peers together: half-received messages and queued replies. "
+                 "Past it a message over 64 KiB waits (its peer is not read) until room frees, "
+                 "within --message-timeout-ms; one that can never fit is refused. Messages over "
+                 "64 KiB may use 7/8 of it, so small calls always find room",
+                 &o.limits.peer_memory_budget_bytes, 1ull << 20, 1ull << 44);
 }
 
 int Main(int argc, char** argv) {
@@ -176,6 +196,18 @@ int Main(int argc, char** argv) {
   if (Result<std::string> address = ToKjAddress(flags.options.listen); !address.ok()) {
     fprintf(stderr, "dispatcher: %s\n", address.status().message().c_str());
     return 2;
+  }
+  if (flags.options.token.empty() && !IsLocalOnlyAddress(flags.options.listen)) {
+    if (!flags.allow_remote_without_token) {
+      fprintf(stderr,
+              "dispatcher: --listen=%s can be reached from other machines and --token is empty: "
+              "anyone could connect. Set --token, or pass --allow-remote-without-token to accept "
+              "that\n",
+              flags.options.listen.c_str());
+      return 2;
+    }
+    Log(LogLevel::kWarning, "listening on ", flags.options.listen.c_str(),
+        " without a token (--allow-remote-without-token): anyone who can connect is admitted");
   }
   // Sockets are written with MSG_NOSIGNAL; this also covers KJ's own pipes.
   signal(SIGPIPE, SIG_IGN);

@@ -131,7 +131,7 @@ void DispatcherServer::StopOnStorageFailure(const Status& status) {
 
 void DispatcherServer::Tick() {
   loop_thread_.Check();
-  rpc_->EnforceOutboundLimit();
+  rpc_->EnforceLimits();
 }
 
 bool DispatcherServer::TokenMatches(kj::ArrayPtr<const kj::byte> token) const {
@@ -166,6 +166,18 @@ void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
   stats.setMaxTickLatenessMicros(tick_->max_lateness_us());
   stats.setLoopThreadId(loop_thread_.NumericId());
   stats.setCallbacksOffLoopThread(loop_thread_.violations());
+  stats.setRefusedOverAddressLimit(c.refused_over_address_limit);
+  stats.setClosedMessageTimeout(c.closed_message_timeout);
+  stats.setClosedOversizedMessage(c.guard.oversized_messages);
+  const PeerMemoryBudget& budget = rpc_->peer_memory();
+  stats.setPeerMemoryLimitBytes(budget.limit());
+  stats.setPeerMemoryUsedBytes(budget.used());
+  stats.setPeerMemoryHighWaterBytes(budget.counters().high_water_bytes);
+  stats.setPeerMemoryQueuedReplyBytes(rpc_->outbound_charged());
+  stats.setPeerMemoryWaits(c.guard.budget_waits);
+  stats.setPeerMemoryWaiting(budget.waiting());
+  stats.setPeerMemoryRefusals(c.guard.budget_refusals);
+  stats.setClosedOutboundOverBudget(c.closed_outbound_over_budget);
 }
 
 void DispatcherServer::BeginShutdown(const char* why) {

@@ -378,6 +378,37 @@ struct ServerStats @0xc83666b68b88b628 {
   # another thread (always 0: one thread owns the state).
   loopThreadId @13 :UInt64;
   callbacksOffLoopThread @14 :UInt64;
+  # Connections refused because their peer address already had
+  # --max-connections-per-address open (TCP peers; Unix sockets have none).
+  refusedOverAddressLimit @15 :UInt64;
+  # Connections closed because a message begun on them was not complete
+  # within --message-timeout-ms (checked once per housekeeping tick).
+  closedMessageTimeout @16 :UInt64;
+  # Messages over --max-message-bytes. Each closes its connection, after its
+  # body (up to 1 GiB) was read and thrown away, with an abort whose reason
+  # names the limit; one warning is logged per message.
+  closedOversizedMessage @17 :UInt64;
+  # The process-wide peer memory budget (--peer-memory-budget-bytes): bytes
+  # held on behalf of all peers together. A message reserves its size from
+  # its size table to its last byte; queued replies are charged as sampled by
+  # the housekeeping tick. Messages over 64 KiB may use the budget up to 7/8
+  # of the limit, smaller ones all of it. `peerMemoryUsedBytes` may pass the
+  # limit only through queued replies (which are already built).
+  peerMemoryLimitBytes @18 :UInt64;
+  peerMemoryUsedBytes @19 :UInt64;
+  peerMemoryHighWaterBytes @20 :UInt64;
+  # Of `peerMemoryUsedBytes`, the replies queued for peers.
+  peerMemoryQueuedReplyBytes @21 :UInt64;
+  # Messages whose body waited for the budget (their peer is not read while
+  # they wait; the message deadline still runs), and how many wait now.
+  peerMemoryWaits @22 :UInt64;
+  peerMemoryWaiting @23 :UInt32;
+  # Messages larger than the budget could ever hold: refused like an
+  # oversized message (body discarded, abort naming the budget), counted here.
+  peerMemoryRefusals @24 :UInt64;
+  # Connections closed because the replies queued for all peers together
+  # crossed the budget (the one with the most queued goes first).
+  closedOutboundOverBudget @25 :UInt64;
 }
 
 interface WorkerControl @0xa8eac0fa617cee1b {

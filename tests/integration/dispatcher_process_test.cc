@@ -130,7 +130,8 @@ TEST(DispatcherProcess, HelpDocumentsEveryFlag) {
   for (const char* flag : {"--listen", "--work-dir", "--log-level", "--token", "--tick-ms",
                            "--drain-timeout-ms", "--max-connections", "--synchronous", "--max-message-bytes",
                            "--max-calls-in-flight", "--max-outbound-bytes",
-                           "--handshake-timeout-ms"}) {
+                           "--handshake-timeout-ms", "--message-timeout-ms", "--max-connections-per-address",
+                           "--peer-memory-budget-bytes", "--allow-remote-without-token"}) {
     EXPECT_NE(out.find(flag), std::string::npos) << flag << " missing from --help";
   }
 }

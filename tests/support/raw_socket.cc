@@ -56,6 +56,47 @@ bool RawSocket::WriteAll(const void* data, size_t size) {
   return true;
 }
 
+size_t RawSocket::WriteWithin(const void* data, size_t size, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  const char* p = static_cast<const char*>(data);
+  size_t written = 0;
+  while (written < size) {
+    ssize_t n = send(fd_, p + written, size - written, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      written += n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;  // peer gone
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    struct pollfd pfd = {fd_, POLLOUT, 0};
+    poll(&pfd, 1, static_cast<int>(left.count()));
+  }
+  return written;
+}
+
+std::optional<std::string> RawSocket::ReadUntilClosed(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string received;
+  char buffer[65536];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    struct pollfd pfd = {fd_, POLLIN, 0};
+    int ready = poll(&pfd, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return std::nullopt;
+    ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+    if (n > 0) {
+      received.append(buffer, n);
+      continue;
+    }
+    if (n == 0) return received;
+    if (errno != EINTR && errno != EAGAIN) return received;  // reset
+  }
+}
+
 bool RawSocket::PeerClosesWithin(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[65536];

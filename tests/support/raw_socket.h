@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 namespace dispatch::testing {
@@ -19,6 +20,12 @@ class RawSocket {
   int fd() const { return fd_; }
   // Writes everything or returns false (peer gone).
   bool WriteAll(const void* data, size_t size);
+  // Writes what the peer accepts within `timeout` (never blocks past it);
+  // returns the bytes written. Stops early when the peer is gone.
+  size_t WriteWithin(const void* data, size_t size, std::chrono::milliseconds timeout);
+  // Everything the peer sends until it closes (EOF or reset); nullopt when
+  // it has not closed within `timeout`.
+  std::optional<std::string> ReadUntilClosed(std::chrono::milliseconds timeout);
   // True when the peer closed the connection (EOF or reset) within `timeout`;
   // data that arrives first is read and discarded.
   bool PeerClosesWithin(std::chrono::milliseconds timeout);
