@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "reactor/coordinator_session.h"
 #include "reactor/service_util.h"
@@ -17,7 +18,23 @@ namespace {
 
 std::string Name(uint64_t closure_id) { return "closure " + std::to_string(closure_id); }
 
+// Error texts from workers are kept (journaled, held, returned) up to this
+// size; the rest is cut with a note, so no report can make a record too big.
+constexpr size_t kMaxErrorTextBytes = 64 << 10;
+
 }  // namespace
+
+std::string BoundedErrorText(std::string_view text) {
+  if (text.size() <= kMaxErrorTextBytes) return std::string(text);
+  return std::string(text.substr(0, kMaxErrorTextBytes)) + "... (" +
+         std::to_string(text.size() - kMaxErrorTextBytes) + " more bytes cut)";
+}
+
+std::string ResultOverLimitError(uint64_t closure_id, uint64_t size, uint64_t limit) {
+  return "the result of closure " + std::to_string(closure_id) + " is " + std::to_string(size) +
+         " bytes, over the dispatcher's limit of " + std::to_string(limit) +
+         " bytes (--max-result-bytes); not retried: it would be as large again";
+}
 
 void ClosureDispatcher::ErrorHandler::taskFailed(kj::Exception&& exception) {
   Log(LogLevel::kWarning, "closure dispatch task failed: ", exception.getDescription());
@@ -180,45 +197,73 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
       continue;
     }
     switch (report.which()) {
-      case rpc::ClosureReport::RESULT:
+      case rpc::ClosureReport::RESULT: {
+        const size_t size = report.getResult().size();
+        if (size > options_.max_result_bytes) {
+          // Refused here too (a worker that ignores the limit it was told),
+          // never journaled: the closure fails with the limit in its error.
+          ++counters_.results_over_limit;
+          DISPATCH_RETURN_IF_ERROR(Fail(closure->id, worker_id, closure->attempts,
+                                        ResultOverLimitError(closure->id, size,
+                                                             options_.max_result_bytes),
+                                        true));
+          break;
+        }
         results.push_back(report);
         break;
+      }
       case rpc::ClosureReport::USER_ERROR: {
-        std::string message(View(report.getUserError()));
+        std::string message = BoundedErrorText(View(report.getUserError()));
         if (message.empty()) message = "the function failed without a message";
         DISPATCH_RETURN_IF_ERROR(Fail(closure->id, worker_id, closure->attempts, message, true));
         break;
       }
       case rpc::ClosureReport::TRANSIENT_ERROR:
-        DISPATCH_RETURN_IF_ERROR(Retry(*closure, true, std::string(View(report.getTransientError()))));
+        DISPATCH_RETURN_IF_ERROR(
+            Retry(*closure, true, BoundedErrorText(View(report.getTransientError()))));
         break;
       case rpc::ClosureReport::UNAVAILABLE: {
         auto slots = slots_.find(worker_id);
         if (slots != slots_.end()) slots->second.paused = true;
         DISPATCH_RETURN_IF_ERROR(Retry(*closure, false,
                                        "its worker is unavailable: " +
-                                           std::string(View(report.getUnavailable()))));
+                                           BoundedErrorText(View(report.getUnavailable()))));
         break;
       }
     }
   }
   if (!results.empty()) {
     FlushReleases();  // they share this pass's commit
-    capnp::MallocMessageBuilder message;
-    auto update = message.initRoot<journal::Update>();
-    update.setTimeMicros(durable_.NowMicros());
-    auto list = update.initClosureBatch().initFinished(static_cast<unsigned>(results.size()));
-    for (unsigned i = 0; i < results.size(); ++i) {
-      list[i].setClosureId(results[i].getClosureId());
-      list[i].setWorkerId(worker_id);
-      list[i].setAttempt(results[i].getAttempt());
-      list[i].setResult(results[i].getResult());
-    }
-    DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
-    counters_.results_accepted += results.size();
-    for (auto report : results) {
-      NotifyDone(state().FindClosure(report.getClosureId())->coordinator_id,
-                 report.getClosureId());
+    // The records carry only ids, sizes and checksums; the bytes go to the
+    // result table in the same transaction. Split so that no record grows
+    // with the length of a report list.
+    for (size_t begin = 0; begin < results.size(); begin += kMaxFinishedPerRecord) {
+      const size_t end = std::min(results.size(), begin + kMaxFinishedPerRecord);
+      capnp::MallocMessageBuilder message;
+      auto update = message.initRoot<journal::Update>();
+      update.setTimeMicros(durable_.NowMicros());
+      auto list = update.initClosureBatch().initFinished(static_cast<unsigned>(end - begin));
+      for (size_t i = begin; i < end; ++i) {
+        auto bytes = results[i].getResult();
+        auto item = list[static_cast<unsigned>(i - begin)];
+        item.setClosureId(results[i].getClosureId());
+        item.setWorkerId(worker_id);
+        item.setAttempt(results[i].getAttempt());
+        item.setResultStored(true);
+        item.setResultSize(bytes.size());
+        item.setResultCrc(Crc32c(bytes.begin(), bytes.size()));
+      }
+      DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+      for (size_t i = begin; i < end; ++i) {
+        auto bytes = results[i].getResult();
+        durable_.PutResult(results[i].getClosureId(),
+                           std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+      }
+      counters_.results_accepted += end - begin;
+      for (size_t i = begin; i < end; ++i) {
+        NotifyDone(state().FindClosure(results[i].getClosureId())->coordinator_id,
+                   results[i].getClosureId());
+      }
     }
   }
   counters_.reports_ignored += ignored;
@@ -545,9 +590,13 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
 void ClosureDispatcher::FlushReleases() {
   if (release_timer_ != nullptr) release_timer_->Stop();
   std::vector<uint64_t> release;
+  std::vector<uint64_t> stored;  // their rows go in the release's transaction
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state().FindClosure(id);
-    if (closure != nullptr && state::IsClosureDone(closure->state)) release.push_back(id);
+    if (closure != nullptr && state::IsClosureDone(closure->state)) {
+      release.push_back(id);
+      if (closure->result_stored) stored.push_back(id);
+    }
   }
   pending_releases_.clear();
   if (release.empty()) return;
@@ -561,6 +610,7 @@ void ClosureDispatcher::FlushReleases() {
     Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
     return;
   }
+  for (uint64_t id : stored) durable_.DeleteResult(id);
   counters_.released += release.size();
 }
 

@@ -144,6 +144,15 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  &c.max_closures_per_call, 1, 1u << 20);
   parser.AddUint("max-results-per-call", "most closure outcomes one awaitResults reply carries",
                  &c.max_results_per_call, 1, 1u << 20);
+  parser.AddUint("max-result-bytes",
+                 "largest closure result accepted; a larger one fails its closure with an error "
+                 "naming this limit (workers learn it in heartbeat replies). At most "
+                 "--max-message-bytes minus 1 MiB",
+                 &c.max_result_bytes, 0, 1ull << 30);
+  parser.AddUint("max-result-bytes-per-call",
+                 "result bytes one awaitResults or getOutcomes reply carries (the first outcome "
+                 "always goes)",
+                 &c.max_result_bytes_per_call, 1, 1ull << 30);
   parser.AddUint("max-connections", "open connections allowed at once; more are refused",
                  &o.limits.max_connections, 1, 1000000);
   parser.AddUint("max-message-bytes", "largest message a peer may send", &o.limits.max_message_bytes,
@@ -172,6 +181,17 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(*level);
+  const uint64_t max_result = flags.options.data.closures.max_result_bytes;
+  const uint64_t max_message = flags.options.limits.max_message_bytes;
+  if (max_result + (1u << 20) > max_message) {
+    fprintf(stderr,
+            "dispatcher: --max-result-bytes=%llu leaves no room in a message of "
+            "--max-message-bytes=%llu: it must be at most %llu (1 MiB less)\n",
+            static_cast<unsigned long long>(max_result),
+            static_cast<unsigned long long>(max_message),
+            static_cast<unsigned long long>(max_message > (1u << 20) ? max_message - (1u << 20) : 0));
+    return 2;
+  }
   if (Result<std::string> address = ToKjAddress(flags.options.listen); !address.ok()) {
     fprintf(stderr, "dispatcher: %s\n", address.status().message().c_str());
     return 2;

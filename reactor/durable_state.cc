@@ -6,6 +6,7 @@
 
 #include <kj/debug.h>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "common/rpc_status.h"
 #include "state/codec.h"
@@ -60,6 +61,7 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
   }
 
   DISPATCH_RETURN_IF_ERROR(self->Replay());
+  DISPATCH_RETURN_IF_ERROR(self->DropUnheldResults());
 
   auto checkpointer = store.NewCheckpointer();
   if (!checkpointer.ok()) return checkpointer.status();
@@ -94,6 +96,62 @@ void DurableState::PutDataset(std::string key, std::string definition) {
   batch_.PutDataset(std::move(key), std::move(definition));
 }
 
+void DurableState::PutResult(uint64_t closure_id, std::string bytes) {
+  ++stats_.results_stored;
+  stats_.result_bytes_stored += bytes.size();
+  pending_results_[closure_id] = batch_.result_puts().size();
+  batch_.PutResult(closure_id, std::move(bytes));
+}
+
+void DurableState::DeleteResult(uint64_t closure_id) {
+  pending_results_.erase(closure_id);
+  batch_.DeleteResult(closure_id);
+}
+
+Result<std::string> DurableState::GetResult(const state::Closure& closure) {
+  if (!closure.result_stored) return closure.result;
+  const std::string name = "the result of closure " + std::to_string(closure.id);
+  Result<std::string> bytes = [&]() -> Result<std::string> {
+    auto pending = pending_results_.find(closure.id);
+    if (pending != pending_results_.end()) return batch_.result_puts()[pending->second].bytes;
+    return store_.GetResult(closure.id);
+  }();
+  if (!bytes.ok()) {
+    ++stats_.results_damaged;
+    if (bytes.status().code() == StatusCode::kNotFound) {
+      return DataLossError(name + " is missing from the result table of " + store_.db_path() +
+                           " although the journal says it is stored");
+    }
+    return bytes.status();
+  }
+  if (bytes->size() != closure.result_size || Crc32c(*bytes) != closure.result_crc) {
+    ++stats_.results_damaged;
+    return DataLossError(name + " in " + store_.db_path() + " is " +
+                         std::to_string(bytes->size()) + " bytes with CRC32C " +
+                         std::to_string(Crc32c(*bytes)) + ", but the journal recorded " +
+                         std::to_string(closure.result_size) + " bytes with CRC32C " +
+                         std::to_string(closure.result_crc) + ": not served");
+  }
+  ++stats_.results_read;
+  stats_.result_bytes_read += bytes->size();
+  return bytes;
+}
+
+Status DurableState::DropUnheldResults() {
+  auto ids = store_.ListResults();
+  if (!ids.ok()) return ids.status();
+  for (uint64_t id : *ids) {
+    const state::Closure* closure = state_.FindClosure(id);
+    if (closure != nullptr && closure->result_stored) continue;
+    batch_.DeleteResult(id);
+    ++stats_.unheld_results_dropped;
+  }
+  if (batch_.empty()) return Status::Ok();
+  Result<uint64_t> committed = store_.Commit(batch_);
+  batch_.Clear();
+  return committed.status();
+}
+
 Result<std::string> DurableState::GetDataset(const std::string& key) {
   auto it = pending_datasets_.find(key);
   if (it != pending_datasets_.end()) return it->second;
@@ -121,7 +179,8 @@ Status DurableState::ResetKeepingIds() {
   DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
   state_ = std::move(empty.value());
   ++stats_.snapshots;
-  return Status::Ok();
+  // The forgotten closures' stored results go too.
+  return DropUnheldResults();
 }
 
 kj::Promise<void> DurableState::Barrier() {
@@ -175,6 +234,7 @@ void DurableState::CommitPass() {
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
   batch_.Clear();
   pending_datasets_.clear();
+  pending_results_.clear();
   KJ_IF_MAYBE(fulfiller, batch_committed_) { (*fulfiller)->fulfill(); }
   batch_committed_ = nullptr;
   batch_committed_promise_ = nullptr;
@@ -211,6 +271,7 @@ void DurableState::FailStop(const Status& status) {
   batch_committed_promise_ = nullptr;
   batch_.Clear();
   pending_datasets_.clear();
+  pending_results_.clear();
   if (on_fatal_) on_fatal_(status);
 }
 

@@ -46,6 +46,14 @@ Status Store::ValidateBatch(const Batch& batch) const {
           std::to_string(options_.max_dataset_bytes) + "; nothing of its batch was written");
     }
   }
+  for (const ResultPut& put : batch.result_puts()) {
+    if (put.bytes.size() > options_.max_result_bytes) {
+      return ResourceExhaustedError(
+          "the result of closure " + std::to_string(put.closure_id) + " is " +
+          std::to_string(put.bytes.size()) + " bytes, over the limit of " +
+          std::to_string(options_.max_result_bytes) + "; nothing of its batch was written");
+    }
+  }
   return Status::Ok();
 }
 
@@ -68,7 +76,7 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
     const uint64_t last_seq = first_seq + batch.record_count() - 1;
     return "committing " +
            (batch.record_count() > 0 ? "journal " + Range(first_seq, last_seq)
-                                     : std::string("dataset definitions")) +
+                                     : std::string("dataset definitions and results")) +
            " to " + db_path_ + " (" + step + ")";
   };
   int rc = begin_.Step();
@@ -95,6 +103,26 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
     put_dataset_.Reset();
     if (rc != SQLITE_DONE) {
       return SqliteStatus(db, rc, what("writing dataset " + QuoteKey(put.key)));
+    }
+  }
+  for (const ResultPut& put : batch.result_puts()) {
+    put_result_.BindInt(1, static_cast<int64_t>(put.closure_id));
+    put_result_.BindInt(2, ResultChecksum(put.closure_id, put.bytes));
+    put_result_.BindBlob(3, put.bytes);
+    rc = put_result_.Step();
+    put_result_.Reset();
+    if (rc != SQLITE_DONE) {
+      return SqliteStatus(db, rc,
+                          what("writing the result of closure " + std::to_string(put.closure_id)));
+    }
+  }
+  for (uint64_t closure_id : batch.result_deletes()) {
+    delete_result_.BindInt(1, static_cast<int64_t>(closure_id));
+    rc = delete_result_.Step();
+    delete_result_.Reset();
+    if (rc != SQLITE_DONE) {
+      return SqliteStatus(db, rc,
+                          what("deleting the result of closure " + std::to_string(closure_id)));
     }
   }
   rc = commit_.Step();
@@ -294,6 +322,60 @@ Result<std::string> Store::GetDataset(std::string_view key) {
                          std::to_string(computed) + ")");
   }
   return std::string(body);
+}
+
+Result<std::string> Store::GetResult(uint64_t closure_id) {
+  const std::string name = "the result of closure " + std::to_string(closure_id);
+  int64_t stored = 0;
+  int64_t size = 0;
+  {
+    ScopedReset reset(get_result_);
+    get_result_.BindInt(1, static_cast<int64_t>(closure_id));
+    const int rc = get_result_.Step();
+    if (rc == SQLITE_DONE) return NotFoundError(name + " is not in the result table of " + db_path_);
+    if (rc != SQLITE_ROW) return SqliteStatus(db_.get(), rc, "reading " + name + " from " + db_path_);
+    stored = get_result_.ColumnInt(0);
+    size = get_result_.ColumnInt(1);
+  }
+  // Straight into its final buffer: sqlite3_column_blob would first assemble
+  // a copy of a result that spans many overflow pages.
+  const std::string what = "reading " + name + " from " + db_path_;
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (size > 0) {
+    sqlite3_blob* raw = nullptr;
+    int rc = sqlite3_blob_open(db_.get(), "main", "result", "body",
+                               static_cast<sqlite3_int64>(closure_id), 0, &raw);
+    std::unique_ptr<sqlite3_blob, int (*)(sqlite3_blob*)> blob(raw, sqlite3_blob_close);
+    if (rc != SQLITE_OK) return SqliteStatus(db_.get(), rc, what);
+    if (sqlite3_blob_bytes(raw) != size) return DataLossError(what + ": its size changed while reading");
+    rc = sqlite3_blob_read(raw, bytes.data(), static_cast<int>(size), 0);
+    if (rc != SQLITE_OK) {
+      Status status = SqliteStatus(db_.get(), rc, what);
+      if (status.code() == StatusCode::kDataLoss) return DataLossError(name + " is damaged: " + status.message());
+      return status;
+    }
+  }
+  const uint32_t computed = ResultChecksum(closure_id, bytes);
+  if (stored != static_cast<int64_t>(computed)) {
+    return DataLossError(name + " in " + db_path_ + " fails its checksum (stored " +
+                         std::to_string(stored) + ", computed " + std::to_string(computed) +
+                         "): the stored result is damaged");
+  }
+  return bytes;
+}
+
+Result<std::vector<uint64_t>> Store::ListResults() {
+  std::vector<uint64_t> ids;
+  ScopedReset reset(list_results_);
+  while (true) {
+    const int rc = list_results_.Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      return SqliteStatus(db_.get(), rc, "listing the stored closure results of " + db_path_);
+    }
+    ids.push_back(static_cast<uint64_t>(list_results_.ColumnInt(0)));
+  }
+  return ids;
 }
 
 }  // namespace dispatch::storage
