@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "bench/registry.h"
-#include "clients/builtin_functions.h"
+#include "clients/pattern_bytes.h"
 #include "common/flag_parser.h"
 #include "tests/integration/client_loop.h"
 #include "tests/support/dispatcher_process.h"

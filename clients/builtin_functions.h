@@ -4,19 +4,13 @@
 // them for --help; RegisterBuiltinFunctions adds them all to an agent.
 #pragma once
 
-#include <cstdint>
-#include <string>
-
+#include "clients/pattern_bytes.h"
 #include "clients/worker_agent.h"
 #include "common/status.h"
 
 namespace dispatch::clients {
 
 extern const char kBuiltinFunctionsHelp[];
-
-// What `bytes N:SEED` returns: N bytes, a pattern fixed by SEED, so that a
-// test can check every byte of a large result without holding a copy.
-std::string PatternBytes(uint64_t n, uint64_t seed);
 
 // REQUIRES: before agent.Start().
 Status RegisterBuiltinFunctions(WorkerAgent& agent);

@@ -188,6 +188,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
   uint32_t ignored = 0;
   std::set<uint64_t> seen;
   std::vector<rpc::ClosureReport::Reader> results;
+  std::vector<capnp::Data::Reader> result_bytes;  // results[i]'s bytes
   for (rpc::ClosureReport::Reader report : reports) {
     const state::Closure* closure = state().FindClosure(report.getClosureId());
     if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
@@ -198,7 +199,10 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     }
     switch (report.which()) {
       case rpc::ClosureReport::RESULT: {
-        const size_t size = report.getResult().size();
+        // Read once: every read of a Data field counts against the
+        // message's traversal limit, and a result may be half of it.
+        capnp::Data::Reader bytes = report.getResult();
+        const size_t size = bytes.size();
         if (size > options_.max_result_bytes) {
           // Refused here too (a worker that ignores the limit it was told),
           // never journaled: the closure fails with the limit in its error.
@@ -210,6 +214,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
           break;
         }
         results.push_back(report);
+        result_bytes.push_back(bytes);
         break;
       }
       case rpc::ClosureReport::USER_ERROR: {
@@ -244,7 +249,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
       update.setTimeMicros(durable_.NowMicros());
       auto list = update.initClosureBatch().initFinished(static_cast<unsigned>(end - begin));
       for (size_t i = begin; i < end; ++i) {
-        auto bytes = results[i].getResult();
+        capnp::Data::Reader bytes = result_bytes[i];
         auto item = list[static_cast<unsigned>(i - begin)];
         item.setClosureId(results[i].getClosureId());
         item.setWorkerId(worker_id);
@@ -255,7 +260,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
       }
       DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
       for (size_t i = begin; i < end; ++i) {
-        auto bytes = results[i].getResult();
+        capnp::Data::Reader bytes = result_bytes[i];
         durable_.PutResult(results[i].getClosureId(),
                            std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
       }

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "clients/builtin_functions.h"
+#include "clients/pattern_bytes.h"
 #include "clients/worker_agent.h"
 #include "tests/closures/closure_test_support.h"
 #include "tests/integration/client_loop.h"
