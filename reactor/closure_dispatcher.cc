@@ -261,6 +261,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
       DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
       for (size_t i = begin; i < end; ++i) {
         capnp::Data::Reader bytes = result_bytes[i];
+        if (bytes.size() == 0) continue;  // an empty result needs no row
         durable_.PutResult(results[i].getClosureId(),
                            std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
       }
@@ -600,7 +601,7 @@ void ClosureDispatcher::FlushReleases() {
     const state::Closure* closure = state().FindClosure(id);
     if (closure != nullptr && state::IsClosureDone(closure->state)) {
       release.push_back(id);
-      if (closure->result_stored) stored.push_back(id);
+      if (closure->result_stored && closure->result_size > 0) stored.push_back(id);
     }
   }
   pending_releases_.clear();

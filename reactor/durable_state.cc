@@ -110,6 +110,7 @@ void DurableState::DeleteResult(uint64_t closure_id) {
 
 Result<std::string> DurableState::GetResult(const state::Closure& closure) {
   if (!closure.result_stored) return closure.result;
+  if (closure.result_size == 0) return std::string();  // empty results have no row
   const std::string name = "the result of closure " + std::to_string(closure.id);
   Result<std::string> bytes = [&]() -> Result<std::string> {
     auto pending = pending_results_.find(closure.id);
@@ -142,7 +143,7 @@ Status DurableState::DropUnheldResults() {
   if (!ids.ok()) return ids.status();
   for (uint64_t id : *ids) {
     const state::Closure* closure = state_.FindClosure(id);
-    if (closure != nullptr && closure->result_stored) continue;
+    if (closure != nullptr && closure->result_stored && closure->result_size > 0) continue;
     batch_.DeleteResult(id);
     ++stats_.unheld_results_dropped;
   }

@@ -257,7 +257,7 @@ struct ClosureFinished {
   # holds only `resultSize` and `resultCrc`: the bytes are in storage's result
   # table under `closureId`, written in the same transaction as this update
   # and deleted in the transaction of the closure's release (ClosureReleased
-  # or a `released` batch).
+  # or a `released` batch). An empty result (`resultSize` 0) has no row.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
