@@ -37,7 +37,7 @@ struct ClosureOptions {
   // Workers are told it in every heartbeat reply and turn a larger result
   // into that error themselves, so they never send a message the connection
   // limit (--max-message-bytes) would refuse. Must leave room in a message:
-  // at most max_message_bytes - 1 MiB.
+  // at most half of max_message_bytes (the flag's 0 picks 32 MiB or that).
   uint64_t max_result_bytes = 32ull << 20;
   // Result bytes one `awaitResults` or `getOutcomes` reply carries: outcomes
   // are added while they fit (the first always goes, whatever its size).

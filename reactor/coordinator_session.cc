@@ -28,14 +28,14 @@ void FillOutcome(DurableState& durable, const state::Closure& closure,
   out.setState(closure.state);
   out.setAttempts(closure.attempts);
   if (closure.state == state::ClosureState::FINISHED) {
-    Result<std::string> result = durable.GetResult(closure);
-    if (result.ok()) {
-      out.setResult(state::AsData(*result));
-    } else {
-      Log(LogLevel::kError, "not serving closure ", closure.id, ": ",
-          result.status().ToString().c_str());
+    // Read straight into the reply (on an error it holds zeros).
+    auto data = out.initResult(static_cast<unsigned>(DurableState::ResultSize(closure)));
+    Status read = durable.ReadResult(closure, reinterpret_cast<char*>(data.begin()));
+    if (!read.ok()) {
+      Log(LogLevel::kError, "not serving closure ", closure.id, ": ", read.ToString().c_str());
+      out.disownResult();
       out.setState(state::ClosureState::FAILED);
-      out.setError(result.status().ToString());
+      out.setError(read.ToString());
     }
   }
   if (closure.state == state::ClosureState::FAILED) {

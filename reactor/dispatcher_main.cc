@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include <algorithm>
+
 #include <kj/debug.h>
 
 #include "common/address.h"
@@ -144,10 +146,11 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  &c.max_closures_per_call, 1, 1u << 20);
   parser.AddUint("max-results-per-call", "most closure outcomes one awaitResults reply carries",
                  &c.max_results_per_call, 1, 1u << 20);
+  c.max_result_bytes = 0;  // auto, resolved in Main once --max-message-bytes is known
   parser.AddUint("max-result-bytes",
                  "largest closure result accepted; a larger one fails its closure with an error "
-                 "naming this limit (workers learn it in heartbeat replies). At most "
-                 "--max-message-bytes minus 1 MiB",
+                 "naming this limit (workers learn it in heartbeat replies). At most half of "
+                 "--max-message-bytes; 0: 32 MiB or that half, whichever is smaller",
                  &c.max_result_bytes, 0, 1ull << 30);
   parser.AddUint("max-result-bytes-per-call",
                  "result bytes one awaitResults or getOutcomes reply carries (the first outcome "
@@ -181,15 +184,18 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(*level);
-  const uint64_t max_result = flags.options.data.closures.max_result_bytes;
+  // A result travels in one message (a report, a reply) with other reports
+  // or outcomes: half of the message limit leaves room for them.
+  uint64_t& max_result = flags.options.data.closures.max_result_bytes;
   const uint64_t max_message = flags.options.limits.max_message_bytes;
-  if (max_result + (1u << 20) > max_message) {
+  if (max_result == 0) max_result = std::min<uint64_t>(32ull << 20, max_message / 2);
+  if (max_result > max_message / 2) {
     fprintf(stderr,
             "dispatcher: --max-result-bytes=%llu leaves no room in a message of "
-            "--max-message-bytes=%llu: it must be at most %llu (1 MiB less)\n",
+            "--max-message-bytes=%llu: it must be at most half of it, %llu\n",
             static_cast<unsigned long long>(max_result),
             static_cast<unsigned long long>(max_message),
-            static_cast<unsigned long long>(max_message > (1u << 20) ? max_message - (1u << 20) : 0));
+            static_cast<unsigned long long>(max_message / 2));
     return 2;
   }
   if (Result<std::string> address = ToKjAddress(flags.options.listen); !address.ok()) {

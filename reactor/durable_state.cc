@@ -3,6 +3,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <kj/debug.h>
 
@@ -109,33 +110,51 @@ void DurableState::DeleteResult(uint64_t closure_id) {
 }
 
 Result<std::string> DurableState::GetResult(const state::Closure& closure) {
-  if (!closure.result_stored) return closure.result;
-  if (closure.result_size == 0) return std::string();  // empty results have no row
-  const std::string name = "the result of closure " + std::to_string(closure.id);
-  Result<std::string> bytes = [&]() -> Result<std::string> {
-    auto pending = pending_results_.find(closure.id);
-    if (pending != pending_results_.end()) return batch_.result_puts()[pending->second].bytes;
-    return store_.GetResult(closure.id);
-  }();
-  if (!bytes.ok()) {
-    ++stats_.results_damaged;
-    if (bytes.status().code() == StatusCode::kNotFound) {
-      return DataLossError(name + " is missing from the result table of " + store_.db_path() +
-                           " although the journal says it is stored");
-    }
-    return bytes.status();
+  std::string bytes(ResultSize(closure), '\0');
+  DISPATCH_RETURN_IF_ERROR(ReadResult(closure, bytes.data()));
+  return bytes;
+}
+
+Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
+  const uint64_t size = ResultSize(closure);
+  if (!closure.result_stored) {
+    std::memcpy(dest, closure.result.data(), size);
+    return Status::Ok();
   }
-  if (bytes->size() != closure.result_size || Crc32c(*bytes) != closure.result_crc) {
+  if (size == 0) return Status::Ok();  // empty results have no row
+  const std::string name = "the result of closure " + std::to_string(closure.id);
+  Status status;
+  auto pending = pending_results_.find(closure.id);
+  if (pending != pending_results_.end()) {
+    const std::string& bytes = batch_.result_puts()[pending->second].bytes;
+    if (bytes.size() == size) {
+      std::memcpy(dest, bytes.data(), size);
+    } else {
+      status = InternalError(name + " put in this pass has another size than its record");
+    }
+  } else {
+    status = store_.ReadResult(closure.id, dest, size);
+    if (status.code() == StatusCode::kNotFound) {
+      status = DataLossError(name + " is missing from the result table of " + store_.db_path() +
+                             " although the journal says it is stored");
+    }
+  }
+  if (status.ok()) {
+    const uint32_t crc = Crc32c(dest, size);
+    if (crc != closure.result_crc) {
+      std::memset(dest, 0, size);
+      status = DataLossError(name + " in " + store_.db_path() + " has CRC32C " +
+                             std::to_string(crc) + ", but the journal recorded " +
+                             std::to_string(closure.result_crc) + ": not served");
+    }
+  }
+  if (!status.ok()) {
     ++stats_.results_damaged;
-    return DataLossError(name + " in " + store_.db_path() + " is " +
-                         std::to_string(bytes->size()) + " bytes with CRC32C " +
-                         std::to_string(Crc32c(*bytes)) + ", but the journal recorded " +
-                         std::to_string(closure.result_size) + " bytes with CRC32C " +
-                         std::to_string(closure.result_crc) + ": not served");
+    return status;
   }
   ++stats_.results_read;
-  stats_.result_bytes_read += bytes->size();
-  return bytes;
+  stats_.result_bytes_read += size;
+  return Status::Ok();
 }
 
 Status DurableState::DropUnheldResults() {

@@ -93,6 +93,13 @@ class DurableState {
   // CRC32C the state holds. A missing, damaged or mismatched stored result is
   // DataLoss naming the closure: damaged bytes are never returned.
   Result<std::string> GetResult(const state::Closure& closure);
+  // The same, copied straight into `dest`, which has room for exactly
+  // ResultSize(closure) bytes (a reply's own buffer: one copy, no string in
+  // between). On an error `dest` holds zeros.
+  Status ReadResult(const state::Closure& closure, char* dest);
+  static uint64_t ResultSize(const state::Closure& closure) {
+    return closure.result_stored ? closure.result_size : closure.result.size();
+  }
 
   // Forgets the whole state but keeps every next-id counter (ids are never
   // reused), by writing a snapshot of that empty state over the journal.

@@ -3,6 +3,7 @@
 // SQLite failure after validation is fail-stop (see FailStop).
 #include "storage/store.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -325,9 +326,30 @@ Result<std::string> Store::GetDataset(std::string_view key) {
 }
 
 Result<std::string> Store::GetResult(uint64_t closure_id) {
+  int64_t size = 0;
+  {
+    ScopedReset reset(get_result_);
+    get_result_.BindInt(1, static_cast<int64_t>(closure_id));
+    const int rc = get_result_.Step();
+    if (rc == SQLITE_DONE) {
+      return NotFoundError("the result of closure " + std::to_string(closure_id) +
+                           " is not in the result table of " + db_path_);
+    }
+    if (rc != SQLITE_ROW) {
+      return SqliteStatus(db_.get(), rc,
+                          "reading the result of closure " + std::to_string(closure_id));
+    }
+    size = get_result_.ColumnInt(1);
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  DISPATCH_RETURN_IF_ERROR(ReadResult(closure_id, bytes.data(), bytes.size()));
+  return bytes;
+}
+
+Status Store::ReadResult(uint64_t closure_id, char* dest, size_t size) {
   const std::string name = "the result of closure " + std::to_string(closure_id);
   int64_t stored = 0;
-  int64_t size = 0;
+  int64_t stored_size = 0;
   {
     ScopedReset reset(get_result_);
     get_result_.BindInt(1, static_cast<int64_t>(closure_id));
@@ -335,33 +357,45 @@ Result<std::string> Store::GetResult(uint64_t closure_id) {
     if (rc == SQLITE_DONE) return NotFoundError(name + " is not in the result table of " + db_path_);
     if (rc != SQLITE_ROW) return SqliteStatus(db_.get(), rc, "reading " + name + " from " + db_path_);
     stored = get_result_.ColumnInt(0);
-    size = get_result_.ColumnInt(1);
+    stored_size = get_result_.ColumnInt(1);
   }
-  // Straight into its final buffer: sqlite3_column_blob would first assemble
-  // a copy of a result that spans many overflow pages.
+  if (stored_size != static_cast<int64_t>(size)) {
+    return DataLossError(name + " in " + db_path_ + " is " + std::to_string(stored_size) +
+                         " bytes, not the " + std::to_string(size) + " bytes expected");
+  }
+  // Straight into the caller's buffer with incremental blob I/O:
+  // sqlite3_column_blob would first assemble a copy of a result that spans
+  // many overflow pages.
   const std::string what = "reading " + name + " from " + db_path_;
-  std::string bytes(static_cast<size_t>(size), '\0');
+  auto fail = [&](Status status) {
+    std::memset(dest, 0, size);
+    return status;
+  };
   if (size > 0) {
     sqlite3_blob* raw = nullptr;
     int rc = sqlite3_blob_open(db_.get(), "main", "result", "body",
                                static_cast<sqlite3_int64>(closure_id), 0, &raw);
     std::unique_ptr<sqlite3_blob, int (*)(sqlite3_blob*)> blob(raw, sqlite3_blob_close);
-    if (rc != SQLITE_OK) return SqliteStatus(db_.get(), rc, what);
-    if (sqlite3_blob_bytes(raw) != size) return DataLossError(what + ": its size changed while reading");
-    rc = sqlite3_blob_read(raw, bytes.data(), static_cast<int>(size), 0);
+    if (rc != SQLITE_OK) return fail(SqliteStatus(db_.get(), rc, what));
+    if (sqlite3_blob_bytes(raw) != static_cast<int>(size)) {
+      return fail(DataLossError(what + ": its size changed while reading"));
+    }
+    rc = sqlite3_blob_read(raw, dest, static_cast<int>(size), 0);
     if (rc != SQLITE_OK) {
       Status status = SqliteStatus(db_.get(), rc, what);
-      if (status.code() == StatusCode::kDataLoss) return DataLossError(name + " is damaged: " + status.message());
-      return status;
+      if (status.code() == StatusCode::kDataLoss) {
+        status = DataLossError(name + " is damaged: " + status.message());
+      }
+      return fail(status);
     }
   }
-  const uint32_t computed = ResultChecksum(closure_id, bytes);
+  const uint32_t computed = ResultChecksum(closure_id, std::string_view(dest, size));
   if (stored != static_cast<int64_t>(computed)) {
-    return DataLossError(name + " in " + db_path_ + " fails its checksum (stored " +
-                         std::to_string(stored) + ", computed " + std::to_string(computed) +
-                         "): the stored result is damaged");
+    return fail(DataLossError(name + " in " + db_path_ + " fails its checksum (stored " +
+                              std::to_string(stored) + ", computed " + std::to_string(computed) +
+                              "): the stored result is damaged"));
   }
-  return bytes;
+  return Status::Ok();
 }
 
 Result<std::vector<uint64_t>> Store::ListResults() {

@@ -146,6 +146,10 @@ class Store {
   // none; DataLoss naming the closure when its checksum fails. Never returns
   // damaged bytes.
   Result<std::string> GetResult(uint64_t closure_id);
+  // The same, read straight into `dest`, which has room for exactly `size`
+  // bytes (the size the caller expects): a row of another size is DataLoss
+  // naming the closure, as is a failed checksum, and then `dest` is zeroed.
+  Status ReadResult(uint64_t closure_id, char* dest, size_t size);
   // Ids of every stored result, in order (start-up drops the ones the state
   // does not hold, e.g. after a reset).
   Result<std::vector<uint64_t>> ListResults();
