@@ -37,6 +37,7 @@ struct ResultsFlags {
   std::string function = "bytes";  // or echo: the args are the result (and are held too)
   std::string dispatcher_binary = testing::DispatcherBinary();
   std::string synchronous = "normal";
+  std::string restart = "true";  // kill -9 and recover before fetching
 };
 
 double MiB(uint64_t bytes) { return bytes / 1048576.0; }
@@ -100,6 +101,10 @@ int RunResultsBench(int argc, char** argv) {
   parser.AddString("dispatcher-binary", "PATH", "the dispatcher to measure",
                    &flags.dispatcher_binary);
   parser.AddString("synchronous", "MODE", "the dispatcher's --synchronous", &flags.synchronous);
+  parser.AddString("restart", "BOOL",
+                   "true: kill -9 the dispatcher and restart it before fetching; false: fetch "
+                   "from the process that received the results",
+                   &flags.restart);
   ParseFlagsOrExit(parser, argc, argv);
 
   testing::TempDir dir;
@@ -148,9 +153,13 @@ int RunResultsBench(int argc, char** argv) {
   }
   const double run_seconds = Seconds(begin);
   const uint64_t rss_held = RssBytes(dispatcher.pid());
-  dispatcher.Kill9();
-  const double recovery_seconds = dispatcher.Start();
-  const uint64_t rss_recovered = RssBytes(dispatcher.pid());
+  double recovery_seconds = 0;
+  uint64_t rss_recovered = rss_held;
+  if (flags.restart != "false") {
+    dispatcher.Kill9();
+    recovery_seconds = dispatcher.Start();
+    rss_recovered = RssBytes(dispatcher.pid());
+  }
   const uint64_t held = flags.closures * flags.bytes;
   printf("\nresults: %llu closures x %llu bytes (%s) = %.1f MiB held, dispatcher %s\n",
          static_cast<unsigned long long>(flags.closures),
