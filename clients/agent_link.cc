@@ -174,6 +174,7 @@ void AgentLink::OnHeartbeatReply(rpc::WorkerHeartbeatResponse::Reader response) 
   }
   incarnation_ = incarnation;
   worker_id_ = response.getWorkerId();
+  max_result_bytes_ = response.getMaxResultBytes();
   uint32_t wanted = response.getHeartbeatIntervalMillis();
   interval_ms_ = wanted > 0 ? std::min(options_.heartbeat_interval_ms, wanted)
                             : options_.heartbeat_interval_ms;

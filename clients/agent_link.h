@@ -58,6 +58,9 @@ class AgentLink {
   // still expects reports for).
   uint64_t session() const { return session_; }
   uint64_t dispatcher_incarnation() const { return incarnation_; }
+  // The largest closure result the dispatcher accepts, from its last
+  // heartbeat reply (0: not known).
+  uint64_t max_result_bytes() const { return max_result_bytes_; }
 
   // True for failures a retry on the next connection can fix: a dropped
   // connection, a timeout, an Unavailable or overloaded dispatcher.
@@ -87,6 +90,7 @@ class AgentLink {
   uint64_t worker_id_ = 0;
   uint64_t session_ = 0;
   uint64_t incarnation_ = 0;
+  uint64_t max_result_bytes_ = 0;
   uint64_t interval_ms_;
   uint64_t failures_in_a_row_ = 0;
   bool heartbeat_requested_ = false;

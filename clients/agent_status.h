@@ -40,6 +40,8 @@ struct WorkerAgentStatus {
   uint64_t closure_reports_sent = 0;     // outcomes in those calls
   uint64_t closure_reports_ignored = 0;  // of which the dispatcher ignored (stale)
   uint64_t closure_reports_dropped = 0;  // not reported: their connection had ended
+  uint64_t closure_results_over_limit = 0;  // results over the dispatcher's limit, sent as errors
+  uint64_t closure_report_splits = 0;    // report batches split to fit the result byte limit
   uint64_t resources_built = 0;          // per-worker resource components built
   std::vector<uint64_t> tasks;           // task ids the agent holds, sorted
   std::string last_error;                // the latest connection or call failure

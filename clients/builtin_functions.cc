@@ -26,7 +26,9 @@ const char kBuiltinFunctionsHelp[] =
     "  make_resource  a per-worker resource builder: returns \"ARGS@ADDRESS#PID\"\n"
     "  log_resource   a per-worker resource builder: appends \"ADDRESS#PID\" to the file\n"
     "                 ARGS (a line per build) and returns it\n"
-    "  use_resource   returns the per-worker components it received, joined by ';'\n";
+    "  use_resource   returns the per-worker components it received, joined by ';'\n"
+    "  bytes          args = N or N:SEED; returns N bytes (at most 1 GiB) of a pattern\n"
+    "                 fixed by SEED (for tests of large results)\n";
 
 namespace {
 
@@ -93,6 +95,21 @@ ClosureOutput UseResource(const ClosureCall& call) {
   return ClosureOutput::Result(joined);
 }
 
+ClosureOutput Bytes(const ClosureCall& call) {
+  std::string_view args = call.args();
+  const size_t colon = args.find(':');
+  Result<uint64_t> n = ParseDecimal(args.substr(0, colon), "bytes's N");
+  if (!n.ok()) return ClosureOutput::UserError(n.status().message());
+  uint64_t seed = 0;
+  if (colon != std::string_view::npos) {
+    Result<uint64_t> parsed = ParseDecimal(args.substr(colon + 1), "bytes's SEED");
+    if (!parsed.ok()) return ClosureOutput::UserError(parsed.status().message());
+    seed = *parsed;
+  }
+  if (*n > (1ull << 30)) return ClosureOutput::UserError("bytes's N must be at most 1 GiB");
+  return ClosureOutput::Result(PatternBytes(*n, seed));
+}
+
 }  // namespace
 
 Status RegisterBuiltinFunctions(WorkerAgent& agent) {
@@ -131,6 +148,7 @@ Status RegisterBuiltinFunctions(WorkerAgent& agent) {
   }));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("log_resource", LogResource));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("use_resource", UseResource, inline_options));
+  DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("bytes", Bytes));
   return Status::Ok();
 }
 

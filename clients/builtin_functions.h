@@ -4,6 +4,7 @@
 // them for --help; RegisterBuiltinFunctions adds them all to an agent.
 #pragma once
 
+#include "clients/pattern_bytes.h"
 #include "clients/worker_agent.h"
 #include "common/status.h"
 

@@ -3,6 +3,7 @@
 #include <kj/debug.h>
 
 #include <exception>
+#include <iterator>
 
 #include "common/log.h"
 #include "reactor/uvkj/uv_handle.h"
@@ -28,6 +29,32 @@ class ClosureRunner::Call final : public ClosureCall {
   const std::string& address_;
   const ClosureExecutor& executor_;
 };
+
+namespace {
+
+constexpr size_t kMaxErrorTextBytes = 64 << 10;  // as the dispatcher keeps them
+
+}  // namespace
+
+void ClosureRunner::LimitOutcome(Outcome& outcome, uint64_t max_result_bytes) {
+  std::string& data = outcome.output.mutable_data();
+  if (outcome.output.ok()) {
+    if (max_result_bytes == 0 || data.size() <= max_result_bytes) return;
+    const size_t size = data.size();
+    outcome.output = ClosureOutput::UserError(
+        "the result of closure " + std::to_string(outcome.closure_id) + " is " +
+        std::to_string(size) + " bytes, over the dispatcher's limit of " +
+        std::to_string(max_result_bytes) +
+        " bytes (--max-result-bytes); not retried: it would be as large again");
+    board_.Update([](WorkerAgentStatus& s) { ++s.closure_results_over_limit; });
+    return;
+  }
+  if (data.size() > kMaxErrorTextBytes) {
+    const size_t cut = data.size() - kMaxErrorTextBytes;
+    data.resize(kMaxErrorTextBytes);
+    data += "... (" + std::to_string(cut) + " more bytes cut)";
+  }
+}
 
 namespace {
 
@@ -240,6 +267,29 @@ void ClosureRunner::Flush() {
       }));
     }
     return;
+  }
+  // What the dispatcher would refuse is not sent: a result over its limit
+  // becomes the error it would make of it (sending it could even cross the
+  // connection's message limit and cost the connection), and error texts are
+  // cut as it would cut them. Then the call takes reports while their bytes
+  // fit in the same limit (the first always goes); the rest wait for the
+  // next call, which follows this one's reply.
+  const uint64_t limit = link_->max_result_bytes();
+  const uint64_t budget = limit > 0 ? limit : kDefaultReportBytes;
+  uint64_t bytes = 0;
+  size_t take = 0;
+  for (Outcome& outcome : batch) {
+    LimitOutcome(outcome, limit);
+    const uint64_t size = outcome.output.data().size() + kReportOverheadBytes;
+    if (take > 0 && (bytes + size > budget || take >= kMaxReportsPerCall)) break;
+    bytes += size;
+    ++take;
+  }
+  if (take < batch.size()) {
+    unreported_.insert(unreported_.begin(), std::make_move_iterator(batch.begin() + take),
+                       std::make_move_iterator(batch.end()));
+    batch.erase(batch.begin() + static_cast<long>(take), batch.end());
+    board_.Update([](WorkerAgentStatus& s) { ++s.closure_report_splits; });
   }
   auto request = link_->dispatcher().reportClosuresRequest();
   request.setWorkerId(link_->worker_id());

@@ -4,7 +4,9 @@
 // registered so), after this process built the per-worker resources it
 // lists. Outcomes come back to the loop and go to the dispatcher in batches:
 // everything that completed before the loop got to them travels in one
-// reportClosures call, one call in flight at a time. An outcome of a closure
+// reportClosures call, one call in flight at a time, split so that no call
+// carries more result bytes than the dispatcher accepts; a result over its
+// limit is reported as the error naming the limit instead. An outcome of a closure
 // received on an earlier connection is dropped, not reported: the dispatcher
 // put that closure back in its queue when the connection ended.
 #pragma once
@@ -78,6 +80,16 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   void Finish(Outcome outcome);
   void ScheduleFlush();
   void Flush();
+  // Turns a result over `max_result_bytes` (0: no limit known) into the user
+  // error the dispatcher would make of it, and cuts long error texts.
+  void LimitOutcome(Outcome& outcome, uint64_t max_result_bytes);
+
+  // One reportClosures call carries at most this many reports, and result
+  // and error bytes up to the dispatcher's max result bytes (this when it
+  // did not say), counting each report as this much more.
+  static constexpr size_t kMaxReportsPerCall = 8192;
+  static constexpr uint64_t kDefaultReportBytes = 32ull << 20;
+  static constexpr uint64_t kReportOverheadBytes = 64;
   void taskFailed(kj::Exception&& exception) override;
 
   const WorkerAgentOptions& options_;

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "reactor/coordinator_session.h"
 #include "reactor/record_budget.h"
@@ -18,7 +19,23 @@ namespace {
 
 std::string Name(uint64_t closure_id) { return "closure " + std::to_string(closure_id); }
 
+// Error texts from workers are kept (journaled, held, returned) up to this
+// size; the rest is cut with a note, so no report can make a record too big.
+constexpr size_t kMaxErrorTextBytes = 64 << 10;
+
 }  // namespace
+
+std::string BoundedErrorText(std::string_view text) {
+  if (text.size() <= kMaxErrorTextBytes) return std::string(text);
+  return std::string(text.substr(0, kMaxErrorTextBytes)) + "... (" +
+         std::to_string(text.size() - kMaxErrorTextBytes) + " more bytes cut)";
+}
+
+std::string ResultOverLimitError(uint64_t closure_id, uint64_t size, uint64_t limit) {
+  return "the result of closure " + std::to_string(closure_id) + " is " + std::to_string(size) +
+         " bytes, over the dispatcher's limit of " + std::to_string(limit) +
+         " bytes (--max-result-bytes); not retried: it would be as large again";
+}
 
 void ClosureDispatcher::ErrorHandler::taskFailed(kj::Exception&& exception) {
   Log(LogLevel::kWarning, "closure dispatch task failed: ", exception.getDescription());
@@ -176,6 +193,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
   uint32_t ignored = 0;
   std::set<uint64_t> seen;
   std::vector<rpc::ClosureReport::Reader> results;
+  std::vector<capnp::Data::Reader> result_bytes;  // results[i]'s bytes
   for (rpc::ClosureReport::Reader report : reports) {
     const state::Closure* closure = state().FindClosure(report.getClosureId());
     if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
@@ -185,45 +203,78 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
       continue;
     }
     switch (report.which()) {
-      case rpc::ClosureReport::RESULT:
+      case rpc::ClosureReport::RESULT: {
+        // Read once: every read of a Data field counts against the
+        // message's traversal limit, and a result may be half of it.
+        capnp::Data::Reader bytes = report.getResult();
+        const size_t size = bytes.size();
+        if (size > options_.max_result_bytes) {
+          // Refused here too (a worker that ignores the limit it was told),
+          // never journaled: the closure fails with the limit in its error.
+          ++counters_.results_over_limit;
+          DISPATCH_RETURN_IF_ERROR(Fail(closure->id, worker_id, closure->attempts,
+                                        ResultOverLimitError(closure->id, size,
+                                                             options_.max_result_bytes),
+                                        true));
+          break;
+        }
         results.push_back(report);
+        result_bytes.push_back(bytes);
         break;
+      }
       case rpc::ClosureReport::USER_ERROR: {
-        std::string message(View(report.getUserError()));
+        std::string message = BoundedErrorText(View(report.getUserError()));
         if (message.empty()) message = "the function failed without a message";
         DISPATCH_RETURN_IF_ERROR(Fail(closure->id, worker_id, closure->attempts, message, true));
         break;
       }
       case rpc::ClosureReport::TRANSIENT_ERROR:
-        DISPATCH_RETURN_IF_ERROR(Retry(*closure, true, std::string(View(report.getTransientError()))));
+        DISPATCH_RETURN_IF_ERROR(
+            Retry(*closure, true, BoundedErrorText(View(report.getTransientError()))));
         break;
       case rpc::ClosureReport::UNAVAILABLE: {
         auto slots = slots_.find(worker_id);
         if (slots != slots_.end()) slots->second.paused = true;
         DISPATCH_RETURN_IF_ERROR(Retry(*closure, false,
                                        "its worker is unavailable: " +
-                                           std::string(View(report.getUnavailable()))));
+                                           BoundedErrorText(View(report.getUnavailable()))));
         break;
       }
     }
   }
   if (!results.empty()) {
     FlushReleases();  // they share this pass's commit
-    capnp::MallocMessageBuilder message;
-    auto update = message.initRoot<journal::Update>();
-    update.setTimeMicros(durable_.NowMicros());
-    auto list = update.initClosureBatch().initFinished(static_cast<unsigned>(results.size()));
-    for (unsigned i = 0; i < results.size(); ++i) {
-      list[i].setClosureId(results[i].getClosureId());
-      list[i].setWorkerId(worker_id);
-      list[i].setAttempt(results[i].getAttempt());
-      list[i].setResult(results[i].getResult());
-    }
-    DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
-    counters_.results_accepted += results.size();
-    for (auto report : results) {
-      NotifyDone(state().FindClosure(report.getClosureId())->coordinator_id,
-                 report.getClosureId());
+    // The records carry only ids, sizes and checksums; the bytes go to the
+    // result table in the same transaction. Split so that no record grows
+    // with the length of a report list.
+    for (size_t begin = 0; begin < results.size(); begin += kMaxFinishedPerRecord) {
+      const size_t end = std::min(results.size(), begin + kMaxFinishedPerRecord);
+      capnp::MallocMessageBuilder message;
+      auto update = message.initRoot<journal::Update>();
+      update.setTimeMicros(durable_.NowMicros());
+      auto list = update.initClosureBatch().initFinished(static_cast<unsigned>(end - begin));
+      for (size_t i = begin; i < end; ++i) {
+        capnp::Data::Reader bytes = result_bytes[i];
+        auto item = list[static_cast<unsigned>(i - begin)];
+        item.setClosureId(results[i].getClosureId());
+        item.setWorkerId(worker_id);
+        item.setAttempt(results[i].getAttempt());
+        item.setResultStored(true);
+        item.setResultSize(bytes.size());
+        item.setResultCrc(Crc32c(bytes.begin(), bytes.size()));
+      }
+      DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+      for (size_t i = begin; i < end; ++i) {
+        capnp::Data::Reader bytes = result_bytes[i];
+        if (bytes.size() == 0) continue;  // an empty result needs no row
+        durable_.PutResult(results[i].getClosureId(),
+                           std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+      }
+      counters_.results_accepted += end - begin;
+      for (size_t i = begin; i < end; ++i) {
+        NotifyDone(state().FindClosure(results[i].getClosureId())->coordinator_id,
+                   results[i].getClosureId());
+      }
     }
   }
   counters_.reports_ignored += ignored;
@@ -624,9 +675,13 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
 void ClosureDispatcher::FlushReleases() {
   if (release_timer_ != nullptr) release_timer_->Stop();
   std::vector<uint64_t> release;
+  std::set<uint64_t> stored;  // their rows go in the release's transaction
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state().FindClosure(id);
-    if (closure != nullptr && state::IsClosureDone(closure->state)) release.push_back(id);
+    if (closure != nullptr && state::IsClosureDone(closure->state)) {
+      release.push_back(id);
+      if (closure->result_stored && closure->result_size > 0) stored.insert(id);
+    }
   }
   pending_releases_.clear();
   if (release.empty()) return;
@@ -640,6 +695,9 @@ void ClosureDispatcher::FlushReleases() {
     if (!status.ok()) {
       Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
       return;
+    }
+    for (size_t i = begin; i < end; ++i) {
+      if (stored.count(release[i]) != 0) durable_.DeleteResult(release[i]);
     }
     counters_.released += end - begin;
   }

@@ -19,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reactor/closure_options.h"
@@ -41,7 +42,13 @@ struct ClosureCounters {
   uint64_t released = 0;
   uint64_t pushes_failed = 0;
   uint64_t schedule_waits = 0;
+  uint64_t results_over_limit = 0;  // results refused as over max_result_bytes
 };
+
+// A worker's error text as kept: at most 64 KiB, the rest cut with a note.
+std::string BoundedErrorText(std::string_view text);
+// The error of a closure whose result of `size` bytes is over `limit`.
+std::string ResultOverLimitError(uint64_t closure_id, uint64_t size, uint64_t limit);
 
 class ClosureDispatcher {
  public:
@@ -169,6 +176,9 @@ class ClosureDispatcher {
   // with many slots gets several pushes rather than one past its limit.
   static constexpr size_t kMaxPushBytes = 16u << 20;
   static constexpr size_t kMaxPendingReleases = 4096;
+  // Items per `finished` record (about 40 bytes each: a record stays small
+  // however long the worker's report list is).
+  static constexpr size_t kMaxFinishedPerRecord = 8192;
   std::set<uint64_t> pending_releases_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;
   // Closures pushed under the current commit hold whose reports are awaited.

@@ -32,6 +32,18 @@ struct ClosureOptions {
   uint64_t max_closures_per_call = 65536;
   // Most outcomes one `awaitResults` reply carries.
   uint64_t max_results_per_call = 65536;
+  // Largest closure result accepted. A larger one fails its closure with an
+  // error naming this limit (not retried: it would be as large again).
+  // Workers are told it in every heartbeat reply and turn a larger result
+  // into that error themselves, so they never send a message the connection
+  // limit (--max-message-bytes) would refuse. Must leave room in a message:
+  // at most half of max_message_bytes (the flag's 0 picks 32 MiB or that).
+  uint64_t max_result_bytes = 32ull << 20;
+  // Result bytes one `awaitResults` or `getOutcomes` reply carries: outcomes
+  // are added while they fit (the first always goes, whatever its size).
+  // Results are read back from the store for each reply, so this bounds the
+  // memory a fetch takes as well as the reply.
+  uint64_t max_result_bytes_per_call = 16ull << 20;
 };
 
 }  // namespace dispatch::reactor

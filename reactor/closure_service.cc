@@ -58,6 +58,11 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setReleasedTotal(counters.released);
   stats.setPushesFailed(counters.pushes_failed);
   stats.setScheduleWaits(counters.schedule_waits);
+  stats.setResultsOverLimit(counters.results_over_limit);
+  const DurableStats& durable = data.durable().stats();
+  stats.setResultsStored(durable.results_stored);
+  stats.setResultsRead(durable.results_read);
+  stats.setResultsDamaged(durable.results_damaged);
   context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

@@ -2,6 +2,7 @@
 
 #include <kj/debug.h>
 
+#include "common/log.h"
 #include "reactor/closure_dispatcher.h"
 #include "reactor/service_util.h"
 #include "state/bytes.h"
@@ -9,11 +10,34 @@
 namespace dispatch::reactor {
 namespace {
 
-void FillOutcome(const state::Closure& closure, rpc::ClosureOutcome::Builder out) {
+// The bytes an outcome adds to a reply (its result or error).
+uint64_t OutcomeBytes(const state::Closure& closure) {
+  if (closure.state == state::ClosureState::FINISHED)
+    return closure.result_stored ? closure.result_size : closure.result.size();
+  if (closure.state == state::ClosureState::FAILED) return closure.error.size();
+  return 0;
+}
+
+// A finished closure's result is read back from the store here. One that
+// cannot be read intact is never served: the outcome says FAILED with the
+// DataLoss that names the closure (the state is left as it is; releasing the
+// closure drops the row).
+void FillOutcome(DurableState& durable, const state::Closure& closure,
+                 rpc::ClosureOutcome::Builder out) {
   out.setClosureId(closure.id);
   out.setState(closure.state);
   out.setAttempts(closure.attempts);
-  if (closure.state == state::ClosureState::FINISHED) out.setResult(state::AsData(closure.result));
+  if (closure.state == state::ClosureState::FINISHED) {
+    // Read straight into the reply (on an error it holds zeros).
+    auto data = out.initResult(static_cast<unsigned>(DurableState::ResultSize(closure)));
+    Status read = durable.ReadResult(closure, reinterpret_cast<char*>(data.begin()));
+    if (!read.ok()) {
+      Log(LogLevel::kError, "not serving closure ", closure.id, ": ", read.ToString().c_str());
+      out.disownResult();
+      out.setState(state::ClosureState::FAILED);
+      out.setError(read.ToString());
+    }
+  }
   if (closure.state == state::ClosureState::FAILED) {
     out.setError(closure.error);
     out.setUserError(closure.user_error);
@@ -90,15 +114,28 @@ void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max)
   const state::DispatcherState& state = Dispatcher().state();
   const uint64_t limit = Dispatcher().options().max_results_per_call;
   const uint64_t want = max == 0 ? limit : std::min<uint64_t>(max, limit);
+  // Bounded by bytes too: outcomes are added while their results fit in
+  // max_result_bytes_per_call (the first always goes); the rest wait for the
+  // next call.
+  const uint64_t budget = Dispatcher().options().max_result_bytes_per_call;
+  uint64_t bytes = 0;
   std::vector<const state::Closure*> out;
   while (!undelivered_.empty() && out.size() < want) {
     const state::Closure* closure = state.FindClosure(undelivered_.front());
+    if (closure == nullptr || !state::IsClosureDone(closure->state) ||
+        Dispatcher().ReleasePending(closure->id)) {
+      undelivered_.pop_front();  // released
+      continue;
+    }
+    const uint64_t size = OutcomeBytes(*closure);
+    if (!out.empty() && bytes + size > budget) break;
+    bytes += size;
+    out.push_back(closure);
     undelivered_.pop_front();
-    if (closure != nullptr && state::IsClosureDone(closure->state) && !Dispatcher().ReleasePending(closure->id))
-      out.push_back(closure);  // else released
   }
+  DurableState& durable = Dispatcher().durable();
   auto results = context.getResults().initResults(static_cast<unsigned>(out.size()));
-  for (unsigned i = 0; i < out.size(); ++i) FillOutcome(*out[i], results[i]);
+  for (unsigned i = 0; i < out.size(); ++i) FillOutcome(durable, *out[i], results[i]);
 }
 
 kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) {
@@ -175,8 +212,19 @@ kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
     }
     found.push_back(closure);
   }
+  // Every asked-for outcome goes in one reply, so its bytes must fit the
+  // per-call budget (one closure always may, whatever its size).
+  uint64_t bytes = 0;
+  for (const state::Closure* closure : found) bytes += OutcomeBytes(*closure);
+  const uint64_t budget = closures.options().max_result_bytes_per_call;
+  if (found.size() > 1 && bytes > budget) {
+    ThrowStatus(ResourceExhaustedError(
+        "getOutcomes of " + std::to_string(found.size()) + " closures would carry " +
+        std::to_string(bytes) + " bytes of results, over the limit of " + std::to_string(budget) +
+        " bytes per call (--max-result-bytes-per-call); ask for fewer closures at a time"));
+  }
   auto out = context.getResults().initOutcomes(static_cast<unsigned>(found.size()));
-  for (unsigned i = 0; i < found.size(); ++i) FillOutcome(*found[i], out[i]);
+  for (unsigned i = 0; i < found.size(); ++i) FillOutcome(closures.durable(), *found[i], out[i]);
   return closures.durable().Barrier();
 }
 

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include <algorithm>
+
 #include <kj/debug.h>
 
 #include "common/address.h"
@@ -150,6 +152,16 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  &c.max_closures_per_call, 1, 1u << 20);
   parser.AddUint("max-results-per-call", "most closure outcomes one awaitResults reply carries",
                  &c.max_results_per_call, 1, 1u << 20);
+  c.max_result_bytes = 0;  // auto, resolved in Main once --max-message-bytes is known
+  parser.AddUint("max-result-bytes",
+                 "largest closure result accepted; a larger one fails its closure with an error "
+                 "naming this limit (workers learn it in heartbeat replies). At most half of "
+                 "--max-message-bytes; 0: 32 MiB or that half, whichever is smaller",
+                 &c.max_result_bytes, 0, 1ull << 30);
+  parser.AddUint("max-result-bytes-per-call",
+                 "result bytes one awaitResults or getOutcomes reply carries (the first outcome "
+                 "always goes)",
+                 &c.max_result_bytes_per_call, 1, 1ull << 30);
   parser.AddUint("max-connections", "open connections allowed at once; more are refused",
                  &o.limits.max_connections, 1, 1000000);
   parser.AddUint("max-message-bytes", "largest message a peer may send", &o.limits.max_message_bytes,
@@ -193,6 +205,20 @@ int Main(int argc, char** argv) {
   }
   SetLogLevel(*level);
   KjLogRouter kj_log_router;  // errors we return to peers are not ours to log at info
+  // A result travels in one message (a report, a reply) with other reports
+  // or outcomes: half of the message limit leaves room for them.
+  uint64_t& max_result = flags.options.data.closures.max_result_bytes;
+  const uint64_t max_message = flags.options.limits.max_message_bytes;
+  if (max_result == 0) max_result = std::min<uint64_t>(32ull << 20, max_message / 2);
+  if (max_result > max_message / 2) {
+    fprintf(stderr,
+            "dispatcher: --max-result-bytes=%llu leaves no room in a message of "
+            "--max-message-bytes=%llu: it must be at most half of it, %llu\n",
+            static_cast<unsigned long long>(max_result),
+            static_cast<unsigned long long>(max_message),
+            static_cast<unsigned long long>(max_message / 2));
+    return 2;
+  }
   if (Result<std::string> address = ToKjAddress(flags.options.listen); !address.ok()) {
     fprintf(stderr, "dispatcher: %s\n", address.status().message().c_str());
     return 2;

@@ -67,6 +67,7 @@ Result<std::string> DispatcherServer::Start() {
   storage::StoreOptions store_options;
   store_options.work_dir = options_.work_dir;
   store_options.synchronous = options_.synchronous;
+  store_options.max_result_bytes = options_.data.closures.max_result_bytes;
   auto store = storage::Store::Open(store_options);
   if (!store.ok()) return store.status();
   store_ = std::move(store.value());

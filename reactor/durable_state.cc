@@ -3,10 +3,12 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <capnp/dynamic.h>
 #include <kj/debug.h>
 
+#include "common/checksum.h"
 #include "common/log.h"
 #include "common/rpc_status.h"
 #include "state/codec.h"
@@ -75,6 +77,7 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
   }
 
   DISPATCH_RETURN_IF_ERROR(self->Replay());
+  DISPATCH_RETURN_IF_ERROR(self->DropUnheldResults());
 
   auto checkpointer = store.NewCheckpointer();
   if (!checkpointer.ok()) return checkpointer.status();
@@ -141,6 +144,81 @@ void DurableState::PutDataset(std::string key, std::string definition) {
   batch_.PutDataset(std::move(key), std::move(definition));
 }
 
+void DurableState::PutResult(uint64_t closure_id, std::string bytes) {
+  ++stats_.results_stored;
+  stats_.result_bytes_stored += bytes.size();
+  pending_results_[closure_id] = batch_.result_puts().size();
+  batch_.PutResult(closure_id, std::move(bytes));
+}
+
+void DurableState::DeleteResult(uint64_t closure_id) {
+  pending_results_.erase(closure_id);
+  batch_.DeleteResult(closure_id);
+}
+
+Result<std::string> DurableState::GetResult(const state::Closure& closure) {
+  std::string bytes(ResultSize(closure), '\0');
+  DISPATCH_RETURN_IF_ERROR(ReadResult(closure, bytes.data()));
+  return bytes;
+}
+
+Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
+  const uint64_t size = ResultSize(closure);
+  if (!closure.result_stored) {
+    std::memcpy(dest, closure.result.data(), size);
+    return Status::Ok();
+  }
+  if (size == 0) return Status::Ok();  // empty results have no row
+  const std::string name = "the result of closure " + std::to_string(closure.id);
+  Status status;
+  auto pending = pending_results_.find(closure.id);
+  if (pending != pending_results_.end()) {
+    const std::string& bytes = batch_.result_puts()[pending->second].bytes;
+    if (bytes.size() == size) {
+      std::memcpy(dest, bytes.data(), size);
+    } else {
+      status = InternalError(name + " put in this pass has another size than its record");
+    }
+  } else {
+    status = store_.ReadResult(closure.id, dest, size);
+    if (status.code() == StatusCode::kNotFound) {
+      status = DataLossError(name + " is missing from the result table of " + store_.db_path() +
+                             " although the journal says it is stored");
+    }
+  }
+  if (status.ok()) {
+    const uint32_t crc = Crc32c(dest, size);
+    if (crc != closure.result_crc) {
+      std::memset(dest, 0, size);
+      status = DataLossError(name + " in " + store_.db_path() + " has CRC32C " +
+                             std::to_string(crc) + ", but the journal recorded " +
+                             std::to_string(closure.result_crc) + ": not served");
+    }
+  }
+  if (!status.ok()) {
+    ++stats_.results_damaged;
+    return status;
+  }
+  ++stats_.results_read;
+  stats_.result_bytes_read += size;
+  return Status::Ok();
+}
+
+Status DurableState::DropUnheldResults() {
+  auto ids = store_.ListResults();
+  if (!ids.ok()) return ids.status();
+  for (uint64_t id : *ids) {
+    const state::Closure* closure = state_.FindClosure(id);
+    if (closure != nullptr && closure->result_stored && closure->result_size > 0) continue;
+    batch_.DeleteResult(id);
+    ++stats_.unheld_results_dropped;
+  }
+  if (batch_.empty()) return Status::Ok();
+  Result<uint64_t> committed = store_.Commit(batch_);
+  batch_.Clear();
+  return committed.status();
+}
+
 Result<std::string> DurableState::GetDataset(const std::string& key) {
   auto it = pending_datasets_.find(key);
   if (it != pending_datasets_.end()) return it->second;
@@ -156,7 +234,8 @@ Status DurableState::ResetKeepingIds() {
   DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
   state_ = std::move(empty);
   ++stats_.snapshots;
-  return Status::Ok();
+  // The forgotten closures' stored results go too.
+  return DropUnheldResults();
 }
 
 kj::Promise<void> DurableState::Barrier() {
@@ -219,6 +298,7 @@ void DurableState::CommitPass() {
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
   batch_.Clear();
   pending_datasets_.clear();
+  pending_results_.clear();
   KJ_IF_MAYBE(fulfiller, batch_committed_) { (*fulfiller)->fulfill(); }
   batch_committed_ = nullptr;
   batch_committed_promise_ = nullptr;
@@ -255,6 +335,7 @@ void DurableState::FailStop(const Status& status) {
   batch_committed_promise_ = nullptr;
   batch_.Clear();
   pending_datasets_.clear();
+  pending_results_.clear();
   if (on_fatal_) on_fatal_(status);
 }
 

@@ -56,6 +56,12 @@ struct DurableStats {
   uint64_t recovery_micros = 0;  // time to load the snapshot and replay
   uint64_t refused_for_size = 0; // updates refused: larger than a journal record
   uint64_t early_commits = 0;    // commits made mid-pass at max_batch_bytes
+  uint64_t results_stored = 0;   // closure results written to the result table
+  uint64_t result_bytes_stored = 0;
+  uint64_t results_read = 0;     // stored results read back (fetches)
+  uint64_t result_bytes_read = 0;
+  uint64_t results_damaged = 0;  // reads refused as missing, damaged or mismatched
+  uint64_t unheld_results_dropped = 0;  // rows deleted at start-up (see DropUnheldResults)
 };
 
 class DurableState {
@@ -104,6 +110,26 @@ class DurableState {
   // yet, but the update naming them is applied), then the store.
   Result<std::string> GetDataset(const std::string& key);
 
+  // Stores a closure result in the same transaction as the pass's updates,
+  // under the closure's id. REQUIRES: the update finishing the closure with
+  // `resultStored` was submitted in this pass.
+  void PutResult(uint64_t closure_id, std::string bytes);
+  // Deletes a stored result in the same transaction as the pass's updates.
+  // REQUIRES: the update releasing the closure was submitted in this pass.
+  void DeleteResult(uint64_t closure_id);
+  // The result of a finished closure: its inline bytes, or the stored ones
+  // (this pass's puts first, then the store), checked against the size and
+  // CRC32C the state holds. A missing, damaged or mismatched stored result is
+  // DataLoss naming the closure: damaged bytes are never returned.
+  Result<std::string> GetResult(const state::Closure& closure);
+  // The same, copied straight into `dest`, which has room for exactly
+  // ResultSize(closure) bytes (a reply's own buffer: one copy, no string in
+  // between). On an error `dest` holds zeros.
+  Status ReadResult(const state::Closure& closure, char* dest);
+  static uint64_t ResultSize(const state::Closure& closure) {
+    return closure.result_stored ? closure.result_size : closure.result.size();
+  }
+
   // Forgets the whole state but keeps every next-id counter (ids are never
   // reused), by writing a snapshot of that empty state over the journal.
   // Used at start-up without fault-tolerant mode. REQUIRES: nothing pending.
@@ -151,6 +177,9 @@ class DurableState {
   DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options);
 
   Status Replay();
+  // Deletes stored results the state does not hold (left by a reset, which
+  // forgets closures without releasing them), in one transaction.
+  Status DropUnheldResults();
   void FailStop(const Status& status);
   // The refusal of an update whose record takes `bytes`; ok when it fits.
   Status CheckRecordBytes(journal::Update::Reader update, size_t bytes) const;
@@ -163,6 +192,8 @@ class DurableState {
   storage::Batch batch_;
   // Definitions put in this pass, readable before their commit.
   std::map<std::string, std::string> pending_datasets_;
+  // Results put in this pass: closure id -> index in batch_.result_puts().
+  std::map<uint64_t, size_t> pending_results_;
   // Replies parked on the current batch; fulfilled together after its commit.
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> batch_committed_;
   kj::Maybe<kj::ForkedPromise<void>> batch_committed_promise_;

@@ -116,6 +116,7 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   response.setIncarnation(data.incarnation());
   response.setHeartbeatIntervalMillis(
       static_cast<uint32_t>(data.options().worker_heartbeat_interval_ms));
+  response.setMaxResultBytes(data.options().closures.max_result_bytes);
   auto new_tasks = response.initNewTasks(static_cast<unsigned>(fresh.size()));
   for (size_t i = 0; i < fresh.size(); ++i)
     FillTaskInfo(state, data.options(), *fresh[i], new_tasks[i]);

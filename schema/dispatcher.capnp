@@ -106,6 +106,10 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # A worker's outcomes of closures pushed to it by runClosures. A report for
   # a closure not running on `workerId` as `attempt` (a late duplicate, or an
   # earlier incarnation of the worker) is ignored and counted, not an error.
+  # A result over the dispatcher's --max-result-bytes (told in every heartbeat
+  # reply) fails its closure with an error naming that limit, not retried;
+  # error texts are kept up to 64 KiB (the rest is cut with a note). Results
+  # are stored apart from the journal, in the same transaction.
 
   getClosureStats @21 () -> (stats :ClosureStats, incarnation :UInt64);
 }
@@ -127,10 +131,14 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
 
   awaitResults @1 (release :List(UInt64), maxResults :UInt32) -> (results :List(ClosureOutcome));
   # First releases `release` (finished, failed or cancelled closures whose
-  # outcome the caller holds; the dispatcher forgets them), then waits until
-  # this session has outcomes it has not returned yet and returns up to
-  # `maxResults` (0: all) of them. A new session starts with every outcome of
-  # the coordinator that is not released.
+  # outcome the caller holds; the dispatcher forgets them and deletes their
+  # stored results), then waits until this session has outcomes it has not
+  # returned yet and returns up to `maxResults` (0: all, up to the
+  # dispatcher's --max-results-per-call) of them, as many as fit in
+  # --max-result-bytes-per-call bytes of results (at least one). A new
+  # session starts with every outcome of the coordinator that is not
+  # released. A result the dispatcher cannot read back intact is never sent:
+  # its outcome comes as `failed` with a DataLoss error naming the closure.
 
   join @2 (wait :Bool) -> (done :Bool, error :ClosureError, unfinished :UInt64);
   # done: none of the coordinator's closures is queued or running. With
@@ -149,7 +157,9 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   getOutcomes @4 (closureIds :List(UInt64)) -> (outcomes :List(ClosureOutcome));
   # The current state (and outcome, when done) of each closure, without
   # waiting and without releasing. A closure that is unknown (never
-  # scheduled, or released) is NotFound naming it.
+  # scheduled, or released) is NotFound naming it. More than one closure
+  # whose results together exceed --max-result-bytes-per-call is
+  # ResourceExhausted naming the limit (ask for fewer at a time).
 }
 
 struct ClosureSpec @0xc973afec194526ae {
@@ -214,6 +224,12 @@ struct ClosureStats @0xe18a76620813c516 {
   releasedTotal @11 :UInt64;
   pushesFailed @12 :UInt64;
   scheduleWaits @13 :UInt64;     # schedule calls that waited for queue room
+  # Results: the dispatcher keeps finished closures' result bytes in its
+  # store, not in memory, and reads them back for each reply.
+  resultsOverLimit @14 :UInt64;  # results refused as over --max-result-bytes (closure failed)
+  resultsStored @15 :UInt64;     # results written to the store
+  resultsRead @16 :UInt64;       # results read back from the store for replies
+  resultsDamaged @17 :UInt64;    # stored results found missing or damaged: not served
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {
@@ -314,6 +330,13 @@ struct WorkerHeartbeatResponse @0xc2faba3584071f05 {
   tasksToDelete @2 :List(UInt64);
   incarnation @3 :UInt64;
   heartbeatIntervalMillis @4 :UInt32;  # how often the dispatcher wants to hear from it
+  maxResultBytes @5 :UInt64;
+  # The largest closure result the dispatcher accepts (its --max-result-bytes;
+  # 0: not said). A worker reports a larger result as a user error naming this
+  # limit instead of sending it (the dispatcher would fail the closure the same
+  # way), and keeps the result and error bytes of one reportClosures call
+  # within it (one report always goes), so no report crosses the connection's
+  # message limit.
 }
 
 struct TaskProgress @0x8968f524500bff31 {

@@ -249,19 +249,30 @@ struct ClosureAssigned {
 }
 
 struct ClosureFinished {
-  # Precondition: closure `closureId` is assigned to `workerId` as `attempt`.
-  # Effect: the closure is finished and holds `result` until released.
+  # Precondition: closure `closureId` is assigned to `workerId` as `attempt`;
+  # with `resultStored`, `result` is empty.
+  # Effect: the closure is finished (its args are dropped) and holds its
+  # result until released. Without `resultStored` (records written before results were stored apart)
+  # the state holds the bytes of `result` itself. With `resultStored` the state
+  # holds only `resultSize` and `resultCrc`: the bytes are in storage's result
+  # table under `closureId`, written in the same transaction as this update
+  # and deleted in the transaction of the closure's release (ClosureReleased
+  # or a `released` batch). An empty result (`resultSize` 0) has no row.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
   result @3 :Data;
+  resultStored @4 :Bool;
+  resultSize @5 :UInt64;     # with resultStored: the stored result's length in bytes
+  resultCrc @6 :UInt32;      # with resultStored: CRC32C of the stored result's bytes
 }
 
 struct ClosureFailed {
   # Precondition: with `workerId` != 0, closure `closureId` is assigned to that
   # worker as `attempt`; with `workerId` == 0 (the dispatcher fails it, e.g. too
   # many attempts), the closure is queued or assigned.
-  # Effect: the closure is failed and holds `error` until released. When its
+  # Effect: the closure is failed (its args are dropped) and holds `error`
+  # until released. When its
   # coordinator has no pending first error, this becomes it.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
@@ -272,7 +283,8 @@ struct ClosureFailed {
 
 struct ClosureCancelled {
   # Precondition: closure `closureId` is queued or assigned.
-  # Effect: the closure is cancelled (a later result for it is refused).
+  # Effect: the closure is cancelled (its args are dropped; a later result
+  # for it is refused).
   closureId @0 :UInt64;
 }
 
@@ -289,7 +301,8 @@ struct ClosurePutBack {
 
 struct ClosureReleased {
   # Precondition: closure `closureId` is finished, failed or cancelled.
-  # Effect: the closure and its result are forgotten (fetched, or dropped).
+  # Effect: the closure and its result are forgotten (fetched, or dropped); a
+  # stored result's row is deleted in the same transaction.
   closureId @0 :UInt64;
 }
 
@@ -474,7 +487,7 @@ struct ClosureRecord {
   closureId @0 :UInt64;
   coordinatorId @1 :UInt64;
   functionName @2 :Text;
-  args @3 :Data;
+  args @3 :Data;             # empty once the closure is finished, failed or cancelled
   state @4 :ClosureState;
   workerId @5 :UInt64;
   attempts @6 :UInt32;
@@ -487,6 +500,11 @@ struct ClosureRecord {
   requestId @13 :UInt64;
   resources @14 :List(UInt64);
   transientFailures @15 :UInt32;
+  # Finished with a stored result (see ClosureFinished): `result` is empty and
+  # the bytes are in storage's result table, which snapshots do not carry.
+  resultStored @16 :Bool;
+  resultSize @17 :UInt64;
+  resultCrc @18 :UInt32;
 }
 
 struct ResourceRecord {

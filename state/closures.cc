@@ -83,8 +83,12 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   if (closure.state == ClosureState::ASSIGNED) {
     RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   }
-  if (IsClosureDone(state))
+  if (IsClosureDone(state)) {
     RemoveFromIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
+    // A done closure never runs again: its args would only take memory
+    // while its outcome waits to be fetched.
+    std::string().swap(closure.args);
+  }
   closure.state = state;
   AddToIndex(indexes_.closures_by_state, state, closure.id);
   if (state == ClosureState::QUEUED) {
@@ -137,12 +141,20 @@ void DispatcherState::ApplyClosureAssigned(journal::ClosureAssigned::Reader u) {
 }
 
 Status DispatcherState::CheckClosureFinished(journal::ClosureFinished::Reader u) const {
-  return CheckAssignedTo(u.getClosureId(), u.getWorkerId(), u.getAttempt());
+  DISPATCH_RETURN_IF_ERROR(CheckAssignedTo(u.getClosureId(), u.getWorkerId(), u.getAttempt()));
+  if (u.getResultStored() && u.getResult().size() != 0) {
+    return InvalidArgumentError(ClosureName(u.getClosureId()) +
+                                " has a stored result and inline result bytes too");
+  }
+  return Status::Ok();
 }
 
 void DispatcherState::ApplyClosureFinished(journal::ClosureFinished::Reader u, int64_t now) {
   Closure& closure = closures_.at(u.getClosureId());
   closure.result = ToString(u.getResult());
+  closure.result_stored = u.getResultStored();
+  closure.result_size = u.getResultStored() ? u.getResultSize() : 0;
+  closure.result_crc = u.getResultStored() ? u.getResultCrc() : 0;
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::FINISHED);
 }

@@ -168,6 +168,9 @@ uint64_t DispatcherState::Digest() const {
     h.U64(c.resources.size());
     for (uint64_t resource : c.resources) h.U64(resource);
     h.U64(c.transient_failures);
+    h.Bool(c.result_stored);
+    h.U64(c.result_size);
+    h.U64(c.result_crc);
   }
 
   h.Tag('R');

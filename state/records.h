@@ -131,7 +131,13 @@ struct Closure {
   uint64_t worker_id = 0;       // when assigned: the worker running it
   uint32_t attempts = 0;        // assignments so far
   uint64_t queue_position = 0;  // when queued: its place in the global FIFO
-  std::string result;           // when finished
+  // When finished: the result's bytes in `result` (inline, from records
+  // written before results were stored apart), or, with `result_stored`, only
+  // their size and CRC32C: the bytes are in storage's result table.
+  std::string result;
+  bool result_stored = false;
+  uint64_t result_size = 0;
+  uint32_t result_crc = 0;
   std::string error;            // when failed
   bool user_error = false;
   int64_t scheduled_micros = 0;

@@ -161,6 +161,9 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     r.setRequestId(c.request_id);
     FillU64(r.initResources(c.resources.size()), c.resources);
     r.setTransientFailures(c.transient_failures);
+    r.setResultStored(c.result_stored);
+    r.setResultSize(c.result_size);
+    r.setResultCrc(c.result_crc);
   }
 
   auto resources = s.initResources(resources_.size());
@@ -300,6 +303,9 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     c.request_id = r.getRequestId();
     for (uint64_t resource : r.getResources()) c.resources.push_back(resource);
     c.transient_failures = r.getTransientFailures();
+    c.result_stored = r.getResultStored();
+    c.result_size = r.getResultSize();
+    c.result_crc = r.getResultCrc();
     DISPATCH_RETURN_IF_ERROR(Insert(state.closures_, c.id, std::move(c), "closure"));
   }
   for (auto r : s.getResources()) {

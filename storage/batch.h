@@ -1,10 +1,12 @@
 // One group commit: the journal records produced during one loop pass plus the
-// dataset definitions those records register. Store::Commit writes a Batch in
+// dataset definitions those records register and the closure results they
+// finish or release. Store::Commit writes a Batch in
 // one SQLite transaction: all of it is durable, or none of it is. Records and
 // definitions are opaque bytes to storage; the Batch owns copies of them.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,12 @@ namespace dispatch::storage {
 struct DatasetPut {
   std::string key;
   std::string definition;
+};
+
+// A closure result stored under the closure's id.
+struct ResultPut {
+  uint64_t closure_id = 0;
+  std::string bytes;
 };
 
 class Batch {
@@ -37,24 +45,43 @@ class Batch {
     dataset_puts_.push_back({std::move(key), std::move(definition)});
   }
 
+  // Stores a closure result under its closure id (replacing any row of that
+  // id) in the same transaction as the records.
+  void PutResult(uint64_t closure_id, std::string bytes) {
+    record_bytes_ += bytes.size();
+    result_puts_.push_back({closure_id, std::move(bytes)});
+  }
+  // Deletes the stored result of a closure (none: nothing happens), after
+  // every put of the batch.
+  void DeleteResult(uint64_t closure_id) { result_deletes_.push_back(closure_id); }
+
   const std::vector<std::string>& records() const { return records_; }
   const std::vector<DatasetPut>& dataset_puts() const { return dataset_puts_; }
+  const std::vector<ResultPut>& result_puts() const { return result_puts_; }
+  const std::vector<uint64_t>& result_deletes() const { return result_deletes_; }
   // Number of journal records (dataset puts do not take sequence numbers).
   size_t record_count() const { return records_.size(); }
-  // Total payload bytes, records and definitions.
+  // Total payload bytes: records, definitions and results.
   size_t payload_bytes() const { return record_bytes_; }
-  bool empty() const { return records_.empty() && dataset_puts_.empty(); }
+  bool empty() const {
+    return records_.empty() && dataset_puts_.empty() && result_puts_.empty() &&
+           result_deletes_.empty();
+  }
 
   // Empties the batch but keeps its capacity for the next loop pass.
   void Clear() {
     records_.clear();
     dataset_puts_.clear();
+    result_puts_.clear();
+    result_deletes_.clear();
     record_bytes_ = 0;
   }
 
  private:
   std::vector<std::string> records_;
   std::vector<DatasetPut> dataset_puts_;
+  std::vector<ResultPut> result_puts_;
+  std::vector<uint64_t> result_deletes_;
   size_t record_bytes_ = 0;
 };
 

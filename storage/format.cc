@@ -29,6 +29,10 @@ uint32_t DatasetChecksum(std::string_view key, std::string_view definition) {
   return Crc32cExtend(head, definition.data(), definition.size());
 }
 
+uint32_t ResultChecksum(uint64_t closure_id, std::string_view result) {
+  return TaggedChecksum('R', closure_id, result);
+}
+
 std::string QuoteKey(std::string_view key) {
   constexpr size_t kMax = 64;
   std::string out = "'";

@@ -19,12 +19,22 @@ inline constexpr int32_t kFormatVersion = 1;
 //  journal:  one row per record; seq is the rowid, so replay is a rowid scan.
 //  snapshot: at most one row after each WriteSnapshot (older ones are deleted).
 //  dataset:  definitions by key, written in the same transaction as the records.
+//  result:   closure results by closure id, written in the same transaction as
+//            the record that finishes the closure and deleted in the one that
+//            releases it (the journal keeps only their size and checksum).
 inline constexpr const char* kCreateSchemaSql =
     "CREATE TABLE journal (seq INTEGER PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);"
     "CREATE TABLE snapshot (seq INTEGER PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);"
-    "CREATE TABLE dataset (key BLOB PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);";
+    "CREATE TABLE dataset (key BLOB PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);"
+    "CREATE TABLE result (closure INTEGER PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);";
 
-inline constexpr int kSchemaTableCount = 3;
+inline constexpr int kSchemaTableCount = 4;
+
+// A database made before the result table existed (same format version: the
+// table is only added) gets it at Open, in one transaction.
+inline constexpr const char* kCreateResultTableSql =
+    "CREATE TABLE IF NOT EXISTS result (closure INTEGER PRIMARY KEY, crc INTEGER NOT NULL, "
+    "body BLOB NOT NULL);";
 
 // CRC32C over ('J', seq as 8 little-endian bytes, body).
 uint32_t RecordChecksum(uint64_t seq, std::string_view body);
@@ -32,6 +42,8 @@ uint32_t RecordChecksum(uint64_t seq, std::string_view body);
 uint32_t SnapshotChecksum(uint64_t seq, std::string_view body);
 // CRC32C over ('D', key length as 8 little-endian bytes, key, definition).
 uint32_t DatasetChecksum(std::string_view key, std::string_view definition);
+// CRC32C over ('R', closure id as 8 little-endian bytes, result).
+uint32_t ResultChecksum(uint64_t closure_id, std::string_view result);
 
 // For error messages: a dataset key in quotes, non-printable bytes as \xNN,
 // cut after 64 bytes.

@@ -3,6 +3,7 @@
 // SQLite failure after validation is fail-stop (see FailStop).
 #include "storage/store.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,14 @@ Status Store::ValidateBatch(const Batch& batch) const {
           std::to_string(options_.max_dataset_bytes) + "; nothing of its batch was written");
     }
   }
+  for (const ResultPut& put : batch.result_puts()) {
+    if (put.bytes.size() > options_.max_result_bytes) {
+      return ResourceExhaustedError(
+          "the result of closure " + std::to_string(put.closure_id) + " is " +
+          std::to_string(put.bytes.size()) + " bytes, over the limit of " +
+          std::to_string(options_.max_result_bytes) + "; nothing of its batch was written");
+    }
+  }
   return Status::Ok();
 }
 
@@ -68,7 +77,7 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
     const uint64_t last_seq = first_seq + batch.record_count() - 1;
     return "committing " +
            (batch.record_count() > 0 ? "journal " + Range(first_seq, last_seq)
-                                     : std::string("dataset definitions")) +
+                                     : std::string("dataset definitions and results")) +
            " to " + db_path_ + " (" + step + ")";
   };
   int rc = begin_.Step();
@@ -95,6 +104,26 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
     put_dataset_.Reset();
     if (rc != SQLITE_DONE) {
       return SqliteStatus(db, rc, what("writing dataset " + QuoteKey(put.key)));
+    }
+  }
+  for (const ResultPut& put : batch.result_puts()) {
+    put_result_.BindInt(1, static_cast<int64_t>(put.closure_id));
+    put_result_.BindInt(2, ResultChecksum(put.closure_id, put.bytes));
+    put_result_.BindBlob(3, put.bytes);
+    rc = put_result_.Step();
+    put_result_.Reset();
+    if (rc != SQLITE_DONE) {
+      return SqliteStatus(db, rc,
+                          what("writing the result of closure " + std::to_string(put.closure_id)));
+    }
+  }
+  for (uint64_t closure_id : batch.result_deletes()) {
+    delete_result_.BindInt(1, static_cast<int64_t>(closure_id));
+    rc = delete_result_.Step();
+    delete_result_.Reset();
+    if (rc != SQLITE_DONE) {
+      return SqliteStatus(db, rc,
+                          what("deleting the result of closure " + std::to_string(closure_id)));
     }
   }
   rc = commit_.Step();
@@ -294,6 +323,93 @@ Result<std::string> Store::GetDataset(std::string_view key) {
                          std::to_string(computed) + ")");
   }
   return std::string(body);
+}
+
+Result<std::string> Store::GetResult(uint64_t closure_id) {
+  int64_t size = 0;
+  {
+    ScopedReset reset(get_result_);
+    get_result_.BindInt(1, static_cast<int64_t>(closure_id));
+    const int rc = get_result_.Step();
+    if (rc == SQLITE_DONE) {
+      return NotFoundError("the result of closure " + std::to_string(closure_id) +
+                           " is not in the result table of " + db_path_);
+    }
+    if (rc != SQLITE_ROW) {
+      return SqliteStatus(db_.get(), rc,
+                          "reading the result of closure " + std::to_string(closure_id));
+    }
+    size = get_result_.ColumnInt(1);
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  DISPATCH_RETURN_IF_ERROR(ReadResult(closure_id, bytes.data(), bytes.size()));
+  return bytes;
+}
+
+Status Store::ReadResult(uint64_t closure_id, char* dest, size_t size) {
+  const std::string name = "the result of closure " + std::to_string(closure_id);
+  int64_t stored = 0;
+  int64_t stored_size = 0;
+  {
+    ScopedReset reset(get_result_);
+    get_result_.BindInt(1, static_cast<int64_t>(closure_id));
+    const int rc = get_result_.Step();
+    if (rc == SQLITE_DONE) return NotFoundError(name + " is not in the result table of " + db_path_);
+    if (rc != SQLITE_ROW) return SqliteStatus(db_.get(), rc, "reading " + name + " from " + db_path_);
+    stored = get_result_.ColumnInt(0);
+    stored_size = get_result_.ColumnInt(1);
+  }
+  if (stored_size != static_cast<int64_t>(size)) {
+    return DataLossError(name + " in " + db_path_ + " is " + std::to_string(stored_size) +
+                         " bytes, not the " + std::to_string(size) + " bytes expected");
+  }
+  // Straight into the caller's buffer with incremental blob I/O:
+  // sqlite3_column_blob would first assemble a copy of a result that spans
+  // many overflow pages.
+  const std::string what = "reading " + name + " from " + db_path_;
+  auto fail = [&](Status status) {
+    std::memset(dest, 0, size);
+    return status;
+  };
+  if (size > 0) {
+    sqlite3_blob* raw = nullptr;
+    int rc = sqlite3_blob_open(db_.get(), "main", "result", "body",
+                               static_cast<sqlite3_int64>(closure_id), 0, &raw);
+    std::unique_ptr<sqlite3_blob, int (*)(sqlite3_blob*)> blob(raw, sqlite3_blob_close);
+    if (rc != SQLITE_OK) return fail(SqliteStatus(db_.get(), rc, what));
+    if (sqlite3_blob_bytes(raw) != static_cast<int>(size)) {
+      return fail(DataLossError(what + ": its size changed while reading"));
+    }
+    rc = sqlite3_blob_read(raw, dest, static_cast<int>(size), 0);
+    if (rc != SQLITE_OK) {
+      Status status = SqliteStatus(db_.get(), rc, what);
+      if (status.code() == StatusCode::kDataLoss) {
+        status = DataLossError(name + " is damaged: " + status.message());
+      }
+      return fail(status);
+    }
+  }
+  const uint32_t computed = ResultChecksum(closure_id, std::string_view(dest, size));
+  if (stored != static_cast<int64_t>(computed)) {
+    return fail(DataLossError(name + " in " + db_path_ + " fails its checksum (stored " +
+                              std::to_string(stored) + ", computed " + std::to_string(computed) +
+                              "): the stored result is damaged"));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<uint64_t>> Store::ListResults() {
+  std::vector<uint64_t> ids;
+  ScopedReset reset(list_results_);
+  while (true) {
+    const int rc = list_results_.Step();
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      return SqliteStatus(db_.get(), rc, "listing the stored closure results of " + db_path_);
+    }
+    ids.push_back(static_cast<uint64_t>(list_results_.ColumnInt(0)));
+  }
+  return ids;
 }
 
 }  // namespace dispatch::storage

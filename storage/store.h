@@ -1,7 +1,8 @@
 // Store: the dispatcher's durable memory in one SQLite file (WAL mode) in the
 // work dir: the journal (records with contiguous sequence numbers and CRC32C
 // checksums), the latest snapshot (which replaces the journal up to its
-// sequence number), and the dataset store. Invariants: journal sequence numbers
+// sequence number), the dataset store and the closure results (by closure id;
+// snapshots do not touch them). Invariants: journal sequence numbers
 // are exactly snapshot_seq+1 .. last_seq; nothing is acknowledged before its
 // transaction committed; after one failed write the Store refuses every write.
 //
@@ -24,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "storage/batch.h"
@@ -48,6 +50,7 @@ struct StoreOptions {
   size_t max_record_bytes = 16u << 20;
   size_t max_dataset_bytes = 64u << 20;
   size_t max_snapshot_bytes = 512u << 20;
+  size_t max_result_bytes = 256u << 20;
   // WantsCheckpoint() turns true once the WAL holds this many frames (pages)
   // not yet copied into the database.
   int checkpoint_wal_frames = 2048;
@@ -105,10 +108,11 @@ class Store {
   // connection is open; destroy the Checkpointer first) and releases the lock.
   ~Store();
 
-  // Appends the batch's records (sequence numbers last_seq()+1 ...) and its
-  // dataset puts in ONE transaction and returns the new last_seq(). Returns
+  // Appends the batch's records (sequence numbers last_seq()+1 ...), its
+  // dataset puts and its result puts and deletes in ONE transaction and
+  // returns the new last_seq(). Returns
   // only after the transaction committed (and, with kFull, was fsynced).
-  // Oversized record/definition or an empty dataset key: ResourceExhausted /
+  // Oversized record/definition/result or an empty dataset key: ResourceExhausted /
   // InvalidArgument, nothing written, Store still usable. Any SQLite failure
   // while writing, committing or syncing: the Store becomes failed (fail-stop)
   // and this and every later Commit/WriteSnapshot return that same error. An
@@ -136,6 +140,19 @@ class Store {
   // The definition stored under `key`; NotFound naming the key; DataLoss if
   // its checksum fails.
   Result<std::string> GetDataset(std::string_view key);
+
+  // The closure result stored under `closure_id`, read with incremental blob
+  // I/O (no intermediate copy). NotFound naming the closure when there is
+  // none; DataLoss naming the closure when its checksum fails. Never returns
+  // damaged bytes.
+  Result<std::string> GetResult(uint64_t closure_id);
+  // The same, read straight into `dest`, which has room for exactly `size`
+  // bytes (the size the caller expects): a row of another size is DataLoss
+  // naming the closure, as is a failed checksum, and then `dest` is zeroed.
+  Status ReadResult(uint64_t closure_id, char* dest, size_t size);
+  // Ids of every stored result, in order (start-up drops the ones the state
+  // does not hold, e.g. after a reset).
+  Result<std::vector<uint64_t>> ListResults();
 
   // Checkpoints, the protocol (see also checkpointer.h):
   //   1. After a commit, if WantsCheckpoint(), the reactor runs
@@ -225,6 +242,10 @@ class Store {
   Statement select_snapshot_;
   Statement put_dataset_;
   Statement get_dataset_;
+  Statement put_result_;
+  Statement delete_result_;
+  Statement get_result_;
+  Statement list_results_;
 
   uint64_t last_seq_ = 0;
   uint64_t snapshot_seq_ = 0;

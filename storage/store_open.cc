@@ -131,7 +131,8 @@ Status Store::ConfigureConnection() {
   }
   const int64_t sqlite_max = sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1);
   for (size_t limit :
-       {options_.max_record_bytes, options_.max_dataset_bytes, options_.max_snapshot_bytes}) {
+       {options_.max_record_bytes, options_.max_dataset_bytes, options_.max_snapshot_bytes,
+        options_.max_result_bytes}) {
     if (static_cast<int64_t>(limit) > sqlite_max) {
       return InvalidArgumentError("a StoreOptions size limit (" + std::to_string(limit) +
                                   " bytes) exceeds SQLite's blob limit of " +
@@ -202,11 +203,14 @@ Status Store::CheckOrCreateSchema() {
                          "('journal','snapshot','dataset')",
                          what);
   if (!tables.ok()) return tables.status();
-  if (*tables != kSchemaTableCount) {
+  if (*tables != kSchemaTableCount - 1) {
     return DataLossError("journal database " + db_path_ + " lacks " +
-                         std::to_string(kSchemaTableCount - *tables) +
+                         std::to_string(kSchemaTableCount - 1 - *tables) +
                          " of its tables (journal, snapshot, dataset)");
   }
+  // The result table came later under the same format version: a database
+  // written before it gets it now (its journal holds results inline).
+  DISPATCH_RETURN_IF_ERROR(ExecSql(db, kCreateResultTableSql, "adding the result table to " + db_path_));
   if (!FileExists(marker)) return WriteMarker(options_.work_dir);
   return Status::Ok();
 }
@@ -231,6 +235,10 @@ Status Store::PrepareStatements() {
        "INSERT INTO dataset (key, crc, body) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO UPDATE "
        "SET crc = excluded.crc, body = excluded.body"},
       {&get_dataset_, "SELECT crc, body FROM dataset WHERE key = ?1"},
+      {&put_result_, "INSERT OR REPLACE INTO result (closure, crc, body) VALUES (?1, ?2, ?3)"},
+      {&delete_result_, "DELETE FROM result WHERE closure = ?1"},
+      {&get_result_, "SELECT crc, length(body) FROM result WHERE closure = ?1"},
+      {&list_results_, "SELECT closure FROM result ORDER BY closure"},
   };
   for (const Entry& entry : entries) {
     auto stmt = Statement::Prepare(db, entry.sql);

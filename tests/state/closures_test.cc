@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "state/bytes.h"
 #include "state/dispatcher_state.h"
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
@@ -106,6 +107,39 @@ TEST(DispatcherState, FinishingClosureHoldsItsResult) {
   EXPECT_EQ(closure->done_micros, 99);
   EXPECT_TRUE(state.ClosuresOnWorker(1).empty());
   EXPECT_EQ(state.NumUnfinishedClosures(7), 2u);
+}
+
+TEST(DispatcherState, FinishingClosureWithStoredResultHoldsOnlyItsSizeAndChecksum) {
+  DispatcherState state = ThreeQueued();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, FinishClosureStored(1, 1, 1, 262144, 0xDEADBEEF)));
+  const Closure* closure = state.FindClosure(1);
+  EXPECT_EQ(closure->state, ClosureState::FINISHED);
+  EXPECT_TRUE(closure->result_stored);
+  EXPECT_EQ(closure->result_size, 262144u);
+  EXPECT_EQ(closure->result_crc, 0xDEADBEEFu);
+  EXPECT_TRUE(closure->result.empty());
+}
+
+TEST(DispatcherState, DoneClosuresDropTheirArgsButQueuedAndRunningOnesKeepThem) {
+  DispatcherState state = ThreeQueued();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, AssignClosure(2, 2, 1)));
+  EXPECT_EQ(state.FindClosure(1)->args, "arg");  // running: a retry needs them
+  ASSERT_TRUE(Applies(state, FinishClosureStored(1, 1, 1, 5, 9)));
+  ASSERT_TRUE(Applies(state, FailClosure(2, 2, 1, "boom")));
+  ASSERT_TRUE(Applies(state, CancelClosure(3)));
+  for (uint64_t id = 1; id <= 3; ++id) EXPECT_TRUE(state.FindClosure(id)->args.empty()) << id;
+}
+
+TEST(DispatcherState, StoredResultWithInlineBytesIsRejected) {
+  DispatcherState state = ThreeQueued();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  OwnedUpdate both = FinishClosureStored(1, 1, 1, 3, 7);
+  both.builder().getClosureFinished().setResult(AsData("abc"));
+  EXPECT_TRUE(Rejects(state, both, StatusCode::kInvalidArgument,
+                      "closure 1 has a stored result and inline result bytes too"));
+  EXPECT_EQ(state.FindClosure(1)->state, ClosureState::ASSIGNED);
 }
 
 TEST(DispatcherState, FinishingClosureRejectsReportsFromAnotherWorkerOrAttempt) {

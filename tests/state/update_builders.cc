@@ -214,6 +214,19 @@ OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t atte
   return u;
 }
 
+OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                                uint64_t size, uint32_t crc) {
+  OwnedUpdate u;
+  auto r = u.builder().initClosureFinished();
+  r.setClosureId(closure_id);
+  r.setWorkerId(worker_id);
+  r.setAttempt(attempt);
+  r.setResultStored(true);
+  r.setResultSize(size);
+  r.setResultCrc(crc);
+  return u;
+}
+
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                         const std::string& error, bool user_error) {
   OwnedUpdate u;

@@ -75,6 +75,10 @@ OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
 OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
 OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                           const std::string& result);
+// Finished with a result kept in storage's result table: the update carries
+// only its size and checksum.
+OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
+                                uint64_t size, uint32_t crc);
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                         const std::string& error, bool user_error = true);
 OwnedUpdate CancelClosure(uint64_t closure_id);

@@ -387,8 +387,11 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       const Closure* c = Pick(assigned);
       out = kind == Which::CLOSURE_PUT_BACK ? PutBackClosure(c->id, c->worker_id, c->attempts,
                                                              OneIn(2))
-                                            : FinishClosure(c->id, c->worker_id, c->attempts,
-                                                            "result-" + std::to_string(rng_()));
+                    : OneIn(2) ? FinishClosure(c->id, c->worker_id, c->attempts,
+                                               "result-" + std::to_string(rng_()))
+                               : FinishClosureStored(c->id, c->worker_id, c->attempts,
+                                                     rng_() % (1u << 20),
+                                                     static_cast<uint32_t>(rng_()));
       return true;
     }
     case Which::CLOSURE_FAILED:

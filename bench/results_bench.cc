@@ -1,0 +1,232 @@
+// `dispatch-bench results`: what unfetched closure results cost the
+// dispatcher. A real `dispatcher` (--dispatcher-binary: any build, e.g. an
+// older one to compare with) and one `dispatch-worker` run --closures
+// closures that each return --bytes bytes; nobody fetches them until all are
+// finished. Then: the dispatcher's VmRSS while it holds them, the same after a
+// kill -9 and recovery (with the recovery time), the time to fetch and release
+// them all (each checked byte for byte), and the VmRSS after that.
+// Benchmarks report, never assert.
+#include <signal.h>
+#include <stdio.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/registry.h"
+#include "clients/pattern_bytes.h"
+#include "common/flag_parser.h"
+#include "tests/integration/client_loop.h"
+#include "tests/support/dispatcher_process.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace dispatch::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ResultsFlags {
+  uint64_t closures = 2000;
+  uint64_t bytes = 256 << 10;
+  std::string function = "bytes";  // or echo: the args are the result (and are held too)
+  std::string dispatcher_binary = testing::DispatcherBinary();
+  std::string synchronous = "normal";
+  std::string restart = "true";  // kill -9 and recover before fetching
+};
+
+double MiB(uint64_t bytes) { return bytes / 1048576.0; }
+
+uint64_t RssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+class Dispatcher {
+ public:
+  Dispatcher(const ResultsFlags& flags, const testing::TempDir& dir)
+      : flags_(flags), socket_("unix:" + dir.File("d.sock")), work_dir_(dir.File("work")) {}
+  // Starts it and returns the seconds until it listened (recovery included).
+  double Start() {
+    auto begin = Clock::now();
+    process_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
+        flags_.dispatcher_binary, "--listen=" + socket_, "--work-dir=" + work_dir_,
+        "--synchronous=" + flags_.synchronous, "--log-level=warning"});
+    auto line = process_->ReadLine(std::chrono::seconds(600));
+    if (!line || line->rfind("dispatcher listening on ", 0) != 0)
+      throw std::runtime_error("the dispatcher did not start");
+    return Seconds(begin);
+  }
+  void Kill9() {
+    process_->Signal(SIGKILL);
+    process_->Wait(std::chrono::seconds(30));
+  }
+  pid_t pid() const { return process_->pid(); }
+  const std::string& address() const { return socket_; }
+
+ private:
+  const ResultsFlags& flags_;
+  std::string socket_;
+  std::string work_dir_;
+  std::unique_ptr<testing::Subprocess> process_;
+};
+
+uint64_t Finished(testing::ClientLoop& loop, clients::DispatcherConnection& conn) {
+  return loop.Wait(conn.dispatcher().getClosureStatsRequest().send()).getStats().getFinished();
+}
+
+int RunResultsBench(int argc, char** argv) {
+  ResultsFlags flags;
+  FlagParser parser("dispatch-bench results",
+                    "Unfetched closure results held by the dispatcher: its RSS while holding "
+                    "them, after kill -9 and recovery, and the time to fetch them all.");
+  parser.AddUint("closures", "closures whose results are held", &flags.closures, 1, 10000000);
+  parser.AddUint("bytes", "bytes of each result", &flags.bytes, 0, 1u << 30);
+  parser.AddString("function", "NAME",
+                   "bytes (results of --bytes bytes from tiny args) or echo (args of --bytes "
+                   "bytes, returned)",
+                   &flags.function);
+  parser.AddString("dispatcher-binary", "PATH", "the dispatcher to measure",
+                   &flags.dispatcher_binary);
+  parser.AddString("synchronous", "MODE", "the dispatcher's --synchronous", &flags.synchronous);
+  parser.AddString("restart", "BOOL",
+                   "true: kill -9 the dispatcher and restart it before fetching; false: fetch "
+                   "from the process that received the results",
+                   &flags.restart);
+  ParseFlagsOrExit(parser, argc, argv);
+
+  testing::TempDir dir;
+  Dispatcher dispatcher(flags, dir);
+  dispatcher.Start();
+  const uint64_t rss_empty = RssBytes(dispatcher.pid());
+  testing::Subprocess worker({DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher.address(),
+                              "--address=tcp:127.0.0.1:7950", "--max-closures=4",
+                              "--log-level=warning"});
+  for (int lines = 0; lines < 2; ++lines) {
+    if (!worker.ReadLine(std::chrono::seconds(30))) throw std::runtime_error("no worker");
+  }
+
+  std::map<uint64_t, uint64_t> seed_of;
+  auto begin = Clock::now();
+  {
+    testing::ClientLoop loop;
+    auto conn = loop.Connect(dispatcher.address());
+    auto open = conn->dispatcher().openCoordinatorRequest();
+    open.setCoordinatorId(99);
+    auto session = open.send().getCoordinator();
+    // Schedule calls of at most 500 closures and about 16 MiB of args.
+    const uint64_t arg_bytes = flags.function == "echo" ? std::max<uint64_t>(flags.bytes, 1) : 16;
+    const uint64_t per_call = std::clamp<uint64_t>((16u << 20) / arg_bytes, 1, 500);
+    for (uint64_t first = 0; first < flags.closures; first += per_call) {
+      const uint64_t n = std::min<uint64_t>(per_call, flags.closures - first);
+      auto request = session.scheduleRequest();
+      auto list = request.initClosures(static_cast<unsigned>(n));
+      std::vector<std::string> args(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        args[i] = flags.function == "echo" ? clients::PatternBytes(flags.bytes, first + i)
+                                           : std::to_string(flags.bytes) + ":" +
+                                                 std::to_string(first + i);
+        list[i].setFunction(flags.function);
+        list[i].setArgs(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(args[i].data()),
+                                            args[i].size()));
+      }
+      auto reply = loop.Wait(request.send(), 600 * kj::SECONDS);
+      uint64_t i = 0;
+      for (uint64_t id : reply.getClosureIds()) seed_of[id] = first + i++;
+    }
+    if (!loop.WaitUntil([&]() { return Finished(loop, *conn) >= flags.closures; },
+                        3600 * kj::SECONDS, 50 * kj::MILLISECONDS)) {
+      throw std::runtime_error("the closures did not finish");
+    }
+  }
+  const double run_seconds = Seconds(begin);
+  const uint64_t rss_held = RssBytes(dispatcher.pid());
+  double recovery_seconds = 0;
+  uint64_t rss_recovered = rss_held;
+  if (flags.restart != "false") {
+    dispatcher.Kill9();
+    recovery_seconds = dispatcher.Start();
+    rss_recovered = RssBytes(dispatcher.pid());
+  }
+  const uint64_t held = flags.closures * flags.bytes;
+  printf("\nresults: %llu closures x %llu bytes (%s) = %.1f MiB held, dispatcher %s\n",
+         static_cast<unsigned long long>(flags.closures),
+         static_cast<unsigned long long>(flags.bytes), flags.function.c_str(), MiB(held),
+         flags.dispatcher_binary.c_str());
+  printf("%-44s %12s\n", "figure", "measured");
+  printf("%-44s %12.1f\n", "dispatcher VmRSS at start (MiB)", MiB(rss_empty));
+  printf("%-44s %12.1f\n", "VmRSS holding every result (MiB)", MiB(rss_held));
+  printf("%-44s %12.1f\n", "VmRSS after kill -9 and recovery (MiB)", MiB(rss_recovered));
+  printf("%-44s %12.2f\n", "recovery: start to listening (s)", recovery_seconds);
+  printf("%-44s %12.2f\n", "schedule, run and hold them all (s)", run_seconds);
+  fflush(stdout);
+
+  begin = Clock::now();
+  uint64_t fetched = 0;
+  uint64_t wrong = 0;
+  uint64_t replies = 0;
+  {
+    testing::ClientLoop loop;
+    auto conn = loop.Connect(dispatcher.address());
+    auto open = conn->dispatcher().openCoordinatorRequest();
+    open.setCoordinatorId(99);
+    auto session = open.send().getCoordinator();
+    std::vector<uint64_t> release;
+    while (fetched < flags.closures) {
+      auto request = session.awaitResultsRequest();
+      auto list = request.initRelease(static_cast<unsigned>(release.size()));
+      for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
+      // At most 16 MiB of results by count too, for dispatchers that do not
+      // bound replies by bytes.
+      request.setMaxResults(static_cast<uint32_t>(
+          std::max<uint64_t>(1, (16u << 20) / std::max<uint64_t>(flags.bytes, 1))));
+      auto reply = loop.Wait(request.send(), 600 * kj::SECONDS);
+      ++replies;
+      release.clear();
+      for (auto outcome : reply.getResults()) {
+        auto bytes = outcome.getResult();
+        auto seed = seed_of.find(outcome.getClosureId());
+        if (seed == seed_of.end() ||
+            std::string_view(bytes.asChars().begin(), bytes.size()) !=
+                clients::PatternBytes(flags.bytes, seed->second)) {
+          ++wrong;
+        }
+        release.push_back(outcome.getClosureId());
+        ++fetched;
+      }
+    }
+    auto request = session.awaitResultsRequest();
+    auto list = request.initRelease(static_cast<unsigned>(release.size()));
+    for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
+    auto last = request.send();
+    loop.WaitUntil([&]() { return Finished(loop, *conn) == 0; }, 600 * kj::SECONDS);
+  }
+  const double fetch_seconds = Seconds(begin);
+  const uint64_t rss_fetched = RssBytes(dispatcher.pid());
+  dispatcher.Kill9();
+
+  printf("%-44s %12.2f\n", "fetch and release them all (s)", fetch_seconds);
+  printf("%-44s %12.1f\n", "fetch rate (MiB/s)", MiB(held) / fetch_seconds);
+  printf("%-44s %12llu\n", "awaitResults replies", static_cast<unsigned long long>(replies));
+  printf("%-44s %12.1f\n", "VmRSS after fetching them all (MiB)", MiB(rss_fetched));
+  printf("%-44s %12llu\n", "results fetched wrong (must be 0)", static_cast<unsigned long long>(wrong));
+  return wrong == 0 ? 0 : 1;
+}
+
+DISPATCH_BENCH("results", "unfetched closure results: dispatcher RSS held, recovered, fetched",
+               RunResultsBench);
+
+}  // namespace
+}  // namespace dispatch::bench

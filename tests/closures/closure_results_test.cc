@@ -1,0 +1,313 @@
+// Closure results with real processes (issue 12): unfetched results live in
+// the dispatcher's store, not its memory (its RSS stays far below what holding
+// them would take), and every one is still fetched intact after a kill -9 and
+// after snapshots; a result over --max-result-bytes, from 1 byte over to
+// 100 MiB, fails its closure with an error naming the limit while the
+// dispatcher keeps serving; a worker splits a report batch that would cross
+// the connection's message limit.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <sqlite3.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "clients/pattern_bytes.h"
+#include "clients/worker_agent.h"
+#include "tests/closures/closure_test_support.h"
+#include "tests/integration/client_loop.h"
+
+namespace dispatch::testing {
+namespace {
+
+using clients::ClosureCall;
+using clients::ClosureOutput;
+using clients::WorkerAgentStatus;
+
+// VmRSS of a process in bytes (0 when unreadable).
+uint64_t RssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+// A coordinator at the protocol level: it schedules and fetches without
+// keeping what it fetched (Coordinator keeps every outcome a session sends).
+class RawCoordinator {
+ public:
+  RawCoordinator(ClientLoop& loop, const std::string& dispatcher, uint64_t id)
+      : loop_(loop), conn_(loop.Connect(dispatcher)) {
+    auto request = conn_->dispatcher().openCoordinatorRequest();
+    request.setCoordinatorId(id);
+    session_ = request.send().getCoordinator();
+  }
+
+  std::vector<uint64_t> Schedule(const std::vector<std::string>& args) {
+    auto request = session_.scheduleRequest();
+    auto list = request.initClosures(static_cast<unsigned>(args.size()));
+    for (unsigned i = 0; i < args.size(); ++i) {
+      list[i].setFunction("bytes");
+      list[i].setArgs(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(args[i].data()),
+                                          args[i].size()));
+    }
+    auto reply = loop_.Wait(request.send());
+    std::vector<uint64_t> ids;
+    for (uint64_t id : reply.getClosureIds()) ids.push_back(id);
+    return ids;
+  }
+
+  // Fetches and releases `n` outcomes, checking each with `check` (closure
+  // id, state, result, error), until the dispatcher holds `finished_after`
+  // finished closures; returns how many came.
+  template <typename Check>
+  size_t FetchAndRelease(size_t n, uint64_t finished_after, Check check) {
+    size_t got = 0;
+    std::vector<uint64_t> release;
+    while (got < n) {
+      auto request = session_.awaitResultsRequest();
+      auto list = request.initRelease(static_cast<unsigned>(release.size()));
+      for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
+      request.setMaxResults(static_cast<uint32_t>(n - got));
+      auto reply = loop_.Wait(request.send());
+      release.clear();
+      for (auto outcome : reply.getResults()) {
+        auto bytes = outcome.getResult();
+        check(outcome.getClosureId(), outcome.getState(),
+              std::string_view(bytes.asChars().begin(), bytes.size()),
+              std::string(outcome.getError().cStr()));
+        release.push_back(outcome.getClosureId());
+        ++got;
+      }
+    }
+    // The last releases travel with one more awaitResults, which then waits;
+    // this connection's closure stats say when they were applied.
+    auto request = session_.awaitResultsRequest();
+    auto list = request.initRelease(static_cast<unsigned>(release.size()));
+    for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
+    pending_release_ = request.send().ignoreResult().eagerlyEvaluate(nullptr);
+    EXPECT_TRUE(loop_.WaitUntil([&]() {
+      auto stats = loop_.Wait(conn_->dispatcher().getClosureStatsRequest().send());
+      return stats.getStats().getFinished() <= finished_after;
+    })) << "the releases were not applied";
+    return got;
+  }
+
+ private:
+  ClientLoop& loop_;
+  kj::Own<clients::DispatcherConnection> conn_;
+  rpc::Coordinator::Client session_ = nullptr;
+  kj::Promise<void> pending_release_ = nullptr;
+};
+
+int64_t CountResultRows(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* stmt = nullptr;
+  int64_t count = -1;
+  if (sqlite3_prepare_v2(db, "SELECT count(*) FROM result", -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    count = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return count;
+}
+
+TEST(ClosureResults, HeldResultsLiveInTheStoreNotInMemoryAndAllAreFetchedAfterKillAndSnapshot) {
+  constexpr size_t kClosures = 2000;
+  constexpr size_t kBytes = 256 << 10;
+  constexpr uint64_t kHeld = kClosures * kBytes;  // 500 MiB
+  // Snapshots every 500 records: several are taken while results are held.
+  ClosureDispatcher dispatcher({"--snapshot-every=500", "--synchronous=normal"});
+  std::vector<uint64_t> ids;
+  std::map<uint64_t, uint64_t> seed_of;
+  {
+    ClientLoop loop;
+    RawCoordinator coordinator(loop, dispatcher.address(), 71);
+    for (size_t first = 0; first < kClosures; first += 500) {
+      std::vector<std::string> args;
+      for (size_t i = first; i < first + 500; ++i) args.push_back(std::to_string(kBytes) + ":" + std::to_string(i));
+      for (uint64_t id : coordinator.Schedule(args)) ids.push_back(id);
+    }
+  }
+  ASSERT_EQ(ids.size(), kClosures);
+  for (size_t i = 0; i < kClosures; ++i) seed_of[ids[i]] = i;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7261", 4);
+  ASSERT_TRUE(WaitForCounters(
+      dispatcher.address(), [](const ClosureCounters& c) { return c.finished == kClosures; },
+      std::chrono::seconds(240)))
+      << "not every closure finished";
+  const uint64_t rss_held = RssBytes(dispatcher.process().process().pid());
+  std::printf("dispatcher VmRSS with %zu unfetched results of %zu bytes (%llu MiB): %llu MiB\n",
+              kClosures, kBytes, static_cast<unsigned long long>(kHeld >> 20),
+              static_cast<unsigned long long>(rss_held >> 20));
+  EXPECT_LT(rss_held, kHeld / 4) << "the dispatcher holds the results in memory";
+
+  // kill -9: recovery replays the journal after the last snapshot; neither
+  // brings result bytes back into memory.
+  dispatcher.Kill9();
+  dispatcher.Start();
+  const uint64_t rss_recovered = RssBytes(dispatcher.process().process().pid());
+  std::printf("dispatcher VmRSS after kill -9 and recovery: %llu MiB\n",
+              static_cast<unsigned long long>(rss_recovered >> 20));
+  EXPECT_LT(rss_recovered, kHeld / 4);
+
+  auto check = [&](uint64_t id, journal::ClosureState state, std::string_view result,
+                   const std::string& error) {
+    ASSERT_EQ(state, journal::ClosureState::FINISHED) << "closure " << id << ": " << error;
+    ASSERT_EQ(seed_of.count(id), 1u) << "closure " << id;
+    ASSERT_TRUE(result == clients::PatternBytes(kBytes, seed_of[id])) << "closure " << id;
+    seed_of.erase(id);
+  };
+  {
+    ClientLoop loop;
+    RawCoordinator coordinator(loop, dispatcher.address(), 71);
+    EXPECT_EQ(coordinator.FetchAndRelease(kClosures / 2, kClosures - kClosures / 2, check),
+              kClosures / 2);
+  }
+  // A clean stop writes a snapshot of what is left; the restart starts from it.
+  auto stopped = dispatcher.process().Terminate();
+  ASSERT_TRUE(stopped.has_value() && WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0);
+  dispatcher.Start();
+  {
+    ClientLoop loop;
+    RawCoordinator coordinator(loop, dispatcher.address(), 71);
+    EXPECT_EQ(coordinator.FetchAndRelease(kClosures - kClosures / 2, 0, check),
+              kClosures - kClosures / 2);
+  }
+  EXPECT_TRUE(seed_of.empty()) << seed_of.size() << " results never came";
+  // Released results leave the store with their release.
+  const std::string db = dispatcher.process().work_dir() + "/dispatch.db";
+  dispatcher.Kill9();
+  EXPECT_EQ(CountResultRows(db), 0);
+}
+
+TEST(ClosureResults, AHundredMiBResultFailsItsClosureNamingTheLimitAndTheDispatcherServesOn) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7262", 1);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto huge = coordinator->Schedule("bytes", std::to_string(100u << 20));
+  ASSERT_TRUE(huge.ok());
+  Result<std::string> fetched = huge->FetchFor(kFetchDeadline);
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_NE(fetched.status().message().find("104857600 bytes"), std::string::npos)
+      << fetched.status().ToString();
+  EXPECT_NE(fetched.status().message().find("--max-result-bytes"), std::string::npos)
+      << fetched.status().ToString();
+  EXPECT_NE(fetched.status().message().find("33554432"), std::string::npos)
+      << fetched.status().ToString();
+  ClosureCounters counters = GetClosureCounters(dispatcher.address());
+  EXPECT_EQ(counters.put_back, 0u) << "retried, although it would be as large again";
+  (void)coordinator->Join();  // raises (and clears) the first error
+  auto next = coordinator->Schedule("echo", "still serving");
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(FetchOrDie(*next), "still serving");
+  EXPECT_TRUE(dispatcher.process().process().running());
+}
+
+TEST(ClosureResults, AResultOneByteOverTheLimitFailsAndOneAtTheLimitIsFetchedIntact) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7263", 1);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto at = coordinator->Schedule("bytes", std::to_string(32u << 20) + ":9");
+  ASSERT_TRUE(at.ok());
+  std::string result = FetchOrDie(*at);
+  EXPECT_EQ(result.size(), 32u << 20);
+  EXPECT_TRUE(result == clients::PatternBytes(32u << 20, 9));
+  auto over = coordinator->Schedule("bytes", std::to_string((32u << 20) + 1));
+  ASSERT_TRUE(over.ok());
+  Result<std::string> fetched = over->FetchFor(kFetchDeadline);
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_NE(fetched.status().message().find("33554433 bytes, over the dispatcher's limit of "
+                                            "33554432 bytes (--max-result-bytes)"),
+            std::string::npos)
+      << fetched.status().ToString();
+}
+
+// The worker learns the limit at registration and never sends a report the
+// connection would refuse: 16 results of 8 MiB finished in one loop pass
+// (128 MiB, twice the 64 MiB message limit) go in several calls.
+TEST(ClosureResults, AWorkerSplitsAReportBatchThatWouldCrossTheMessageLimit) {
+  constexpr int kClosures = 16;
+  constexpr size_t kBytes = 8u << 20;
+  ClosureDispatcher dispatcher;
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  std::vector<clients::RemoteValue> values;
+  for (int i = 0; i < kClosures; ++i) {
+    auto value = coordinator->Schedule("big", std::to_string(i));
+    ASSERT_TRUE(value.ok());
+    values.push_back(*value);
+  }
+  ASSERT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.queued == kClosures;
+  }));
+  clients::WorkerAgentOptions options;
+  options.dispatcher_address = dispatcher.address();
+  options.worker_address = "tcp:127.0.0.1:7264";
+  options.heartbeat_interval_ms = 50;
+  options.max_closures = kClosures;
+  auto agent = std::make_unique<clients::WorkerAgent>(options, std::make_unique<RecordingFactory>());
+  // Inline: every closure of the one push runs in the same loop pass, so all
+  // results are in the same batch.
+  clients::ClosureFunctionOptions inline_options;
+  inline_options.run_inline = true;
+  ASSERT_TRUE(agent
+                  ->RegisterFunction(
+                      "big",
+                      [](const ClosureCall& call) {
+                        return ClosureOutput::Result(
+                            clients::PatternBytes(kBytes, std::stoull(std::string(call.args()))));
+                      },
+                      inline_options)
+                  .ok());
+  ASSERT_TRUE(agent->Start().ok());
+  for (int i = 0; i < kClosures; ++i) {
+    std::string result = FetchOrDie(values[i]);
+    EXPECT_TRUE(result == clients::PatternBytes(kBytes, i)) << "closure " << i;
+  }
+  WorkerAgentStatus status = agent->status();
+  EXPECT_GE(status.closure_report_splits, 1u);
+  EXPECT_GE(status.closure_report_calls, 4u);
+  EXPECT_EQ(status.closure_reports_dropped, 0u);
+  EXPECT_EQ(GetClosureCounters(dispatcher.address()).put_back, 0u);
+}
+
+TEST(ClosureResults, AnEmbeddedWorkerTurnsAResultOverTheLimitIntoTheErrorNamingIt) {
+  ClosureDispatcher dispatcher({"--max-result-bytes=1000"});
+  clients::WorkerAgentOptions options;
+  options.dispatcher_address = dispatcher.address();
+  options.worker_address = "tcp:127.0.0.1:7265";
+  options.heartbeat_interval_ms = 50;
+  options.max_closures = 1;
+  auto agent = std::make_unique<clients::WorkerAgent>(options, std::make_unique<RecordingFactory>());
+  ASSERT_TRUE(agent
+                  ->RegisterFunction("sized",
+                                     [](const ClosureCall& call) {
+                                       return ClosureOutput::Result(
+                                           std::string(std::stoull(std::string(call.args())), 's'));
+                                     })
+                  .ok());
+  ASSERT_TRUE(agent->Start().ok());
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto over = coordinator->Schedule("sized", "1001");
+  ASSERT_TRUE(over.ok());
+  Result<std::string> fetched = over->FetchFor(kFetchDeadline);
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_NE(fetched.status().message().find("1001 bytes, over the dispatcher's limit of 1000"),
+            std::string::npos)
+      << fetched.status().ToString();
+  EXPECT_EQ(agent->status().closure_results_over_limit, 1u);
+  (void)coordinator->Join();
+  auto fits = coordinator->Schedule("sized", "1000");
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(FetchOrDie(*fits), std::string(1000, 's'));
+}
+
+}  // namespace
+}  // namespace dispatch::testing
