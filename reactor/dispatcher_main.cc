@@ -47,9 +47,13 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
   parser.AddString("token", "TOKEN",
                    "secret a peer must present at the gateway (empty: no check)", &o.token);
   parser.AddUint("snapshot-every",
-                 "write a snapshot (and drop the journal before it) every N journaled updates; "
-                 "0: only at clean shutdown",
+                 "start a snapshot every N journaled updates (a forked child writes it; the "
+                 "journal before it is then deleted a slice per commit); 0: only at clean shutdown",
                  &o.durable.snapshot_every, 0, 1ull << 40);
+  parser.AddBool("snapshot-in-background",
+                 "true: a forked child encodes and writes each snapshot, replies never wait; "
+                 "false: the loop writes it inline, holding every reply (for comparison only)",
+                 &o.durable.snapshot_in_background);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,
                  60000);
   parser.AddUint("drain-timeout-ms",
