@@ -51,6 +51,7 @@ struct SnapshotFlags {
   uint64_t snapshot_every = 1000;
   std::string phases = "floor,background,inline";
   std::string work_dir;  // empty: a temp dir
+  bool synchronous_full = true;
 };
 
 uint64_t NowNs() {
@@ -151,8 +152,11 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
       reactor::DispatcherOptions options;
       options.listen = "tcp:127.0.0.1:0";
       options.work_dir = dir;
+      options.synchronous =
+          flags.synchronous_full ? storage::Synchronous::kFull : storage::Synchronous::kNormal;
       options.durable.snapshot_every = snapshot_every;
       options.durable.snapshot_in_background = background;
+      options.durable.snapshot_retry_ms = 0;
       options.durable.snapshot_observer = [&](const reactor::SnapshotOutcome& outcome) {
         std::lock_guard<std::mutex> lock(mu);
         result.snapshots.push_back(outcome);
@@ -167,6 +171,9 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
         server_ptr = &server;
         auto bound = server.Start();
         if (!bound.ok()) Fail("start", bound.status());
+        if (getenv("SNAPSHOT_BENCH_FAULT") != nullptr) {
+          server.durable().set_snapshot_fault_for_testing(reactor::SnapshotChildFault::kExitBeforeWriting);
+        }
         executor_promise.set_value(&kj::getCurrentThreadExecutor());
         address_promise.set_value(*bound);
         io.Run();
@@ -205,20 +212,28 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
   });
 
   {
+    // Open loop: a ping leaves at every tick whether or not earlier ones
+    // were answered, so a stall delays every ping it covers, each counted
+    // from its own tick, and a slow reply never delays the next send.
     capnp::EzRpcClient client(address.c_str());
     auto& ws = client.getWaitScope();
+    auto& timer = client.getIoProvider().getTimer();
     auto dispatcher = client.getMain<rpc::Gateway>().authenticateRequest().send().wait(ws).getDispatcher();
     const uint64_t period_ns = 1000000000ull / flags.hz;
     const uint64_t count = flags.seconds * flags.hz;
-    result.pings.reserve(count);
-    uint64_t scheduled = NowNs() + 100 * period_ns;
-    for (uint64_t i = 0; i < count; ++i, scheduled += period_ns) {
+    result.pings.assign(count, Ping{0, 0});
+    kj::Vector<kj::Promise<void>> pending;
+    const uint64_t first = NowNs() + 100 * period_ns;
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t scheduled = first + i * period_ns;
       const uint64_t now = NowNs();
-      if (scheduled > now) std::this_thread::sleep_for(std::chrono::nanoseconds(scheduled - now));
-      auto request = dispatcher.pingRequest();
-      request.send().wait(ws);
-      result.pings.push_back({scheduled, NowNs()});
+      if (scheduled > now) timer.afterDelay((scheduled - now) * kj::NANOSECONDS).wait(ws);
+      result.pings[i].scheduled_ns = scheduled;
+      pending.add(dispatcher.pingRequest().send().then([&result, i](auto&&) {
+        result.pings[i].done_ns = NowNs();
+      }).eagerlyEvaluate(nullptr));
     }
+    kj::joinPromises(pending.releaseAsArray()).wait(ws);
   }
   stop = true;
   writer.join();
@@ -245,7 +260,8 @@ Figures Summarize(const std::vector<Ping>& pings, const std::vector<Interval>& d
         break;
       }
     }
-    if (overlaps == inside) samples.Add(p.done_ns - p.scheduled_ns);
+    // A ping can leave a few microseconds before its tick (timer rounding).
+    if (overlaps == inside) samples.Add(p.done_ns > p.scheduled_ns ? p.done_ns - p.scheduled_ns : 0);
   }
   Figures f;
   f.count = samples.count();
@@ -277,6 +293,8 @@ int RunSnapshotBench(int argc, char** argv) {
   parser.AddString("phases", "LIST", "comma-separated: floor, background, inline", &flags.phases);
   parser.AddString("work-dir", "DIR", "where to build the state (default: a temp dir)",
                    &flags.work_dir);
+  parser.AddBool("synchronous-full", "the dispatcher's --synchronous=full (false: normal)",
+                 &flags.synchronous_full);
   ParseFlagsOrExit(parser, argc, argv);
   SetLogLevel(LogLevel::kWarning);
 
@@ -316,6 +334,20 @@ int RunSnapshotBench(int argc, char** argv) {
       sum_fork_us += s.fork_micros;
       max_ms = std::max(max_ms, s.total_micros / 1000.0);
       sum_ms += s.total_micros / 1000.0;
+    }
+    if (getenv("SNAPSHOT_BENCH_TRACE") != nullptr && !r.pings.empty()) {
+      const uint64_t t0 = r.pings.front().scheduled_ns;
+      for (const auto& sn : r.snapshots) {
+        fprintf(stderr, "snapshot start %.3f end %.3f fork %.1f ms child %.1f ms\n",
+                (sn.started_ns - t0) / 1e9, (sn.started_ns + sn.total_micros * 1000 - t0) / 1e9,
+                sn.fork_micros / 1e3, sn.child_micros / 1e3);
+      }
+      for (const Ping& p : r.pings) {
+        if (p.done_ns > p.scheduled_ns + 50000000) {
+          fprintf(stderr, "slow ping at %.3f: %.1f ms\n", (p.scheduled_ns - t0) / 1e9,
+                  (p.done_ns - p.scheduled_ns) / 1e6);
+        }
+      }
     }
     printf("%s (dispatcher start %.1f s, %llu writes, peak RSS of the bench process %.0f MB):\n",
            phase, r.startup_s, static_cast<unsigned long long>(r.writes), r.max_rss_kb / 1024.0);

@@ -133,8 +133,8 @@ Status Store::ConfigureConnection() {
     DISPATCH_RETURN_IF_ERROR(ExecSql(db, sql.c_str(), what + " (max_page_count)"));
   }
   const int64_t sqlite_max = sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1);
-  for (size_t limit :
-       {options_.max_record_bytes, options_.max_dataset_bytes, options_.max_snapshot_bytes}) {
+  // Snapshots live in files of their own: SQLite's blob limit is not theirs.
+  for (size_t limit : {options_.max_record_bytes, options_.max_dataset_bytes}) {
     if (static_cast<int64_t>(limit) > sqlite_max) {
       return InvalidArgumentError("a StoreOptions size limit (" + std::to_string(limit) +
                                   " bytes) exceeds SQLite's blob limit of " +
