@@ -38,8 +38,9 @@ DurableState::~DurableState() {
   // find us gone.
   // REQUIRES: not inside uv_run when a checkpoint is in flight (the
   // dispatcher's shutdown waits for it first, so this loop normally never runs).
-  // A snapshot child still running is killed; its temp file goes at the next
-  // start-up, and nothing is lost (the journal holds every record).
+  // A snapshot task still running is cancelled and waited for (it uses its
+  // own connection to the database); nothing is lost, the journal holds
+  // every record.
   snapshotter_.reset();
   while (checkpoint_in_flight_) uv_run(loop_, UV_RUN_ONCE);
   *alive_ = false;
@@ -67,8 +68,9 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
   auto checkpointer = store.NewCheckpointer();
   if (!checkpointer.ok()) return checkpointer.status();
   self->checkpointer_ = std::move(checkpointer.value());
-  self->snapshotter_ = std::make_unique<BackgroundSnapshot>(loop, store.work_dir(),
-                                                            store.options().max_snapshot_bytes);
+  auto snapshotter = SnapshotReplica::Create(loop, store);
+  if (!snapshotter.ok()) return snapshotter.status();
+  self->snapshotter_ = std::move(snapshotter).value();
   // A long journal left by a crash is snapshotted in the background after
   // the first commit; nobody waits for it.
   self->last_snapshot_start_seq_ = store.snapshot_seq();
@@ -126,8 +128,8 @@ Status DurableState::ResetKeepingIds() {
   std::string bytes = state::EncodeMessage(message);
   auto empty = state::DecodeSnapshot(bytes);
   if (!empty.ok()) return empty.status();
-  if (snapshotter_ != nullptr) snapshotter_->Abort();
   DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
+  if (snapshotter_ != nullptr) snapshotter_->Invalidate();
   state_ = std::move(empty.value());
   ++stats_.snapshots;
   last_snapshot_start_seq_ = store_.last_seq();
@@ -223,8 +225,9 @@ void DurableState::MaybeSnapshot() {
   if (snapshotter_ == nullptr || snapshotter_->in_flight()) return;
   if (uv_hrtime() < snapshot_not_before_ns_) return;
   const uint64_t seq = store_.last_seq();
-  Status started = snapshotter_->Start(
-      state_, seq, [this](SnapshotOutcome outcome) { OnSnapshotDone(std::move(outcome)); });
+  Status started = snapshotter_->Start(seq, state_.NumApplied(), [this](SnapshotOutcome outcome) {
+    OnSnapshotDone(std::move(outcome));
+  });
   if (!started.ok()) {
     ++stats_.snapshot_failures;
     snapshot_not_before_ns_ = uv_hrtime() + options_.snapshot_retry_ms * 1000000;
@@ -236,12 +239,12 @@ void DurableState::MaybeSnapshot() {
 }
 
 void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
-  stats_.last_fork_micros = outcome.fork_micros;
-  stats_.max_fork_micros = std::max(stats_.max_fork_micros, outcome.fork_micros);
   if (outcome.status.ok() && outcome.info.seq < store_.snapshot_seq()) {
     // A newer snapshot was recorded meanwhile (an inline one): this file is
     // of no use.
     RemoveSnapshotFiles({outcome.info.name});
+    if (options_.snapshot_observer) options_.snapshot_observer(outcome);
+    return;
   } else if (outcome.status.ok()) {
     auto obsolete = failed() ? Result<std::vector<std::string>>(failure_)
                              : store_.RecordSnapshot(outcome.info);
@@ -251,12 +254,13 @@ void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
       stats_.last_snapshot_bytes = outcome.info.size;
       RemoveSnapshotFiles(*obsolete);
       Log(LogLevel::kInfo, "snapshot at record ", outcome.info.seq, " recorded: ",
-          outcome.info.size, " bytes in ", outcome.info.name.c_str(), "; fork ",
-          outcome.fork_micros, " us, child ", outcome.child_micros / 1000, " ms, total ",
+          outcome.info.size, " bytes in ", outcome.info.name.c_str(), "; caught up ",
+          outcome.records_applied, " records in ", outcome.catch_up_micros / 1000,
+          " ms, encoded and wrote in ", outcome.write_micros / 1000, " ms, total ",
           outcome.total_micros / 1000, " ms");
     } else {
       outcome.status = obsolete.status();
-      RemoveSnapshotFiles({outcome.info.name});
+      if (!outcome.info.name.empty()) RemoveSnapshotFiles({outcome.info.name});
       if (store_.failed() && !failed()) {
         FailStop(obsolete.status());
         return;
@@ -269,8 +273,8 @@ void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
     ++stats_.snapshot_failures;
     last_snapshot_start_seq_ = store_.snapshot_seq();
     snapshot_not_before_ns_ = uv_hrtime() + options_.snapshot_retry_ms * 1000000;
-    Log(LogLevel::kWarning, "snapshot at record ", outcome.info.seq == 0 ? snapshotter_->in_flight_seq() : outcome.info.seq,
-        " failed (retrying in ", options_.snapshot_retry_ms, " ms): ",
+    Log(LogLevel::kWarning, "snapshot at record ", outcome.info.seq, " failed (retrying in ",
+        options_.snapshot_retry_ms, " ms): ",
         outcome.status.ToString().c_str());
   }
   if (options_.snapshot_observer) options_.snapshot_observer(outcome);
@@ -290,14 +294,13 @@ void DurableState::RemoveSnapshotFiles(const std::vector<std::string>& names) {
   }
 }
 
-void DurableState::set_snapshot_fault_for_testing(SnapshotChildFault fault) {
+void DurableState::set_snapshot_fault_for_testing(SnapshotFault fault) {
   if (snapshotter_ != nullptr) snapshotter_->set_fault_for_testing(fault);
 }
 
 Status DurableState::Snapshot() {
   if (failed()) return failure_;
   if (!batch_.empty()) return FailedPreconditionError("a snapshot needs every update committed first");
-  if (snapshotter_ != nullptr) snapshotter_->Abort();
   if (store_.journal_length() == 0) return Status::Ok();
   const uint64_t start = uv_hrtime();
   std::string bytes = state::EncodeSnapshot(state_);

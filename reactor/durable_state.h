@@ -5,9 +5,10 @@
 // loop pass, writes the whole batch in one SQLite transaction and only then
 // releases the replies parked on Barrier(). A failed commit is fail-stop: no
 // reply is acknowledged again and the process exits with kExitStorageFailure.
-// Snapshots never hold a reply: CommitPass only forks a BackgroundSnapshot
-// (the child encodes and writes the file) and records the file when the child
-// is done; the journal records it covers are deleted a slice per later commit.
+// Snapshots never hold a reply: CommitPass only starts a SnapshotReplica task
+// (a second copy of the state on the thread pool catches up with the journal,
+// encodes itself and writes the file) and records the file when the task is
+// done; the journal records it covers are deleted a slice per later commit.
 // REQUIRES: loop thread only.
 #pragma once
 
@@ -24,7 +25,7 @@
 #include <kj/async.h>
 
 #include "common/status.h"
-#include "reactor/background_snapshot.h"
+#include "reactor/snapshot_replica.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "schema/journal.capnp.h"
 #include "state/dispatcher_state.h"
@@ -40,9 +41,9 @@ struct DurableStateOptions {
   // A snapshot is started once this many records were journaled since the
   // last one started (0: only on clean shutdown).
   uint64_t snapshot_every = 100000;
-  // true: a forked child encodes and writes the snapshot (the loop only
-  // forks). false: the loop thread encodes and writes it itself, holding
-  // every reply meanwhile (the behaviour before issue 12; for comparison).
+  // true: the snapshot replica encodes and writes the snapshot on the thread
+  // pool. false: the loop thread encodes and writes it itself, holding every
+  // reply meanwhile (the behaviour before issue 12; for comparison).
   bool snapshot_in_background = true;
   // After a failed background snapshot, the next one starts no sooner than
   // this (nothing is lost meanwhile: the journal keeps every record).
@@ -59,8 +60,6 @@ struct DurableStats {
   uint64_t snapshot_failures = 0;  // attempts that wrote or recorded nothing
   uint64_t last_snapshot_micros = 0;  // start to recorded, of the last one
   uint64_t last_snapshot_bytes = 0;
-  uint64_t last_fork_micros = 0;  // the fork() that started the last background one
-  uint64_t max_fork_micros = 0;
   uint64_t checkpoints = 0;
   uint64_t replayed = 0;         // updates replayed at start-up
   uint64_t recovery_micros = 0;  // time to load the snapshot and replay
@@ -129,12 +128,18 @@ class DurableState {
   void SetFatalHandler(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
 
   // Writes a snapshot of the current (committed) state now, on this thread
-  // (clean shutdown, tests): a background snapshot in flight is aborted first.
+  // (clean shutdown, tests). A background one in flight is then stale: its
+  // file is removed when it comes back.
   Status Snapshot();
-  // True while a background snapshot's child runs.
+  // True while a background snapshot task runs on the thread pool; the Store
+  // must outlive it (the dispatcher's shutdown waits, after CancelSnapshot).
   bool snapshot_in_flight() const { return snapshotter_ != nullptr && snapshotter_->in_flight(); }
-  // Test hook: the next background snapshots' children fail at `fault`.
-  void set_snapshot_fault_for_testing(SnapshotChildFault fault);
+  // Asks a background snapshot in flight to stop soon (shutdown).
+  void CancelSnapshot() {
+    if (snapshotter_ != nullptr) snapshotter_->Cancel();
+  }
+  // Test hook: the next background snapshots fail at `fault`.
+  void set_snapshot_fault_for_testing(SnapshotFault fault);
   // True while a checkpoint runs on the thread pool; the Store must outlive it.
   bool checkpoint_in_flight() const { return checkpoint_in_flight_; }
   bool failed() const { return !failure_.ok(); }
@@ -162,7 +167,7 @@ class DurableState {
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> batch_committed_;
   kj::Maybe<kj::ForkedPromise<void>> batch_committed_promise_;
   std::unique_ptr<storage::Checkpointer> checkpointer_;
-  std::unique_ptr<BackgroundSnapshot> snapshotter_;
+  std::unique_ptr<SnapshotReplica> snapshotter_;
   // Record after which the last snapshot started (or was recorded).
   uint64_t last_snapshot_start_seq_ = 0;
   uint64_t snapshot_not_before_ns_ = 0;  // retry delay after a failure

@@ -242,6 +242,7 @@ Result<std::vector<std::string>> Store::RecordSnapshot(const SnapshotFileInfo& i
   }
   obsolete.erase(std::remove(obsolete.begin(), obsolete.end(), info.name), obsolete.end());
   snapshot_file_ = info.name;
+  latest_snapshot_ = info;
   return obsolete;
 }
 

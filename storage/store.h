@@ -35,6 +35,7 @@
 #include "common/status.h"
 #include "storage/batch.h"
 #include "storage/checkpointer.h"
+#include "storage/journal_reader.h"
 #include "storage/snapshot_file.h"
 #include "storage/sqlite.h"
 
@@ -102,8 +103,8 @@ struct Snapshot {
 using RecordFn = std::function<Status(uint64_t seq, std::string_view bytes)>;
 
 // Threading: every method REQUIRES the loop thread (the thread that called
-// Open), except that the Checkpointer made by NewCheckpointer runs on any one
-// other thread. The Store holds no mutex and shares no SQLite object with it.
+// Open), except that the Checkpointer made by NewCheckpointer and the
+// JournalReader made by NewJournalReader each run on any one other thread. The Store holds no mutex and shares no SQLite object with it.
 class Store {
  public:
   // Creates the work dir if missing, locks it (FailedPrecondition naming the dir
@@ -211,6 +212,9 @@ class Store {
   // A Checkpointer with its own connection to this database. Made on the loop
   // thread while the Store (and so the lock) is alive; see checkpointer.h.
   Result<std::unique_ptr<Checkpointer>> NewCheckpointer();
+  // A JournalReader with its own read-only connection to this database; see
+  // journal_reader.h. Destroy it before the Store.
+  Result<std::unique_ptr<JournalReader>> NewJournalReader();
 
   uint64_t last_seq() const { return last_seq_; }
   // The lowest journal record still present (last_seq()+1 when none is).
@@ -221,6 +225,8 @@ class Store {
   }
   // 0 when there is no snapshot (has_snapshot() false).
   uint64_t snapshot_seq() const { return snapshot_seq_; }
+  // The recorded snapshot file (name, size, checksum), if any.
+  const std::optional<SnapshotFileInfo>& latest_snapshot() const { return latest_snapshot_; }
   bool has_snapshot() const { return has_snapshot_; }
   // Records in the journal, i.e. since the latest snapshot; the reactor
   // snapshots when this passes its configured N.
@@ -278,6 +284,7 @@ class Store {
   uint64_t snapshot_seq_ = 0;
   bool has_snapshot_ = false;
   std::string snapshot_file_;  // name of the recorded snapshot file, if any
+  std::optional<SnapshotFileInfo> latest_snapshot_;
   int wal_frames_ = 0;
   int backfilled_frames_ = 0;
   bool in_replay_ = false;

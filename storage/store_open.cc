@@ -300,6 +300,9 @@ Status Store::LoadBounds() {
     const int rc = select_snapshot_.Step();
     if (rc != SQLITE_ROW) return SqliteStatus(db, rc, what + " (latest snapshot)");
     snapshot_file_ = std::string(select_snapshot_.ColumnBlob(1));
+    latest_snapshot_ = SnapshotFileInfo{snapshot_seq_, snapshot_file_,
+                                        static_cast<uint64_t>(select_snapshot_.ColumnInt(2)),
+                                        static_cast<uint32_t>(select_snapshot_.ColumnInt(3))};
   }
   return Status::Ok();
 }
@@ -365,6 +368,10 @@ Status Store::MigrateFromVersion1() {
 
 Result<std::unique_ptr<Checkpointer>> Store::NewCheckpointer() {
   return Checkpointer::Open(db_path_, options_.synchronous == Synchronous::kFull);
+}
+
+Result<std::unique_ptr<JournalReader>> Store::NewJournalReader() {
+  return JournalReader::Open(db_path_);
 }
 
 int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int frames) {

@@ -1,7 +1,8 @@
 // Background snapshots (issue 12, section 2): a snapshot never holds a commit
-// or a reply, not even the first one after recovering a long journal; a child
-// that fails or dies loses nothing and is retried; a kill -9 at any moment of
-// the protocol restarts to exactly the state that was acknowledged.
+// or a reply, not even the first one after recovering a long journal; a task
+// that fails before or after writing its file loses nothing and is retried; a
+// kill -9 at any moment of the protocol restarts to exactly the state that
+// was acknowledged.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -92,7 +93,7 @@ class BackgroundSnapshotTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
-TEST_F(BackgroundSnapshotTest, ASnapshotHoldsNoCommitAndIsRecordedWhenTheChildIsDone) {
+TEST_F(BackgroundSnapshotTest, ASnapshotHoldsNoCommitAndIsRecordedWhenTheTaskIsDone) {
   const uint64_t seed = testing::TestSeed();
   UpdateGenerator generator(seed);
   uint64_t started_at = 0, live_digest = 0, last = 0;
@@ -105,10 +106,10 @@ TEST_F(BackgroundSnapshotTest, ASnapshotHoldsNoCommitAndIsRecordedWhenTheChildIs
     started_at = live.store->last_seq();
     EXPECT_EQ(live.store->snapshot_seq(), 0u) << "the commit wrote the snapshot itself";
     EXPECT_EQ(durable.stats().snapshots, 0u);
-    // The loop keeps committing while the child writes.
+    // The loop keeps committing while the replica catches up and writes.
     for (int i = 0; i < 5; ++i) Pass(durable, generator, 50);
     ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshots == 1; }));
-    EXPECT_EQ(live.store->snapshot_seq(), started_at) << "the image is the state at the fork";
+    EXPECT_EQ(live.store->snapshot_seq(), started_at) << "the snapshot is the state when it started";
     EXPECT_EQ(durable.stats().snapshot_failures, 0u);
     EXPECT_GT(durable.stats().last_snapshot_bytes, 0u);
     live_digest = durable.state().Digest();
@@ -144,7 +145,7 @@ TEST_F(BackgroundSnapshotTest, TheFirstReplyAfterRecoveringALongJournalDoesNotWa
   EXPECT_EQ(reopened.store->snapshot_seq(), started_at);
 }
 
-TEST_F(BackgroundSnapshotTest, AFailedChildLosesNothingIsCountedAndRetried) {
+TEST_F(BackgroundSnapshotTest, AFailedTaskLosesNothingIsCountedAndRetried) {
   const uint64_t seed = testing::TestSeed();
   UpdateGenerator generator(seed);
   uint64_t live_digest = 0;
@@ -155,17 +156,17 @@ TEST_F(BackgroundSnapshotTest, AFailedChildLosesNothingIsCountedAndRetried) {
                         .snapshot_retry_ms = 0,
                         .snapshot_observer = [&](const SnapshotOutcome& o) { outcomes.push_back(o); }});
     DurableState& durable = *live.durable;
-    durable.set_snapshot_fault_for_testing(SnapshotChildFault::kExitBeforeWriting);
+    durable.set_snapshot_fault_for_testing(SnapshotFault::kFailBeforeWriting);
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
     ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshot_failures == 1; }));
     ASSERT_EQ(outcomes.size(), 1u);
     EXPECT_FALSE(outcomes[0].status.ok());
-    EXPECT_NE(outcomes[0].status.message().find("exited with code 1"), std::string::npos)
+    EXPECT_NE(outcomes[0].status.message().find("injected fault before writing"), std::string::npos)
         << outcomes[0].status.ToString();
     EXPECT_EQ(live.store->snapshot_seq(), 0u);
     EXPECT_TRUE(SnapshotFiles(dir_.path()).empty());
-    // The next commit tries again, and this child succeeds.
-    durable.set_snapshot_fault_for_testing(SnapshotChildFault::kNone);
+    // The next commit tries again, and this time it works.
+    durable.set_snapshot_fault_for_testing(SnapshotFault::kNone);
     Pass(durable, generator, 10);
     EXPECT_TRUE(durable.snapshot_in_flight());
     ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshots == 1; }));
@@ -176,17 +177,17 @@ TEST_F(BackgroundSnapshotTest, AFailedChildLosesNothingIsCountedAndRetried) {
   EXPECT_EQ(replayed.durable->state().Digest(), live_digest);
 }
 
-TEST_F(BackgroundSnapshotTest, AChildKilledAfterWritingLeavesAFileThatStartUpRemoves) {
+TEST_F(BackgroundSnapshotTest, ATaskFailingAfterWritingLeavesAFileThatStartUpRemoves) {
   const uint64_t seed = testing::TestSeed();
   UpdateGenerator generator(seed);
   uint64_t live_digest = 0, last = 0;
   {
     Opened live = Open(loop_.get(), dir_.path(), {.snapshot_every = 500, .snapshot_retry_ms = 60000});
     DurableState& durable = *live.durable;
-    durable.set_snapshot_fault_for_testing(SnapshotChildFault::kCrashAfterWriting);
+    durable.set_snapshot_fault_for_testing(SnapshotFault::kFailAfterWriting);
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
     ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshot_failures == 1; }));
-    EXPECT_EQ(live.store->snapshot_seq(), 0u) << "a snapshot the child never reported was recorded";
+    EXPECT_EQ(live.store->snapshot_seq(), 0u) << "a snapshot whose task failed was recorded";
     // The complete file is there under its final name, but nothing names it.
     EXPECT_EQ(SnapshotFiles(dir_.path()).size(), 1u);
     live_digest = durable.state().Digest();
@@ -198,32 +199,39 @@ TEST_F(BackgroundSnapshotTest, AChildKilledAfterWritingLeavesAFileThatStartUpRem
   EXPECT_EQ(replayed.durable->state().Digest(), live_digest);
 }
 
-TEST_F(BackgroundSnapshotTest, ShutdownSnapshotAbortsTheChildInFlightAndWritesInline) {
+TEST_F(BackgroundSnapshotTest, AnInlineSnapshotMakesTheTaskInFlightStale) {
   const uint64_t seed = testing::TestSeed();
   UpdateGenerator generator(seed);
   uint64_t live_digest = 0, last = 0;
+  std::vector<SnapshotOutcome> outcomes;
   {
-    Opened live = Open(loop_.get(), dir_.path(), {.snapshot_every = 500});
+    Opened live = Open(loop_.get(), dir_.path(),
+                       {.snapshot_every = 500,
+                        .snapshot_observer = [&](const SnapshotOutcome& o) { outcomes.push_back(o); }});
     DurableState& durable = *live.durable;
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
     Pass(durable, generator, 7);
     ASSERT_TRUE(durable.snapshot_in_flight());
+    // Clean shutdown writes its own snapshot of everything.
     ASSERT_TRUE(durable.Snapshot().ok());
-    EXPECT_FALSE(durable.snapshot_in_flight());
     last = live.store->last_seq();
     EXPECT_EQ(live.store->snapshot_seq(), last);
+    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return !durable.snapshot_in_flight(); }));
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_LT(outcomes[0].info.seq, last);
+    EXPECT_EQ(live.store->snapshot_seq(), last) << "the older snapshot replaced the newer one";
     live_digest = durable.state().Digest();
-    uv_run(loop_.get(), UV_RUN_NOWAIT);
+    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return SnapshotFiles(dir_.path()).size() == 1; }))
+        << "the stale file was not removed";
   }
   Opened replayed = Open(loop_.get(), dir_.path(), {.snapshot_every = 0});
   EXPECT_EQ(replayed.durable->stats().replayed, 0u);
   EXPECT_EQ(replayed.durable->state().Digest(), live_digest);
-  EXPECT_EQ(SnapshotFiles(dir_.path()).size(), 1u);
 }
 
 // kill -9 at random moments of a process that journals and snapshots all the
 // time (every 300 records, truncating 64 records per commit): a kill lands
-// before, during and after children, records and truncation slices. After
+// before, during and after snapshot tasks, records and truncation slices. After
 // each, start-up must give exactly the digest the process reported for that
 // record, and leave only the recorded snapshot file.
 TEST(BackgroundSnapshotKill, KillNineDuringSnapshotsRestartsToTheAcknowledgedDigest) {
@@ -282,7 +290,7 @@ TEST(BackgroundSnapshotKill, KillNineDuringSnapshotsRestartsToTheAcknowledgedDig
     }
     loop.Close();
   }
-  std::printf("[ info     ] %d kills, %d with a snapshot child in flight, %d snapshots recorded, "
+  std::printf("[ info     ] %d kills, %d with a snapshot task in flight, %d snapshots recorded, "
               "%d digests checked\n",
               kRounds, in_flight_kills, recorded, checked);
   EXPECT_GT(recorded, 0);

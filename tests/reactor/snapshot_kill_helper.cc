@@ -3,7 +3,7 @@
 // passes forever with background snapshots every <every> records, and
 // reports each event on stdout with write(2) the moment it happens:
 //   "C <last_seq> <digest>"  a pass committed; the state's digest after it
-//   "F <seq>"                a snapshot child was forked for record <seq>
+//   "F <seq>"                a snapshot task started for record <seq>
 //   "S <seq>"                the snapshot at <seq> was recorded
 //   "X <message>"            a snapshot attempt failed
 // usage: snapshot_kill_helper <dir> <seed> <every>
