@@ -47,11 +47,13 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
   parser.AddString("token", "TOKEN",
                    "secret a peer must present at the gateway (empty: no check)", &o.token);
   parser.AddUint("snapshot-every",
-                 "start a snapshot every N journaled updates (a forked child writes it; the "
-                 "journal before it is then deleted a slice per commit); 0: only at clean shutdown",
+                 "start a snapshot every N journaled updates (the snapshot replica writes it on "
+                 "the thread pool; the journal before it is then deleted a slice per commit); 0: "
+                 "only at clean shutdown",
                  &o.durable.snapshot_every, 0, 1ull << 40);
   parser.AddBool("snapshot-in-background",
-                 "true: a forked child encodes and writes each snapshot, replies never wait; "
+                 "true: the snapshot replica encodes and writes each snapshot off the loop, "
+                 "replies never wait; "
                  "false: the loop writes it inline, holding every reply (for comparison only)",
                  &o.durable.snapshot_in_background);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,

@@ -111,6 +111,32 @@ TEST(SnapshotProtocol, RecordingASnapshotOutsideTheJournalChangesNothing) {
   EXPECT_FALSE(store->has_snapshot());
 }
 
+TEST(SnapshotProtocol, JournalReaderSeesCommitsAfterItOpenedAndNamesAMissingRecord) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.truncate_records_per_commit = 100;
+  auto store = Store::Open(options);
+  ASSERT_TRUE(store.ok());
+  auto reader = (*store)->NewJournalReader();
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_TRUE((*store)->Commit(PayloadBatch(1, 5000)).ok());
+  uint64_t next = 11;
+  Status read = (*reader)->Read(10, 5000, [&](uint64_t seq, std::string_view bytes) {
+    EXPECT_EQ(seq, next);
+    EXPECT_EQ(bytes, testing::RecordPayload(seq));
+    ++next;
+    return Status::Ok();
+  });
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(next, 5001u);
+  // Records a snapshot covers go away; a reader that needs them is told so.
+  ASSERT_TRUE((*store)->WriteSnapshot(4000, "s4000").ok());
+  ASSERT_TRUE((*store)->Commit(PayloadBatch(5001, 1)).ok());  // deletes 1..100
+  read = (*reader)->Read(0, 10, [](uint64_t, std::string_view) { return Status::Ok(); });
+  EXPECT_EQ(read.code(), StatusCode::kDataLoss);
+  EXPECT_NE(read.message().find("journal record 1 "), std::string::npos) << read.message();
+}
+
 // A version 1 work dir: the same tables, but the snapshot as a blob in table
 // `snapshot`.
 void MakeVersion1(const std::string& dir) {
