@@ -127,7 +127,7 @@ TEST(SnapshotProtocol, JournalReaderSeesCommitsAfterItOpenedAndNamesAMissingReco
     ++next;
     return Status::Ok();
   });
-  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_TRUE(read.ok()) << read.ToString();
   EXPECT_EQ(next, 5001u);
   // Records a snapshot covers go away; a reader that needs them is told so.
   ASSERT_TRUE((*store)->WriteSnapshot(4000, "s4000").ok());
