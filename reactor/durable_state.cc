@@ -260,7 +260,6 @@ void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
           outcome.total_micros / 1000, " ms");
     } else {
       outcome.status = obsolete.status();
-      if (!outcome.info.name.empty()) RemoveSnapshotFiles({outcome.info.name});
       if (store_.failed() && !failed()) {
         FailStop(obsolete.status());
         return;
@@ -270,6 +269,11 @@ void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
   if (!outcome.status.ok()) {
     // Nothing is lost: the journal still holds every record. Try again
     // later, once the journal has grown enough since the recorded snapshot.
+    // A file the task wrote before it failed is nobody's.
+    const auto& recorded = store_.latest_snapshot();
+    if (!outcome.info.name.empty() && (!recorded.has_value() || recorded->name != outcome.info.name)) {
+      RemoveSnapshotFiles({outcome.info.name});
+    }
     ++stats_.snapshot_failures;
     last_snapshot_start_seq_ = store_.snapshot_seq();
     snapshot_not_before_ns_ = uv_hrtime() + options_.snapshot_retry_ms * 1000000;
