@@ -34,9 +34,11 @@ struct Opened {
   std::unique_ptr<DurableState> durable;
 };
 
-Opened Open(uv_loop_t* loop, const std::string& dir, DurableStateOptions options) {
+Opened Open(uv_loop_t* loop, const std::string& dir, DurableStateOptions options,
+            size_t max_snapshot_bytes = 512u << 20) {
   storage::StoreOptions store_options;
   store_options.work_dir = dir;
+  store_options.max_snapshot_bytes = max_snapshot_bytes;
   store_options.synchronous = storage::Synchronous::kNormal;  // these tests are about logic
   Opened opened;
   auto store = storage::Store::Open(store_options);
@@ -196,6 +198,27 @@ TEST_F(BackgroundSnapshotTest, ATaskFailingAfterWritingItsFileRecordsNothingAndR
   Opened replayed = Open(loop_.get(), dir_.path(), {.snapshot_every = 0});
   EXPECT_EQ(replayed.durable->stats().replayed, last);
   EXPECT_EQ(replayed.durable->state().Digest(), live_digest);
+}
+
+TEST_F(BackgroundSnapshotTest, ASnapshotOverTheSizeLimitIsRefusedCountedAndChangesNothing) {
+  const uint64_t seed = testing::TestSeed();
+  UpdateGenerator generator(seed);
+  std::vector<SnapshotOutcome> outcomes;
+  Opened live = Open(loop_.get(), dir_.path(),
+                     {.snapshot_every = 500,
+                      .snapshot_observer = [&](const SnapshotOutcome& o) { outcomes.push_back(o); }},
+                     /*max_snapshot_bytes=*/1000);
+  DurableState& durable = *live.durable;
+  while (live.store->last_seq() < 500) Pass(durable, generator, 50);
+  ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshot_failures == 1; }));
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].status.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(outcomes[0].status.message().find("over the limit of 1000"), std::string::npos)
+      << outcomes[0].status.ToString();
+  EXPECT_EQ(live.store->snapshot_seq(), 0u);
+  EXPECT_FALSE(durable.failed());
+  EXPECT_TRUE(SnapshotFiles(dir_.path()).empty());
+  Pass(durable, generator, 10);  // the dispatcher goes on
 }
 
 TEST_F(BackgroundSnapshotTest, AnInlineSnapshotMakesTheTaskInFlightStale) {
