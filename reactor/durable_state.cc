@@ -53,24 +53,42 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
 
   auto snapshot = store.LoadLatestSnapshot();
   if (!snapshot.ok()) return snapshot.status();
+  auto snapshotter = SnapshotReplica::Create(loop, store);
+  if (!snapshotter.ok()) return snapshotter.status();
+  self->snapshotter_ = std::move(snapshotter).value();
+  std::shared_ptr<const std::string> snapshot_bytes;
+  if (snapshot->has_value()) {
+    snapshot_bytes = std::make_shared<const std::string>(std::move((*snapshot)->bytes));
+  }
+  // With background snapshots on, the replica is built from the same inputs
+  // on a thread of its own meanwhile.
+  const bool prime = options.snapshot_every > 0 && options.snapshot_in_background;
+  if (prime) {
+    self->snapshotter_->StartPriming(snapshot_bytes, store.snapshot_seq(), store.last_seq());
+  }
   if (snapshot->has_value()) {
     const storage::Snapshot& snap = **snapshot;
-    auto restored = state::DecodeSnapshot(snap.bytes);
+    auto restored = state::DecodeSnapshot(*snapshot_bytes);
     if (!restored.ok()) {
       return DataLossError("snapshot at sequence number " + std::to_string(snap.seq) + ": " +
                            restored.status().message());
     }
     self->state_ = std::move(restored.value());
   }
+  snapshot_bytes.reset();
 
   DISPATCH_RETURN_IF_ERROR(self->Replay());
+  if (prime) {
+    Status primed = self->snapshotter_->FinishPriming(self->state_.NumApplied());
+    if (!primed.ok()) {
+      Log(LogLevel::kWarning, "snapshot replica not primed (the first snapshot builds it): ",
+          primed.ToString().c_str());
+    }
+  }
 
   auto checkpointer = store.NewCheckpointer();
   if (!checkpointer.ok()) return checkpointer.status();
   self->checkpointer_ = std::move(checkpointer.value());
-  auto snapshotter = SnapshotReplica::Create(loop, store);
-  if (!snapshotter.ok()) return snapshotter.status();
-  self->snapshotter_ = std::move(snapshotter).value();
   // A long journal left by a crash is snapshotted in the background after
   // the first commit; nobody waits for it.
   self->last_snapshot_start_seq_ = store.snapshot_seq();

@@ -45,8 +45,55 @@ SnapshotReplica::SnapshotReplica(uv_loop_t* loop, storage::Store& store,
     : loop_(loop), store_(store), reader_(std::move(reader)) {}
 
 SnapshotReplica::~SnapshotReplica() {
+  if (priming_.joinable()) priming_.join();
   Cancel();
   while (in_flight_) uv_run(loop_, UV_RUN_ONCE);
+}
+
+void SnapshotReplica::StartPriming(std::shared_ptr<const std::string> snapshot,
+                                   uint64_t snapshot_seq, uint64_t through_seq) {
+  if (priming_.joinable() || in_flight_) return;
+  priming_ = std::thread([this, snapshot = std::move(snapshot), snapshot_seq, through_seq]() {
+    try {
+      std::unique_ptr<state::DispatcherState> replica;
+      if (snapshot != nullptr) {
+        auto decoded = state::DecodeSnapshot(*snapshot);
+        if (!decoded.ok()) {
+          priming_status_ = decoded.status();
+          return;
+        }
+        replica = std::make_unique<state::DispatcherState>(std::move(decoded).value());
+      } else {
+        replica = std::make_unique<state::DispatcherState>();
+      }
+      uint64_t at = snapshot_seq;
+      priming_status_ = reader_->Read(snapshot_seq, through_seq,
+                                      [&](uint64_t seq, std::string_view bytes) -> Status {
+                                        DISPATCH_RETURN_IF_ERROR(
+                                            state::ApplyEncodedUpdate(*replica, bytes));
+                                        at = seq;
+                                        return Status::Ok();
+                                      });
+      if (!priming_status_.ok()) return;
+      primed_ = std::move(replica);
+      primed_seq_ = at;
+    } catch (const std::exception& e) {
+      priming_status_ = InternalError(std::string("priming the snapshot replica failed: ") + e.what());
+    }
+  });
+}
+
+Status SnapshotReplica::FinishPriming(uint64_t num_applied) {
+  if (!priming_.joinable()) return FailedPreconditionError("the snapshot replica was not primed");
+  priming_.join();
+  if (!priming_status_.ok()) return priming_status_;
+  if (primed_ == nullptr || primed_->NumApplied() != num_applied) {
+    primed_.reset();
+    return InternalError("the primed snapshot replica does not match the recovered state");
+  }
+  replica_ = std::move(primed_);
+  replica_seq_ = primed_seq_;
+  return Status::Ok();
 }
 
 void SnapshotReplica::Cancel() {

@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/status.h"
 #include "state/dispatcher_state.h"
@@ -62,6 +63,19 @@ class SnapshotReplica {
   SnapshotReplica(const SnapshotReplica&) = delete;
   SnapshotReplica& operator=(const SnapshotReplica&) = delete;
 
+  // Start-up: builds the replica on a thread of its own from `snapshot` (the
+  // bytes start-up loaded, shared read-only; null: the empty state) and the
+  // journal records snapshot_seq+1 .. through_seq, while the loop thread
+  // recovers the live state from the same inputs. FinishPriming joins it (no
+  // lock needed), so the replica's big allocations happen before the
+  // dispatcher serves, not in the middle of its first snapshot. A priming
+  // that fails only means the first task starts over from the file.
+  void StartPriming(std::shared_ptr<const std::string> snapshot, uint64_t snapshot_seq,
+                    uint64_t through_seq);
+  // `num_applied`: the recovered live state's NumApplied(), which the
+  // replica must match. Returns why the replica was not kept, if it was not.
+  Status FinishPriming(uint64_t num_applied);
+
   // Starts a task that brings the replica to record `seq` and writes it as
   // the snapshot after `seq`. `num_applied` is the live state's NumApplied()
   // after `seq` (the replica must agree). `done` runs once, on the loop
@@ -94,6 +108,11 @@ class SnapshotReplica {
   bool invalidated_in_flight_ = false;
   std::shared_ptr<std::atomic<bool>> cancel_;
   SnapshotFault fault_ = SnapshotFault::kNone;
+  // The priming thread writes only these, read after join().
+  std::thread priming_;
+  std::unique_ptr<state::DispatcherState> primed_;
+  uint64_t primed_seq_ = 0;
+  Status priming_status_;
 };
 
 }  // namespace dispatch::reactor
