@@ -3,8 +3,8 @@
 // place and the directory fsynced, so a file under its final name is always
 // complete. The database only names it (Store::RecordSnapshot); start-up loads
 // the file it names and verifies size and checksum. These functions touch no
-// SQLite, no libuv, no lock and no logger, so they may run in a forked child
-// (the reactor's background snapshot) as well as on the loop thread.
+// SQLite, no libuv, no lock and no logger, so they may run on any thread (the
+// reactor's snapshot replica writes from the thread pool) or process.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,7 @@ bool IsSnapshotFileName(std::string_view name);
 // Writes `body` as the snapshot after record `seq` into `work_dir` (temp
 // file, fsync, rename, fsync of the directory) and returns what to record.
 // Unavailable naming the file on any I/O error; the temp file is removed.
-// Safe in a forked child: only open/write/fsync/rename/unlink/close.
+// Only open/write/sync_file_range/fsync/rename/unlink/close: safe anywhere.
 Result<SnapshotFileInfo> WriteSnapshotFile(const std::string& work_dir, uint64_t seq,
                                            std::string_view body);
 

@@ -144,8 +144,8 @@ class Store {
   Status Replay(uint64_t after_seq, const RecordFn& fn);
 
   // Snapshots, the protocol. (1) Someone writes the state after record `seq`
-  // with WriteSnapshotFile (any process; the reactor does it in a forked
-  // child). (2) On the loop thread, RecordSnapshot names that file in one
+  // with WriteSnapshotFile (any thread or process; the reactor's snapshot
+  // replica does it on the thread pool). (2) On the loop thread, RecordSnapshot names that file in one
   // short transaction, from then on start-up loads it. (3) Later commits
   // delete the journal records it covers, a slice each. (4) The caller
   // removes the files RecordSnapshot returned (older snapshots, no longer
