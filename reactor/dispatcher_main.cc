@@ -55,9 +55,15 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "that combination refuses to start (exit 2)",
                  &flags.allow_remote_without_token);
   parser.AddUint("snapshot-every",
-                 "write a snapshot (and drop the journal before it) every N journaled updates; "
-                 "0: only at clean shutdown",
+                 "start a snapshot every N journaled updates (the snapshot replica writes it on "
+                 "the thread pool; the journal before it is then deleted a slice per commit); 0: "
+                 "only at clean shutdown",
                  &o.durable.snapshot_every, 0, 1ull << 40);
+  parser.AddBool("snapshot-in-background",
+                 "true: the snapshot replica encodes and writes each snapshot off the loop, "
+                 "replies never wait; "
+                 "false: the loop writes it inline, holding every reply (for comparison only)",
+                 &o.durable.snapshot_in_background);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,
                  60000);
   parser.AddUint("drain-timeout-ms",

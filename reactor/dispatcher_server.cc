@@ -204,8 +204,11 @@ void DispatcherServer::BeginShutdown(const char* why) {
 kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   // Replies already computed sit in each connection's outbound queue until
   // the kernel takes them; wait for that (or the deadline), then close. A
-  // checkpoint on the thread pool must finish before the Store closes.
-  bool checkpointing = durable_ != nullptr && durable_->checkpoint_in_flight();
+  // checkpoint or snapshot task on the thread pool must finish before the
+  // Store closes (a snapshot task is cancelled: shutdown writes its own).
+  if (durable_ != nullptr) durable_->CancelSnapshot();
+  bool checkpointing = durable_ != nullptr &&
+                       (durable_->checkpoint_in_flight() || durable_->snapshot_in_flight());
   if ((!rpc_->Quiescent() && uv_now(io_.loop()) < deadline_ms) || checkpointing) {
     return io_.timer().afterDelay(2 * kj::MILLISECONDS).then([this, deadline_ms]() {
       return DrainThenStop(deadline_ms);

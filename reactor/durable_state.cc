@@ -55,6 +55,10 @@ DurableState::~DurableState() {
   // find us gone.
   // REQUIRES: not inside uv_run when a checkpoint is in flight (the
   // dispatcher's shutdown waits for it first, so this loop normally never runs).
+  // A snapshot task still running is cancelled and waited for (it uses its
+  // own connection to the database); nothing is lost, the journal holds
+  // every record.
+  snapshotter_.reset();
   while (checkpoint_in_flight_) uv_run(loop_, UV_RUN_ONCE);
   *alive_ = false;
 }
@@ -66,22 +70,46 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
 
   auto snapshot = store.LoadLatestSnapshot();
   if (!snapshot.ok()) return snapshot.status();
+  auto snapshotter = SnapshotReplica::Create(loop, store);
+  if (!snapshotter.ok()) return snapshotter.status();
+  self->snapshotter_ = std::move(snapshotter).value();
+  std::shared_ptr<const std::string> snapshot_bytes;
+  if (snapshot->has_value()) {
+    snapshot_bytes = std::make_shared<const std::string>(std::move((*snapshot)->bytes));
+  }
+  // With background snapshots on, the replica is built from the same inputs
+  // on a thread of its own meanwhile.
+  const bool prime = options.snapshot_every > 0 && options.snapshot_in_background;
+  if (prime) {
+    self->snapshotter_->StartPriming(snapshot_bytes, store.snapshot_seq(), store.last_seq());
+  }
   if (snapshot->has_value()) {
     const storage::Snapshot& snap = **snapshot;
-    auto restored = state::DecodeSnapshot(snap.bytes);
+    auto restored = state::DecodeSnapshot(*snapshot_bytes);
     if (!restored.ok()) {
       return DataLossError("snapshot at sequence number " + std::to_string(snap.seq) + ": " +
                            restored.status().message());
     }
     self->state_ = std::move(restored.value());
   }
+  snapshot_bytes.reset();
 
   DISPATCH_RETURN_IF_ERROR(self->Replay());
   DISPATCH_RETURN_IF_ERROR(self->DropUnheldResults());
+  if (prime) {
+    Status primed = self->snapshotter_->FinishPriming(self->state_.NumApplied());
+    if (!primed.ok()) {
+      Log(LogLevel::kWarning, "snapshot replica not primed (the first snapshot builds it): ",
+          primed.ToString().c_str());
+    }
+  }
 
   auto checkpointer = store.NewCheckpointer();
   if (!checkpointer.ok()) return checkpointer.status();
   self->checkpointer_ = std::move(checkpointer.value());
+  // A long journal left by a crash is snapshotted in the background after
+  // the first commit; nobody waits for it.
+  self->last_snapshot_start_seq_ = store.snapshot_seq();
   self->stats_.recovery_micros = MonotonicMicros() - start;
   return self;
 }
@@ -232,8 +260,10 @@ Status DurableState::ResetKeepingIds() {
   state::DispatcherState empty = state_.EmptyKeepingCounters();
   std::string bytes = state::EncodeSnapshot(empty);
   DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
+  if (snapshotter_ != nullptr) snapshotter_->Invalidate();
   state_ = std::move(empty);
   ++stats_.snapshots;
+  last_snapshot_start_seq_ = store_.last_seq();
   // The forgotten closures' stored results go too.
   return DropUnheldResults();
 }
@@ -303,26 +333,128 @@ void DurableState::CommitPass() {
   batch_committed_ = nullptr;
   batch_committed_promise_ = nullptr;
 
-  if (options_.snapshot_every > 0 && store_.journal_length() >= options_.snapshot_every) {
+  MaybeSnapshot();
+  MaybeCheckpoint();
+}
+
+void DurableState::MaybeSnapshot() {
+  // Called right after a commit: the state is exactly the one after
+  // store_.last_seq(), nothing uncommitted in it.
+  if (options_.snapshot_every == 0 || failed() || !batch_.empty()) return;
+  if (store_.last_seq() < last_snapshot_start_seq_ + options_.snapshot_every) return;
+  if (!options_.snapshot_in_background) {
+    // The old way, kept for comparison: every reply waits for this.
+    const uint64_t start = uv_hrtime();
     Status status = Snapshot();
+    SnapshotOutcome outcome;
+    outcome.status = status;
+    outcome.started_ns = start;
+    outcome.total_micros = (uv_hrtime() - start) / 1000;
+    outcome.info.seq = store_.snapshot_seq();
+    outcome.info.size = stats_.last_snapshot_bytes;
     if (!status.ok()) {
       if (store_.failed()) {
         FailStop(status);
         return;
       }
+      ++stats_.snapshot_failures;
+      last_snapshot_start_seq_ = store_.last_seq();
       Log(LogLevel::kWarning, "snapshot skipped: ", status.ToString().c_str());
     }
+    if (options_.snapshot_observer) options_.snapshot_observer(outcome);
+    return;
   }
-  MaybeCheckpoint();
+  if (snapshotter_ == nullptr || snapshotter_->in_flight()) return;
+  if (uv_hrtime() < snapshot_not_before_ns_) return;
+  const uint64_t seq = store_.last_seq();
+  Status started = snapshotter_->Start(seq, state_.NumApplied(), [this](SnapshotOutcome outcome) {
+    OnSnapshotDone(std::move(outcome));
+  });
+  if (!started.ok()) {
+    ++stats_.snapshot_failures;
+    snapshot_not_before_ns_ = uv_hrtime() + options_.snapshot_retry_ms * 1000000;
+    Log(LogLevel::kWarning, "cannot start a snapshot (retrying in ", options_.snapshot_retry_ms,
+        " ms): ", started.ToString().c_str());
+    return;
+  }
+  last_snapshot_start_seq_ = seq;
+}
+
+void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
+  if (outcome.status.ok() && outcome.info.seq < store_.snapshot_seq()) {
+    // A newer snapshot was recorded meanwhile (an inline one): this file is
+    // of no use.
+    RemoveSnapshotFiles({outcome.info.name});
+    if (options_.snapshot_observer) options_.snapshot_observer(outcome);
+    return;
+  } else if (outcome.status.ok()) {
+    auto obsolete = failed() ? Result<std::vector<std::string>>(failure_)
+                             : store_.RecordSnapshot(outcome.info);
+    if (obsolete.ok()) {
+      ++stats_.snapshots;
+      stats_.last_snapshot_micros = outcome.total_micros;
+      stats_.last_snapshot_bytes = outcome.info.size;
+      RemoveSnapshotFiles(*obsolete);
+      Log(LogLevel::kInfo, "snapshot at record ", outcome.info.seq, " recorded: ",
+          outcome.info.size, " bytes in ", outcome.info.name.c_str(), "; caught up ",
+          outcome.records_applied, " records in ", outcome.catch_up_micros / 1000,
+          " ms, encoded and wrote in ", outcome.write_micros / 1000, " ms, total ",
+          outcome.total_micros / 1000, " ms");
+    } else {
+      outcome.status = obsolete.status();
+      if (store_.failed() && !failed()) {
+        FailStop(obsolete.status());
+        return;
+      }
+    }
+  }
+  if (!outcome.status.ok()) {
+    // Nothing is lost: the journal still holds every record. Try again
+    // later, once the journal has grown enough since the recorded snapshot.
+    // A file the task wrote before it failed is nobody's.
+    const auto& recorded = store_.latest_snapshot();
+    if (!outcome.info.name.empty() && (!recorded.has_value() || recorded->name != outcome.info.name)) {
+      RemoveSnapshotFiles({outcome.info.name});
+    }
+    ++stats_.snapshot_failures;
+    last_snapshot_start_seq_ = store_.snapshot_seq();
+    snapshot_not_before_ns_ = uv_hrtime() + options_.snapshot_retry_ms * 1000000;
+    Log(LogLevel::kWarning, "snapshot at record ", outcome.info.seq, " failed (retrying in ",
+        options_.snapshot_retry_ms, " ms): ",
+        outcome.status.ToString().c_str());
+  }
+  if (options_.snapshot_observer) options_.snapshot_observer(outcome);
+}
+
+void DurableState::RemoveSnapshotFiles(const std::vector<std::string>& names) {
+  // Unlinking a big file can take a while: libuv does it on its thread pool.
+  // A file left behind by a crash is removed at the next start-up.
+  for (const std::string& name : names) {
+    auto* request = new uv_fs_t;
+    const std::string path = store_.work_dir() + "/" + name;
+    int rc = uv_fs_unlink(loop_, request, path.c_str(), [](uv_fs_t* r) {
+      uv_fs_req_cleanup(r);
+      delete r;
+    });
+    if (rc < 0) delete request;
+  }
+}
+
+void DurableState::set_snapshot_fault_for_testing(SnapshotFault fault) {
+  if (snapshotter_ != nullptr) snapshotter_->set_fault_for_testing(fault);
 }
 
 Status DurableState::Snapshot() {
   if (failed()) return failure_;
   if (!batch_.empty()) return FailedPreconditionError("a snapshot needs every update committed first");
   if (store_.journal_length() == 0) return Status::Ok();
+  const uint64_t start = uv_hrtime();
   std::string bytes = state::EncodeSnapshot(state_);
   DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
   ++stats_.snapshots;
+  stats_.last_snapshot_micros = (uv_hrtime() - start) / 1000;
+  stats_.last_snapshot_bytes = bytes.size();
+  last_snapshot_start_seq_ = store_.last_seq();
   return Status::Ok();
 }
 

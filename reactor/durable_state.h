@@ -5,6 +5,10 @@
 // loop pass, writes the whole batch in one SQLite transaction and only then
 // releases the replies parked on Barrier(). A failed commit is fail-stop: no
 // reply is acknowledged again and the process exits with kExitStorageFailure.
+// Snapshots never hold a reply: CommitPass only starts a SnapshotReplica task
+// (a second copy of the state on the thread pool catches up with the journal,
+// encodes itself and writes the file) and records the file when the task is
+// done; the journal records it covers are deleted a slice per later commit.
 // REQUIRES: loop thread only.
 #pragma once
 
@@ -15,11 +19,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <capnp/message.h>
 #include <kj/async.h>
 
 #include "common/status.h"
+#include "reactor/snapshot_replica.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "schema/journal.capnp.h"
 #include "state/dispatcher_state.h"
@@ -36,21 +42,33 @@ inline constexpr int kExitStorageFailure = 3;
 inline constexpr int kExitInternalError = 4;
 
 struct DurableStateOptions {
-  // A snapshot is written once the journal holds this many records since
-  // the last one (0: only on clean shutdown).
+  // A snapshot is started once this many records were journaled since the
+  // last one started (0: only on clean shutdown).
   uint64_t snapshot_every = 100000;
   // A pass whose batch (records and dataset definitions) would grow past
   // this many bytes commits what it holds first, so that one transaction,
   // and the memory its batch pins, stays bounded however many large updates
   // arrive in one loop pass. One update larger than this commits alone.
   uint64_t max_batch_bytes = 64u << 20;
+  // true: the snapshot replica encodes and writes the snapshot on the thread
+  // pool. false: the loop thread encodes and writes it itself, holding every
+  // reply meanwhile (the behaviour before issue 12; for comparison).
+  bool snapshot_in_background = true;
+  // After a failed background snapshot, the next one starts no sooner than
+  // this (nothing is lost meanwhile: the journal keeps every record).
+  uint64_t snapshot_retry_ms = 10000;
+  // Called on the loop thread after every snapshot attempt (benchmarks, tests).
+  std::function<void(const SnapshotOutcome&)> snapshot_observer;
 };
 
 struct DurableStats {
   uint64_t commits = 0;          // group commits (transactions) written
   uint64_t records = 0;          // updates journaled
   uint64_t max_batch = 0;        // most updates in one commit
-  uint64_t snapshots = 0;
+  uint64_t snapshots = 0;        // snapshots recorded (background and inline)
+  uint64_t snapshot_failures = 0;  // attempts that wrote or recorded nothing
+  uint64_t last_snapshot_micros = 0;  // start to recorded, of the last one
+  uint64_t last_snapshot_bytes = 0;
   uint64_t checkpoints = 0;
   uint64_t replayed = 0;         // updates replayed at start-up
   uint64_t recovery_micros = 0;  // time to load the snapshot and replay
@@ -140,8 +158,9 @@ class DurableState {
   // it, reads included (a read may have observed an uncommitted update).
   kj::Promise<void> Barrier();
 
-  // Commits the pass's batch, releases the parked replies, then snapshots or
-  // checkpoints when due. The reactor runs it at the end of every loop pass.
+  // Commits the pass's batch, releases the parked replies, then starts a
+  // background snapshot or a checkpoint when due (neither waits for its
+  // work). The reactor runs it at the end of every loop pass.
   // While a hold is on (below) it commits nothing until the hold ends.
   void CommitPass();
   // Holds the commit for at most `micros` (measured from the first hold of a
@@ -165,8 +184,19 @@ class DurableState {
   // refused a batch as input, which Submit's checks make a bug.
   void SetFatalHandler(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
 
-  // Writes a snapshot of the current (committed) state now.
+  // Writes a snapshot of the current (committed) state now, on this thread
+  // (clean shutdown, tests). A background one in flight is then stale: its
+  // file is removed when it comes back.
   Status Snapshot();
+  // True while a background snapshot task runs on the thread pool; the Store
+  // must outlive it (the dispatcher's shutdown waits, after CancelSnapshot).
+  bool snapshot_in_flight() const { return snapshotter_ != nullptr && snapshotter_->in_flight(); }
+  // Asks a background snapshot in flight to stop soon (shutdown).
+  void CancelSnapshot() {
+    if (snapshotter_ != nullptr) snapshotter_->Cancel();
+  }
+  // Test hook: the next background snapshots fail at `fault`.
+  void set_snapshot_fault_for_testing(SnapshotFault fault);
   // True while a checkpoint runs on the thread pool; the Store must outlive it.
   bool checkpoint_in_flight() const { return checkpoint_in_flight_; }
   bool failed() const { return !failure_.ok(); }
@@ -184,6 +214,9 @@ class DurableState {
   // The refusal of an update whose record takes `bytes`; ok when it fits.
   Status CheckRecordBytes(journal::Update::Reader update, size_t bytes) const;
   void MaybeCheckpoint();
+  void MaybeSnapshot();
+  void OnSnapshotDone(SnapshotOutcome outcome);
+  void RemoveSnapshotFiles(const std::vector<std::string>& names);
 
   uv_loop_t* const loop_;
   storage::Store& store_;
@@ -198,6 +231,10 @@ class DurableState {
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> batch_committed_;
   kj::Maybe<kj::ForkedPromise<void>> batch_committed_promise_;
   std::unique_ptr<storage::Checkpointer> checkpointer_;
+  std::unique_ptr<SnapshotReplica> snapshotter_;
+  // Record after which the last snapshot started (or was recorded).
+  uint64_t last_snapshot_start_seq_ = 0;
+  uint64_t snapshot_not_before_ns_ = 0;  // retry delay after a failure
   bool checkpoint_in_flight_ = false;
   // Set when the owner is gone while a checkpoint still runs (see ~DurableState).
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -13,32 +13,40 @@ namespace dispatch::storage {
 // PRAGMA application_id: "DSPJ".
 inline constexpr int32_t kApplicationId = 0x4453504A;
 // PRAGMA user_version: bump when the schema or a checksum rule changes.
-inline constexpr int32_t kFormatVersion = 1;
+// Version 2 keeps snapshots in files named by the snapshot_file table;
+// Store::Open migrates a version 1 database (snapshot blob in a table).
+inline constexpr int32_t kFormatVersion = 2;
 
 // Created in one transaction together with the two pragmas above.
 //  journal:  one row per record; seq is the rowid, so replay is a rowid scan.
-//  snapshot: at most one row after each WriteSnapshot (older ones are deleted).
+//  snapshot_file: the snapshot file (see snapshot_file.h) holding the state
+//            after record seq, its body size and checksum; at most one row
+//            after each RecordSnapshot (older ones are deleted).
 //  dataset:  definitions by key, written in the same transaction as the records.
 //  result:   closure results by closure id, written in the same transaction as
 //            the record that finishes the closure and deleted in the one that
 //            releases it (the journal keeps only their size and checksum).
+inline constexpr const char* kCreateSnapshotFileTableSql =
+    "CREATE TABLE snapshot_file (seq INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+    "size INTEGER NOT NULL, crc INTEGER NOT NULL);";
 inline constexpr const char* kCreateSchemaSql =
     "CREATE TABLE journal (seq INTEGER PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);"
-    "CREATE TABLE snapshot (seq INTEGER PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);"
+    "CREATE TABLE snapshot_file (seq INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+    "size INTEGER NOT NULL, crc INTEGER NOT NULL);"
     "CREATE TABLE dataset (key BLOB PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);"
     "CREATE TABLE result (closure INTEGER PRIMARY KEY, crc INTEGER NOT NULL, body BLOB NOT NULL);";
 
 inline constexpr int kSchemaTableCount = 4;
 
-// A database made before the result table existed (same format version: the
-// table is only added) gets it at Open, in one transaction.
+// A database migrated from version 1 (which had no result table) gets it at
+// Open.
 inline constexpr const char* kCreateResultTableSql =
     "CREATE TABLE IF NOT EXISTS result (closure INTEGER PRIMARY KEY, crc INTEGER NOT NULL, "
     "body BLOB NOT NULL);";
 
 // CRC32C over ('J', seq as 8 little-endian bytes, body).
 uint32_t RecordChecksum(uint64_t seq, std::string_view body);
-// CRC32C over ('S', seq as 8 little-endian bytes, body).
+// CRC32C over ('S', seq as 8 little-endian bytes, body): a snapshot's body.
 uint32_t SnapshotChecksum(uint64_t seq, std::string_view body);
 // CRC32C over ('D', key length as 8 little-endian bytes, key, definition).
 uint32_t DatasetChecksum(std::string_view key, std::string_view definition);

@@ -3,6 +3,9 @@
 // SQLite failure after validation is fail-stop (see FailStop).
 #include "storage/store.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -64,13 +67,21 @@ Result<uint64_t> Store::Commit(const Batch& batch) {
   DISPATCH_RETURN_IF_ERROR(ValidateBatch(batch));
   if (batch.empty()) return last_seq_;
   const uint64_t first = last_seq_ + 1;
-  Status status = WriteBatch(batch, first);
+  // The next slice of records the snapshot covers goes in this transaction.
+  uint64_t truncate_through = 0;
+  if (journal_first_seq_ <= snapshot_seq_ && options_.truncate_records_per_commit > 0) {
+    truncate_through =
+        std::min(snapshot_seq_, journal_first_seq_ + options_.truncate_records_per_commit - 1);
+  }
+  Status status = WriteBatch(batch, first, truncate_through);
   if (!status.ok()) return FailStop(std::move(status));
+  if (journal_first_seq_ > last_seq_) journal_first_seq_ = first;  // the journal was empty
   last_seq_ += batch.record_count();
+  if (truncate_through > 0) journal_first_seq_ = truncate_through + 1;
   return last_seq_;
 }
 
-Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
+Status Store::WriteBatch(const Batch& batch, uint64_t first_seq, uint64_t truncate_through) {
   sqlite3* db = db_.get();
   // Error text is built only on failure: this is the hot path.
   auto what = [&](const std::string& step) {
@@ -124,6 +135,16 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq) {
     if (rc != SQLITE_DONE) {
       return SqliteStatus(db, rc,
                           what("deleting the result of closure " + std::to_string(closure_id)));
+    }
+  }
+  if (truncate_through > 0) {
+    truncate_journal_.BindInt(1, static_cast<int64_t>(truncate_through));
+    rc = truncate_journal_.Step();
+    truncate_journal_.Reset();
+    if (rc != SQLITE_DONE) {
+      return SqliteStatus(db, rc,
+                          what("deleting journal records up to " + std::to_string(truncate_through) +
+                               ", covered by the snapshot"));
     }
   }
   rc = commit_.Step();
@@ -221,37 +242,67 @@ Status Store::WriteSnapshot(uint64_t seq, std::string_view bytes) {
                                   std::to_string(bytes.size()) + " bytes, over the limit of " +
                                   std::to_string(options_.max_snapshot_bytes));
   }
-  Status status = WriteSnapshotTransaction(seq, bytes);
-  if (!status.ok()) return FailStop(std::move(status));
-  has_snapshot_ = true;
-  snapshot_seq_ = seq;
+  auto info = WriteSnapshotFile(options_.work_dir, seq, bytes);
+  if (!info.ok()) return info.status();
+  auto obsolete = RecordSnapshot(*info);
+  if (!obsolete.ok()) return obsolete.status();
+  for (const std::string& name : *obsolete) unlink((options_.work_dir + "/" + name).c_str());
   return Status::Ok();
 }
 
-Status Store::WriteSnapshotTransaction(uint64_t seq, std::string_view bytes) {
+Result<std::vector<std::string>> Store::RecordSnapshot(const SnapshotFileInfo& info) {
+  if (failed()) return failure_;
+  if (in_replay_) return InternalError("Store::RecordSnapshot called from inside a Replay callback");
+  if (info.seq > last_seq_ || (has_snapshot_ && info.seq < snapshot_seq_)) {
+    return InvalidArgumentError("cannot record a snapshot at record " + std::to_string(info.seq) +
+                                ": it must lie between the latest snapshot (" +
+                                std::to_string(snapshot_seq_) + ") and the last record (" +
+                                std::to_string(last_seq_) + ")");
+  }
+  std::vector<std::string> obsolete;
+  Status status = RecordSnapshotTransaction(info, &obsolete);
+  if (!status.ok()) return FailStop(std::move(status));
+  has_snapshot_ = true;
+  snapshot_seq_ = info.seq;
+  // An identical snapshot recorded again keeps its (same) file.
+  if (snapshot_file_ != info.name && !snapshot_file_.empty() &&
+      std::find(obsolete.begin(), obsolete.end(), snapshot_file_) == obsolete.end()) {
+    obsolete.push_back(snapshot_file_);
+  }
+  obsolete.erase(std::remove(obsolete.begin(), obsolete.end(), info.name), obsolete.end());
+  snapshot_file_ = info.name;
+  latest_snapshot_ = info;
+  return obsolete;
+}
+
+Status Store::RecordSnapshotTransaction(const SnapshotFileInfo& info,
+                                        std::vector<std::string>* obsolete) {
   sqlite3* db = db_.get();
-  const std::string what =
-      "writing the snapshot at record " + std::to_string(seq) + " to " + db_path_;
+  const std::string what = "recording the snapshot at record " + std::to_string(info.seq) +
+                           " (" + info.name + ") in " + db_path_;
   int rc = begin_.Step();
   begin_.Reset();
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (BEGIN)");
-  insert_snapshot_.BindInt(1, static_cast<int64_t>(seq));
-  insert_snapshot_.BindInt(2, SnapshotChecksum(seq, bytes));
-  insert_snapshot_.BindBlob(3, bytes);
+  insert_snapshot_.BindInt(1, static_cast<int64_t>(info.seq));
+  sqlite3_bind_text(insert_snapshot_.get(), 2, info.name.data(), static_cast<int>(info.name.size()),
+                    SQLITE_STATIC);
+  insert_snapshot_.BindInt(3, static_cast<int64_t>(info.size));
+  insert_snapshot_.BindInt(4, info.crc);
   rc = insert_snapshot_.Step();
   insert_snapshot_.Reset();
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what);
-  delete_old_snapshots_.BindInt(1, static_cast<int64_t>(seq));
+  {
+    ScopedReset reset(select_old_snapshots_);
+    select_old_snapshots_.BindInt(1, static_cast<int64_t>(info.seq));
+    while ((rc = select_old_snapshots_.Step()) == SQLITE_ROW) {
+      obsolete->emplace_back(select_old_snapshots_.ColumnBlob(0));
+    }
+    if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (listing older snapshots)");
+  }
+  delete_old_snapshots_.BindInt(1, static_cast<int64_t>(info.seq));
   rc = delete_old_snapshots_.Step();
   delete_old_snapshots_.Reset();
-  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (deleting older snapshots)");
-  truncate_journal_.BindInt(1, static_cast<int64_t>(seq));
-  rc = truncate_journal_.Step();
-  truncate_journal_.Reset();
-  if (rc != SQLITE_DONE) {
-    return SqliteStatus(db, rc,
-                        what + " (deleting journal records up to " + std::to_string(seq) + ")");
-  }
+  if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (forgetting older snapshots)");
   rc = commit_.Step();
   commit_.Reset();
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what + " (COMMIT)");
@@ -259,9 +310,7 @@ Status Store::WriteSnapshotTransaction(uint64_t seq, std::string_view bytes) {
 }
 
 Result<std::optional<Snapshot>> Store::LoadLatestSnapshot() {
-  Snapshot snapshot;
-  int64_t stored = 0;
-  int64_t size = 0;
+  SnapshotFileInfo info;
   {
     ScopedReset reset(select_snapshot_);
     const int rc = select_snapshot_.Step();
@@ -275,31 +324,30 @@ Result<std::optional<Snapshot>> Store::LoadLatestSnapshot() {
     if (rc != SQLITE_ROW) {
       return SqliteStatus(db_.get(), rc, "reading the latest snapshot of " + db_path_);
     }
-    snapshot.seq = static_cast<uint64_t>(select_snapshot_.ColumnInt(0));
-    stored = select_snapshot_.ColumnInt(1);
-    size = select_snapshot_.ColumnInt(2);
+    info.seq = static_cast<uint64_t>(select_snapshot_.ColumnInt(0));
+    info.name = std::string(select_snapshot_.ColumnBlob(1));
+    const int64_t size = select_snapshot_.ColumnInt(2);
+    const int64_t crc = select_snapshot_.ColumnInt(3);
+    if (size < 0 || crc < 0 || crc > 0xFFFFFFFFll || !IsSnapshotFileName(info.name) ||
+        info.name.find('/') != std::string::npos) {
+      return DataLossError("the snapshot record at record " + std::to_string(info.seq) + " in " +
+                           db_path_ + " is damaged (file '" + info.name + "', " +
+                           std::to_string(size) + " bytes)");
+    }
+    info.size = static_cast<uint64_t>(size);
+    info.crc = static_cast<uint32_t>(crc);
   }
-  // Read the body straight into its final buffer with incremental blob I/O:
-  // sqlite3_column_blob would first assemble a copy of the whole snapshot.
-  const std::string what =
-      "reading the snapshot at record " + std::to_string(snapshot.seq) + " of " + db_path_;
-  sqlite3_blob* raw = nullptr;
-  int rc = sqlite3_blob_open(db_.get(), "main", "snapshot", "body",
-                             static_cast<sqlite3_int64>(snapshot.seq), 0, &raw);
-  std::unique_ptr<sqlite3_blob, int (*)(sqlite3_blob*)> blob(raw, sqlite3_blob_close);
-  if (rc != SQLITE_OK) return SqliteStatus(db_.get(), rc, what);
-  if (sqlite3_blob_bytes(raw) != size) {
-    return DataLossError(what + ": its size changed while reading");
+  if (info.size > options_.max_snapshot_bytes) {
+    return DataLossError("snapshot file " + options_.work_dir + "/" + info.name + " is recorded as " +
+                         std::to_string(info.size) + " bytes, over the limit of " +
+                         std::to_string(options_.max_snapshot_bytes));
   }
-  snapshot.bytes.resize(static_cast<size_t>(size));
-  rc = sqlite3_blob_read(raw, snapshot.bytes.data(), static_cast<int>(size), 0);
-  if (rc != SQLITE_OK) return SqliteStatus(db_.get(), rc, what);
-  const uint32_t computed = SnapshotChecksum(snapshot.seq, snapshot.bytes);
-  if (stored != static_cast<int64_t>(computed)) {
-    return DataLossError("snapshot at record " + std::to_string(snapshot.seq) + " in " + db_path_ +
-                         " fails its checksum (stored " + std::to_string(stored) + ", computed " +
-                         std::to_string(computed) + ")");
-  }
+  auto body = ReadSnapshotFile(options_.work_dir, info);
+  if (!body.ok()) return body.status();
+  Snapshot snapshot;
+  snapshot.seq = info.seq;
+  snapshot.bytes = std::move(body).value();
+  snapshot.file = info.name;
   return std::optional<Snapshot>(std::move(snapshot));
 }
 

@@ -1,10 +1,16 @@
-// Store: the dispatcher's durable memory in one SQLite file (WAL mode) in the
-// work dir: the journal (records with contiguous sequence numbers and CRC32C
-// checksums), the latest snapshot (which replaces the journal up to its
-// sequence number), the dataset store and the closure results (by closure id;
-// snapshots do not touch them). Invariants: journal sequence numbers
-// are exactly snapshot_seq+1 .. last_seq; nothing is acknowledged before its
-// transaction committed; after one failed write the Store refuses every write.
+// Store: the dispatcher's durable memory in the work dir: one SQLite file (WAL
+// mode) with the journal (records with contiguous sequence numbers and CRC32C
+// checksums), the dataset store, the closure results (by closure id; snapshots
+// do not touch them) and the name of the latest snapshot, plus that
+// snapshot in a file of its own (snapshot_file.h). Invariants: journal records
+// present are exactly journal_first_seq() .. last_seq(), with
+// journal_first_seq() <= snapshot_seq() + 1: records up to snapshot_seq() are
+// covered by the snapshot and are deleted in bounded slices inside later
+// commits, never all at once; start-up loads the snapshot file the database
+// names (missing or damaged: DataLoss naming the file) and replays the records
+// after it; snapshot files the database does not name are leftovers of an
+// interrupted snapshot and are removed at Open. Nothing is acknowledged before
+// its transaction committed; after one failed write the Store refuses every write.
 //
 // Durability, FULL vs NORMAL (README text). With synchronous=FULL (the default)
 // every Commit fsyncs the WAL before it returns, so an acknowledged change
@@ -30,6 +36,8 @@
 #include "common/status.h"
 #include "storage/batch.h"
 #include "storage/checkpointer.h"
+#include "storage/journal_reader.h"
+#include "storage/snapshot_file.h"
 #include "storage/sqlite.h"
 
 namespace dispatch::storage {
@@ -42,7 +50,8 @@ enum class Synchronous {
 };
 
 struct StoreOptions {
-  // Created if missing. Holds LOCK, dispatch.db (+ -wal, -shm) and INITIALIZED.
+  // Created if missing. Holds LOCK, dispatch.db (+ -wal, -shm), INITIALIZED
+  // and the snapshot file (snapshot-*.snap).
   std::string work_dir;
   Synchronous synchronous = Synchronous::kFull;
   // Per-item limits, checked before anything is written (ResourceExhausted,
@@ -51,6 +60,10 @@ struct StoreOptions {
   size_t max_dataset_bytes = 64u << 20;
   size_t max_snapshot_bytes = 512u << 20;
   size_t max_result_bytes = 256u << 20;
+  // Each Commit deletes at most this many journal records that the latest
+  // snapshot covers, in its own transaction: truncation after a snapshot is
+  // spread over later commits instead of one long delete on the loop thread.
+  uint64_t truncate_records_per_commit = 2048;
   // WantsCheckpoint() turns true once the WAL holds this many frames (pages)
   // not yet copied into the database.
   int checkpoint_wal_frames = 2048;
@@ -83,6 +96,7 @@ struct StoreOptions {
 struct Snapshot {
   uint64_t seq = 0;   // the snapshot holds the state after record `seq`
   std::string bytes;  // opaque to storage
+  std::string file;   // the file it was read from (name inside the work dir)
 };
 
 // Called once per journal record, in order. `bytes` is valid only during the
@@ -91,15 +105,17 @@ struct Snapshot {
 using RecordFn = std::function<Status(uint64_t seq, std::string_view bytes)>;
 
 // Threading: every method REQUIRES the loop thread (the thread that called
-// Open), except that the Checkpointer made by NewCheckpointer runs on any one
-// other thread. The Store holds no mutex and shares no SQLite object with it.
+// Open), except that the Checkpointer made by NewCheckpointer and the
+// JournalReader made by NewJournalReader each run on any one other thread. The Store holds no mutex and shares no SQLite object with it.
 class Store {
  public:
   // Creates the work dir if missing, locks it (FailedPrecondition naming the dir
   // and the holder's pid if another dispatcher has it), opens or creates
   // dispatch.db in WAL mode and checks it: a damaged file is DataLoss naming
-  // it, never a crash; a journal that does not start right after the latest
-  // snapshot is DataLoss naming the missing sequence numbers.
+  // it, never a crash; a journal that does not go on right after the latest
+  // snapshot is DataLoss naming the missing sequence numbers. A database of
+  // format version 1 (snapshot in a table) is migrated to files. Snapshot
+  // files the database does not name are removed.
   static Result<std::unique_ptr<Store>> Open(StoreOptions options);
 
   Store(const Store&) = delete;
@@ -110,13 +126,15 @@ class Store {
 
   // Appends the batch's records (sequence numbers last_seq()+1 ...), its
   // dataset puts and its result puts and deletes in ONE transaction and
-  // returns the new last_seq(). Returns
-  // only after the transaction committed (and, with kFull, was fsynced).
+  // returns the new last_seq(). In the same transaction it deletes the next
+  // slice (at most options.truncate_records_per_commit) of journal records the
+  // latest snapshot covers. Returns only after the transaction committed (and,
+  // with kFull, was fsynced).
   // Oversized record/definition/result or an empty dataset key: ResourceExhausted /
   // InvalidArgument, nothing written, Store still usable. Any SQLite failure
   // while writing, committing or syncing: the Store becomes failed (fail-stop)
-  // and this and every later Commit/WriteSnapshot return that same error. An
-  // empty batch writes nothing and returns last_seq().
+  // and this and every later Commit/RecordSnapshot/WriteSnapshot return that
+  // same error. An empty batch writes nothing and returns last_seq().
   Result<uint64_t> Commit(const Batch& batch);
 
   // Calls `fn` for every journal record with seq > after_seq, in order.
@@ -127,14 +145,31 @@ class Store {
   // WriteSnapshot.
   Status Replay(uint64_t after_seq, const RecordFn& fn);
 
-  // Stores `bytes` as the state after record `seq` and, in the same
-  // transaction, deletes older snapshots and every journal record <= seq.
-  // REQUIRES: snapshot_seq() <= seq <= last_seq() (InvalidArgument otherwise).
-  // Write failures are fail-stop, as for Commit.
+  // Snapshots, the protocol. (1) Someone writes the state after record `seq`
+  // with WriteSnapshotFile (any thread or process; the reactor's snapshot
+  // replica does it on the thread pool). (2) On the loop thread, RecordSnapshot names that file in one
+  // short transaction, from then on start-up loads it. (3) Later commits
+  // delete the journal records it covers, a slice each. (4) The caller
+  // removes the files RecordSnapshot returned (older snapshots, no longer
+  // named). A crash between any two steps leaves either the older snapshot
+  // (and its journal) or the newer one named, and at most files that Open
+  // removes.
+
+  // Names `info`'s file as the latest snapshot, forgets older snapshots, and
+  // returns the names of the files no longer needed (the caller removes them,
+  // off the loop if it likes). REQUIRES: snapshot_seq() <= info.seq <=
+  // last_seq() (InvalidArgument otherwise, nothing written), the file is
+  // durable in the work dir. SQLite failures are fail-stop, as for Commit.
+  Result<std::vector<std::string>> RecordSnapshot(const SnapshotFileInfo& info);
+
+  // WriteSnapshotFile + RecordSnapshot + removing the older files, all on the
+  // calling thread (start-up, shutdown, tests). Over max_snapshot_bytes:
+  // ResourceExhausted; a file that cannot be written: Unavailable; neither
+  // is fail-stop (the journal still holds everything).
   Status WriteSnapshot(uint64_t seq, std::string_view bytes);
 
-  // The latest snapshot, nullopt if none was written; DataLoss naming its
-  // sequence number if its checksum fails. Start-up = this + Replay(its seq).
+  // The latest snapshot, nullopt if none was recorded; DataLoss naming the
+  // file if it is missing or damaged. Start-up = this + Replay(its seq).
   Result<std::optional<Snapshot>> LoadLatestSnapshot();
 
   // The definition stored under `key`; NotFound naming the key; DataLoss if
@@ -192,10 +227,21 @@ class Store {
   // A Checkpointer with its own connection to this database. Made on the loop
   // thread while the Store (and so the lock) is alive; see checkpointer.h.
   Result<std::unique_ptr<Checkpointer>> NewCheckpointer();
+  // A JournalReader with its own read-only connection to this database; see
+  // journal_reader.h. Destroy it before the Store.
+  Result<std::unique_ptr<JournalReader>> NewJournalReader();
 
   uint64_t last_seq() const { return last_seq_; }
+  // The lowest journal record still present (last_seq()+1 when none is).
+  uint64_t journal_first_seq() const { return journal_first_seq_; }
+  // Records the latest snapshot covers that later commits still have to delete.
+  uint64_t pending_truncation() const {
+    return snapshot_seq_ >= journal_first_seq_ ? snapshot_seq_ - journal_first_seq_ + 1 : 0;
+  }
   // 0 when there is no snapshot (has_snapshot() false).
   uint64_t snapshot_seq() const { return snapshot_seq_; }
+  // The recorded snapshot file (name, size, checksum), if any.
+  const std::optional<SnapshotFileInfo>& latest_snapshot() const { return latest_snapshot_; }
   bool has_snapshot() const { return has_snapshot_; }
   // Records in the journal, i.e. since the latest snapshot; the reactor
   // snapshots when this passes its configured N.
@@ -206,6 +252,7 @@ class Store {
   bool failed() const { return !failure_.ok(); }
 
   const std::string& db_path() const { return db_path_; }
+  const std::string& work_dir() const { return options_.work_dir; }
   const StoreOptions& options() const { return options_; }
 
  private:
@@ -216,11 +263,14 @@ class Store {
   Status ConfigureConnection();
   Status CheckOrCreateSchema();
   Status PrepareStatements();
+  Status MigrateFromVersion1();
   Status LoadBounds();
+  Status RemoveStaleSnapshotFiles();
 
   Status ValidateBatch(const Batch& batch) const;
-  Status WriteBatch(const Batch& batch, uint64_t first_seq);
-  Status WriteSnapshotTransaction(uint64_t seq, std::string_view bytes);
+  // `truncate_through`: delete journal records up to it too (0: none).
+  Status WriteBatch(const Batch& batch, uint64_t first_seq, uint64_t truncate_through);
+  Status RecordSnapshotTransaction(const SnapshotFileInfo& info, std::vector<std::string>* obsolete);
   // Rolls back whatever is open, records `status` as the failure, returns it.
   Status FailStop(Status status);
   static int OnWalCommit(void* self, sqlite3* db, const char* name, int frames);
@@ -237,6 +287,7 @@ class Store {
   Statement insert_record_;
   Statement select_records_;
   Statement insert_snapshot_;
+  Statement select_old_snapshots_;
   Statement delete_old_snapshots_;
   Statement truncate_journal_;
   Statement select_snapshot_;
@@ -248,8 +299,11 @@ class Store {
   Statement list_results_;
 
   uint64_t last_seq_ = 0;
+  uint64_t journal_first_seq_ = 1;
   uint64_t snapshot_seq_ = 0;
   bool has_snapshot_ = false;
+  std::string snapshot_file_;  // name of the recorded snapshot file, if any
+  std::optional<SnapshotFileInfo> latest_snapshot_;
   int wal_frames_ = 0;
   int backfilled_frames_ = 0;
   bool in_replay_ = false;

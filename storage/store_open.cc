@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
+#include <vector>
 #include <system_error>
 
 #include "storage/format.h"
@@ -95,6 +97,7 @@ Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   DISPATCH_RETURN_IF_ERROR(AsDamage(store->CheckOrCreateSchema(), store->db_path_));
   DISPATCH_RETURN_IF_ERROR(AsDamage(store->PrepareStatements(), store->db_path_));
   DISPATCH_RETURN_IF_ERROR(AsDamage(store->LoadBounds(), store->db_path_));
+  DISPATCH_RETURN_IF_ERROR(store->RemoveStaleSnapshotFiles());
   return store;
 }
 
@@ -130,9 +133,9 @@ Status Store::ConfigureConnection() {
     DISPATCH_RETURN_IF_ERROR(ExecSql(db, sql.c_str(), what + " (max_page_count)"));
   }
   const int64_t sqlite_max = sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1);
+  // Snapshots live in files of their own: SQLite's blob limit is not theirs.
   for (size_t limit :
-       {options_.max_record_bytes, options_.max_dataset_bytes, options_.max_snapshot_bytes,
-        options_.max_result_bytes}) {
+       {options_.max_record_bytes, options_.max_dataset_bytes, options_.max_result_bytes}) {
     if (static_cast<int64_t>(limit) > sqlite_max) {
       return InvalidArgumentError("a StoreOptions size limit (" + std::to_string(limit) +
                                   " bytes) exceeds SQLite's blob limit of " +
@@ -194,22 +197,25 @@ Status Store::CheckOrCreateSchema() {
         ", expected " + std::to_string(kApplicationId) +
         "): its header is damaged or the file belongs to something else");
   }
-  if (*version != kFormatVersion) {
+  if (*version == 1) {
+    DISPATCH_RETURN_IF_ERROR(MigrateFromVersion1());
+  } else if (*version != kFormatVersion) {
     return FailedPreconditionError(db_path_ + " has format version " + std::to_string(*version) +
                                    "; this build reads version " + std::to_string(kFormatVersion));
   }
   auto tables = QueryInt(db,
                          "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN "
-                         "('journal','snapshot','dataset')",
+                         "('journal','snapshot_file','dataset')",
                          what);
   if (!tables.ok()) return tables.status();
   if (*tables != kSchemaTableCount - 1) {
     return DataLossError("journal database " + db_path_ + " lacks " +
                          std::to_string(kSchemaTableCount - 1 - *tables) +
-                         " of its tables (journal, snapshot, dataset)");
+                         " of its tables (journal, snapshot_file, dataset)");
   }
-  // The result table came later under the same format version: a database
-  // written before it gets it now (its journal holds results inline).
+  // The result table came in the same release as format version 2: a
+  // database migrated from version 1 gets it now (its journal holds results
+  // inline).
   DISPATCH_RETURN_IF_ERROR(ExecSql(db, kCreateResultTableSql, "adding the result table to " + db_path_));
   if (!FileExists(marker)) return WriteMarker(options_.work_dir);
   return Status::Ok();
@@ -227,10 +233,13 @@ Status Store::PrepareStatements() {
       {&rollback_, "ROLLBACK"},
       {&insert_record_, "INSERT INTO journal (seq, crc, body) VALUES (?1, ?2, ?3)"},
       {&select_records_, "SELECT seq, crc, body FROM journal WHERE seq > ?1 ORDER BY seq"},
-      {&insert_snapshot_, "INSERT OR REPLACE INTO snapshot (seq, crc, body) VALUES (?1, ?2, ?3)"},
-      {&delete_old_snapshots_, "DELETE FROM snapshot WHERE seq < ?1"},
+      {&insert_snapshot_,
+       "INSERT OR REPLACE INTO snapshot_file (seq, name, size, crc) VALUES (?1, ?2, ?3, ?4)"},
+      {&select_old_snapshots_, "SELECT name FROM snapshot_file WHERE seq < ?1"},
+      {&delete_old_snapshots_, "DELETE FROM snapshot_file WHERE seq < ?1"},
       {&truncate_journal_, "DELETE FROM journal WHERE seq <= ?1"},
-      {&select_snapshot_, "SELECT seq, crc, length(body) FROM snapshot ORDER BY seq DESC LIMIT 1"},
+      {&select_snapshot_,
+       "SELECT seq, name, size, crc FROM snapshot_file ORDER BY seq DESC LIMIT 1"},
       {&put_dataset_,
        "INSERT INTO dataset (key, crc, body) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO UPDATE "
        "SET crc = excluded.crc, body = excluded.body"},
@@ -254,40 +263,124 @@ Status Store::LoadBounds() {
   // One aggregate per query: SQLite answers a lone min() or max() on the rowid
   // from the b-tree's edge; min() and max() together would scan every row.
   struct Bound {
-    const char* sql;
+    std::string sql;
     bool present = false;
     int64_t value = 0;
   };
-  Bound snapshot{"SELECT max(seq) FROM snapshot"};
-  Bound first{"SELECT min(seq) FROM journal"};
-  Bound last{"SELECT max(seq) FROM journal"};
-  for (Bound* bound : {&snapshot, &first, &last}) {
-    auto stmt = Statement::Prepare(db, bound->sql);
+  auto load = [&](Bound& bound) -> Status {
+    auto stmt = Statement::Prepare(db, bound.sql.c_str());
     if (!stmt.ok()) return stmt.status();
     const int rc = stmt->Step();
     if (rc != SQLITE_ROW) return SqliteStatus(db, rc, what);
-    bound->present = !stmt->ColumnIsNull(0);
-    bound->value = bound->present ? stmt->ColumnInt(0) : 0;
-  }
+    bound.present = !stmt->ColumnIsNull(0);
+    bound.value = bound.present ? stmt->ColumnInt(0) : 0;
+    return Status::Ok();
+  };
+  Bound snapshot{"SELECT max(seq) FROM snapshot_file"};
+  Bound first{"SELECT min(seq) FROM journal"};
+  Bound last{"SELECT max(seq) FROM journal"};
+  for (Bound* bound : {&snapshot, &first, &last}) DISPATCH_RETURN_IF_ERROR(load(*bound));
   has_snapshot_ = snapshot.present;
   snapshot_seq_ = static_cast<uint64_t>(snapshot.value);
+  // Records up to the snapshot may still be there (truncation is sliced);
+  // what replay needs is that the journal goes on right after it.
+  Bound after{"SELECT min(seq) FROM journal WHERE seq > " + std::to_string(snapshot_seq_)};
+  DISPATCH_RETURN_IF_ERROR(load(after));
   last_seq_ = snapshot_seq_;
+  journal_first_seq_ = snapshot_seq_ + 1;
   if (first.present) {
-    if (first.value <= 0 || static_cast<uint64_t>(first.value) != snapshot_seq_ + 1) {
+    const int64_t next = after.present ? after.value : first.value;
+    if (first.value <= 0 || (!has_snapshot_ && first.value != 1) ||
+        (next > static_cast<int64_t>(snapshot_seq_) &&
+         static_cast<uint64_t>(next) != snapshot_seq_ + 1)) {
+      const int64_t shown = has_snapshot_ ? next : first.value;
       const std::string base =
           has_snapshot_ ? "the latest snapshot is at record " + std::to_string(snapshot_seq_)
                         : "there is no snapshot";
       return DataLossError("journal in " + db_path_ + " starts at record " +
-                           std::to_string(first.value) + " but " + base + ": expected record " +
+                           std::to_string(shown) + " but " + base + ": expected record " +
                            std::to_string(snapshot_seq_ + 1) + " first");
     }
-    last_seq_ = static_cast<uint64_t>(last.value);
+    journal_first_seq_ = static_cast<uint64_t>(first.value);
+    last_seq_ = std::max<uint64_t>(snapshot_seq_, static_cast<uint64_t>(last.value));
+  }
+  if (has_snapshot_) {
+    ScopedReset reset(select_snapshot_);
+    const int rc = select_snapshot_.Step();
+    if (rc != SQLITE_ROW) return SqliteStatus(db, rc, what + " (latest snapshot)");
+    snapshot_file_ = std::string(select_snapshot_.ColumnBlob(1));
+    latest_snapshot_ = SnapshotFileInfo{snapshot_seq_, snapshot_file_,
+                                        static_cast<uint64_t>(select_snapshot_.ColumnInt(2)),
+                                        static_cast<uint32_t>(select_snapshot_.ColumnInt(3))};
   }
   return Status::Ok();
 }
 
+Status Store::RemoveStaleSnapshotFiles() {
+  // Leftovers of a snapshot that never got recorded, or of one replaced
+  // before its file was removed: nobody will ever read them.
+  std::error_code ec;
+  std::vector<std::string> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.work_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (IsSnapshotFileName(name) && name != snapshot_file_) stale.push_back(name);
+  }
+  if (ec) {
+    return UnavailableError("cannot list work dir " + options_.work_dir + ": " + ec.message());
+  }
+  for (const std::string& name : stale) unlink((options_.work_dir + "/" + name).c_str());
+  return Status::Ok();
+}
+
+Status Store::MigrateFromVersion1() {
+  // Version 1 kept the latest snapshot as a blob in table `snapshot`. Write it
+  // out as a file first (a crash here leaves version 1 and a stale file), then
+  // name it, drop the old table and bump the version in one transaction.
+  sqlite3* db = db_.get();
+  const std::string what = "migrating " + db_path_ + " from format version 1";
+  std::optional<SnapshotFileInfo> info;
+  {
+    auto select = Statement::Prepare(db, "SELECT seq, crc, body FROM snapshot ORDER BY seq DESC LIMIT 1");
+    if (!select.ok()) return select.status();
+    const int rc = select->Step();
+    if (rc == SQLITE_ROW) {
+      const uint64_t seq = static_cast<uint64_t>(select->ColumnInt(0));
+      const std::string_view body = select->ColumnBlob(2);
+      if (select->ColumnInt(1) != static_cast<int64_t>(SnapshotChecksum(seq, body))) {
+        return DataLossError("snapshot at record " + std::to_string(seq) + " in " + db_path_ +
+                             " fails its checksum");
+      }
+      auto written = WriteSnapshotFile(options_.work_dir, seq, body);
+      if (!written.ok()) return written.status();
+      info = *written;
+    } else if (rc != SQLITE_DONE) {
+      return SqliteStatus(db, rc, what);
+    }
+  }
+  DISPATCH_RETURN_IF_ERROR(ExecSql(db, "BEGIN IMMEDIATE", what));
+  Status status = ExecSql(db, kCreateSnapshotFileTableSql, what);
+  if (status.ok() && info.has_value()) {
+    const std::string insert = "INSERT INTO snapshot_file (seq, name, size, crc) VALUES (" +
+                               std::to_string(info->seq) + ", '" + info->name + "', " +
+                               std::to_string(info->size) + ", " + std::to_string(info->crc) + ")";
+    status = ExecSql(db, insert.c_str(), what);
+  }
+  if (status.ok()) status = ExecSql(db, "DROP TABLE snapshot", what);
+  if (status.ok()) {
+    const std::string pragma = "PRAGMA user_version=" + std::to_string(kFormatVersion);
+    status = ExecSql(db, pragma.c_str(), what);
+  }
+  if (status.ok()) status = ExecSql(db, "COMMIT", what);
+  if (!status.ok() && sqlite3_get_autocommit(db) == 0) (void)ExecSql(db, "ROLLBACK", what);
+  return status;
+}
+
 Result<std::unique_ptr<Checkpointer>> Store::NewCheckpointer() {
   return Checkpointer::Open(db_path_, options_.synchronous == Synchronous::kFull);
+}
+
+Result<std::unique_ptr<JournalReader>> Store::NewJournalReader() {
+  return JournalReader::Open(db_path_);
 }
 
 int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int frames) {

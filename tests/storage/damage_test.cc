@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 
+#include "storage/snapshot_file.h"
 #include "storage/store.h"
 #include "tests/storage/test_util.h"
 
@@ -151,12 +152,39 @@ TEST(Damage, MissingFirstRecordFailsOpen) {
               "starts at record 102 but the latest snapshot is at record 100");
 }
 
-TEST(Damage, FlippedByteInTheSnapshotIsNamed) {
+// The one snapshot file in `dir`.
+std::string SnapshotFile(const std::string& dir) {
+  auto names = testing::SnapshotFilesIn(dir);
+  EXPECT_EQ(names.size(), 1u);
+  return names.empty() ? "" : dir + "/" + names[0];
+}
+
+TEST(Damage, FlippedByteInTheSnapshotFileIsNamed) {
   TempDir tmp;
   WriteJournal(tmp.path(), /*with_snapshot=*/true);
   ASSERT_TRUE(StartUp(tmp.path()).ok());
-  FlipBlobByte(tmp.Sub("dispatch.db"), "snapshot", "body", "seq = 100", 3);
-  ExpectError(StartUp(tmp.path()), StatusCode::kDataLoss, "snapshot at record 100 in");
+  const std::string file = SnapshotFile(tmp.path());
+  for (size_t offset : {size_t{3}, kSnapshotFileHeaderBytes + 3}) {  // header, then body
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    std::string bytes = ReadFile(file);
+    bytes[offset] ^= 0x20;
+    WriteFile(file, bytes);
+    ExpectError(StartUp(tmp.path()), StatusCode::kDataLoss, "snapshot file " + file);
+    bytes[offset] ^= 0x20;
+    WriteFile(file, bytes);
+    ASSERT_TRUE(StartUp(tmp.path()).ok());
+  }
+}
+
+TEST(Damage, MissingOrTruncatedSnapshotFileIsDataLossNamingIt) {
+  TempDir tmp;
+  WriteJournal(tmp.path(), /*with_snapshot=*/true);
+  const std::string file = SnapshotFile(tmp.path());
+  const std::string bytes = ReadFile(file);
+  WriteFile(file, bytes.substr(0, bytes.size() - 1));
+  ExpectError(StartUp(tmp.path()), StatusCode::kDataLoss, "snapshot file " + file);
+  ASSERT_EQ(unlink(file.c_str()), 0);
+  ExpectError(StartUp(tmp.path()), StatusCode::kDataLoss, file + " (the snapshot at record 100) is missing");
 }
 
 TEST(Damage, FlippedByteInADatasetDefinitionIsNamed) {

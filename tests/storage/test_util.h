@@ -121,6 +121,9 @@ std::string HelperPath();
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& bytes);
 
+// Names of the snapshot files (final and temporary) in `dir`, sorted.
+std::vector<std::string> SnapshotFilesIn(const std::string& dir);
+
 // Runs `sql` on a raw connection of its own (the damage tests' second writer).
 // Returns "" or SQLite's error message.
 std::string RawSql(const std::string& db_path, const std::string& sql);

@@ -1,0 +1,382 @@
+// `dispatch-bench snapshot`: ping latency while snapshots of a big state run.
+// Builds a state of N entities (datasets, jobs, tasks, closures; by default
+// 1,000,000) through DurableState with a snapshot of it, then runs the
+// dispatcher in-process on a thread of its own three times on that work dir,
+// each time with a writer journaling at a steady rate (so snapshots come due)
+// and a pinger at 1 kHz:
+//   floor        --snapshot-every=0: no snapshot at all
+//   background   snapshots written by the snapshot replica on the thread pool
+//   inline       snapshots written on the loop thread (before issue 12)
+// Latency is measured from each ping's scheduled send time, so a stalled
+// loop counts against every ping it delayed (no coordinated omission). Pings
+// are "during a snapshot" when their [scheduled, reply] overlaps a snapshot's
+// [start, recorded]. Reports; asserts nothing. With SNAPSHOT_BENCH_TRACE set
+// it also prints each snapshot's times and every ping slower than 50 ms.
+#include <stdio.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <capnp/ez-rpc.h>
+
+#include "bench/latency.h"
+#include "bench/registry.h"
+#include "common/flag_parser.h"
+#include "common/log.h"
+#include "reactor/dispatcher_server.h"
+#include "reactor/durable_state.h"
+#include "reactor/uvkj/async_io.h"
+#include "reactor/uvkj/uv_handle.h"
+#include "schema/dispatcher.capnp.h"
+#include "storage/store.h"
+#include "tests/state/update_builders.h"
+#include "tests/support/temp_dir.h"
+
+namespace dispatch::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace builders = state::testing;
+
+struct SnapshotFlags {
+  uint64_t entities = 1000000;
+  uint64_t seconds = 15;  // per phase
+  uint64_t hz = 1000;
+  uint64_t writes_per_s = 1000;
+  uint64_t snapshot_every = 1000;
+  std::string phases = "floor,background,inline";
+  std::string work_dir;  // empty: a temp dir
+  bool synchronous_full = true;
+};
+
+uint64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+[[noreturn]] void Fail(const std::string& what, const Status& status) {
+  fprintf(stderr, "dispatch-bench snapshot: %s: %s\n", what.c_str(), status.ToString().c_str());
+  exit(1);
+}
+
+// Journals N entities as real Updates (batched where the journal allows) and
+// writes a snapshot of them, so each dispatcher start loads instead of replays.
+void BuildState(const std::string& dir, uint64_t entities) {
+  uvkj::UvLoop loop;
+  storage::StoreOptions store_options;
+  store_options.work_dir = dir;
+  store_options.synchronous = storage::Synchronous::kNormal;
+  store_options.max_snapshot_bytes = 2048u << 20;
+  auto store = storage::Store::Open(store_options);
+  if (!store.ok()) Fail("open", store.status());
+  auto durable = reactor::DurableState::Recover(loop.get(), **store, {.snapshot_every = 0});
+  if (!durable.ok()) Fail("recover", durable.status());
+  reactor::DurableState& d = **durable;
+  uint64_t pending = 0;
+  auto submit = [&](builders::OwnedUpdate update) {
+    Status status = d.Submit(update.reader());
+    if (!status.ok()) Fail("building the state", status);
+    if (++pending == 4096) {
+      d.CommitPass();
+      pending = 0;
+    }
+  };
+  // 30% datasets, 20% jobs, 30% tasks (two per job on two workers), 20% closures.
+  const uint64_t datasets = entities * 3 / 10, jobs = entities / 5, closures = entities / 5;
+  const uint64_t tasks = entities - datasets - jobs - closures;
+  submit(builders::RegisterWorker(1, "worker-a:1", "tcp:127.0.0.1:1"));
+  submit(builders::RegisterWorker(2, "worker-b:1", "tcp:127.0.0.1:2"));
+  for (uint64_t i = 1; i <= datasets; ++i) {
+    submit(builders::RegisterDataset(i, 0x9E3779B97F4A7C15ull * i, "", "metadata-" + std::to_string(i)));
+  }
+  for (uint64_t i = 1; i <= jobs; ++i) submit(builders::CreateJob(i, 1 + (i - 1) % datasets));
+  for (uint64_t i = 1; i <= tasks; ++i) {
+    submit(builders::CreateTask(i, 1 + (i - 1) / 2 % jobs, i % 2 == 1 ? "worker-a:1" : "worker-b:1"));
+  }
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 1; i <= closures; ++i) {
+    ids.push_back(i);
+    if (ids.size() == 1000 || i == closures) {
+      submit(builders::ScheduleClosures(ids, 7));
+      ids.clear();
+    }
+  }
+  d.CommitPass();
+  Status snapshot = d.Snapshot();
+  if (!snapshot.ok()) Fail("snapshot", snapshot);
+}
+
+capnp::Data::Reader AsData(const std::string& bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(bytes.data()), bytes.size());
+}
+
+struct Ping {
+  uint64_t scheduled_ns;
+  uint64_t done_ns;
+};
+
+struct Interval {
+  uint64_t start_ns, end_ns;
+};
+
+struct PhaseResult {
+  std::vector<Ping> pings;
+  std::vector<reactor::SnapshotOutcome> snapshots;
+  uint64_t writes = 0;
+  double startup_s = 0;
+  long max_rss_kb = 0;
+};
+
+// One phase: a dispatcher on its own thread, a writer and a pinger on theirs.
+PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_t snapshot_every,
+                     bool background) {
+  PhaseResult result;
+  std::mutex mu;  // guards result.snapshots (written on the loop thread)
+  std::promise<std::string> address_promise;
+  std::promise<const kj::Executor*> executor_promise;
+  reactor::DispatcherServer* server_ptr = nullptr;
+  auto start = Clock::now();
+  std::thread server_thread([&]() {
+    uvkj::UvLoop loop;
+    {
+      uvkj::UvAsyncIo io(loop.get());
+      reactor::DispatcherOptions options;
+      options.listen = "tcp:127.0.0.1:0";
+      options.work_dir = dir;
+      options.synchronous =
+          flags.synchronous_full ? storage::Synchronous::kFull : storage::Synchronous::kNormal;
+      options.durable.snapshot_every = snapshot_every;
+      options.durable.snapshot_in_background = background;
+      options.durable.snapshot_retry_ms = 0;
+      options.durable.snapshot_observer = [&](const reactor::SnapshotOutcome& outcome) {
+        std::lock_guard<std::mutex> lock(mu);
+        result.snapshots.push_back(outcome);
+      };
+      // The built state's workers never connect and its jobs have no
+      // clients: keep them for the whole run.
+      options.data.worker_timeout_ms = 24 * 3600 * 1000ull;
+      options.data.job_gc_check_interval_ms = 0;
+      options.data.client_timeout_ms = 24 * 3600 * 1000ull;
+      {
+        reactor::DispatcherServer server(io, options);
+        server_ptr = &server;
+        auto bound = server.Start();
+        if (!bound.ok()) Fail("start", bound.status());
+        executor_promise.set_value(&kj::getCurrentThreadExecutor());
+        address_promise.set_value(*bound);
+        io.Run();
+      }
+      io.wait_scope().poll();
+    }
+    loop.Close();
+  });
+  const std::string address = address_promise.get_future().get().substr(4);
+  const kj::Executor* executor = executor_promise.get_future().get();
+  result.startup_s = SecondsSince(start);
+
+  std::atomic<bool> stop{false};
+  std::thread writer([&]() {
+    capnp::EzRpcClient client(address.c_str());
+    auto& ws = client.getWaitScope();
+    auto dispatcher = client.getMain<rpc::Gateway>().authenticateRequest().send().wait(ws).getDispatcher();
+    const uint64_t period_ns = 1000000000ull / std::max<uint64_t>(flags.writes_per_s, 1);
+    uint64_t next = NowNs();
+    uint64_t i = 0;
+    while (!stop.load()) {
+      // Ten writes in flight per burst: a steady rate, not a flood.
+      kj::Vector<kj::Promise<void>> calls;
+      for (int k = 0; k < 10; ++k) {
+        auto request = dispatcher.getOrRegisterDatasetRequest();
+        const std::string definition = "snapshot-bench-" + std::to_string(NowNs()) + "-" + std::to_string(i++);
+        request.setDefinition(AsData(definition));
+        calls.add(request.send().ignoreResult());
+      }
+      kj::joinPromises(calls.releaseAsArray()).wait(ws);
+      result.writes += 10;
+      next += 10 * period_ns;
+      const uint64_t now = NowNs();
+      if (next > now) std::this_thread::sleep_for(std::chrono::nanoseconds(next - now));
+    }
+  });
+
+  {
+    // Open loop: a ping leaves at every tick whether or not earlier ones
+    // were answered, so a stall delays every ping it covers, each counted
+    // from its own tick, and a slow reply never delays the next send.
+    capnp::EzRpcClient client(address.c_str());
+    auto& ws = client.getWaitScope();
+    auto& timer = client.getIoProvider().getTimer();
+    auto dispatcher = client.getMain<rpc::Gateway>().authenticateRequest().send().wait(ws).getDispatcher();
+    const uint64_t period_ns = 1000000000ull / flags.hz;
+    const uint64_t count = flags.seconds * flags.hz;
+    result.pings.assign(count, Ping{0, 0});
+    kj::Vector<kj::Promise<void>> pending;
+    const uint64_t first = NowNs() + 100 * period_ns;
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t scheduled = first + i * period_ns;
+      const uint64_t now = NowNs();
+      if (scheduled > now) timer.afterDelay((scheduled - now) * kj::NANOSECONDS).wait(ws);
+      result.pings[i].scheduled_ns = scheduled;
+      pending.add(dispatcher.pingRequest().send().then([&result, i](auto&&) {
+        result.pings[i].done_ns = NowNs();
+      }).eagerlyEvaluate(nullptr));
+    }
+    kj::joinPromises(pending.releaseAsArray()).wait(ws);
+  }
+  stop = true;
+  writer.join();
+  executor->executeSync([&]() { server_ptr->BeginShutdown("bench phase done"); });
+  server_thread.join();
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  result.max_rss_kb = usage.ru_maxrss;
+  return result;
+}
+
+struct Figures {
+  size_t count = 0;
+  double p50 = 0, p99 = 0, p999 = 0, max = 0;  // ms
+};
+
+Figures Summarize(const std::vector<Ping>& pings, const std::vector<Interval>& during, bool inside) {
+  LatencySamples samples;
+  for (const Ping& p : pings) {
+    bool overlaps = false;
+    for (const Interval& s : during) {
+      if (p.scheduled_ns <= s.end_ns && p.done_ns >= s.start_ns) {
+        overlaps = true;
+        break;
+      }
+    }
+    // A ping can leave a few microseconds before its tick (timer rounding).
+    if (overlaps == inside) samples.Add(p.done_ns > p.scheduled_ns ? p.done_ns - p.scheduled_ns : 0);
+  }
+  Figures f;
+  f.count = samples.count();
+  if (f.count == 0) return f;
+  f.p50 = samples.PercentileMicros(50) / 1000;
+  f.p99 = samples.PercentileMicros(99) / 1000;
+  f.p999 = samples.PercentileMicros(99.9) / 1000;
+  f.max = samples.PercentileMicros(100) / 1000;
+  return f;
+}
+
+void PrintRow(const char* name, const Figures& f) {
+  printf("  %-34s %8zu %9.3f %9.3f %9.3f %9.3f\n", name, f.count, f.p50, f.p99, f.p999, f.max);
+}
+
+int RunSnapshotBench(int argc, char** argv) {
+  SnapshotFlags flags;
+  FlagParser parser("dispatch-bench snapshot",
+                    "Ping latency at 1 kHz while snapshots of a state of N entities run: no "
+                    "snapshots (floor), background (thread pool) and inline (loop thread), one run.");
+  parser.AddUint("entities", "datasets + jobs + tasks + closures in the state", &flags.entities,
+                 1000, 100000000);
+  parser.AddUint("seconds", "length of each phase", &flags.seconds, 1, 3600);
+  parser.AddUint("hz", "pings per second", &flags.hz, 1, 100000);
+  parser.AddUint("writes-per-s", "journaled writes per second (they make snapshots due)",
+                 &flags.writes_per_s, 10, 1000000);
+  parser.AddUint("snapshot-every", "--snapshot-every of the snapshot phases", &flags.snapshot_every,
+                 1, 1ull << 40);
+  parser.AddString("phases", "LIST", "comma-separated: floor, background, inline", &flags.phases);
+  parser.AddString("work-dir", "DIR", "where to build the state (default: a temp dir)",
+                   &flags.work_dir);
+  parser.AddBool("synchronous-full", "the dispatcher's --synchronous=full (false: normal)",
+                 &flags.synchronous_full);
+  ParseFlagsOrExit(parser, argc, argv);
+  SetLogLevel(LogLevel::kWarning);
+
+  std::unique_ptr<testing::TempDir> temp;
+  std::string dir = flags.work_dir;
+  if (dir.empty()) {
+    temp = std::make_unique<testing::TempDir>();
+    dir = temp->path();
+  }
+  auto start = Clock::now();
+  BuildState(dir, flags.entities);
+  printf("\nsnapshot: state of %llu entities built and snapshotted in %.1f s\n",
+         static_cast<unsigned long long>(flags.entities), SecondsSince(start));
+  printf("%llu s per phase, pings at %llu Hz, %llu writes/s, --snapshot-every=%llu\n",
+         static_cast<unsigned long long>(flags.seconds), static_cast<unsigned long long>(flags.hz),
+         static_cast<unsigned long long>(flags.writes_per_s),
+         static_cast<unsigned long long>(flags.snapshot_every));
+  printf("  %-34s %8s %9s %9s %9s %9s\n", "ping latency (ms)", "pings", "p50", "p99", "p99.9", "max");
+
+  for (const char* phase : {"floor", "background", "inline"}) {
+    if (flags.phases.find(phase) == std::string::npos) continue;
+    const bool floor = std::string(phase) == "floor";
+    const bool background = std::string(phase) == "background";
+    PhaseResult r = RunPhase(dir, flags, floor ? 0 : flags.snapshot_every, background);
+    std::vector<Interval> intervals;
+    uint64_t ok = 0, failed = 0, bytes = 0, applied = 0;
+    double sum_catch_up_ms = 0, sum_write_ms = 0;
+    double max_ms = 0, sum_ms = 0;
+    for (const auto& s : r.snapshots) {
+      intervals.push_back({s.started_ns, s.started_ns + s.total_micros * 1000});
+      if (!s.status.ok()) {
+        ++failed;
+        continue;
+      }
+      ++ok;
+      bytes = s.info.size;
+      applied += s.records_applied;
+      sum_catch_up_ms += s.catch_up_micros / 1000.0;
+      sum_write_ms += s.write_micros / 1000.0;
+      max_ms = std::max(max_ms, s.total_micros / 1000.0);
+      sum_ms += s.total_micros / 1000.0;
+    }
+    if (getenv("SNAPSHOT_BENCH_TRACE") != nullptr && !r.pings.empty()) {
+      const uint64_t t0 = r.pings.front().scheduled_ns;
+      for (const auto& sn : r.snapshots) {
+        fprintf(stderr, "snapshot start %.3f end %.3f catch-up %.1f ms write %.1f ms %s\n",
+                (sn.started_ns - t0) / 1e9, (sn.started_ns + sn.total_micros * 1000 - t0) / 1e9,
+                sn.catch_up_micros / 1e3, sn.write_micros / 1e3, sn.status.ToString().c_str());
+      }
+      for (const Ping& p : r.pings) {
+        if (p.done_ns > p.scheduled_ns + 50000000) {
+          fprintf(stderr, "slow ping at %.3f: %.1f ms\n", (p.scheduled_ns - t0) / 1e9,
+                  (p.done_ns - p.scheduled_ns) / 1e6);
+        }
+      }
+    }
+    printf("%s (dispatcher start %.1f s, %llu writes, peak RSS of the bench process %.0f MB):\n",
+           phase, r.startup_s, static_cast<unsigned long long>(r.writes), r.max_rss_kb / 1024.0);
+    if (floor) {
+      PrintRow("no snapshots", Summarize(r.pings, {}, false));
+      continue;
+    }
+    PrintRow("during snapshots", Summarize(r.pings, intervals, true));
+    PrintRow("between snapshots", Summarize(r.pings, intervals, false));
+    printf("  snapshots: %llu written, %llu failed; size %.1f MB; duration mean %.0f ms, max %.0f ms",
+           static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed), bytes / 1e6,
+           ok ? sum_ms / ok : 0.0, max_ms);
+    if (background) {
+      printf("; per snapshot: replica caught up %.0f records in %.0f ms, encoded+wrote in %.0f ms",
+             ok ? static_cast<double>(applied) / ok : 0.0, ok ? sum_catch_up_ms / ok : 0.0,
+             ok ? sum_write_ms / ok : 0.0);
+    }
+    printf("\n");
+    if (background) {
+      const Figures during = Summarize(r.pings, intervals, true);
+      printf("  target p99.9 < 5 ms and max < 20 ms during snapshots: %s\n",
+             during.count > 0 && during.p999 < 5 && during.max < 20 ? "met" : "NOT met");
+    }
+  }
+  return 0;
+}
+
+DISPATCH_BENCH("snapshot", "ping latency while snapshots of a 1M-entity state run",
+               RunSnapshotBench);
+
+}  // namespace
+}  // namespace dispatch::bench

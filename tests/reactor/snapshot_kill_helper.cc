@@ -1,0 +1,91 @@
+// snapshot_kill_helper: the process the kill -9 snapshot test kills. It
+// recovers a DurableState from <dir>, then journals generated updates in
+// passes forever with background snapshots every <every> records, and
+// reports each event on stdout with write(2) the moment it happens:
+//   "C <last_seq> <digest>"  a pass committed; the state's digest after it
+//   "F <seq>"                a snapshot task started for record <seq>
+//   "S <seq>"                the snapshot at <seq> was recorded
+//   "X <message>"            a snapshot attempt failed
+// usage: snapshot_kill_helper <dir> <seed> <every>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "reactor/durable_state.h"
+#include "reactor/uvkj/uv_handle.h"
+#include "storage/store.h"
+#include "tests/state/update_generator.h"
+
+namespace {
+
+using namespace dispatch;
+
+void Report(const std::string& line) {
+  const std::string out = line + "\n";
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = write(STDOUT_FILENO, out.data() + done, out.size() - done);
+    if (n <= 0) _exit(4);  // the parent is gone
+    done += static_cast<size_t>(n);
+  }
+}
+
+[[noreturn]] void Die(const Status& status) {
+  Report("E " + status.ToString());
+  _exit(3);
+}
+
+int Run(const std::string& dir, uint64_t seed, uint64_t every) {
+  uvkj::UvLoop loop;
+  storage::StoreOptions store_options;
+  store_options.work_dir = dir;
+  store_options.synchronous = storage::Synchronous::kNormal;  // a kill -9 loses nothing either way
+  store_options.truncate_records_per_commit = 64;  // so kills land mid-truncation too
+  auto store = storage::Store::Open(store_options);
+  if (!store.ok()) Die(store.status());
+  reactor::DurableStateOptions options;
+  options.snapshot_every = every;
+  options.snapshot_retry_ms = 0;
+  options.snapshot_observer = [](const reactor::SnapshotOutcome& outcome) {
+    if (outcome.status.ok()) {
+      Report("S " + std::to_string(outcome.info.seq));
+    } else {
+      Report("X " + outcome.status.ToString());
+    }
+  };
+  auto durable = reactor::DurableState::Recover(loop.get(), **store, options);
+  if (!durable.ok()) Die(durable.status());
+  reactor::DurableState& state = **durable;
+  state::testing::UpdateGenerator generator(seed);
+  std::mt19937_64 rng(seed);
+  while (true) {
+    const int count = 1 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < count; ++i) {
+      auto update = generator.Next(state.state());
+      Status status = state.Submit(update.reader());
+      if (!status.ok()) Die(status);
+    }
+    const bool was_in_flight = state.snapshot_in_flight();
+    state.CommitPass();
+    if (state.failed()) Die(InternalError("the commit failed"));
+    Report("C " + std::to_string((*store)->last_seq()) + " " +
+           std::to_string(state.state().Digest()));
+    if (!was_in_flight && state.snapshot_in_flight()) {
+      Report("F " + std::to_string((*store)->last_seq()));
+    }
+    uv_run(loop.get(), UV_RUN_NOWAIT);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: snapshot_kill_helper <dir> <seed> <every>\n");
+    return 2;
+  }
+  return Run(argv[1], std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10));
+}
