@@ -10,6 +10,7 @@
 
 #include "common/rpc_status.h"
 #include "tests/integration/client_loop.h"
+#include "tests/integration/probe.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/test_seed.h"
 #include "tests/support/raw_socket.h"
@@ -18,38 +19,6 @@ namespace dispatch::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Probe {
-  ClientLoop& loop;
-  kj::Own<clients::DispatcherConnection> conn;
-
-  void PingOk(size_t size = 100) {
-    auto payload = kj::heapArray<kj::byte>(size);
-    for (size_t i = 0; i < size; ++i) payload[i] = static_cast<kj::byte>(i * 7);
-    auto request = conn->dispatcher().pingRequest();
-    request.setPayload(payload);
-    auto response = loop.Wait(request.send());
-    ASSERT_EQ(response.getPayload(), payload.asPtr());
-  }
-
-  capnp::Response<rpc::Dispatcher::GetServerStatsResults> Stats() {
-    return loop.Wait(conn->dispatcher().getServerStatsRequest().send());
-  }
-
-  // Waits until exactly `n` connections are open on the server.
-  bool OpenConnectionsReach(uint32_t n) {
-    return loop.WaitUntil([&] { return Stats().getStats().getConnectionsOpen() == n; });
-  }
-};
-
-// A Cap'n Proto frame header: one segment of `words` words.
-std::string FrameHeader(uint32_t words) {
-  std::string header(8, '\0');
-  uint32_t segments_minus_one = 0;
-  memcpy(&header[0], &segments_minus_one, 4);
-  memcpy(&header[4], &words, 4);
-  return header;
-}
 
 TEST(HostilePeer, RandomBytesCloseThatConnectionOnly) {
   std::mt19937_64 rng(TestSeed());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/integration/client_loop.h"
+#include "tests/integration/probe.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/raw_socket.h"
 #include "tests/support/subprocess.h"
@@ -24,33 +25,6 @@ namespace dispatch::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Probe {
-  ClientLoop& loop;
-  kj::Own<clients::DispatcherConnection> conn;
-
-  void PingOk(size_t size = 100) {
-    auto payload = kj::heapArray<kj::byte>(size);
-    for (size_t i = 0; i < size; ++i) payload[i] = static_cast<kj::byte>(i * 7);
-    auto request = conn->dispatcher().pingRequest();
-    request.setPayload(payload);
-    auto response = loop.Wait(request.send());
-    ASSERT_EQ(response.getPayload(), payload.asPtr());
-  }
-
-  capnp::Response<rpc::Dispatcher::GetServerStatsResults> Stats() {
-    return loop.Wait(conn->dispatcher().getServerStatsRequest().send());
-  }
-};
-
-// A Cap'n Proto frame header: one segment of `words` words.
-std::string FrameHeader(uint32_t words) {
-  std::string header(8, '\0');
-  uint32_t segments_minus_one = 0;
-  memcpy(&header[0], &segments_minus_one, 4);
-  memcpy(&header[4], &words, 4);
-  return header;
-}
 
 // Resident set size of `pid`, from /proc.
 uint64_t RssBytes(pid_t pid) {
