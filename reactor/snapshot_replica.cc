@@ -22,6 +22,7 @@ struct SnapshotReplica::Task {
   uint64_t replica_seq = 0;
   std::optional<storage::SnapshotFileInfo> seed;  // nullopt: the empty state
   std::unique_ptr<storage::JournalReader> reader;
+  std::unique_ptr<state::SnapshotEncoder> encoder;
   std::string work_dir;
   uint64_t max_bytes = 0;
   uint64_t target_seq = 0;
@@ -123,6 +124,7 @@ Status SnapshotReplica::Start(uint64_t seq, uint64_t num_applied, DoneFn done) {
     task->replica_seq = replica_seq_;
   }
   task->reader = std::move(reader_);
+  task->encoder = std::move(encoder_);
   task->work_dir = store_.work_dir();
   task->max_bytes = store_.options().max_snapshot_bytes;
   task->target_seq = seq;
@@ -143,6 +145,7 @@ Status SnapshotReplica::Start(uint64_t seq, uint64_t num_applied, DoneFn done) {
   if (rc < 0) {
     replica_ = std::move(task->replica);
     reader_ = std::move(task->reader);
+    encoder_ = std::move(task->encoder);
     delete task;
     return UnavailableError(std::string("cannot queue the snapshot task: ") + uv_strerror(rc));
   }
@@ -236,7 +239,7 @@ void SnapshotReplica::RunTask(Task& task) {
       return;
     }
     const uint64_t write_start = uv_hrtime();
-    std::string bytes = state::EncodeSnapshot(*task.replica);
+    std::string_view bytes = task.encoder->Encode(*task.replica);
     if (bytes.size() > task.max_bytes) {
       out.status = ResourceExhaustedError(
           "snapshot at record " + std::to_string(task.target_seq) + " is " +
@@ -261,6 +264,7 @@ void SnapshotReplica::RunTask(Task& task) {
 void SnapshotReplica::Finish(Task& task) {
   in_flight_ = false;
   reader_ = std::move(task.reader);
+  encoder_ = std::move(task.encoder);
   const bool caught_up = task.replica != nullptr && task.replica_seq == task.target_seq &&
                          task.replica->NumApplied() == task.target_num_applied;
   // Keep the replica only when nothing casts doubt on it.

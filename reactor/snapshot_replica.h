@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "common/status.h"
+#include "state/codec.h"
 #include "state/dispatcher_state.h"
 #include "storage/journal_reader.h"
 #include "storage/snapshot_file.h"
@@ -103,6 +104,9 @@ class SnapshotReplica {
   // Owned here while idle; handed to the task while one runs.
   std::unique_ptr<storage::JournalReader> reader_;
   std::unique_ptr<state::DispatcherState> replica_;  // null: start over from the seed
+  // Travels with the task like the replica: its memory is reused by every
+  // background snapshot.
+  std::unique_ptr<state::SnapshotEncoder> encoder_ = std::make_unique<state::SnapshotEncoder>();
   uint64_t replica_seq_ = 0;  // the record the replica stands after
   bool in_flight_ = false;
   bool invalidated_in_flight_ = false;

@@ -75,6 +75,34 @@ std::string EncodeSnapshot(const DispatcherState& state) {
   return EncodeMessage(message);
 }
 
+std::string_view SnapshotEncoder::Encode(const DispatcherState& state) {
+  size_t used_words = 0;
+  size_t total_bytes = 0;
+  {
+    kj::Maybe<capnp::MallocMessageBuilder> holder;
+    capnp::MallocMessageBuilder& message =
+        scratch_.size() > 0
+            ? holder.emplace(scratch_.asPtr(), capnp::AllocationStrategy::GROW_HEURISTICALLY)
+            : holder.emplace();
+    state.WriteSnapshot(message.initRoot<journal::StateSnapshot>());
+    auto segments = message.getSegmentsForOutput();
+    for (auto segment : segments) used_words += segment.size();
+    total_bytes = capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word);
+    if (out_.capacity() < total_bytes) out_.reserve(total_bytes + total_bytes / 8);
+    out_.resize(total_bytes);
+    kj::ArrayOutputStream stream(
+        kj::arrayPtr(reinterpret_cast<kj::byte*>(out_.data()), total_bytes));
+    capnp::writeMessage(stream, segments);
+  }
+  // Room for the next one in one segment, with some growth.
+  const size_t wanted = used_words + used_words / 8 + 1024;
+  if (scratch_.size() < used_words) {
+    scratch_ = kj::heapArray<capnp::word>(wanted);
+    memset(scratch_.begin(), 0, scratch_.size() * sizeof(capnp::word));
+  }
+  return std::string_view(out_.data(), total_bytes);
+}
+
 Result<DispatcherState> DecodeSnapshot(std::string_view bytes) {
   Result<DispatcherState> out = InternalError("snapshot was not read");
   Status status =

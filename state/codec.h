@@ -29,4 +29,23 @@ Status CheckEncodedUpdate(const DispatcherState& state, std::string_view bytes);
 std::string EncodeSnapshot(const DispatcherState& state);
 Result<DispatcherState> DecodeSnapshot(std::string_view bytes);
 
+// Encodes snapshots again and again into memory it keeps, for the one thread
+// that snapshots in the background: after the first, an encoding of a similar
+// size maps no fresh memory. Fresh memory costs a page fault per page, and a
+// thread that maps and unmaps hundreds of MB holds up every other thread of
+// the process (the loop's own faults wait on the same address-space lock).
+// The price: about twice the snapshot's size stays resident. Not thread-safe.
+class SnapshotEncoder {
+ public:
+  // The snapshot of `state` as flat bytes (the same bytes EncodeSnapshot
+  // returns), valid until the next Encode.
+  std::string_view Encode(const DispatcherState& state);
+
+ private:
+  // The message's first segment; zero except during Encode (Cap'n Proto
+  // zeroes what it used when the message goes).
+  kj::Array<capnp::word> scratch_;
+  std::string out_;
+};
+
 }  // namespace dispatch::state

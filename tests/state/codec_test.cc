@@ -121,5 +121,32 @@ TEST(StateCodec, SnapshotBytesRoundTripAndDamagedOnesAreRefused) {
   }
 }
 
+// The reusing encoder: the first call (no memory yet), a second of the same
+// state (in the kept memory, which must have been zeroed again), one of a
+// state that outgrew it, and one of a smaller state, each decode to the state
+// they encoded.
+TEST(StateCodec, ASnapshotEncoderReusingItsMemoryEncodesEveryStateExactly) {
+  const uint64_t seed = ::dispatch::testing::TestSeed();
+  SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
+  UpdateGenerator generator(seed);
+  SnapshotEncoder encoder;
+  auto expect_round_trip = [&](const DispatcherState& state, const char* when) {
+    std::string bytes(encoder.Encode(state));
+    Result<DispatcherState> restored = DecodeSnapshot(bytes);
+    ASSERT_TRUE(restored.ok()) << when << ": " << restored.status().ToString();
+    EXPECT_EQ(restored->Digest(), state.Digest()) << when;
+  };
+  DispatcherState state;
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(state.Apply(generator.Next(state).reader()).ok());
+  expect_round_trip(state, "first");
+  expect_round_trip(state, "again, in kept memory");
+  const DispatcherState smaller = state;
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(state.Apply(generator.Next(state).reader()).ok());
+  expect_round_trip(state, "grown past the kept memory");
+  expect_round_trip(state, "grown, again");
+  expect_round_trip(smaller, "smaller");
+  expect_round_trip(DispatcherState(), "empty");
+}
+
 }  // namespace
 }  // namespace dispatch::state
