@@ -5,6 +5,7 @@
 #include <exception>
 #include <iterator>
 
+#include "common/closure_limits.h"
 #include "common/log.h"
 #include "reactor/uvkj/uv_handle.h"
 
@@ -30,30 +31,16 @@ class ClosureRunner::Call final : public ClosureCall {
   const ClosureExecutor& executor_;
 };
 
-namespace {
-
-constexpr size_t kMaxErrorTextBytes = 64 << 10;  // as the dispatcher keeps them
-
-}  // namespace
-
 void ClosureRunner::LimitOutcome(Outcome& outcome, uint64_t max_result_bytes) {
   std::string& data = outcome.output.mutable_data();
   if (outcome.output.ok()) {
     if (max_result_bytes == 0 || data.size() <= max_result_bytes) return;
-    const size_t size = data.size();
     outcome.output = ClosureOutput::UserError(
-        "the result of closure " + std::to_string(outcome.closure_id) + " is " +
-        std::to_string(size) + " bytes, over the dispatcher's limit of " +
-        std::to_string(max_result_bytes) +
-        " bytes (--max-result-bytes); not retried: it would be as large again");
+        ResultOverLimitError(outcome.closure_id, data.size(), max_result_bytes));
     board_.Update([](WorkerAgentStatus& s) { ++s.closure_results_over_limit; });
     return;
   }
-  if (data.size() > kMaxErrorTextBytes) {
-    const size_t cut = data.size() - kMaxErrorTextBytes;
-    data.resize(kMaxErrorTextBytes);
-    data += "... (" + std::to_string(cut) + " more bytes cut)";
-  }
+  if (data.size() > kMaxClosureErrorTextBytes) data = BoundedErrorText(data);
 }
 
 namespace {

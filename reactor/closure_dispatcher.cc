@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/checksum.h"
+#include "common/closure_limits.h"
 #include "common/log.h"
 #include "reactor/coordinator_session.h"
 #include "reactor/record_budget.h"
@@ -19,23 +20,7 @@ namespace {
 
 std::string Name(uint64_t closure_id) { return "closure " + std::to_string(closure_id); }
 
-// Error texts from workers are kept (journaled, held, returned) up to this
-// size; the rest is cut with a note, so no report can make a record too big.
-constexpr size_t kMaxErrorTextBytes = 64 << 10;
-
 }  // namespace
-
-std::string BoundedErrorText(std::string_view text) {
-  if (text.size() <= kMaxErrorTextBytes) return std::string(text);
-  return std::string(text.substr(0, kMaxErrorTextBytes)) + "... (" +
-         std::to_string(text.size() - kMaxErrorTextBytes) + " more bytes cut)";
-}
-
-std::string ResultOverLimitError(uint64_t closure_id, uint64_t size, uint64_t limit) {
-  return "the result of closure " + std::to_string(closure_id) + " is " + std::to_string(size) +
-         " bytes, over the dispatcher's limit of " + std::to_string(limit) +
-         " bytes (--max-result-bytes); not retried: it would be as large again";
-}
 
 void ClosureDispatcher::ErrorHandler::taskFailed(kj::Exception&& exception) {
   Log(LogLevel::kWarning, "closure dispatch task failed: ", exception.getDescription());
@@ -247,8 +232,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     // The records carry only ids, sizes and checksums; the bytes go to the
     // result table in the same transaction. Split so that no record grows
     // with the length of a report list.
-    for (size_t begin = 0; begin < results.size(); begin += kMaxFinishedPerRecord) {
-      const size_t end = std::min(results.size(), begin + kMaxFinishedPerRecord);
+    for (auto [begin, end] : SplitByCount(results.size(), kMaxFinishedPerRecord)) {
       capnp::MallocMessageBuilder message;
       auto update = message.initRoot<journal::Update>();
       update.setTimeMicros(durable_.NowMicros());

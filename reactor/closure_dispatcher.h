@@ -45,11 +45,6 @@ struct ClosureCounters {
   uint64_t results_over_limit = 0;  // results refused as over max_result_bytes
 };
 
-// A worker's error text as kept: at most 64 KiB, the rest cut with a note.
-std::string BoundedErrorText(std::string_view text);
-// The error of a closure whose result of `size` bytes is over `limit`.
-std::string ResultOverLimitError(uint64_t closure_id, uint64_t size, uint64_t limit);
-
 class ClosureDispatcher {
  public:
   ClosureDispatcher(uv_loop_t* loop, DurableState& durable, WorkerRegistry& workers,
