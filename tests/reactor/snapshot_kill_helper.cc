@@ -18,25 +18,14 @@
 #include "reactor/uvkj/uv_handle.h"
 #include "storage/store.h"
 #include "tests/state/update_generator.h"
+#include "tests/support/child_report.h"
 
 namespace {
 
 using namespace dispatch;
 
-void Report(const std::string& line) {
-  const std::string out = line + "\n";
-  size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = write(STDOUT_FILENO, out.data() + done, out.size() - done);
-    if (n <= 0) _exit(4);  // the parent is gone
-    done += static_cast<size_t>(n);
-  }
-}
-
-[[noreturn]] void Die(const Status& status) {
-  Report("E " + status.ToString());
-  _exit(3);
-}
+using dispatch::testing::Die;
+using dispatch::testing::Report;
 
 int Run(const std::string& dir, uint64_t seed, uint64_t every) {
   uvkj::UvLoop loop;

@@ -21,24 +21,13 @@
 
 #include "storage/store.h"
 #include "tests/storage/test_util.h"
+#include "tests/support/child_report.h"
 
 namespace dispatch::storage::testing {
 namespace {
 
-void Report(const std::string& line) {
-  const std::string out = line + "\n";
-  size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = write(STDOUT_FILENO, out.data() + done, out.size() - done);
-    if (n <= 0) _exit(4);  // the parent is gone
-    done += static_cast<size_t>(n);
-  }
-}
-
-[[noreturn]] void Die(const Status& status) {
-  Report("E " + status.ToString());
-  _exit(3);
-}
+using dispatch::testing::Die;
+using dispatch::testing::Report;
 
 std::unique_ptr<Store> OpenOrDie(const std::string& dir, Synchronous sync, int wal_frames) {
   StoreOptions options;
