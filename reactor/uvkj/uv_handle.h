@@ -6,6 +6,8 @@
 
 #include <uv.h>
 
+#include <utility>
+
 #include <kj/debug.h>
 
 namespace dispatch::uvkj {
@@ -24,6 +26,56 @@ void CloseAndDelete(T* handle) {
 inline void CheckUv(int rc, const char* what) {
   if (rc < 0) KJ_FAIL_REQUIRE("libuv call failed", what, uv_strerror(rc));
 }
+
+// Owns one initialised libuv handle of type T (uv_timer_t, uv_async_t, ...).
+// The destructor closes it and the close callback frees it, so an owner only
+// declares the member; no owner writes `new uv_*_t` or a matching delete.
+// Move-only. REQUIRES: created, reset and destroyed on the handle's loop thread.
+//
+//   UvHandle<uv_timer_t> timer(loop, this, uv_timer_init);
+//   UvHandle<uv_async_t> wake(loop, this, uv_async_init, &Owner::OnWake);
+template <typename T>
+class UvHandle {
+ public:
+  UvHandle() = default;
+  // Allocates a T, runs init(loop, handle, args...) and sets handle->data.
+  // Throws (and frees the memory) if init fails: an uninitialised handle must
+  // not reach uv_close.
+  template <typename Init, typename... Args>
+  UvHandle(uv_loop_t* loop, void* data, Init init, Args&&... args) : handle_(new T) {
+    int rc = init(loop, handle_, std::forward<Args>(args)...);
+    if (rc < 0) {
+      delete handle_;
+      handle_ = nullptr;
+      CheckUv(rc, "handle init");
+    }
+    handle_->data = data;
+  }
+  ~UvHandle() { reset(); }
+  UvHandle(UvHandle&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  UvHandle& operator=(UvHandle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  UvHandle(const UvHandle&) = delete;
+  UvHandle& operator=(const UvHandle&) = delete;
+
+  T* get() const { return handle_; }
+  T* operator->() const { return handle_; }
+  explicit operator bool() const { return handle_ != nullptr; }
+  uv_handle_t* base() const { return reinterpret_cast<uv_handle_t*>(handle_); }
+
+  // Closes now; the memory goes in the close callback. Callbacks of this
+  // handle never run after reset() returns (libuv guarantees that for closed
+  // handles, and data is cleared for the ones that read it).
+  void reset() { CloseAndDelete(std::exchange(handle_, nullptr)); }
+
+ private:
+  T* handle_ = nullptr;
+};
 
 // Owns one uv_loop_t. Close() flushes pending close callbacks and returns what
 // uv_loop_close() returned (0 when no handle leaked; UV_EBUSY otherwise).

@@ -55,6 +55,41 @@ TEST(UvLoopTeardown, LeakedUvHandleMakesCloseFail) {
   EXPECT_EQ(loop.Close(), 0);
 }
 
+TEST(UvHandleOwnership, DestroyingTheOwnerClosesAndFreesTheHandle) {
+  UvLoop loop;
+  int fired = 0;
+  {
+    UvHandle<uv_timer_t> timer(loop.get(), &fired, uv_timer_init);
+    ASSERT_EQ(uv_timer_start(
+                  timer.get(), [](uv_timer_t* t) { ++*static_cast<int*>(t->data); }, 0, 0),
+              0);
+    EXPECT_NE(uv_loop_alive(loop.get()), 0);  // alive while owned
+  }
+  // Close() runs the loop once: a due timer still open would fire there.
+  EXPECT_EQ(loop.Close(), 0);
+  EXPECT_EQ(fired, 0);
+}
+
+TEST(UvHandleOwnership, MovedHandleIsClosedOnceByItsLastOwner) {
+  UvLoop loop;
+  UvHandle<uv_async_t> first(loop.get(), nullptr, uv_async_init, [](uv_async_t*) {});
+  UvHandle<uv_async_t> second = std::move(first);
+  EXPECT_FALSE(first);
+  ASSERT_TRUE(second);
+  first.reset();  // a moved-from owner closes nothing
+  EXPECT_EQ(loop.Close(), UV_EBUSY);
+  second.reset();
+  EXPECT_FALSE(second);
+  EXPECT_EQ(loop.Close(), 0);
+}
+
+TEST(UvHandleOwnership, FailedInitThrowsAndLeavesNothingToClose) {
+  UvLoop loop;
+  // uv_poll_init refuses a negative descriptor.
+  EXPECT_ANY_THROW((UvHandle<uv_poll_t>(loop.get(), nullptr, uv_poll_init, -1)));
+  EXPECT_EQ(loop.Close(), 0);
+}
+
 TEST(UvLoopTeardown, StreamOutlivingTheBridgeMakesCloseFail) {
   UvLoop loop;
   kj::Own<kj::AsyncIoStream> survivor;
