@@ -9,19 +9,17 @@
 namespace dispatch::reactor {
 
 ShutdownSignals::ShutdownSignals(uv_loop_t* loop, std::function<void(int)> on_signal)
-    : on_signal_(std::move(on_signal)), sigint_(new uv_signal_t), sigterm_(new uv_signal_t) {
-  for (auto [handle, signum] : {std::pair{sigint_, SIGINT}, std::pair{sigterm_, SIGTERM}}) {
-    uvkj::CheckUv(uv_signal_init(loop, handle), "uv_signal_init");
-    handle->data = this;
-    uvkj::CheckUv(uv_signal_start(handle, &ShutdownSignals::OnSignal, signum), "uv_signal_start");
-    uv_unref(reinterpret_cast<uv_handle_t*>(handle));
+    : on_signal_(std::move(on_signal)),
+      sigint_(loop, this, uv_signal_init),
+      sigterm_(loop, this, uv_signal_init) {
+  for (auto [handle, signum] : {std::pair{&sigint_, SIGINT}, std::pair{&sigterm_, SIGTERM}}) {
+    uvkj::CheckUv(uv_signal_start(handle->get(), &ShutdownSignals::OnSignal, signum),
+                  "uv_signal_start");
+    uv_unref(handle->base());
   }
 }
 
-ShutdownSignals::~ShutdownSignals() {
-  uvkj::CloseAndDelete(sigint_);
-  uvkj::CloseAndDelete(sigterm_);
-}
+ShutdownSignals::~ShutdownSignals() = default;
 
 void ShutdownSignals::OnSignal(uv_signal_t* handle, int signum) {
   auto* self = static_cast<ShutdownSignals*>(handle->data);

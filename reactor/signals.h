@@ -8,6 +8,8 @@
 
 #include <functional>
 
+#include "reactor/uvkj/uv_handle.h"
+
 namespace dispatch::reactor {
 
 class ShutdownSignals {
@@ -21,8 +23,8 @@ class ShutdownSignals {
   static void OnSignal(uv_signal_t* handle, int signum);
 
   std::function<void(int)> on_signal_;
-  uv_signal_t* sigint_;
-  uv_signal_t* sigterm_;
+  uvkj::UvHandle<uv_signal_t> sigint_;
+  uvkj::UvHandle<uv_signal_t> sigterm_;
 };
 
 }  // namespace dispatch::reactor

@@ -6,32 +6,22 @@
 
 namespace dispatch::uvkj {
 
-UvEventPort::UvEventPort(uv_loop_t* loop) : loop_(loop), kj_loop_(*this) {
-  idle_ = new uv_idle_t;
-  CheckUv(uv_idle_init(loop_, idle_), "uv_idle_init");
-  idle_->data = this;
-
-  // The check handle runs after every I/O phase. It must not keep the loop
-  // alive by itself, hence unref.
-  check_ = new uv_check_t;
-  CheckUv(uv_check_init(loop_, check_), "uv_check_init");
-  check_->data = this;
-  CheckUv(uv_check_start(check_, &UvEventPort::OnCheck), "uv_check_start");
-  uv_unref(reinterpret_cast<uv_handle_t*>(check_));
-
-  async_ = new uv_async_t;
-  CheckUv(uv_async_init(loop_, async_, &UvEventPort::OnAsync), "uv_async_init");
-  async_->data = this;
-  uv_unref(reinterpret_cast<uv_handle_t*>(async_));
+UvEventPort::UvEventPort(uv_loop_t* loop)
+    : loop_(loop),
+      idle_(loop, this, uv_idle_init),
+      check_(loop, this, uv_check_init),
+      async_(loop, this, uv_async_init, &UvEventPort::OnAsync),
+      kj_loop_(*this) {
+  // The check handle runs after every I/O phase. Neither it nor the async
+  // handle may keep the loop alive by itself, hence unref.
+  CheckUv(uv_check_start(check_.get(), &UvEventPort::OnCheck), "uv_check_start");
+  uv_unref(check_.base());
+  uv_unref(async_.base());
 }
 
 UvEventPort::~UvEventPort() noexcept(false) {
-  CloseAndDelete(idle_);
-  CloseAndDelete(check_);
-  CloseAndDelete(async_);
-  idle_ = nullptr;
-  check_ = nullptr;
-  async_ = nullptr;
+  // kj_loop_ (declared last) is already gone; the handles close with their
+  // members, and no callback of theirs runs after that.
   idle_armed_ = false;
 }
 
@@ -90,15 +80,15 @@ void UvEventPort::setRunnable(bool runnable) { ArmIdle(runnable); }
 void UvEventPort::wake() const {
   woken_.store(true);
   // uv_async_send is the one libuv call that is safe from any thread.
-  uv_async_send(async_);
+  uv_async_send(async_.get());
 }
 
 void UvEventPort::ArmIdle(bool on) {
-  if (idle_ == nullptr || on == idle_armed_) return;
+  if (!idle_ || on == idle_armed_) return;
   if (on) {
-    uv_idle_start(idle_, &UvEventPort::OnIdle);
+    uv_idle_start(idle_.get(), &UvEventPort::OnIdle);
   } else {
-    uv_idle_stop(idle_);
+    uv_idle_stop(idle_.get());
   }
   idle_armed_ = on;
 }

@@ -15,6 +15,8 @@
 
 #include <kj/async.h>
 
+#include "reactor/uvkj/uv_handle.h"
+
 namespace dispatch::uvkj {
 
 class UvEventPort final : public kj::EventPort {
@@ -74,9 +76,9 @@ class UvEventPort final : public kj::EventPort {
   void RunPassEndHook();
 
   uv_loop_t* const loop_;
-  uv_idle_t* idle_ = nullptr;
-  uv_check_t* check_ = nullptr;
-  uv_async_t* async_ = nullptr;
+  UvHandle<uv_idle_t> idle_;
+  UvHandle<uv_check_t> check_;
+  UvHandle<uv_async_t> async_;
   bool idle_armed_ = false;
   int uv_depth_ = 0;
   bool in_wait_ = false;  // inside a top-level wait()'s uv_run
@@ -85,7 +87,8 @@ class UvEventPort final : public kj::EventPort {
   mutable std::atomic<bool> woken_{false};
   kj::WaitScope* wait_scope_ = nullptr;
   std::function<void()> pass_end_hook_;
-  // Declared last: destroyed first, before the handles it may still signal.
+  // Declared last: destroyed first, while the handles it may still signal
+  // (setRunnable, a cross-thread wake) are open.
   kj::EventLoop kj_loop_;
 };
 

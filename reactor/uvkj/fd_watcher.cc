@@ -4,21 +4,17 @@
 
 namespace dispatch::uvkj {
 
-UvFdWatcher::UvFdWatcher(uv_loop_t* loop, int fd) : loop_(loop), fd_(fd), poll_(new uv_poll_t) {
-  int rc = uv_poll_init_socket(loop_, poll_, fd_);
-  if (rc < 0) {
-    delete poll_;  // never initialised, so libuv holds no reference to it
-    poll_ = nullptr;
-    KJ_FAIL_REQUIRE("cannot watch file descriptor", fd, uv_strerror(rc));
+UvFdWatcher::UvFdWatcher(uv_loop_t* loop, int fd) : loop_(loop), fd_(fd) {
+  // UvHandle would throw too, but without naming the descriptor.
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions(
+                     [&]() { poll_ = UvHandle<uv_poll_t>(loop_, this, uv_poll_init_socket, fd_); })) {
+    KJ_FAIL_REQUIRE("cannot watch file descriptor", fd, e->getDescription());
   }
-  poll_->data = this;
 }
 
-UvFdWatcher::~UvFdWatcher() {
-  // uv_close removes the descriptor from epoll before it returns, so the
-  // owner may close() the descriptor right after this destructor.
-  CloseAndDelete(poll_);
-}
+// uv_close (in UvHandle's destructor) removes the descriptor from epoll
+// before it returns, so the owner may close() the descriptor right after.
+UvFdWatcher::~UvFdWatcher() = default;
 
 bool UvFdWatcher::Waiting(kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>>& slot) {
   // A dropped promise leaves its fulfiller behind: ask it, don't test null.
@@ -58,9 +54,9 @@ kj::Promise<void> UvFdWatcher::WhenHangup() {
 void UvFdWatcher::Watch(int events) {
   if (events == watched_) return;
   if (events == 0) {
-    uv_poll_stop(poll_);
+    uv_poll_stop(poll_.get());
   } else {
-    int rc = uv_poll_start(poll_, events, &UvFdWatcher::OnPoll);
+    int rc = uv_poll_start(poll_.get(), events, &UvFdWatcher::OnPoll);
     if (rc < 0) {
       // The descriptor is unusable (closed under us, or epoll refused it).
       // Wake everyone: the next system call reports the real error.

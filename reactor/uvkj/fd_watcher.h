@@ -14,6 +14,8 @@
 
 #include <kj/async.h>
 
+#include "reactor/uvkj/uv_handle.h"
+
 namespace dispatch::uvkj {
 
 class UvFdWatcher {
@@ -43,7 +45,7 @@ class UvFdWatcher {
 
   uv_loop_t* const loop_;
   const int fd_;
-  uv_poll_t* poll_;
+  UvHandle<uv_poll_t> poll_;
   int watched_ = 0;  // the events libuv currently watches for us
   bool hung_up_ = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> readable_;

@@ -8,23 +8,21 @@ namespace dispatch::uvkj {
 
 UvRepeatingTimer::UvRepeatingTimer(uv_loop_t* loop, uint64_t interval_ms,
                                    std::function<void()> callback)
-    : timer_(new uv_timer_t), interval_ms_(interval_ms == 0 ? 1 : interval_ms),
-      callback_(std::move(callback)) {
-  CheckUv(uv_timer_init(loop, timer_), "uv_timer_init");
-  timer_->data = this;
-}
+    : timer_(loop, this, uv_timer_init),
+      interval_ms_(interval_ms == 0 ? 1 : interval_ms),
+      callback_(std::move(callback)) {}
 
-UvRepeatingTimer::~UvRepeatingTimer() { CloseAndDelete(timer_); }
+UvRepeatingTimer::~UvRepeatingTimer() = default;
 
 void UvRepeatingTimer::Start() {
   due_ns_ = uv_hrtime() + interval_ms_ * 1000000;
-  CheckUv(uv_timer_start(timer_, &UvRepeatingTimer::OnTimer, interval_ms_, interval_ms_),
+  CheckUv(uv_timer_start(timer_.get(), &UvRepeatingTimer::OnTimer, interval_ms_, interval_ms_),
           "uv_timer_start");
 }
 
-void UvRepeatingTimer::Stop() { uv_timer_stop(timer_); }
+void UvRepeatingTimer::Stop() { uv_timer_stop(timer_.get()); }
 
-void UvRepeatingTimer::Unref() { uv_unref(reinterpret_cast<uv_handle_t*>(timer_)); }
+void UvRepeatingTimer::Unref() { uv_unref(timer_.base()); }
 
 void UvRepeatingTimer::OnTimer(uv_timer_t* handle) {
   if (auto* self = static_cast<UvRepeatingTimer*>(handle->data)) self->Fire();

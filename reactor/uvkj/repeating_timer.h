@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "reactor/uvkj/uv_handle.h"
+
 namespace dispatch::uvkj {
 
 class UvRepeatingTimer {
@@ -31,7 +33,7 @@ class UvRepeatingTimer {
   static void OnTimer(uv_timer_t* handle);
   void Fire();
 
-  uv_timer_t* timer_;
+  UvHandle<uv_timer_t> timer_;
   const uint64_t interval_ms_;
   std::function<void()> callback_;
   uint64_t due_ns_ = 0;  // uv_hrtime() at which the next firing is due

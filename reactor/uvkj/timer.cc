@@ -8,12 +8,11 @@
 namespace dispatch::uvkj {
 
 UvTimer::UvTimer(uv_loop_t* loop)
-    : loop_(loop), timer_(new uv_timer_t), impl_(kj::origin<kj::TimePoint>() + uv_now(loop) * kj::MILLISECONDS) {
-  CheckUv(uv_timer_init(loop_, timer_), "uv_timer_init");
-  timer_->data = this;
-}
+    : loop_(loop),
+      timer_(loop, this, uv_timer_init),
+      impl_(kj::origin<kj::TimePoint>() + uv_now(loop) * kj::MILLISECONDS) {}
 
-UvTimer::~UvTimer() noexcept(false) { CloseAndDelete(timer_); }
+UvTimer::~UvTimer() noexcept(false) = default;
 
 kj::TimePoint UvTimer::LoopNow() const {
   return kj::origin<kj::TimePoint>() + uv_now(loop_) * kj::MILLISECONDS;
@@ -39,9 +38,9 @@ void UvTimer::Advance() {
   kj::TimePoint now = LoopNow();
   impl_.advanceTo(now);
   KJ_IF_MAYBE(ms, impl_.timeoutToNextEvent(now, kj::MILLISECONDS, std::numeric_limits<int64_t>::max())) {
-    uv_timer_start(timer_, &UvTimer::OnTimer, *ms, 0);
+    uv_timer_start(timer_.get(), &UvTimer::OnTimer, *ms, 0);
   } else {
-    uv_timer_stop(timer_);
+    uv_timer_stop(timer_.get());
   }
 }
 

@@ -9,6 +9,8 @@
 
 #include <kj/timer.h>
 
+#include "reactor/uvkj/uv_handle.h"
+
 namespace dispatch::uvkj {
 
 class UvTimer final : public kj::Timer {
@@ -29,7 +31,7 @@ class UvTimer final : public kj::Timer {
   void Advance();
 
   uv_loop_t* const loop_;
-  uv_timer_t* timer_;
+  UvHandle<uv_timer_t> timer_;
   kj::TimerImpl impl_;
 };
 

@@ -13,11 +13,9 @@ namespace dispatch::uvkj::testing {
 bool RunUntil(UvAsyncIo& io, const std::function<bool()>& done, uint64_t deadline_ms) {
   if (done()) return true;
   bool expired = false;
-  auto* deadline = new uv_timer_t;
-  CheckUv(uv_timer_init(io.loop(), deadline), "uv_timer_init");
-  deadline->data = &expired;
+  UvHandle<uv_timer_t> deadline(io.loop(), &expired, uv_timer_init);
   CheckUv(uv_timer_start(
-              deadline,
+              deadline.get(),
               [](uv_timer_t* t) {
                 if (t->data != nullptr) *static_cast<bool*>(t->data) = true;
               },
@@ -26,34 +24,29 @@ bool RunUntil(UvAsyncIo& io, const std::function<bool()>& done, uint64_t deadlin
   // A condition that a libuv callback made true early in a pass would
   // otherwise be seen only after the pass has blocked for the next event:
   // check it before each poll phase and stop the pass from blocking.
-  auto* check = new uv_prepare_t;
-  CheckUv(uv_prepare_init(io.loop(), check), "uv_prepare_init");
-  check->data = const_cast<std::function<bool()>*>(&done);
-  CheckUv(uv_prepare_start(check,
+  UvHandle<uv_prepare_t> check(io.loop(), const_cast<std::function<bool()>*>(&done),
+                               uv_prepare_init);
+  CheckUv(uv_prepare_start(check.get(),
                            [](uv_prepare_t* p) {
                              auto* condition = static_cast<std::function<bool()>*>(p->data);
                              if (condition != nullptr && (*condition)()) uv_stop(p->loop);
                            }),
           "uv_prepare_start");
-  uv_unref(reinterpret_cast<uv_handle_t*>(check));
+  uv_unref(check.base());
   while (!done() && !expired) io.Run(UV_RUN_ONCE);
-  CloseAndDelete(check);
-  CloseAndDelete(deadline);
   return done();
 }
 
-LoopCounter::LoopCounter(uv_loop_t* loop) : prepare_(new uv_prepare_t) {
-  CheckUv(uv_prepare_init(loop, prepare_), "uv_prepare_init");
-  prepare_->data = this;
-  CheckUv(uv_prepare_start(prepare_,
+LoopCounter::LoopCounter(uv_loop_t* loop) : prepare_(loop, this, uv_prepare_init) {
+  CheckUv(uv_prepare_start(prepare_.get(),
                            [](uv_prepare_t* p) {
                              if (p->data != nullptr) ++static_cast<LoopCounter*>(p->data)->count_;
                            }),
           "uv_prepare_start");
-  uv_unref(reinterpret_cast<uv_handle_t*>(prepare_));
+  uv_unref(prepare_.base());
 }
 
-LoopCounter::~LoopCounter() { CloseAndDelete(prepare_); }
+LoopCounter::~LoopCounter() = default;
 
 StreamPair MakeUnixPair(UvAsyncIo& io) {
   int fds[2];

@@ -51,7 +51,7 @@ class LoopCounter {
   uint64_t count() const { return count_; }
 
  private:
-  uv_prepare_t* prepare_;
+  UvHandle<uv_prepare_t> prepare_;
   uint64_t count_ = 0;
 };
 
