@@ -202,37 +202,48 @@ void DispatcherServer::BeginShutdown(const char* why) {
 }
 
 kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
+  // A checkpoint or snapshot task on the thread pool must be over before the
+  // Store closes: none starts from now on, a snapshot task is cancelled
+  // (shutdown writes its own), and what still runs is awaited here, so that
+  // destroying durable_ below never has work in flight.
+  kj::Promise<void> background = durable_ != nullptr ? durable_->StopBackgroundWork()
+                                                     : kj::Promise<void>(kj::READY_NOW);
+  return background.then([this, deadline_ms]() { return DrainReplies(deadline_ms); })
+      .then([this]() {
+        if (data_ != nullptr) data_->StopTimers();
+        rpc_->CloseAll();
+        tick_->Stop();
+        // A snapshot makes the next start-up a load instead of a replay.
+        // Closing the store checkpoints the WAL into the database and
+        // releases the work dir's lock: the next dispatcher starts from a
+        // tidy file.
+        io_.port().SetPassEndHook(nullptr);
+        durable_->CommitNow();
+        Status snapshot = durable_->Snapshot();
+        if (!snapshot.ok()) {
+          Log(LogLevel::kWarning, "no snapshot at shutdown: ", snapshot.ToString().c_str());
+        }
+        data_.reset();
+        durable_.reset();
+        store_.reset();
+        // Let the close events run, then leave uv_run.
+        return kj::evalLater([this]() {
+          Log(LogLevel::kInfo, "shutdown complete");
+          io_.Stop();
+        });
+      });
+}
+
+kj::Promise<void> DispatcherServer::DrainReplies(uint64_t deadline_ms) {
   // Replies already computed sit in each connection's outbound queue until
-  // the kernel takes them; wait for that (or the deadline), then close. A
-  // checkpoint or snapshot task on the thread pool must finish before the
-  // Store closes (a snapshot task is cancelled: shutdown writes its own).
-  if (durable_ != nullptr) durable_->CancelSnapshot();
-  bool checkpointing = durable_ != nullptr &&
-                       (durable_->checkpoint_in_flight() || durable_->snapshot_in_flight());
-  if ((!rpc_->Quiescent() && uv_now(io_.loop()) < deadline_ms) || checkpointing) {
+  // the kernel takes them; wait for that (or the deadline).
+  if (!rpc_->Quiescent() && uv_now(io_.loop()) < deadline_ms) {
     return io_.timer().afterDelay(2 * kj::MILLISECONDS).then([this, deadline_ms]() {
-      return DrainThenStop(deadline_ms);
+      return DrainReplies(deadline_ms);
     });
   }
   if (!rpc_->Quiescent()) Log(LogLevel::kWarning, "drain deadline passed with replies still queued");
-  if (data_ != nullptr) data_->StopTimers();
-  rpc_->CloseAll();
-  tick_->Stop();
-  // A snapshot makes the next start-up a load instead of a replay. Closing
-  // the store checkpoints the WAL into the database and releases the work
-  // dir's lock: the next dispatcher starts from a tidy file.
-  io_.port().SetPassEndHook(nullptr);
-  durable_->CommitNow();
-  Status snapshot = durable_->Snapshot();
-  if (!snapshot.ok()) Log(LogLevel::kWarning, "no snapshot at shutdown: ", snapshot.ToString().c_str());
-  data_.reset();
-  durable_.reset();
-  store_.reset();
-  // Let the close events run, then leave uv_run.
-  return kj::evalLater([this]() {
-    Log(LogLevel::kInfo, "shutdown complete");
-    io_.Stop();
-  });
+  return kj::READY_NOW;
 }
 
 }  // namespace dispatch::reactor

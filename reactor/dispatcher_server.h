@@ -73,7 +73,11 @@ class DispatcherServer {
   void Tick();
   // A commit failed: no more acknowledgements; leave the loop at once.
   void StopOnStorageFailure(const Status& status);
+  // The graceful stop: background work over, replies drained, then
+  // everything closed in order and the loop stopped.
   kj::Promise<void> DrainThenStop(uint64_t deadline_ms);
+  // Resolves once every reply was handed to the kernel, or at the deadline.
+  kj::Promise<void> DrainReplies(uint64_t deadline_ms);
 
   uvkj::UvAsyncIo& io_;
   const DispatcherOptions options_;

@@ -47,21 +47,12 @@ std::string EncodeUpdate(journal::Update::Reader update) {
 }
 
 DurableState::DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options)
-    : loop_(loop), store_(store), options_(options) {}
+    : loop_(loop), store_(store), options_(options), checkpoint_(loop) {}
 
-DurableState::~DurableState() {
-  // The thread pool may still be copying the WAL with our Checkpointer; it is
-  // handed back (and destroyed) by the after-work callback, which must not
-  // find us gone.
-  // REQUIRES: not inside uv_run when a checkpoint is in flight (the
-  // dispatcher's shutdown waits for it first, so this loop normally never runs).
-  // A snapshot task still running is cancelled and waited for (it uses its
-  // own connection to the database); nothing is lost, the journal holds
-  // every record.
-  snapshotter_.reset();
-  while (checkpoint_in_flight_) uv_run(loop_, UV_RUN_ONCE);
-  *alive_ = false;
-}
+// The members give their pool work up (a checkpoint goes on with its own
+// connection until it is done; nothing is lost either way: the WAL and the
+// journal hold every commit).
+DurableState::~DurableState() = default;
 
 Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, storage::Store& store,
                                                             DurableStateOptions options) {
@@ -364,11 +355,12 @@ void DurableState::MaybeSnapshot() {
     if (options_.snapshot_observer) options_.snapshot_observer(outcome);
     return;
   }
-  if (snapshotter_ == nullptr || snapshotter_->in_flight()) return;
+  if (background_stopped_ || snapshotter_ == nullptr || snapshotter_->in_flight()) return;
   if (uv_hrtime() < snapshot_not_before_ns_) return;
   const uint64_t seq = store_.last_seq();
   Status started = snapshotter_->Start(seq, state_.NumApplied(), [this](SnapshotOutcome outcome) {
     OnSnapshotDone(std::move(outcome));
+    WakeStopWaiter();
   });
   if (!started.ok()) {
     ++stats_.snapshot_failures;
@@ -429,14 +421,20 @@ void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
 void DurableState::RemoveSnapshotFiles(const std::vector<std::string>& names) {
   // Unlinking a big file can take a while: libuv does it on its thread pool.
   // A file left behind by a crash is removed at the next start-up.
+  // Who owns the request: libuv, from a successful uv_fs_unlink until its
+  // callback, which frees it. Not this object, and it is never cancelled:
+  // the request refers to nothing of ours (libuv copies the path), and an
+  // unlink of a file nobody needs is worth finishing after we are gone. So
+  // there is nothing to give up on destruction; the loop's owner lets it
+  // come back before closing the loop (UvLoop::Close()).
   for (const std::string& name : names) {
-    auto* request = new uv_fs_t;
+    auto request = std::make_unique<uv_fs_t>();
     const std::string path = store_.work_dir() + "/" + name;
-    int rc = uv_fs_unlink(loop_, request, path.c_str(), [](uv_fs_t* r) {
+    const int rc = uv_fs_unlink(loop_, request.get(), path.c_str(), [](uv_fs_t* r) {
+      std::unique_ptr<uv_fs_t> owned(r);
       uv_fs_req_cleanup(r);
-      delete r;
     });
-    if (rc < 0) delete request;
+    if (rc == 0) request.release();  // libuv's now; freed by the callback
   }
 }
 
@@ -471,58 +469,59 @@ void DurableState::FailStop(const Status& status) {
   if (on_fatal_) on_fatal_(status);
 }
 
-namespace {
+// The checkpoint's pool job: it owns the Checkpointer (a connection of its
+// own) while it runs, and its result.
+struct DurableState::CheckpointJob final : public uvkj::PoolJob {
+  void Run() override { result = checkpointer->Checkpoint(); }
 
-struct CheckpointWork {
-  uv_work_t request;
   std::unique_ptr<storage::Checkpointer> checkpointer;
   Result<storage::CheckpointStats> result = InternalError("checkpoint did not run");
-  std::shared_ptr<bool> alive;
-  std::function<void(CheckpointWork*)> done;
 };
 
-}  // namespace
-
 void DurableState::MaybeCheckpoint() {
-  if (checkpointer_ == nullptr || checkpoint_in_flight_ || !store_.WantsCheckpoint()) return;
-  auto* work = new CheckpointWork;
-  work->request.data = work;
-  work->checkpointer = std::move(checkpointer_);
-  work->alive = alive_;
-  work->done = [this](CheckpointWork* w) {
-    checkpoint_in_flight_ = false;
-    checkpointer_ = std::move(w->checkpointer);
-    if (w->result.ok()) {
-      ++stats_.checkpoints;
-      // Frames committed while the checkpoint ran keep SQLite from restarting
-      // the WAL; the Store copies that remainder here when the WAL is long.
-      auto finished = store_.FinishCheckpoint(*w->result);
-      if (!finished.ok()) {
-        Log(LogLevel::kWarning, "finishing a checkpoint failed: ", finished.status().ToString().c_str());
-      }
-    } else {
-      // Nothing is lost: the WAL still holds every commit. Try again later.
-      Log(LogLevel::kWarning, "checkpoint failed: ", w->result.status().ToString().c_str());
-    }
-  };
-  checkpoint_in_flight_ = true;
-  int rc = uv_queue_work(
-      loop_, &work->request,
-      [](uv_work_t* request) {
-        // On a thread-pool thread: only the Checkpointer (its own connection).
-        auto* w = static_cast<CheckpointWork*>(request->data);
-        w->result = w->checkpointer->Checkpoint();
-      },
-      [](uv_work_t* request, int) {
-        auto* w = static_cast<CheckpointWork*>(request->data);
-        if (*w->alive) w->done(w);
-        delete w;
-      });
-  if (rc < 0) {
-    checkpoint_in_flight_ = false;
-    checkpointer_ = std::move(work->checkpointer);
-    delete work;
+  if (background_stopped_ || checkpointer_ == nullptr || checkpoint_.in_flight() ||
+      !store_.WantsCheckpoint()) {
+    return;
   }
+  auto job = std::make_unique<CheckpointJob>();
+  job->checkpointer = std::move(checkpointer_);
+  if (checkpoint_.Start(job, [this](std::unique_ptr<CheckpointJob> done) {
+        OnCheckpointDone(std::move(done));
+      }) < 0) {
+    checkpointer_ = std::move(job->checkpointer);
+  }
+}
+
+void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
+  checkpointer_ = std::move(job->checkpointer);
+  if (job->result.ok()) {
+    ++stats_.checkpoints;
+    // Frames committed while the checkpoint ran keep SQLite from restarting
+    // the WAL; the Store copies that remainder here when the WAL is long.
+    auto finished = store_.FinishCheckpoint(*job->result);
+    if (!finished.ok()) {
+      Log(LogLevel::kWarning, "finishing a checkpoint failed: ", finished.status().ToString().c_str());
+    }
+  } else {
+    // Nothing is lost: the WAL still holds every commit. Try again later.
+    Log(LogLevel::kWarning, "checkpoint failed: ", job->result.status().ToString().c_str());
+  }
+  WakeStopWaiter();
+}
+
+kj::Promise<void> DurableState::StopBackgroundWork() {
+  background_stopped_ = true;
+  CancelSnapshot();
+  if (!checkpoint_in_flight() && !snapshot_in_flight()) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  stop_waiter_ = kj::mv(paf.fulfiller);
+  return kj::mv(paf.promise);
+}
+
+void DurableState::WakeStopWaiter() {
+  if (checkpoint_in_flight() || snapshot_in_flight()) return;
+  KJ_IF_MAYBE (waiter, stop_waiter_) { (*waiter)->fulfill(); }
+  stop_waiter_ = nullptr;
 }
 
 }  // namespace dispatch::reactor

@@ -26,6 +26,7 @@
 
 #include "common/status.h"
 #include "reactor/snapshot_replica.h"
+#include "reactor/uvkj/pool_work.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "schema/journal.capnp.h"
 #include "state/dispatcher_state.h"
@@ -90,6 +91,10 @@ class DurableState {
   // than continue from a partial state.
   static Result<std::unique_ptr<DurableState>> Recover(uv_loop_t* loop, storage::Store& store,
                                                        DurableStateOptions options);
+  // Gives background work in flight up without waiting (uvkj::PoolWork):
+  // a snapshot task stops at its next check, a checkpoint finishes on its
+  // own connection; neither touches this object or the Store. An owner
+  // about to close the Store awaits StopBackgroundWork() first.
   ~DurableState();
   DurableState(const DurableState&) = delete;
   DurableState& operator=(const DurableState&) = delete;
@@ -188,8 +193,7 @@ class DurableState {
   // (clean shutdown, tests). A background one in flight is then stale: its
   // file is removed when it comes back.
   Status Snapshot();
-  // True while a background snapshot task runs on the thread pool; the Store
-  // must outlive it (the dispatcher's shutdown waits, after CancelSnapshot).
+  // True while a background snapshot task runs on the thread pool.
   bool snapshot_in_flight() const { return snapshotter_ != nullptr && snapshotter_->in_flight(); }
   // Asks a background snapshot in flight to stop soon (shutdown).
   void CancelSnapshot() {
@@ -197,8 +201,15 @@ class DurableState {
   }
   // Test hook: the next background snapshots fail at `fault`.
   void set_snapshot_fault_for_testing(SnapshotFault fault);
-  // True while a checkpoint runs on the thread pool; the Store must outlive it.
-  bool checkpoint_in_flight() const { return checkpoint_in_flight_; }
+  // True while a checkpoint runs on the thread pool.
+  bool checkpoint_in_flight() const { return checkpoint_.in_flight(); }
+  // The shutdown step before the Store closes: starts no more background
+  // snapshots or checkpoints, cancels a snapshot in flight, and resolves
+  // once no work of ours is left on the thread pool (at once if none is).
+  // Commits go on meanwhile. Idempotent; one waiter at a time.
+  // REQUIRES: a KJ event loop on this thread.
+  kj::Promise<void> StopBackgroundWork();
+  bool background_stopped() const { return background_stopped_; }
   bool failed() const { return !failure_.ok(); }
   const DurableStats& stats() const { return stats_; }
   storage::Store& store() { return store_; }
@@ -213,8 +224,12 @@ class DurableState {
   void FailStop(const Status& status);
   // The refusal of an update whose record takes `bytes`; ok when it fits.
   Status CheckRecordBytes(journal::Update::Reader update, size_t bytes) const;
+  struct CheckpointJob;
   void MaybeCheckpoint();
+  void OnCheckpointDone(std::unique_ptr<CheckpointJob> job);
   void MaybeSnapshot();
+  // Fulfils the StopBackgroundWork() waiter once nothing is in flight.
+  void WakeStopWaiter();
   void OnSnapshotDone(SnapshotOutcome outcome);
   void RemoveSnapshotFiles(const std::vector<std::string>& names);
 
@@ -235,9 +250,10 @@ class DurableState {
   // Record after which the last snapshot started (or was recorded).
   uint64_t last_snapshot_start_seq_ = 0;
   uint64_t snapshot_not_before_ns_ = 0;  // retry delay after a failure
-  bool checkpoint_in_flight_ = false;
-  // Set when the owner is gone while a checkpoint still runs (see ~DurableState).
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // The checkpoint in flight: it holds checkpointer_ while it runs.
+  uvkj::PoolWork<CheckpointJob> checkpoint_;
+  bool background_stopped_ = false;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> stop_waiter_;
   Status failure_;
   std::function<void(const Status&)> on_fatal_;
   DurableStats stats_;

@@ -13,9 +13,9 @@
 
 namespace dispatch::reactor {
 
-struct SnapshotReplica::Task {
-  uv_work_t request;
-  SnapshotReplica* owner = nullptr;
+struct SnapshotReplica::Task final : public uvkj::PoolJob {
+  void Run() override;  // on a thread-pool thread
+
   DoneFn done;
   // In: what the thread may touch, and nothing else.
   std::unique_ptr<state::DispatcherState> replica;  // null: start from `seed`
@@ -28,7 +28,6 @@ struct SnapshotReplica::Task {
   uint64_t target_seq = 0;
   uint64_t target_num_applied = 0;
   SnapshotFault fault = SnapshotFault::kNone;
-  std::shared_ptr<std::atomic<bool>> cancel;
   // Out.
   SnapshotOutcome outcome;
 };
@@ -43,17 +42,15 @@ Result<std::unique_ptr<SnapshotReplica>> SnapshotReplica::Create(uv_loop_t* loop
 
 SnapshotReplica::SnapshotReplica(uv_loop_t* loop, storage::Store& store,
                                  std::unique_ptr<storage::JournalReader> reader)
-    : loop_(loop), store_(store), reader_(std::move(reader)) {}
+    : loop_(loop), store_(store), reader_(std::move(reader)), task_(loop) {}
 
 SnapshotReplica::~SnapshotReplica() {
   if (priming_.joinable()) priming_.join();
-  Cancel();
-  while (in_flight_) uv_run(loop_, UV_RUN_ONCE);
 }
 
 void SnapshotReplica::StartPriming(std::shared_ptr<const std::string> snapshot,
                                    uint64_t snapshot_seq, uint64_t through_seq) {
-  if (priming_.joinable() || in_flight_) return;
+  if (priming_.joinable() || task_.in_flight()) return;
   priming_ = std::thread([this, snapshot = std::move(snapshot), snapshot_seq, through_seq]() {
     try {
       std::unique_ptr<state::DispatcherState> replica;
@@ -98,20 +95,18 @@ Status SnapshotReplica::FinishPriming(uint64_t num_applied) {
 }
 
 void SnapshotReplica::Cancel() {
-  if (cancel_ != nullptr) cancel_->store(true);
+  if (task_.in_flight()) task_.job().Cancel();
 }
 
 void SnapshotReplica::Invalidate() {
-  if (in_flight_) invalidated_in_flight_ = true;
+  if (task_.in_flight()) invalidated_in_flight_ = true;
   replica_.reset();
   replica_seq_ = 0;
 }
 
 Status SnapshotReplica::Start(uint64_t seq, uint64_t num_applied, DoneFn done) {
-  if (in_flight_) return FailedPreconditionError("a snapshot task is still running");
-  auto* task = new Task;
-  task->request.data = task;
-  task->owner = this;
+  if (task_.in_flight()) return FailedPreconditionError("a snapshot task is still running");
+  auto task = std::make_unique<Task>();
   task->done = std::move(done);
   // The records up to the recorded snapshot may be truncated already: a
   // replica behind it starts over from that snapshot's file.
@@ -130,26 +125,16 @@ Status SnapshotReplica::Start(uint64_t seq, uint64_t num_applied, DoneFn done) {
   task->target_seq = seq;
   task->target_num_applied = num_applied;
   task->fault = fault_;
-  cancel_ = std::make_shared<std::atomic<bool>>(false);
-  task->cancel = cancel_;
   task->outcome.started_ns = uv_hrtime();
   task->outcome.info.seq = seq;
-  const int rc = uv_queue_work(
-      loop_, &task->request,
-      [](uv_work_t* request) { RunTask(*static_cast<Task*>(request->data)); },
-      [](uv_work_t* request, int) {
-        Task* t = static_cast<Task*>(request->data);
-        t->owner->Finish(*t);
-        delete t;
-      });
+  const int rc =
+      task_.Start(task, [this](std::unique_ptr<Task> done_task) { Finish(std::move(done_task)); });
   if (rc < 0) {
     replica_ = std::move(task->replica);
     reader_ = std::move(task->reader);
     encoder_ = std::move(task->encoder);
-    delete task;
     return UnavailableError(std::string("cannot queue the snapshot task: ") + uv_strerror(rc));
   }
-  in_flight_ = true;
   return Status::Ok();
 }
 
@@ -181,11 +166,12 @@ class NiceThread {
 
 }  // namespace
 
-void SnapshotReplica::RunTask(Task& task) {
+void SnapshotReplica::Task::Run() {
+  Task& task = *this;
   NiceThread nice;
   SnapshotOutcome& out = task.outcome;
   const uint64_t start = uv_hrtime();
-  auto cancelled = [&]() { return task.cancel->load(); };
+  auto cancelled = [&]() { return task.cancelled(); };
   const Status kCancelled = UnavailableError("the snapshot was cancelled (shutdown)");
   try {
     if (task.replica == nullptr) {
@@ -261,8 +247,8 @@ void SnapshotReplica::RunTask(Task& task) {
   }
 }
 
-void SnapshotReplica::Finish(Task& task) {
-  in_flight_ = false;
+void SnapshotReplica::Finish(std::unique_ptr<Task> owned) {
+  Task& task = *owned;
   reader_ = std::move(task.reader);
   encoder_ = std::move(task.encoder);
   const bool caught_up = task.replica != nullptr && task.replica_seq == task.target_seq &&

@@ -16,7 +16,6 @@
 
 #include <uv.h>
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +23,7 @@
 #include <thread>
 
 #include "common/status.h"
+#include "reactor/uvkj/pool_work.h"
 #include "state/codec.h"
 #include "state/dispatcher_state.h"
 #include "storage/journal_reader.h"
@@ -58,8 +58,12 @@ class SnapshotReplica {
   // `store` must outlive this object (its work dir and latest snapshot seed
   // the replica).
   static Result<std::unique_ptr<SnapshotReplica>> Create(uv_loop_t* loop, storage::Store& store);
-  // Waits for a task in flight (cancelled first). REQUIRES: not inside
-  // uv_run when a task is in flight (the dispatcher's shutdown waits first).
+  // Gives a task in flight up without waiting for it (uvkj::PoolWork): it
+  // stops at its next check and is freed when libuv hands it back, calling
+  // nobody. The task owns all it touches (its journal reader, encoder and
+  // replica), so it never needs this object or the Store. A file it was
+  // writing is nobody's, as after a crash: the next start-up removes it.
+  // Joins the priming thread (it borrows this object).
   ~SnapshotReplica();
   SnapshotReplica(const SnapshotReplica&) = delete;
   SnapshotReplica& operator=(const SnapshotReplica&) = delete;
@@ -82,9 +86,9 @@ class SnapshotReplica {
   // after `seq` (the replica must agree). `done` runs once, on the loop
   // thread. FailedPrecondition if a task is in flight.
   Status Start(uint64_t seq, uint64_t num_applied, DoneFn done);
-  bool in_flight() const { return in_flight_; }
+  bool in_flight() const { return task_.in_flight(); }
   // Asks a task in flight to stop at its next check; its `done` still runs
-  // (with Cancelled... an Unavailable status).
+  // (with an Unavailable status).
   void Cancel();
   // The live state was replaced (ResetKeepingIds): the next task starts over
   // from the recorded snapshot.
@@ -96,8 +100,7 @@ class SnapshotReplica {
   struct Task;
   SnapshotReplica(uv_loop_t* loop, storage::Store& store,
                   std::unique_ptr<storage::JournalReader> reader);
-  static void RunTask(Task& task);  // on a thread-pool thread
-  void Finish(Task& task);          // back on the loop thread
+  void Finish(std::unique_ptr<Task> task);  // back on the loop thread
 
   uv_loop_t* const loop_;
   storage::Store& store_;
@@ -108,15 +111,15 @@ class SnapshotReplica {
   // background snapshot.
   std::unique_ptr<state::SnapshotEncoder> encoder_ = std::make_unique<state::SnapshotEncoder>();
   uint64_t replica_seq_ = 0;  // the record the replica stands after
-  bool in_flight_ = false;
   bool invalidated_in_flight_ = false;
-  std::shared_ptr<std::atomic<bool>> cancel_;
   SnapshotFault fault_ = SnapshotFault::kNone;
   // The priming thread writes only these, read after join().
   std::thread priming_;
   std::unique_ptr<state::DispatcherState> primed_;
   uint64_t primed_seq_ = 0;
   Status priming_status_;
+  // The task in flight, if any.
+  uvkj::PoolWork<Task> task_;
 };
 
 }  // namespace dispatch::reactor

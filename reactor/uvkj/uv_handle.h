@@ -77,8 +77,9 @@ class UvHandle {
   T* handle_ = nullptr;
 };
 
-// Owns one uv_loop_t. Close() flushes pending close callbacks and returns what
-// uv_loop_close() returned (0 when no handle leaked; UV_EBUSY otherwise).
+// Owns one uv_loop_t. Close() flushes pending close callbacks, lets requests
+// in flight come back (see below), and returns what uv_loop_close() returned
+// (0 when no handle leaked; UV_EBUSY otherwise).
 class UvLoop {
  public:
   UvLoop() { CheckUv(uv_loop_init(&loop_), "uv_loop_init"); }
@@ -93,6 +94,12 @@ class UvLoop {
   int Close() {
     // Close callbacks run in the next loop pass; NOWAIT runs exactly that.
     uv_run(&loop_, UV_RUN_NOWAIT);
+    // A request (thread-pool work, a file-system call) belongs to libuv until
+    // its callback has run, and a thread finishing one writes to this loop.
+    // Owners never wait for theirs when they go (PoolWork gives its job up,
+    // an unlink finishes on its own): the loop's owner waits here, once,
+    // outside every callback. Each such request ends by itself.
+    while (loop_.active_reqs.count > 0) uv_run(&loop_, UV_RUN_ONCE);
     int rc = uv_loop_close(&loop_);
     closed_ = rc == 0;
     return rc;

@@ -73,9 +73,8 @@ void Pass(DurableState& durable, UpdateGenerator& generator, int count) {
 // so the deadline is checked even when nothing else happens.
 bool RunUntil(uv_loop_t* loop, const std::function<bool()>& done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  auto* wake = new uv_timer_t;
-  uv_timer_init(loop, wake);
-  uv_timer_start(wake, [](uv_timer_t*) {}, 2, 2);
+  uvkj::UvHandle<uv_timer_t> wake(loop, nullptr, uv_timer_init);
+  uv_timer_start(wake.get(), [](uv_timer_t*) {}, 2, 2);
   bool ok = true;
   while (!done()) {
     if (std::chrono::steady_clock::now() > deadline) {
@@ -84,7 +83,7 @@ bool RunUntil(uv_loop_t* loop, const std::function<bool()>& done) {
     }
     uv_run(loop, UV_RUN_ONCE);
   }
-  uvkj::CloseAndDelete(wake);
+  wake.reset();
   uv_run(loop, UV_RUN_NOWAIT);
   return ok;
 }
@@ -249,6 +248,68 @@ TEST_F(BackgroundSnapshotTest, AnInlineSnapshotMakesTheTaskInFlightStale) {
   Opened replayed = Open(loop_.get(), dir_.path(), {.snapshot_every = 0});
   EXPECT_EQ(replayed.durable->stats().replayed, 0u);
   EXPECT_EQ(replayed.durable->state().Digest(), live_digest);
+}
+
+// The shutdown step: once StopBackgroundWork() resolves, nothing of ours is
+// on the thread pool (the task in flight was cancelled and came back), and
+// later commits start nothing there, so the Store may close under them.
+TEST_F(BackgroundSnapshotTest, StoppingBackgroundWorkCancelsTheTaskAndStartsNoMore) {
+  UpdateGenerator generator(testing::TestSeed());
+  std::vector<SnapshotOutcome> outcomes;
+  {
+    uvkj::UvAsyncIo io(loop_.get());
+    Opened live = Open(loop_.get(), dir_.path(),
+                       {.snapshot_every = 500,
+                        .snapshot_retry_ms = 0,  // nothing but the stop holds the next one back
+                        .snapshot_observer = [&](const SnapshotOutcome& o) { outcomes.push_back(o); }});
+    DurableState& durable = *live.durable;
+    while (live.store->last_seq() < 500) Pass(durable, generator, 50);
+    ASSERT_TRUE(durable.snapshot_in_flight());
+    bool stopped = false;
+    auto stop = durable.StopBackgroundWork().then([&]() { stopped = true; }).eagerlyEvaluate(nullptr);
+    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return stopped; }));
+    EXPECT_FALSE(durable.snapshot_in_flight());
+    EXPECT_FALSE(durable.checkpoint_in_flight());
+    EXPECT_EQ(outcomes.size(), 1u) << "the cancelled task did not report";
+    // Commits go on (two snapshot intervals' worth) and start nothing.
+    for (int i = 0; i < 20; ++i) {
+      Pass(durable, generator, 50);
+      EXPECT_FALSE(durable.snapshot_in_flight());
+      EXPECT_FALSE(durable.checkpoint_in_flight());
+    }
+    EXPECT_EQ(outcomes.size(), 1u);
+  }
+  EXPECT_EQ(loop_.Close(), 0);
+}
+
+// Destroying the owner does not wait for its task: the task is given up
+// (told to stop, and freed when libuv hands it back, calling nobody), and the
+// loop's owner still closes the loop with nothing left in it.
+TEST(BackgroundSnapshotOwner, DestroyingTheStateWithATaskInFlightGivesItUpWithoutWaiting) {
+  UpdateGenerator generator(testing::TestSeed());
+  testing::TempDir dir;
+  int observed = 0;
+  uint64_t live_digest = 0;
+  {
+    uvkj::UvLoop loop;
+    {
+      Opened live = Open(loop.get(), dir.path(),
+                         {.snapshot_every = 500,
+                          .snapshot_observer = [&](const SnapshotOutcome&) { ++observed; }});
+      while (live.store->last_seq() < 500) Pass(*live.durable, generator, 50);
+      ASSERT_TRUE(live.durable->snapshot_in_flight());
+      live_digest = live.durable->state().Digest();
+    }  // no loop runs in here: a destructor that waited would have to run it
+    EXPECT_EQ(loop.Close(), 0);
+  }
+  EXPECT_EQ(observed, 0) << "the task called back an owner that was gone";
+  // Nothing acknowledged is lost.
+  uvkj::UvLoop loop;
+  {
+    Opened reopened = Open(loop.get(), dir.path(), {.snapshot_every = 0});
+    EXPECT_EQ(reopened.durable->state().Digest(), live_digest);
+  }
+  EXPECT_EQ(loop.Close(), 0);
 }
 
 // kill -9 at random moments of a process that journals and snapshots all the
