@@ -32,7 +32,7 @@ ClosureDispatcher::ClosureDispatcher(uv_loop_t* loop, DurableState& durable,
       durable_(durable),
       workers_(workers),
       options_(options),
-      tasks_(error_handler_) {
+      tasks_(kj::heap<kj::TaskSet>(error_handler_)) {
   if (options_.start_delay_ms > 0) {
     // Looks again for workers whose staggered start is over.
     stagger_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(
@@ -43,14 +43,24 @@ ClosureDispatcher::ClosureDispatcher(uv_loop_t* loop, DurableState& durable,
   }
 }
 
-ClosureDispatcher::Room::~Room() {
-  if (*owner_ != nullptr) (*owner_)->ReleaseRoom(n_);
-}
+ClosureDispatcher::Room::~Room() { owner_->ReleaseRoom(n_); }
 
-ClosureDispatcher::~ClosureDispatcher() {
-  *self_ = nullptr;
-  // Sessions live as long as their clients hold them; they must not call back.
-  for (auto& [coordinator, session] : sessions_) session->Detach();
+// Every session and room holds a reference: none is left by now.
+ClosureDispatcher::~ClosureDispatcher() noexcept(false) { Close(); }
+
+void ClosureDispatcher::Close() {
+  if (closed_) return;
+  closed_ = true;
+  // Schedules waiting for room fail (their fulfillers go) and wait no more:
+  // a room the cancellations below return wakes nobody.
+  room_waiters_.clear();
+  // Destroys the waiting session calls now (kj::Canceler's guarantee), and
+  // with them the rooms they hold; their callers see Unavailable.
+  session_calls_.cancel(
+      ExceptionFromStatus(UnavailableError("the dispatcher is shutting down")));
+  tasks_ = nullptr;
+  release_timer_.reset();
+  stagger_timer_.reset();
 }
 
 Status ClosureDispatcher::Start() {
@@ -272,12 +282,17 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
 
 // ---- Assignment ------------------------------------------------------------
 
+void ClosureDispatcher::AddTask(kj::Promise<void> task) {
+  KJ_REQUIRE(!closed_, "closure work started after the dispatcher was closed");
+  tasks_->add(kj::mv(task));
+}
+
 void ClosureDispatcher::Kick() {
   if (kick_pending_) return;
   kick_pending_ = true;
   // Later in this pass (before its group commit), so that every schedule and
   // report of the pass is assigned in one batch.
-  tasks_.add(kj::evalLater([this]() {
+  AddTask(kj::evalLater([this]() {
     kick_pending_ = false;
     AssignQueued();
   }));
@@ -348,13 +363,13 @@ void ClosureDispatcher::AssignQueued() {
     durable_.HoldCommit(options_.commit_hold_us);
     for (auto& [worker_id, ids] : per_worker) {
       awaiting_reports_.insert(ids.begin(), ids.end());
-      tasks_.add(Push(worker_id, kj::mv(ids)));
+      AddTask(Push(worker_id, kj::mv(ids)));
     }
     return;
   }
   for (auto& [worker_id, ids] : per_worker) {
     // The worker hears of its closures only once their assignment is durable.
-    tasks_.add(durable_.Barrier().then(
+    AddTask(durable_.Barrier().then(
         [this, worker_id, ids = kj::mv(ids)]() mutable { return Push(worker_id, kj::mv(ids)); }));
   }
 }
@@ -435,7 +450,7 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
 void ClosureDispatcher::SendResources(uint64_t worker_id) {
   // Only committed resources: an id a crash could hand out again for another
   // resource must never reach a worker's cache.
-  tasks_.add(durable_.Barrier().then([this, worker_id]() -> kj::Promise<void> {
+  AddTask(durable_.Barrier().then([this, worker_id]() -> kj::Promise<void> {
     auto entry = slots_.find(worker_id);
     if (entry == slots_.end() || entry->second.slots == 0) return kj::READY_NOW;
     rpc::WorkerControl::Client* control = workers_.ControlOf(entry->second.address);
@@ -496,7 +511,7 @@ uint64_t ClosureDispatcher::QueuedOrReserved() const {
 
 kj::Own<ClosureDispatcher::Room> ClosureDispatcher::Reserve(uint64_t n) {
   reserved_ += n;
-  return kj::heap<Room>(self_, n);
+  return kj::heap<Room>(kj::addRef(*this), n);
 }
 
 kj::Promise<kj::Own<ClosureDispatcher::Room>> ClosureDispatcher::WaitForRoom(uint64_t n) {

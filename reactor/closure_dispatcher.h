@@ -6,6 +6,15 @@
 // coordinator's first error and cancels its queued closures, and wakes the
 // coordinator sessions and schedules waiting on those changes. It holds no
 // state of record: every change is an Update through DurableState.
+// Ownership: refcounted. DataService holds it, and so does every
+// CoordinatorSession and Room it hands out, so no pointer between them can
+// dangle whichever goes first (capnp may keep a session alive after its
+// connection, until its calls end). DataService closes it before the parts
+// it borrows (DurableState, WorkerRegistry) go: Close() cancels all work
+// outstanding (its own tasks in a kj::TaskSet; the sessions' waiting calls
+// through a kj::Canceler) and stops its timers. After that, sessions see
+// closed() and fail their calls; leaving sessions and returned rooms still
+// reach it, and touch nothing borrowed.
 // REQUIRES: loop thread only.
 #pragma once
 
@@ -45,13 +54,24 @@ struct ClosureCounters {
   uint64_t results_over_limit = 0;  // results refused as over max_result_bytes
 };
 
-class ClosureDispatcher {
+class ClosureDispatcher final : public kj::Refcounted {
  public:
+  // Allocate with kj::refcounted (sessions and rooms take references).
   ClosureDispatcher(uv_loop_t* loop, DurableState& durable, WorkerRegistry& workers,
                     ClosureOptions options);
-  ~ClosureDispatcher();
+  ~ClosureDispatcher() noexcept(false);
   ClosureDispatcher(const ClosureDispatcher&) = delete;
   ClosureDispatcher& operator=(const ClosureDispatcher&) = delete;
+
+  // Ends the service (see the top of this file). Idempotent.
+  void Close();
+  bool closed() const { return closed_; }
+  // Wraps a promise a session returns whose continuation uses the
+  // dispatcher (a wait for room, results or a join): Close() cancels it.
+  template <typename T>
+  kj::Promise<T> CancelOnClose(kj::Promise<T> promise) {
+    return session_calls_.wrap(kj::mv(promise));
+  }
 
   // After recovery: closures that were running before the restart go back to
   // the queue (their workers dropped the reports when the link broke).
@@ -79,13 +99,13 @@ class ClosureDispatcher {
   // schedules admitted in one pass do not all overshoot the bound).
   class Room {
    public:
-    Room(std::shared_ptr<ClosureDispatcher*> owner, uint64_t n) : owner_(std::move(owner)), n_(n) {}
+    Room(kj::Own<ClosureDispatcher> owner, uint64_t n) : owner_(kj::mv(owner)), n_(n) {}
     ~Room();
     Room(const Room&) = delete;
     Room& operator=(const Room&) = delete;
 
    private:
-    std::shared_ptr<ClosureDispatcher*> owner_;  // null inside once the dispatcher is gone
+    kj::Own<ClosureDispatcher> owner_;
     const uint64_t n_;
   };
   // Resolves once `n` more closures fit in the queue (FIFO among waiters).
@@ -136,6 +156,8 @@ class ClosureDispatcher {
   size_t MaxRecordBytes() const { return durable_.max_record_bytes(); }
   // Runs AssignQueued once, later in this loop pass.
   void Kick();
+  // Adds to tasks_. REQUIRES: not closed.
+  void AddTask(kj::Promise<void> task);
   void AssignQueued();
   kj::Promise<void> Push(uint64_t worker_id, std::vector<uint64_t> closure_ids);
   // The push of these closures to the worker failed: those still running
@@ -174,6 +196,7 @@ class ClosureDispatcher {
   // Items per `finished` record (about 40 bytes each: a record stays small
   // however long the worker's report list is).
   static constexpr size_t kMaxFinishedPerRecord = 8192;
+  bool closed_ = false;
   std::set<uint64_t> pending_releases_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;
   // Closures pushed under the current commit hold whose reports are awaited.
@@ -182,10 +205,13 @@ class ClosureDispatcher {
   std::deque<RoomWaiter> room_waiters_;
   std::multimap<uint64_t, CoordinatorSession*> sessions_;  // by coordinator id
   ClosureCounters counters_;
-  std::shared_ptr<ClosureDispatcher*> self_ = std::make_shared<ClosureDispatcher*>(this);
   std::unique_ptr<uvkj::UvRepeatingTimer> stagger_timer_;
   ErrorHandler error_handler_;
-  kj::TaskSet tasks_;
+  // Pushes, barriers and kicks in flight; dropped by Close() (pushes hold
+  // worker capabilities, which must go before the connections do).
+  kj::Own<kj::TaskSet> tasks_;
+  // The sessions' calls waiting on us (CancelOnClose).
+  kj::Canceler session_calls_;
 };
 
 }  // namespace dispatch::reactor

@@ -17,7 +17,7 @@ kj::Promise<void> DispatcherService::openCoordinator(OpenCoordinatorContext cont
   if (coordinator_id == 0)
     ThrowStatus(InvalidArgumentError("coordinator id 0 is reserved: choose a nonzero id"));
   auto results = context.getResults();
-  results.setCoordinator(kj::heap<CoordinatorSession>(data.closures(), coordinator_id));
+  results.setCoordinator(kj::heap<CoordinatorSession>(kj::addRef(data.closures()), coordinator_id));
   results.setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

@@ -46,22 +46,23 @@ void FillOutcome(DurableState& durable, const state::Closure& closure,
 
 }  // namespace
 
-CoordinatorSession::CoordinatorSession(ClosureDispatcher& closures, uint64_t coordinator_id)
-    : closures_(&closures), coordinator_id_(coordinator_id) {
+CoordinatorSession::CoordinatorSession(kj::Own<ClosureDispatcher> closures,
+                                       uint64_t coordinator_id)
+    : closures_(kj::mv(closures)), coordinator_id_(coordinator_id) {
   // A new session reports every outcome not released yet, in id order.
-  for (const state::Closure* closure : closures.state().ClosuresForCoordinator(coordinator_id)) {
-    if (state::IsClosureDone(closure->state) && !closures.ReleasePending(closure->id))
+  ClosureDispatcher& dispatcher = Dispatcher();
+  for (const state::Closure* closure : dispatcher.state().ClosuresForCoordinator(coordinator_id)) {
+    if (state::IsClosureDone(closure->state) && !dispatcher.ReleasePending(closure->id))
       undelivered_.push_back(closure->id);
   }
-  closures.AddSession(this);
+  dispatcher.AddSession(this);
 }
 
-CoordinatorSession::~CoordinatorSession() noexcept(false) {
-  if (closures_ != nullptr) closures_->RemoveSession(this);
-}
+// closures_ is still ours here, closed or not.
+CoordinatorSession::~CoordinatorSession() noexcept(false) { closures_->RemoveSession(this); }
 
 ClosureDispatcher& CoordinatorSession::Dispatcher() {
-  if (closures_ == nullptr) ThrowStatus(UnavailableError("the dispatcher is shutting down"));
+  if (closures_->closed()) ThrowStatus(UnavailableError("the dispatcher is shutting down"));
   return *closures_;
 }
 
@@ -71,8 +72,8 @@ void CoordinatorSession::OnClosureDone(uint64_t closure_id) {
     (*waiter)->fulfill();
     results_waiter_ = nullptr;
   }
-  if (closures_ != nullptr && closures_->state().NumUnfinishedClosures(coordinator_id_) == 0)
-    WakeJoiners();
+  // Called by the dispatcher, which is open then.
+  if (closures_->state().NumUnfinishedClosures(coordinator_id_) == 0) WakeJoiners();
 }
 
 void CoordinatorSession::OnFirstError() { WakeJoiners(); }
@@ -94,7 +95,8 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
     ThrowIfError(closures.TakeFirstError(coordinator_id_, context.getResults().initError()));
     return closures.durable().Barrier();
   }
-  return closures.WaitForRoom(n).then([this, context](kj::Own<ClosureDispatcher::Room> room) mutable {
+  return closures.CancelOnClose(closures.WaitForRoom(n).then([this, context](
+                                                                kj::Own<ClosureDispatcher::Room> room) mutable {
     ClosureDispatcher& closures = Dispatcher();
     // An error that arrived while waiting is raised instead of scheduling.
     if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr) {
@@ -107,7 +109,7 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
     auto list = context.getResults().initClosureIds(static_cast<unsigned>(ids.size()));
     for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
     return closures.durable().Barrier();
-  });
+  }));
 }
 
 void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max) {
@@ -160,10 +162,10 @@ kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) 
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   results_waiter_ = kj::mv(paf.fulfiller);
-  return paf.promise.then([this, context, max]() mutable {
+  return closures.CancelOnClose(paf.promise.then([this, context, max]() mutable {
     FillResults(context, max);
     return Dispatcher().durable().Barrier();
-  });
+  }));
 }
 
 kj::Promise<void> CoordinatorSession::join(JoinContext context) { return Join(context); }
@@ -185,7 +187,8 @@ kj::Promise<void> CoordinatorSession::Join(JoinContext context) {
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   join_waiters_.push_back(kj::mv(paf.fulfiller));
-  return paf.promise.then([this, context]() mutable { return Join(context); });
+  return closures.CancelOnClose(
+      paf.promise.then([this, context]() mutable { return Join(context); }));
 }
 
 kj::Promise<void> CoordinatorSession::createPerWorkerResource(

@@ -2,8 +2,10 @@
 // hands out. It schedules (waiting for queue room), reports each outcome of
 // its coordinator's closures once (long-poll awaitResults), answers join and
 // done, raises the coordinator's first error once, and creates per-worker
-// resources. It lives as long as the client holds it (at most as long as the
-// connection); after Detach() (the dispatcher is stopping) calls fail.
+// resources. It lives as long as capnp holds it (the client's reference, or
+// a call of it still running after the connection went), and holds the
+// ClosureDispatcher that long: once that is closed (shutdown), calls fail
+// with Unavailable and calls waiting are cancelled (CancelOnClose).
 // REQUIRES: loop thread only.
 #pragma once
 
@@ -21,11 +23,10 @@ class ClosureDispatcher;
 
 class CoordinatorSession final : public rpc::Coordinator::Server {
  public:
-  CoordinatorSession(ClosureDispatcher& closures, uint64_t coordinator_id);
+  CoordinatorSession(kj::Own<ClosureDispatcher> closures, uint64_t coordinator_id);
   ~CoordinatorSession() noexcept(false);
 
   uint64_t coordinator_id() const { return coordinator_id_; }
-  void Detach() { closures_ = nullptr; }
 
   // A closure of this coordinator became finished, failed or cancelled (in
   // the current pass; replies that report it wait for the pass's commit).
@@ -41,13 +42,14 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
   kj::Promise<void> getOutcomes(GetOutcomesContext context) override;
 
  private:
+  // The dispatcher, or Unavailable once it is closed.
   ClosureDispatcher& Dispatcher();
   // Fills the results with up to `max` undelivered outcomes.
   void FillResults(AwaitResultsContext& context, uint32_t max);
   kj::Promise<void> Join(JoinContext context);
   void WakeJoiners();
 
-  ClosureDispatcher* closures_;
+  kj::Own<ClosureDispatcher> closures_;  // never null: set once, held to the end
   const uint64_t coordinator_id_;
   // Outcomes this session has not returned yet, oldest first.
   std::deque<uint64_t> undelivered_;

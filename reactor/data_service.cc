@@ -16,13 +16,14 @@ DataService::DataService(uv_loop_t* loop, DurableState& durable, DataServiceOpti
       workers_(loop, durable, options_),
       consumers_(loop),
       datasets_(durable.state()),
-      closures_(loop, durable, workers_, options_.closures) {
+      closures_(kj::refcounted<ClosureDispatcher>(loop, durable, workers_, options_.closures)) {
   workers_.SetWorkerLostHandler([this](uint64_t worker_id, const std::string& reason) {
-    return closures_.OnWorkerLost(worker_id, reason);
+    return closures_->OnWorkerLost(worker_id, reason);
   });
 }
 
-DataService::~DataService() = default;
+// Sessions may hold the closure dispatcher a while longer: it serves no more.
+DataService::~DataService() { closures_->Close(); }
 
 Status DataService::Start() {
   if (!options_.fault_tolerant_mode && durable_.state().NumApplied() > 0) {
@@ -31,7 +32,7 @@ Status DataService::Start() {
         "fault-tolerant mode is off: starting from an empty state (clients of the previous run get "
         "clear errors)");
   }
-  DISPATCH_RETURN_IF_ERROR(closures_.Start());
+  DISPATCH_RETURN_IF_ERROR(closures_->Start());
   workers_.Initialize();
   consumers_.Initialize(durable_.state(), durable_.NowMicros());
   StartTimers();

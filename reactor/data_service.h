@@ -52,7 +52,7 @@ class DataService {
   WorkerRegistry& workers() { return workers_; }
   ConsumerTracker& consumers() { return consumers_; }
   DatasetCatalog& datasets() { return datasets_; }
-  ClosureDispatcher& closures() { return closures_; }
+  ClosureDispatcher& closures() { return *closures_; }
   const DataServiceStats& stats() const { return stats_; }
 
   // Builds one Update with `fill(update)` at the current time and submits it.
@@ -94,7 +94,9 @@ class DataService {
   WorkerRegistry workers_;
   ConsumerTracker consumers_;
   DatasetCatalog datasets_;
-  ClosureDispatcher closures_;
+  // Shared with the coordinator sessions (see closure_dispatcher.h); closed
+  // by ~DataService, before workers_ and the borrowed DurableState go.
+  kj::Own<ClosureDispatcher> closures_;
   DataServiceStats stats_;
   std::unique_ptr<uvkj::UvRepeatingTimer> job_gc_timer_;
   std::unique_ptr<uvkj::UvRepeatingTimer> liveness_timer_;
