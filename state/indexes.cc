@@ -74,6 +74,8 @@ Status DispatcherState::CheckIndexes() const {
   if (x.closure_by_request != indexes_.closure_by_request) return differs("closure_by_request");
   if (x.resource_by_request != indexes_.resource_by_request)
     return differs("resource_by_request");
+  // An index added to Indexes but not named above is still compared.
+  if (x != indexes_) return differs("not named in CheckIndexes");
   return Status::Ok();
 }
 

@@ -3,9 +3,13 @@
 // from bytes, and that rejected updates change nothing. Each test prints its
 // seed; DISPATCH_TEST_SEED replays it.
 
+#include <capnp/dynamic.h>
+#include <capnp/message.h>
 #include <gtest/gtest.h>
 
+#include "state/codec.h"
 #include "state/dispatcher_state.h"
+#include "tests/state/schema_coverage.h"
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
 #include "tests/state/update_generator.h"
@@ -23,8 +27,10 @@ TEST(DispatcherStateRandom, GeneratedUpdatesAreValidKeepIndexesAndCoverEveryVari
   SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
   UpdateGenerator generator(seed);
   DispatcherState state;
+  SchemaCoverage fields(capnp::Schema::from<journal::Update>());
   for (int i = 0; i < kLongRun; ++i) {
     OwnedUpdate update = generator.Next(state);
+    fields.Add(capnp::toDynamic(update.reader()));
     ASSERT_TRUE(state.Check(update.reader()).ok()) << "update " << i;
     ASSERT_TRUE(state.Apply(update.reader()).ok()) << "update " << i;
     ASSERT_EQ(state.LastTimeMicros(), update.reader().getTimeMicros());
@@ -38,6 +44,10 @@ TEST(DispatcherStateRandom, GeneratedUpdatesAreValidKeepIndexesAndCoverEveryVari
     EXPECT_TRUE(it != generator.counts().end() && it->second > 0)
         << VariantName(which) << " never generated";
   }
+  // Finer: every field of every variant, and every member of a nested union
+  // (batch kinds, heartbeat outcomes, named or anonymous jobs), is filled.
+  EXPECT_EQ(JoinNames(fields.Missing({"Update.invalid"})), "")
+      << "the generator never gives these a non-default value (update_generator.cc)";
 }
 
 TEST(DispatcherStateRandom, ReplayingTheSameBytesGivesTheSameDigestAtEveryStep) {
@@ -113,6 +123,41 @@ TEST(DispatcherStateRandom, ChangingTheTimeOfOneUpdateChangesTheDigest) {
   }
   EXPECT_NE(shifted.Digest(), state.Digest())
       << VariantName(OwnedUpdate::FromBytes(updates[target]).reader().which()) << " at " << target;
+}
+
+// Each update's effect, seen through the snapshot and through the digest:
+// the state before it, with the two counters every update moves (numApplied,
+// lastTimeMicros) advanced, against the state after it. The two views must
+// agree on whether anything changed (a part of the state that only one of
+// WriteSnapshot and Digest covers makes them disagree), and every variant,
+// batch kind and heartbeat outcome must change something in some update (one
+// whose effect neither covers changes nothing).
+TEST(DispatcherStateRandom, EveryVariantChangesTheSnapshotAndTheDigestAlike) {
+  const uint64_t seed = ::dispatch::testing::TestSeed();
+  SCOPED_TRACE("DISPATCH_TEST_SEED=" + std::to_string(seed));
+  UpdateGenerator generator(seed);
+  DispatcherState state;
+  SchemaCoverage changed(capnp::Schema::from<journal::Update>());
+  for (int i = 0; i < 3000; ++i) {
+    OwnedUpdate update = generator.Next(state);
+    capnp::MallocMessageBuilder before;
+    state.WriteSnapshot(before.initRoot<journal::StateSnapshot>());
+    ASSERT_TRUE(state.Apply(update.reader()).ok());
+    auto counters_moved = before.getRoot<journal::StateSnapshot>();
+    counters_moved.setNumApplied(state.NumApplied());
+    counters_moved.setLastTimeMicros(state.LastTimeMicros());
+    Result<DispatcherState> unchanged = DispatcherState::FromSnapshot(counters_moved.asReader());
+    ASSERT_TRUE(unchanged.ok()) << unchanged.status().ToString();
+    const bool snapshot_changed = EncodeMessage(before) != EncodeSnapshot(state);
+    const bool digest_changed = unchanged->Digest() != state.Digest();
+    ASSERT_EQ(snapshot_changed, digest_changed)
+        << VariantName(update.reader().which()) << " (update " << i << ") changed "
+        << (snapshot_changed ? "the snapshot but not the digest"
+                             : "the digest but not the snapshot");
+    if (snapshot_changed) changed.Add(capnp::toDynamic(update.reader()));
+  }
+  EXPECT_EQ(JoinNames(changed.MissingUnionMembers({"Update.invalid"})), "")
+      << "never changed the snapshot or the digest";
 }
 
 TEST(DispatcherStateRandom, EveryUpdateIsRejectedWhenAppliedTwice) {

@@ -335,6 +335,125 @@ OwnedUpdate ClearCoordinatorError(uint64_t coordinator_id) {
   return u;
 }
 
+namespace {
+
+// A closure batch of `kind` from its builder; every kind is named (no
+// default), so a new kind of batch does not compile without one.
+OwnedUpdate BatchExample(journal::ClosureBatch::Which kind) {
+  switch (kind) {
+    case journal::ClosureBatch::SCHEDULED:
+      return ScheduleClosures({7, 8}, 3, {21, 22});
+    case journal::ClosureBatch::ASSIGNED:
+      return AssignClosures({{7, 2, 1}});
+    case journal::ClosureBatch::FINISHED:
+      return FinishClosures({{7, 2, 1}});
+    case journal::ClosureBatch::CANCELLED:
+      return CancelClosures({7});
+    case journal::ClosureBatch::RELEASED:
+      return ReleaseClosures({7});
+  }
+  return OwnedUpdate();
+}
+
+}  // namespace
+
+std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
+  std::vector<OwnedUpdate> out;
+  switch (which) {
+    case journal::Update::INVALID:
+      break;  // no builder makes the always-rejected variant
+    case journal::Update::REGISTER_DATASET:
+      out.push_back(RegisterDataset(5, 55, "key-5", "meta"));
+      break;
+    case journal::Update::SET_ELEMENT_SPEC:
+      out.push_back(SetElementSpec(5, "spec"));
+      break;
+    case journal::Update::REGISTER_WORKER:
+      out.push_back(RegisterWorker(2, "w:1", "x:1", {"gpu"}, 9));
+      break;
+    case journal::Update::REMOVE_WORKER:
+      out.push_back(RemoveWorker(2));
+      break;
+    case journal::Update::CREATE_JOB: {
+      JobOptions options;
+      options.mode = ProcessingMode::DYNAMIC;
+      options.name = NamedJobKey{"train", 1};
+      options.num_consumers = 2;
+      options.target_workers = TargetWorkers::LOCAL;
+      options.num_split_providers = 2;
+      options.requeue_unfinished_splits = true;
+      out.push_back(CreateJob(4, 5, options));
+      out.push_back(CreateJob(6, 5));  // anonymous
+      break;
+    }
+    case journal::Update::PRODUCE_SPLIT:
+      out.push_back(ProduceSplit(4, 1, 1, 3, 2, {0, 1}, true));
+      break;
+    case journal::Update::ACQUIRE_JOB_CLIENT:
+      out.push_back(AcquireJobClient(8, 4));
+      break;
+    case journal::Update::RELEASE_JOB_CLIENT:
+      out.push_back(ReleaseJobClient(8));
+      break;
+    case journal::Update::GARBAGE_COLLECT_JOB:
+      out.push_back(GarbageCollectJob(4));
+      break;
+    case journal::Update::CREATE_TASK:
+      out.push_back(CreateTask(3, 4, "w:1"));
+      break;
+    case journal::Update::CREATE_PENDING_TASK:
+      out.push_back(CreatePendingTask(3, 4, "w:1", 2));
+      break;
+    case journal::Update::CLIENT_HEARTBEAT:
+      out.push_back(AcceptPendingTask(8, 3));
+      out.push_back(RejectPendingTask(8, 3, 4));
+      break;
+    case journal::Update::REMOVE_TASK:
+      out.push_back(RemoveTask(3));
+      break;
+    case journal::Update::FINISH_TASK:
+      out.push_back(FinishTask(3));
+      break;
+    case journal::Update::CLOSURE_SCHEDULED:
+      out.push_back(ScheduleClosure(7, 3, "fn", "args", 21, {1}));
+      break;
+    case journal::Update::CLOSURE_ASSIGNED:
+      out.push_back(AssignClosure(7, 2, 1));
+      break;
+    case journal::Update::CLOSURE_FINISHED:
+      out.push_back(FinishClosure(7, 2, 1, "result"));
+      out.push_back(FinishClosureStored(7, 2, 1, 6, 0xc0ffee));
+      break;
+    case journal::Update::CLOSURE_FAILED:
+      out.push_back(FailClosure(7, 2, 1, "boom", true));
+      break;
+    case journal::Update::CLOSURE_CANCELLED:
+      out.push_back(CancelClosure(7));
+      break;
+    case journal::Update::CLOSURE_PUT_BACK:
+      out.push_back(PutBackClosure(7, 2, 1, true));
+      break;
+    case journal::Update::CLOSURE_RELEASED:
+      out.push_back(ReleaseClosure(7));
+      break;
+    case journal::Update::COORDINATOR_ERROR_CLEARED:
+      out.push_back(ClearCoordinatorError(3));
+      break;
+    case journal::Update::RESOURCE_CREATED:
+      out.push_back(CreateResource(1, 3, "make", "args", 4));
+      break;
+    case journal::Update::CLOSURE_BATCH:
+      for (capnp::StructSchema::Field kind :
+           capnp::Schema::from<journal::ClosureBatch>().getUnionFields()) {
+        out.push_back(BatchExample(
+            static_cast<journal::ClosureBatch::Which>(kind.getProto().getDiscriminantValue())));
+      }
+      break;
+  }
+  for (OwnedUpdate& update : out) update.builder().setTimeMicros(1000);
+  return out;
+}
+
 const char* VariantName(journal::Update::Which which) {
   for (capnp::StructSchema::Field field : capnp::Schema::from<journal::Update>().getUnionFields()) {
     if (field.getProto().getDiscriminantValue() == static_cast<uint16_t>(which)) {

@@ -106,6 +106,15 @@ OwnedUpdate FinishClosures(const std::vector<ClosureRef>& refs);
 OwnedUpdate CancelClosures(const std::vector<uint64_t>& ids);
 OwnedUpdate ReleaseClosures(const std::vector<uint64_t>& ids);
 
+// Updates of `which` made with the builders above that together set every
+// field of the variant to a non-default value and take every member of its
+// nested unions (each batch kind, both heartbeat outcomes, a named and an
+// anonymous job). Their ids refer to nothing: they are for encoding and
+// schema-coverage tests, not for a state. Empty for `invalid`. The switch
+// behind it names every variant, so a variant without a builder does not
+// compile (-Werror=switch).
+std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which);
+
 // A short name of the update's variant ("createJob"), for messages and counts.
 const char* VariantName(journal::Update::Which which);
 // Every variant but `invalid`, in schema order.

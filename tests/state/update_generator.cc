@@ -1,5 +1,8 @@
 #include "tests/state/update_generator.h"
 
+#include <capnp/schema.h>
+#include <gtest/gtest.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,22 +23,71 @@ constexpr size_t kMaxClients = 64;
 constexpr size_t kMaxClosuresPerState = 256;
 
 // Relative frequency of each variant; the rest of the generator only decides
-// whether the state allows one right now.
+// whether the state allows one right now. Every variant is named (no default):
+// a new one does not compile until it has a weight here and a case in TryBuild.
+uint64_t Weight(Which kind) {
+  switch (kind) {
+    case Which::INVALID:
+      return 0;  // never valid
+    case Which::REGISTER_DATASET:
+      return 3;
+    case Which::SET_ELEMENT_SPEC:
+      return 2;
+    case Which::REGISTER_WORKER:
+      return 4;
+    case Which::REMOVE_WORKER:
+      return 2;
+    case Which::CREATE_JOB:
+      return 5;
+    case Which::PRODUCE_SPLIT:
+      return 14;
+    case Which::ACQUIRE_JOB_CLIENT:
+      return 5;
+    case Which::RELEASE_JOB_CLIENT:
+      return 4;
+    case Which::GARBAGE_COLLECT_JOB:
+      return 2;
+    case Which::CREATE_TASK:
+      return 8;
+    case Which::CREATE_PENDING_TASK:
+      return 4;
+    case Which::CLIENT_HEARTBEAT:
+      return 6;
+    case Which::REMOVE_TASK:
+      return 2;
+    case Which::FINISH_TASK:
+      return 5;
+    case Which::CLOSURE_SCHEDULED:
+      return 10;
+    case Which::CLOSURE_ASSIGNED:
+      return 8;
+    case Which::CLOSURE_FINISHED:
+      return 5;
+    case Which::CLOSURE_FAILED:
+      return 2;
+    case Which::CLOSURE_CANCELLED:
+      return 1;
+    case Which::CLOSURE_PUT_BACK:
+      return 2;
+    case Which::CLOSURE_RELEASED:
+      return 6;
+    case Which::COORDINATOR_ERROR_CLEARED:
+      return 2;
+    case Which::RESOURCE_CREATED:
+      return 1;
+    case Which::CLOSURE_BATCH:
+      return 8;
+  }
+  return 0;
+}
+
+// (variant, weight) in schema order.
 const std::vector<std::pair<Which, uint64_t>>& Weights() {
-  static const auto* weights = new std::vector<std::pair<Which, uint64_t>>{
-      {Which::REGISTER_DATASET, 3},    {Which::SET_ELEMENT_SPEC, 2},
-      {Which::REGISTER_WORKER, 4},     {Which::REMOVE_WORKER, 2},
-      {Which::CREATE_JOB, 5},          {Which::PRODUCE_SPLIT, 14},
-      {Which::ACQUIRE_JOB_CLIENT, 5},  {Which::RELEASE_JOB_CLIENT, 4},
-      {Which::GARBAGE_COLLECT_JOB, 2}, {Which::CREATE_TASK, 8},
-      {Which::CREATE_PENDING_TASK, 4}, {Which::CLIENT_HEARTBEAT, 6},
-      {Which::REMOVE_TASK, 2},         {Which::FINISH_TASK, 5},
-      {Which::CLOSURE_SCHEDULED, 10},  {Which::CLOSURE_ASSIGNED, 8},
-      {Which::CLOSURE_FINISHED, 5},    {Which::CLOSURE_FAILED, 2},
-      {Which::CLOSURE_CANCELLED, 1},   {Which::CLOSURE_PUT_BACK, 2},
-      {Which::CLOSURE_RELEASED, 6},    {Which::COORDINATOR_ERROR_CLEARED, 2},
-      {Which::RESOURCE_CREATED, 1},    {Which::CLOSURE_BATCH, 8},
-  };
+  static const auto* weights = [] {
+    auto* out = new std::vector<std::pair<Which, uint64_t>>;
+    for (Which kind : AllTransitionVariants()) out->emplace_back(kind, Weight(kind));
+    return out;
+  }();
   return *weights;
 }
 
@@ -79,6 +131,23 @@ OwnedUpdate UpdateGenerator::Next(const DispatcherState& state) {
 
 bool UpdateGenerator::TryBuild(Which kind, const DispatcherState& state, OwnedUpdate& out) {
   switch (kind) {
+    case Which::INVALID:
+      return false;
+    case Which::REGISTER_DATASET:
+    case Which::SET_ELEMENT_SPEC:
+    case Which::REGISTER_WORKER:
+    case Which::REMOVE_WORKER:
+    case Which::CREATE_JOB:
+    case Which::PRODUCE_SPLIT:
+    case Which::ACQUIRE_JOB_CLIENT:
+    case Which::RELEASE_JOB_CLIENT:
+    case Which::GARBAGE_COLLECT_JOB:
+    case Which::CREATE_TASK:
+    case Which::CREATE_PENDING_TASK:
+    case Which::CLIENT_HEARTBEAT:
+    case Which::REMOVE_TASK:
+    case Which::FINISH_TASK:
+      return TryDataService(kind, state, out);
     case Which::CLOSURE_SCHEDULED:
     case Which::CLOSURE_ASSIGNED:
     case Which::CLOSURE_FINISHED:
@@ -91,9 +160,8 @@ bool UpdateGenerator::TryBuild(Which kind, const DispatcherState& state, OwnedUp
       return TryClosures(kind, state, out);
     case Which::CLOSURE_BATCH:
       return TryClosureBatch(state, out);
-    default:
-      return TryDataService(kind, state, out);
   }
+  return false;
 }
 
 bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, OwnedUpdate& out) {
@@ -266,14 +334,20 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       return true;
     }
     default:
-      return false;
+      break;
   }
+  ADD_FAILURE() << "TryBuild routes " << VariantName(kind)
+                << " to TryDataService, which has no case";
+  return false;
 }
 
 bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate& out) {
+  static const unsigned kNumKinds =
+      capnp::Schema::from<journal::ClosureBatch>().getUnionFields().size();
   const size_t max_items = 1 + Uniform(4);
-  switch (Uniform(5)) {
-    case 0: {
+  // Discriminants number a union's members 0, 1, ... in schema order.
+  switch (static_cast<journal::ClosureBatch::Which>(Uniform(kNumKinds))) {
+    case journal::ClosureBatch::SCHEDULED: {
       if (state.NumClosuresInState(ClosureState::QUEUED) >= kMaxClosuresPerState) return false;
       std::vector<uint64_t> ids;
       std::vector<uint64_t> request_ids;
@@ -289,7 +363,7 @@ bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate&
       out = ScheduleClosures(ids, coordinator, request_ids);
       return true;
     }
-    case 1: {
+    case journal::ClosureBatch::ASSIGNED: {
       std::vector<const Worker*> workers = state.ListWorkers();
       std::vector<const Closure*> queued = state.ClosuresInState(ClosureState::QUEUED);
       if (queued.empty() || workers.empty()) return false;
@@ -299,7 +373,7 @@ bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate&
       out = AssignClosures(refs);
       return true;
     }
-    case 2: {
+    case journal::ClosureBatch::FINISHED: {
       std::vector<const Closure*> assigned = state.ClosuresInState(ClosureState::ASSIGNED);
       if (assigned.empty()) return false;
       std::vector<ClosureRef> refs;
@@ -308,7 +382,7 @@ bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate&
       out = FinishClosures(refs);
       return true;
     }
-    case 3: {
+    case journal::ClosureBatch::CANCELLED: {
       std::vector<uint64_t> ids;
       for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) {
         if (ids.size() < max_items) ids.push_back(c->id);
@@ -317,7 +391,7 @@ bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate&
       out = CancelClosures(ids);
       return true;
     }
-    default: {
+    case journal::ClosureBatch::RELEASED: {
       std::vector<uint64_t> ids;
       for (ClosureState s :
            {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
@@ -330,6 +404,7 @@ bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate&
       return true;
     }
   }
+  return false;
 }
 
 bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, OwnedUpdate& out) {
@@ -434,8 +509,10 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       return true;
     }
     default:
-      return false;
+      break;
   }
+  ADD_FAILURE() << "TryBuild routes " << VariantName(kind) << " to TryClosures, which has no case";
+  return false;
 }
 
 }  // namespace dispatch::state::testing
