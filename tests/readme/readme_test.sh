@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every command of the README's ```sh blocks as written, so the README
 # cannot drift from the binaries. The only changes: the dispatcher's address
-# (tcp:127.0.0.1:5050) and the worker's (tcp:127.0.0.1:5051) become free
-# ports, so two suites can share a machine. How each kind of line is run:
+# (tcp:127.0.0.1:5050) becomes the one a dispatcher started on port 0
+# reported, and the worker's (tcp:127.0.0.1:5051) becomes port 0 (the worker
+# listens where the kernel says and registers there), so two suites can share
+# a machine. How each kind of line is run:
 #   ./scripts/start.sh  started with a free port and its own work dir; must
 #                       print its listening line and exit 0 on SIGINT
 #   ./scripts/demo.sh   run; must exit 0
@@ -26,13 +28,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "readme_test: $*" >&2; exit 1; }
 
-free_port() {
-  while true; do
-    local port=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
-  done
-}
-wait_for_line() {  # FILE TEXT SECONDS
+wait_for_line() {  # FILE TEXT SECONDS: polls FILE until it has TEXT, or fails
   local deadline=$((SECONDS + $3))
   until grep -q "$2" "$1" 2>/dev/null; do
     [ $SECONDS -lt $deadline ] || { cat "$1" >&2; fail "no '$2' in $1 within $3 s"; }
@@ -50,7 +46,7 @@ mapfile -t COMMANDS < <(awk '/^```sh$/ {on=1; next} /^```/ {on=0} on' README.md 
 PIDS+=($!)
 wait_for_line "$T/dispatcher.out" "dispatcher listening on" 30
 ADDR=$(sed -n 's/^dispatcher listening on //p' "$T/dispatcher.out" | head -1)
-WORKER="tcp:127.0.0.1:$(free_port)"
+WORKER="tcp:127.0.0.1:0"
 
 # The scripts build into ./build; a suite built elsewhere runs the binaries of
 # its own tree and leaves the scripts to the suite that is built there.
