@@ -128,10 +128,12 @@ TEST(Dispatchctl, UsageErrorsExitTwoAndAnUnreachableDispatcherOne) {
     auto result = RunDispatchctl(args);
     EXPECT_EQ(result.exit_code, 2) << result.output;
   }
-  std::string address;
+  // A Unix socket, removed when the dispatcher stops: a freed TCP port could
+  // meanwhile be another process's, which would answer.
+  TempDir dir;
+  const std::string address = "unix:" + dir.File("gone.sock");
   {
-    DispatcherProcess gone;
-    address = gone.address();
+    DispatcherProcess gone({.listen = address});
     ASSERT_TRUE(gone.Terminate().has_value());
   }
   auto result = RunDispatchctl({"--dispatcher=" + address, "workers"});

@@ -135,10 +135,12 @@ bool Returns(std::function<void()> call) {
 }
 
 TEST(WorkerAgent, NeverBlocksTheEmbeddingThreadWhileTheDispatcherIsUnreachable) {
-  std::string address;
+  // A Unix socket, removed when the dispatcher stops: a freed TCP port could
+  // meanwhile be another process's, which would answer.
+  TempDir dir;
+  const std::string address = "unix:" + dir.File("gone.sock");
   {
-    DispatcherProcess gone;
-    address = gone.address();
+    DispatcherProcess gone({.listen = address});
     ASSERT_TRUE(gone.Terminate().has_value());
   }
   TestAgent a(address, "agent-a", TestSeed());
