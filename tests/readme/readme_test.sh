@@ -5,13 +5,14 @@
 # reported, and the worker's (tcp:127.0.0.1:5051) becomes port 0 (the worker
 # listens where the kernel says and registers there), so two suites can share
 # a machine. How each kind of line is run:
-#   ./scripts/start.sh  started with a free port and its own work dir; must
+#   ./scripts/start.sh  started on port 0 with its own work dir; must
 #                       print its listening line and exit 0 on SIGINT
 #   ./scripts/demo.sh   run; must exit 0
 #   ./scripts/test.sh   not run: it is the command running this test
 #   build/bench/dispatch-bench SUB ...  run with --help appended (the flags are
 #                       parsed and checked, the minutes-long run is not done)
 #   a line ending in &  started in the background; must register as a worker
+#                       (and a worker on port 0 must name the port it bound)
 #   any other build/... must exit 0
 # Usage: readme_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -77,7 +78,12 @@ for line in "${COMMANDS[@]}"; do
     *\&)
       bash -c "exec ${cmd%&}" >"$T/background.out" 2>&1 &
       PIDS+=($!)
-      wait_for_line "$T/background.out" "registered as worker" 30 ;;
+      wait_for_line "$T/background.out" "registered as worker" 30
+      # Asked for port 0, a worker names the port it bound, never 0.
+      if [[ $cmd == *"--address=$WORKER"* ]] &&
+         ! grep -q '^dispatch-worker tcp:127\.0\.0\.1:[1-9][0-9]* started' "$T/background.out"; then
+        cat "$T/background.out" >&2; fail "the worker did not report the port it bound"
+      fi ;;
     *)
       bash -c "timeout 300 $cmd" >"$T/command.out" 2>&1 || { cat "$T/command.out" >&2; fail "'$cmd' failed"; }
       head -5 "$T/command.out" | sed 's/^/   /' ;;
