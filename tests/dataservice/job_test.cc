@@ -178,9 +178,12 @@ TEST(Jobs, ReleasedClientIsUnknownAndReleasingUnknownIsNotFound) {
 }
 
 TEST(Jobs, AJobWithoutClientsIsGarbageCollectedAndItsClientsToldSo) {
+  // `kept` must outlive the client timeout while the test heartbeats it: with
+  // two suites on two cores a process can stall for over a second, so the
+  // timeout is several seconds (it failed once at 1 s).
   DispatcherProcess dispatcher(
       {.extra_flags = {"--job-gc-check-interval-ms=20", "--job-gc-timeout-ms=50",
-                       "--client-timeout-ms=1000"}});
+                       "--client-timeout-ms=5000"}});
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   SimWorker worker(loop, dispatcher.address(), "w");

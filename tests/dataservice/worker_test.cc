@@ -179,7 +179,9 @@ TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
 }
 
 TEST(Workers, AWorkerThatStopsHeartbeatingIsRemovedWithinTheTimeout) {
-  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=500"}});
+  // `alive` must outlive the timeout while the test heartbeats it: with two
+  // suites on two cores a process can stall for over a second.
+  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=3000"}});
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   SimWorker silent(loop, dispatcher.address(), "silent");
