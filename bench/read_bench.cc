@@ -50,18 +50,6 @@ struct ReadFlags {
   std::string sizes = "100,10240,1048576";
 };
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // Raw TCP: two senders write `total` bytes between them in `chunk`-sized
 // writes; one receiver reads them and copies each byte once more (as a
 // consumer copies an element out of the message). Returns bytes per second.
@@ -221,10 +209,10 @@ int RunReadBench(int argc, char** argv) {
   DispatcherProcess dispatcher(options);
   std::vector<std::unique_ptr<Subprocess>> workers;
   for (int i = 0; i < 2; ++i) {
-    const std::string address = "tcp:127.0.0.1:" + std::to_string(FreePort());
+    // Port 0: each worker listens where the kernel says and registers there.
     workers.push_back(std::make_unique<Subprocess>(
         std::vector<std::string>{DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher.address(),
-                                 "--address=" + address, "--log-level=warning"}));
+                                 "--address=tcp:127.0.0.1:0", "--log-level=warning"}));
     for (int line = 0; line < 2; ++line) {
       if (!workers.back()->ReadLine(std::chrono::seconds(30))) {
         fprintf(stderr, "dispatch-bench read: worker %d did not start\n", i);

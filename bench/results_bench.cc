@@ -112,7 +112,7 @@ int RunResultsBench(int argc, char** argv) {
   dispatcher.Start();
   const uint64_t rss_empty = RssBytes(dispatcher.pid());
   testing::Subprocess worker({DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher.address(),
-                              "--address=tcp:127.0.0.1:7950", "--max-closures=4",
+                              "--address=tcp:127.0.0.1:0", "--max-closures=4",
                               "--log-level=warning"});
   for (int lines = 0; lines < 2; ++lines) {
     if (!worker.ReadLine(std::chrono::seconds(30))) throw std::runtime_error("no worker");
@@ -146,8 +146,8 @@ int RunResultsBench(int argc, char** argv) {
       uint64_t i = 0;
       for (uint64_t id : reply.getClosureIds()) seed_of[id] = first + i++;
     }
-    if (!loop.WaitUntil([&]() { return Finished(loop, *conn) >= flags.closures; },
-                        3600 * kj::SECONDS, 50 * kj::MILLISECONDS)) {
+    if (!testing::WaitUntil([&]() { return Finished(loop, *conn) >= flags.closures; },
+                            loop.Every(std::chrono::milliseconds(50)), std::chrono::hours(1))) {
       throw std::runtime_error("the closures did not finish");
     }
   }
@@ -211,7 +211,8 @@ int RunResultsBench(int argc, char** argv) {
     auto list = request.initRelease(static_cast<unsigned>(release.size()));
     for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
     auto last = request.send();
-    loop.WaitUntil([&]() { return Finished(loop, *conn) == 0; }, 600 * kj::SECONDS);
+    testing::WaitUntil([&]() { return Finished(loop, *conn) == 0; },
+                       loop.Every(std::chrono::milliseconds(50)), std::chrono::minutes(10));
   }
   const double fetch_seconds = Seconds(begin);
   const uint64_t rss_fetched = RssBytes(dispatcher.pid());

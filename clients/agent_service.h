@@ -20,6 +20,9 @@ class AgentEnvironment {
  public:
   virtual ~AgentEnvironment() noexcept(false) = default;
   virtual kj::Network& network() = 0;
+  // For a socket made before the agent started (TransferServer::
+  // ListenOnFreePort binds on the caller's thread to learn its port).
+  virtual kj::LowLevelAsyncIoProvider& low_level() = 0;
   virtual kj::Timer& timer() = 0;
   virtual const WorkerAgentOptions& options() = 0;
   // The handler of a task this worker holds and runs; null otherwise.

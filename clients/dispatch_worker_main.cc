@@ -3,9 +3,11 @@
 // kinds range, lines and synthetic), serves them to consumers at its transfer
 // address and reports each task complete, and runs closures of its built-in
 // functions (clients/builtin_functions.h) on --max-closures slots, until
-// SIGINT/SIGTERM. Stdout carries one
-// line per registration ("dispatch-worker registered as worker N ...") for
-// scripts and tests. Exit codes: 0 clean stop, 1 start-up failure, 2 bad flags.
+// SIGINT/SIGTERM. Stdout carries a start line ("dispatch-worker ADDRESS
+// started", once it listens; ADDRESS is the bound one when --address asked
+// for port 0) and one line per registration ("dispatch-worker registered as
+// worker N ...") for scripts and tests. Exit codes: 0 clean stop, 1 start-up
+// failure, 2 bad flags.
 #include <signal.h>
 #include <stdio.h>
 
@@ -21,6 +23,7 @@
 #include "clients/task_producer.h"
 #include "clients/transfer_server.h"
 #include "clients/worker_agent.h"
+#include "common/address.h"
 #include "common/flag_parser.h"
 #include "common/log.h"
 
@@ -54,7 +57,9 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
   parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH (required)",
                    &o.dispatcher_address);
   parser.AddString("address", "ADDRESS",
-                   "this worker's address, its identity across reconnects (required)",
+                   "this worker's address, its identity across reconnects (required); "
+                   "port 0 (tcp:HOST:0) listens on a free port and registers as the "
+                   "address bound, which the start line prints",
                    &o.worker_address);
   parser.AddString("transfer-address", "ADDRESS",
                    "where consumers read this worker's elements (default: --address)",
@@ -138,6 +143,15 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "dispatch-worker: %s\n", valid.message().c_str());
     return 2;
   }
+  // Port 0 is resolved by binding, and only the address the worker listens on
+  // is bound: an identity alone with port 0 would be every such worker's.
+  if (IsTcpPortZero(flags.agent.worker_address) && !flags.agent.transfer_address.empty()) {
+    fprintf(stderr,
+            "dispatch-worker: --address=%s asks for a free port, which only the address the "
+            "worker listens on can have; give it a port, or drop --transfer-address\n",
+            flags.agent.worker_address.c_str());
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   // Blocked before the agent thread exists, so only sigwait() below sees them.
   sigset_t stop_signals;
@@ -168,10 +182,25 @@ int Main(int argc, char** argv) {
   } else {
     factory = std::make_unique<ProducingTaskFactory>(kinds, producers, flags.producer);
   }
-  WorkerAgent agent(flags.agent, std::move(factory));
+  // With --hold-tasks no task has a producer, so a consumer is only ever told
+  // "not ready"; the server runs anyway, so that a worker's address is always
+  // one it listens on (and port 0 means the same with and without the flag).
   auto transfer_server = std::make_unique<TransferServer>(producers, flags.transfer);
   TransferServer* transfer = transfer_server.get();
-  if (!flags.hold_tasks) agent.AddService(std::move(transfer_server));
+  // Port 0: bound before the agent exists, so it registers with the port the
+  // kernel picked (as its identity too, when that is where it listens).
+  std::string& listen_address = flags.agent.transfer_address.empty() ? flags.agent.worker_address
+                                                                     : flags.agent.transfer_address;
+  if (IsTcpPortZero(listen_address)) {
+    Result<std::string> bound = transfer->ListenOnFreePort(listen_address);
+    if (!bound.ok()) {
+      Log(LogLevel::kError, "dispatch-worker: ", bound.status().ToString().c_str());
+      return 1;
+    }
+    listen_address = *bound;
+  }
+  WorkerAgent agent(flags.agent, std::move(factory));
+  agent.AddService(std::move(transfer_server));
   uint64_t printed_registrations = 0;
   // The "started" line comes first on stdout (scripts wait for it); a
   // registration that happens before it is held back until it is out.
@@ -205,20 +234,21 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "dispatch-worker: ", started.ToString().c_str());
     return 1;
   }
-  if (!flags.hold_tasks) {
-    std::optional<Status> listening = transfer->WaitListening(std::chrono::seconds(30));
-    if (!listening.has_value() || !listening->ok()) {
-      Log(LogLevel::kError, "dispatch-worker: ",
-          listening.has_value() ? listening->ToString().c_str()
-                                : "the transfer server did not start listening");
-      agent.Stop();
-      return 1;
-    }
+  std::optional<Status> listening = transfer->WaitListening(std::chrono::seconds(30));
+  if (!listening.has_value() || !listening->ok()) {
+    Log(LogLevel::kError, "dispatch-worker: ",
+        listening.has_value() ? listening->ToString().c_str()
+                              : "the transfer server did not start listening");
+    agent.Stop();
+    return 1;
   }
   {
     std::lock_guard<std::mutex> lock(stdout_mu);
-    printf("dispatch-worker %s started\n%s", flags.agent.worker_address.c_str(),
-           held_lines.c_str());
+    std::string transfer_note = flags.agent.transfer_address.empty()
+                                    ? ""
+                                    : ", transfer address " + flags.agent.transfer_address;
+    printf("dispatch-worker %s started%s\n%s", flags.agent.worker_address.c_str(),
+           transfer_note.c_str(), held_lines.c_str());
     fflush(stdout);
     started_printed = true;
   }

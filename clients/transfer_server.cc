@@ -2,8 +2,12 @@
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/debug.h>
+#include <netdb.h>
+#include <string.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -161,7 +165,58 @@ std::optional<Status> TransferServer::WaitListening(std::chrono::milliseconds ti
   return listening_;
 }
 
+Result<std::string> TransferServer::ListenOnFreePort(const std::string& address) {
+  if (!IsTcpPortZero(address)) {
+    return InvalidArgumentError("address '" + address + "' is not tcp:HOST:0");
+  }
+  if (bound_.get() >= 0) return FailedPreconditionError("the transfer server is already bound");
+  const std::string host_port = *ToKjAddress(address);
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  auto failed = [&address](const std::string& why) {
+    return UnavailableError("cannot listen on " + address + ": " + why);
+  };
+  addrinfo hints = {};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), "0", &hints, &found);
+  if (rc != 0) return failed(gai_strerror(rc));
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(found, freeaddrinfo);
+  kj::AutoCloseFd fd(socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0 || bind(fd, found->ai_addr, found->ai_addrlen) != 0 ||
+      listen(fd, SOMAXCONN) != 0) {
+    return failed(strerror(errno));
+  }
+  // The numeric host it bound ("localhost" may name two), and the kernel's port.
+  sockaddr_storage bound = {};
+  socklen_t length = sizeof(bound);
+  char numeric_host[NI_MAXHOST];
+  char port[NI_MAXSERV];
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
+    return failed(strerror(errno));
+  }
+  rc = getnameinfo(reinterpret_cast<sockaddr*>(&bound), length, numeric_host, sizeof(numeric_host),
+                   port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+  if (rc != 0) return failed(gai_strerror(rc));
+  const bool v6 = bound.ss_family == AF_INET6;
+  address_ = std::string("tcp:") + (v6 ? "[" : "") + numeric_host + (v6 ? "]:" : ":") + port;
+  bound_ = kj::mv(fd);
+  return address_;
+}
+
 kj::Promise<void> TransferServer::Run(AgentEnvironment& environment) {
+  error_handler_ = kj::heap<ErrorHandler>();
+  tasks_ = kj::heap<kj::TaskSet>(*error_handler_);
+  kj::Timer& timer = environment.timer();
+  if (bound_.get() >= 0) {
+    constexpr uint kBoundFlags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
+                                 kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC |
+                                 kj::LowLevelAsyncIoProvider::ALREADY_NONBLOCK;
+    return Serve(environment.low_level().wrapListenSocketFd(bound_.release(), kBoundFlags), timer);
+  }
   const WorkerAgentOptions& agent = environment.options();
   address_ = !options_.listen_address.empty()  ? options_.listen_address
              : !agent.transfer_address.empty() ? agent.transfer_address
@@ -172,24 +227,26 @@ kj::Promise<void> TransferServer::Run(AgentEnvironment& environment) {
     SetListening(failed);
     return ExceptionFromStatus(failed);
   }
-  error_handler_ = kj::heap<ErrorHandler>();
-  tasks_ = kj::heap<kj::TaskSet>(*error_handler_);
-  kj::Timer& timer = environment.timer();
   return environment.network()
       .parseAddress(kj_address->c_str())
       .then([](kj::Own<kj::NetworkAddress> address) { return address->listen(); })
       .then(
           [this, &timer](kj::Own<kj::ConnectionReceiver> receiver) {
-            Log(LogLevel::kInfo, "transfer server listening on ", address_.c_str());
-            SetListening(Status::Ok());
-            auto& ref = *receiver;
-            return AcceptLoop(ref, timer).attach(kj::mv(receiver));
+            return Serve(kj::mv(receiver), timer);
           },
           [this](kj::Exception&& e) -> kj::Promise<void> {
             SetListening(UnavailableError("cannot listen on " + address_ + ": " +
                                           e.getDescription().cStr()));
             return kj::mv(e);
           });
+}
+
+kj::Promise<void> TransferServer::Serve(kj::Own<kj::ConnectionReceiver> receiver,
+                                        kj::Timer& timer) {
+  Log(LogLevel::kInfo, "transfer server listening on ", address_.c_str());
+  SetListening(Status::Ok());
+  auto& ref = *receiver;
+  return AcceptLoop(ref, timer).attach(kj::mv(receiver));
 }
 
 kj::Promise<void> TransferServer::AcceptLoop(kj::ConnectionReceiver& receiver, kj::Timer& timer) {

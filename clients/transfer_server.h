@@ -2,8 +2,11 @@
 // its transfer address, on the agent loop. One WorkerData object per
 // connection; when a connection closes, its consumers' unacknowledged replies
 // go back to their tasks. Limits: connections, message size, time a call is
-// held. WaitListening() may be called from any thread, the rest on the agent's.
+// held. WaitListening() may be called from any thread, ListenOnFreePort() on
+// the thread that starts the agent before it does, the rest on the agent's.
 #pragma once
+
+#include <kj/io.h>
 
 #include <atomic>
 #include <chrono>
@@ -32,6 +35,14 @@ class TransferServer final : public AgentService {
   TransferServer(ProducerDirectory& directory, TransferServerOptions options);
   ~TransferServer() noexcept(false) override;
 
+  // For a listen address with port 0 ("tcp:127.0.0.1:0"): binds and listens
+  // now, on the calling thread, and returns the address with the port the
+  // kernel picked, which Run() then serves. A worker calls it before its
+  // agent starts, so the agent registers with the bound address, never with
+  // port 0. InvalidArgument unless `address` is tcp with port 0; Unavailable
+  // if it cannot listen. REQUIRES: before Run().
+  Result<std::string> ListenOnFreePort(const std::string& address);
+
   kj::Promise<void> Run(AgentEnvironment& environment) override;
 
   // Waits until the server listens (ok) or failed to (its error); nullopt
@@ -47,12 +58,14 @@ class TransferServer final : public AgentService {
   struct Connection;
   class ErrorHandler;
 
+  kj::Promise<void> Serve(kj::Own<kj::ConnectionReceiver> receiver, kj::Timer& timer);
   kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& receiver, kj::Timer& timer);
   void SetListening(Status status);
 
   ProducerDirectory& directory_;
   const TransferServerOptions options_;
   std::string address_;
+  kj::AutoCloseFd bound_;  // from ListenOnFreePort(), until Run() wraps it
   std::map<uint64_t, kj::Own<Connection>> connections_;
   uint64_t next_connection_ = 1;
   std::atomic<uint64_t> refused_connections_{0};  // read from any thread

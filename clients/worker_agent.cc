@@ -64,6 +64,7 @@ class WorkerAgent::Runner final : public AgentEnvironment {
 
   // AgentEnvironment
   kj::Network& network() override { return io_.network(); }
+  kj::LowLevelAsyncIoProvider& low_level() override { return io_.low_level(); }
   kj::Timer& timer() override { return io_.timer(); }
   const WorkerAgentOptions& options() override { return options_; }
   kj::Maybe<TaskHandler&> FindTask(uint64_t task_id) override {

@@ -38,4 +38,10 @@ bool IsLocalOnlyAddress(const std::string& address) {
   return host.rfind("127.", 0) == 0 && host.find_first_not_of("0123456789.") == std::string::npos;
 }
 
+bool IsTcpPortZero(const std::string& address) {
+  Result<std::string> kj_address = ToKjAddress(address);
+  if (!kj_address.ok() || address.rfind("tcp:", 0) != 0) return false;
+  return std::stoul(kj_address->substr(kj_address->rfind(':') + 1)) == 0;
+}
+
 }  // namespace dispatch

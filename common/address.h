@@ -17,4 +17,8 @@ Result<std::string> ToKjAddress(const std::string& address);
 // REQUIRES: ToKjAddress(address) succeeded.
 bool IsLocalOnlyAddress(const std::string& address);
 
+// True for "tcp:HOST:0": an address whose port the kernel picks when a socket
+// binds it, so the address to give out is known only after the bind.
+bool IsTcpPortZero(const std::string& address);
+
 }  // namespace dispatch

@@ -22,13 +22,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A loopback port nobody listens on.
-free_port() {
-  while true; do
-    local port=$((20000 + RANDOM % 30000))
-    if [ -z "$(ss -Htln "sport = :$port" 2>/dev/null)" ]; then echo "$port"; return; fi
-  done
-}
 wait_for_line() {  # FILE TEXT: waits (up to 30 s) until FILE has a line containing TEXT
   for _ in $(seq 300); do
     grep -q "$2" "$1" 2>/dev/null && return 0
@@ -47,11 +40,12 @@ echo "   listening on $ADDR, journal in $DIR/work"
 
 echo "== two workers"
 for i in 1 2; do
-  W="tcp:127.0.0.1:$(free_port)"
-  build/clients/dispatch-worker --dispatcher="$ADDR" --address="$W" --split-batch=2 \
+  # Port 0: the worker listens where the kernel says; its start line names it.
+  build/clients/dispatch-worker --dispatcher="$ADDR" --address=tcp:127.0.0.1:0 --split-batch=2 \
     --log-level=warning >"$DIR/worker$i.out" 2>&1 &
   PIDS+=($!)
   wait_for_line "$DIR/worker$i.out" "registered as worker"
+  W=$(sed -n 's/^dispatch-worker \(.*\) started.*/\1/p' "$DIR/worker$i.out" | head -1)
   echo "   $(grep 'registered as worker' "$DIR/worker$i.out" | head -1) at $W"
 done
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,13 @@ clients::JobOptions JobOf(uint64_t dataset_id, journal::ProcessingMode mode, std
   return options;
 }
 
+// A Unix socket, like ClosureDispatcher's: a freed TCP port could be taken by
+// another process between the kill and the restart.
+RestartableDispatcher::RestartableDispatcher()
+    : work_dir_(dir_.File("work")), address_("unix:" + dir_.File("dispatcher.sock")) {
+  Start();
+}
+
 void RestartableDispatcher::Kill9() {
   process_->process().Signal(SIGKILL);
   ASSERT_TRUE(process_->process().Wait(kTestDeadline).has_value());
@@ -46,7 +54,7 @@ void RestartableDispatcher::StopGracefully() {
 
 void RestartableDispatcher::Start() {
   DispatcherProcess::Options options;
-  options.listen = address_;  // empty the first time: a free port
+  options.listen = address_;
   options.work_dir = work_dir_;
   process_ = std::make_unique<DispatcherProcess>(options);
   address_ = process_->address();
@@ -55,19 +63,29 @@ void RestartableDispatcher::Start() {
 const char* DispatchWorkerBinary() { return DISPATCH_WORKER_BINARY; }
 const char* DispatchctlBinary() { return DISPATCHCTL_BINARY; }
 
-WorkerProcess::WorkerProcess(const std::string& dispatcher, const std::string& address,
-                             std::vector<std::string> extra_flags)
-    : address_(address) {
+WorkerProcess::WorkerProcess(const std::string& dispatcher, std::vector<std::string> extra_flags,
+                             const std::string& address) {
   std::vector<std::string> argv = {DispatchWorkerBinary(),    "--dispatcher=" + dispatcher,
                                    "--address=" + address,    "--heartbeat-ms=100",
                                    "--backoff-initial-ms=20", "--backoff-max-ms=200",
                                    "--log-level=warning"};
   for (auto& flag : extra_flags) argv.push_back(flag);
   process_ = std::make_unique<Subprocess>(argv);
+  static const std::string kPrefix = "dispatch-worker ";
   auto line = process_->ReadLine(kTestDeadline);
-  if (!line || line->find("started") == std::string::npos) {
+  size_t end = line ? line->find(" started") : std::string::npos;
+  if (end == std::string::npos || line->rfind(kPrefix, 0) != 0) {
     throw std::runtime_error("dispatch-worker did not start; got: " + line.value_or("<nothing>"));
   }
+  address_ = line->substr(kPrefix.size(), end - kPrefix.size());
+}
+
+void WorkerProcess::Kill9() {
+  process_->Signal(SIGKILL);
+  if (!process_->Wait(kTestDeadline).has_value()) {
+    throw std::runtime_error("dispatch-worker " + address_ + " did not die of SIGKILL");
+  }
+  if (address_.rfind("unix:", 0) == 0) unlink(address_.c_str() + 5);
 }
 
 uint64_t WorkerProcess::WaitRegistered(std::chrono::milliseconds timeout) {
@@ -151,11 +169,11 @@ bool RecordingFactory::State::WaitFor(const std::function<bool(const Record&)>& 
   return changed.wait_for(lock, timeout, [&] { return condition(record); });
 }
 
-TestAgent::TestAgent(const std::string& dispatcher, const std::string& address, uint64_t seed,
+TestAgent::TestAgent(const std::string& dispatcher, const std::string& name, uint64_t seed,
                      uint32_t heartbeat_ms) {
   clients::WorkerAgentOptions options;
   options.dispatcher_address = dispatcher;
-  options.worker_address = address;
+  options.worker_address = name;
   options.heartbeat_interval_ms = heartbeat_ms;
   options.backoff_initial_ms = 20;
   options.backoff_max_ms = 200;

@@ -21,10 +21,9 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_seed.h"
+#include "tests/support/wait_until.h"
 
 namespace dispatch::testing {
-
-inline constexpr std::chrono::milliseconds kTestDeadline{30000};
 
 // Specs without designated initializers (which -Wextra flags when partial).
 clients::DatasetSpec DatasetOf(std::string definition, uint64_t num_splits = 0);
@@ -39,7 +38,7 @@ const char* DispatchctlBinary();
 // same work dir and address.
 class RestartableDispatcher {
  public:
-  RestartableDispatcher() : work_dir_(dir_.File("work")) { Start(); }
+  RestartableDispatcher();
   const std::string& address() const { return address_; }
   DispatcherProcess& process() { return *process_; }
   void Kill9();
@@ -53,14 +52,25 @@ class RestartableDispatcher {
   std::unique_ptr<DispatcherProcess> process_;
 };
 
-// `dispatch-worker` started against a dispatcher.
+// Where a test's dispatch-worker listens unless it says otherwise: a port the
+// kernel picks, so suites on one machine never collide.
+inline constexpr char kFreeLoopbackPort[] = "tcp:127.0.0.1:0";
+
+// `dispatch-worker` started against a dispatcher, ready once it printed its
+// start line ("dispatch-worker ADDRESS started"), which names the address it
+// listens on and registers as: with port 0, the one the kernel picked.
 class WorkerProcess {
  public:
-  WorkerProcess(const std::string& dispatcher, const std::string& address,
-                std::vector<std::string> extra_flags = {});
+  WorkerProcess(const std::string& dispatcher, std::vector<std::string> extra_flags = {},
+                const std::string& address = kFreeLoopbackPort);
   // Waits for the next "registered as worker N" line; returns N (0 on timeout).
   uint64_t WaitRegistered(std::chrono::milliseconds timeout = kTestDeadline);
+  // SIGKILL, reaped. A Unix socket the dead worker listened on stays behind
+  // (only the dispatcher removes a stale one); it is removed here, so a new
+  // process can take over the address, as an orchestrator would.
+  void Kill9();
   Subprocess& process() { return *process_; }
+  // The bound address: never port 0.
   const std::string& address() const { return address_; }
 
  private:
@@ -104,9 +114,11 @@ class RecordingFactory final : public clients::TaskHandlerFactory {
   std::shared_ptr<State> state_;
 };
 
-// A WorkerAgent with a RecordingFactory, for in-process tests.
+// A WorkerAgent with a RecordingFactory, for in-process tests. It serves no
+// transfer address, so its worker address is only its identity: a `name`
+// such as "agent-a", not an address anyone could connect to.
 struct TestAgent {
-  TestAgent(const std::string& dispatcher, const std::string& address, uint64_t seed,
+  TestAgent(const std::string& dispatcher, const std::string& name, uint64_t seed,
             uint32_t heartbeat_ms = 100);
   std::shared_ptr<RecordingFactory::State> records;
   std::unique_ptr<clients::WorkerAgent> agent;

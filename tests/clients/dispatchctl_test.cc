@@ -17,9 +17,8 @@ namespace {
 class DispatchctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    worker_ =
-        std::make_unique<WorkerProcess>(dispatcher_.address(), "tcp:127.0.0.1:7301",
-                                        std::vector<std::string>{"--hold-tasks", "--tags=gpu,eu"});
+    worker_ = std::make_unique<WorkerProcess>(
+        dispatcher_.address(), std::vector<std::string>{"--hold-tasks", "--tags=gpu,eu"});
     ASSERT_NE(worker_->WaitRegistered(), 0u);
     conn_ = loop_.Connect(dispatcher_.address());
     dataset_ =
@@ -27,7 +26,7 @@ class DispatchctlTest : public ::testing::Test {
     job_ = loop_.Wait(
         clients::JobClient::Create(conn_->dispatcher(), loop_.io().timer(),
                                    JobOf(dataset_, journal::ProcessingMode::OFF, "ctl-job")));
-    ASSERT_TRUE(loop_.WaitUntil([&] { return !job_->tasks().empty(); }));
+    ASSERT_TRUE(WaitUntil([&] { return !job_->tasks().empty(); }, loop_));
   }
 
   CommandResult Ctl(std::vector<std::string> args) {
@@ -62,7 +61,7 @@ TEST_F(DispatchctlTest, PrintsEachListing) {
   auto workers = Ctl({"workers"});
   EXPECT_EQ(workers.exit_code, 0) << workers.output;
   ExpectContains(workers, "ADDRESS");
-  ExpectContains(workers, "tcp:127.0.0.1:7301");
+  ExpectContains(workers, worker_->address());
   ExpectContains(workers, "gpu,eu");
   auto datasets = Ctl({"datasets"});
   EXPECT_EQ(datasets.exit_code, 0) << datasets.output;
@@ -74,7 +73,7 @@ TEST_F(DispatchctlTest, PrintsEachListing) {
   auto tasks = Ctl({"tasks"});
   EXPECT_EQ(tasks.exit_code, 0) << tasks.output;
   ExpectContains(tasks, std::to_string(job_->tasks()[0].task_id));
-  ExpectContains(tasks, "tcp:127.0.0.1:7301");
+  ExpectContains(tasks, worker_->address());
   auto clients = Ctl({"clients"});
   EXPECT_EQ(clients.exit_code, 0) << clients.output;
   ExpectContains(clients, client);
@@ -129,10 +128,12 @@ TEST(Dispatchctl, UsageErrorsExitTwoAndAnUnreachableDispatcherOne) {
     auto result = RunDispatchctl(args);
     EXPECT_EQ(result.exit_code, 2) << result.output;
   }
-  std::string address;
+  // A Unix socket, removed when the dispatcher stops: a freed TCP port could
+  // meanwhile be another process's, which would answer.
+  TempDir dir;
+  const std::string address = "unix:" + dir.File("gone.sock");
   {
-    DispatcherProcess gone;
-    address = gone.address();
+    DispatcherProcess gone({.listen = address});
     ASSERT_TRUE(gone.Terminate().has_value());
   }
   auto result = RunDispatchctl({"--dispatcher=" + address, "workers"});

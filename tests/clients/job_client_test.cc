@@ -94,15 +94,15 @@ TEST_F(JobClientTest, ANamedJobReusedWithAnotherModeIsRefused) {
 }
 
 TEST_F(JobClientTest, FollowsTheTaskListAsWorkersJoinAndLeave) {
-  WorkerProcess w1(dispatcher_.address(), "tcp:127.0.0.1:7201", {"--hold-tasks"});
+  WorkerProcess w1(dispatcher_.address(), {"--hold-tasks"});
   ASSERT_NE(w1.WaitRegistered(), 0u);
   uint64_t dataset = Dataset("follow");
   auto client = Job(JobOf(dataset, journal::ProcessingMode::OFF, "follow"));
-  ASSERT_TRUE(loop_.WaitUntil([&] { return Workers(*client).count(w1.address()) == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return Workers(*client).count(w1.address()) == 1; }, loop_));
 
-  WorkerProcess w2(dispatcher_.address(), "tcp:127.0.0.1:7202", {"--hold-tasks"});
+  WorkerProcess w2(dispatcher_.address(), {"--hold-tasks"});
   ASSERT_NE(w2.WaitRegistered(), 0u);
-  ASSERT_TRUE(loop_.WaitUntil([&] { return Workers(*client).count(w2.address()) == 1; }))
+  ASSERT_TRUE(WaitUntil([&] { return Workers(*client).count(w2.address()) == 1; }, loop_))
       << "the new worker's task never reached the consumer";
   EXPECT_EQ(Ids(*client), DispatcherTasks(client->job_id()));
 
@@ -116,14 +116,17 @@ TEST_F(JobClientTest, FollowsTheTaskListAsWorkersJoinAndLeave) {
   // A worker leaves (killed): the consumer ends up with the dispatcher's view.
   w2.process().Signal(SIGKILL);
   ASSERT_TRUE(w2.process().Wait(kTestDeadline).has_value());
-  ASSERT_TRUE(loop_.WaitUntil([&] {
-    auto reply = loop_.Wait(conn_->dispatcher().getWorkersRequest().send());
-    for (auto w : reply.getWorkers()) {
-      if (w.getAddress() == w2.address() && w.getConnected()) return false;
-    }
-    return true;
-  })) << "the dispatcher never noticed the killed worker";
-  EXPECT_TRUE(loop_.WaitUntil([&] { return Ids(*client) == DispatcherTasks(client->job_id()); }));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto reply = loop_.Wait(conn_->dispatcher().getWorkersRequest().send());
+        for (auto w : reply.getWorkers()) {
+          if (w.getAddress() == w2.address() && w.getConnected()) return false;
+        }
+        return true;
+      },
+      loop_))
+      << "the dispatcher never noticed the killed worker";
+  EXPECT_TRUE(WaitUntil([&] { return Ids(*client) == DispatcherTasks(client->job_id()); }, loop_));
   EXPECT_TRUE(client->status().ok()) << client->status().ToString();
 }
 
@@ -156,7 +159,7 @@ namespace {
 // list is read again in full, and it matches the dispatcher's.
 TEST(JobClientRestart, KeepsItsJobClientAcrossADispatcherKill9) {
   RestartableDispatcher dispatcher;
-  WorkerProcess worker(dispatcher.address(), "tcp:127.0.0.1:7203", {"--hold-tasks"});
+  WorkerProcess worker(dispatcher.address(), {"--hold-tasks"});
   ASSERT_NE(worker.WaitRegistered(), 0u);
   ClientLoop loop;
   clients::ReconnectingConnection connection(loop.io().network(), loop.io().timer(),
@@ -166,15 +169,18 @@ TEST(JobClientRestart, KeepsItsJobClientAcrossADispatcherKill9) {
       loop.Wait(clients::RegisterDataset(connection.dispatcher(), DatasetOf("rc"))).dataset_id;
   auto client = loop.Wait(clients::JobClient::Create(
       connection, loop.io().timer(), JobOf(dataset, journal::ProcessingMode::OFF, "survivor")));
-  ASSERT_TRUE(loop.WaitUntil([&] { return client->tasks().size() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return client->tasks().size() == 1; }, loop));
   uint64_t incarnation = client->dispatcher_incarnation();
   uint64_t reads = client->task_list_reads();
 
   dispatcher.Kill9();
   dispatcher.Start();
-  ASSERT_TRUE(loop.WaitUntil([&] {
-    return client->dispatcher_incarnation() != incarnation && client->task_list_reads() > reads;
-  })) << client->status().ToString();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return client->dispatcher_incarnation() != incarnation && client->task_list_reads() > reads;
+      },
+      loop))
+      << client->status().ToString();
   EXPECT_TRUE(client->status().ok()) << client->status().ToString();
   EXPECT_GE(connection.generation(), 2u);
 

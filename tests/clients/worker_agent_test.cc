@@ -39,7 +39,7 @@ kj::Own<clients::JobClient> MakeJob(ClientLoop& loop, clients::DispatcherConnect
 
 TEST(WorkerAgent, RegistersAndAppearsInGetWorkers) {
   DispatcherProcess dispatcher;
-  TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7001", TestSeed());
+  TestAgent a(dispatcher.address(), "agent-a", TestSeed());
   StartAndRegister(a);
   WorkerAgentStatus status = a.agent->status();
   EXPECT_NE(status.worker_id, 0u);
@@ -48,21 +48,23 @@ TEST(WorkerAgent, RegistersAndAppearsInGetWorkers) {
 
   ClientLoop loop;
   auto conn = loop.Connect(dispatcher.address());
-  bool found = loop.WaitUntil([&] {
-    auto reply = loop.Wait(conn->dispatcher().getWorkersRequest().send());
-    for (auto w : reply.getWorkers()) {
-      if (w.getAddress() == "tcp:127.0.0.1:7001") return w.getWorkerId() == status.worker_id;
-    }
-    return false;
-  });
-  EXPECT_TRUE(found) << "worker 7001 missing from getWorkers";
+  bool found = WaitUntil(
+      [&] {
+        auto reply = loop.Wait(conn->dispatcher().getWorkersRequest().send());
+        for (auto w : reply.getWorkers()) {
+          if (w.getAddress() == "agent-a") return w.getWorkerId() == status.worker_id;
+        }
+        return false;
+      },
+      loop);
+  EXPECT_TRUE(found) << "agent-a missing from getWorkers";
 }
 
 TEST(WorkerAgent, RunsPushedTasksOnce) {
   DispatcherProcess dispatcher;
   // Heartbeats an hour apart: a task that starts within the deadline was pushed
   // (unless the dispatcher asks for a shorter interval, which it may).
-  TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7002", TestSeed(), 3600 * 1000);
+  TestAgent a(dispatcher.address(), "agent-a", TestSeed(), 3600 * 1000);
   StartAndRegister(a);
 
   ClientLoop loop;
@@ -94,8 +96,8 @@ TEST(WorkerAgent, RunsPushedTasksOnce) {
 TEST(WorkerAgent, TwoWorkersFetchEverySplitOnceAndReportCompletion) {
   constexpr uint64_t kSplits = 500;
   DispatcherProcess dispatcher;
-  TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7003", TestSeed());
-  TestAgent b(dispatcher.address(), "tcp:127.0.0.1:7004", TestSeed() + 1);
+  TestAgent a(dispatcher.address(), "agent-a", TestSeed());
+  TestAgent b(dispatcher.address(), "agent-b", TestSeed() + 1);
   StartAndRegister(a);
   StartAndRegister(b);
 
@@ -122,7 +124,7 @@ TEST(WorkerAgent, TwoWorkersFetchEverySplitOnceAndReportCompletion) {
     EXPECT_TRUE(agent->agent->WaitFor(
         [](const WorkerAgentStatus& s) { return s.completions_reported >= 1; }, kTestDeadline));
   }
-  EXPECT_TRUE(loop.WaitUntil([&] { return job->job_finished(); })) << "job never finished";
+  EXPECT_TRUE(WaitUntil([&] { return job->job_finished(); }, loop)) << "job never finished";
 }
 
 // Runs `call` on another thread and reports whether it returned in time
@@ -133,13 +135,15 @@ bool Returns(std::function<void()> call) {
 }
 
 TEST(WorkerAgent, NeverBlocksTheEmbeddingThreadWhileTheDispatcherIsUnreachable) {
-  std::string address;
+  // A Unix socket, removed when the dispatcher stops: a freed TCP port could
+  // meanwhile be another process's, which would answer.
+  TempDir dir;
+  const std::string address = "unix:" + dir.File("gone.sock");
   {
-    DispatcherProcess gone;
-    address = gone.address();
+    DispatcherProcess gone({.listen = address});
     ASSERT_TRUE(gone.Terminate().has_value());
   }
-  TestAgent a(address, "tcp:127.0.0.1:7005", TestSeed());
+  TestAgent a(address, "agent-a", TestSeed());
   ASSERT_TRUE(Returns([&] { ASSERT_TRUE(a.agent->Start().ok()); }));
   ASSERT_TRUE(a.agent->WaitFor([](const WorkerAgentStatus& s) { return s.connect_failures >= 3; },
                                kTestDeadline));
@@ -157,7 +161,7 @@ TEST(WorkerAgent, NeverBlocksTheEmbeddingThreadWhileTheDispatcherIsUnreachable) 
 
 TEST(WorkerAgent, NeverBlocksTheEmbeddingThreadWhileTheDispatcherIsStuck) {
   DispatcherProcess dispatcher;
-  TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7006", TestSeed());
+  TestAgent a(dispatcher.address(), "agent-a", TestSeed());
   StartAndRegister(a);
   // Connected, but nobody answers: heartbeats and calls hang on the wire.
   dispatcher.process().Signal(SIGSTOP);
@@ -176,7 +180,7 @@ TEST(WorkerAgent, NeverBlocksTheEmbeddingThreadWhileTheDispatcherIsStuck) {
 TEST(WorkerAgent, RejectsBadOptionsAndASecondStart) {
   clients::WorkerAgentOptions options;
   options.dispatcher_address = "nonsense";
-  options.worker_address = "tcp:127.0.0.1:7007";
+  options.worker_address = "agent-a";
   clients::WorkerAgent bad(options, std::make_unique<RecordingFactory>());
   EXPECT_EQ(bad.Start().code(), StatusCode::kInvalidArgument);
 
@@ -243,7 +247,7 @@ class ProbeService final : public clients::AgentService {
 
 TEST(WorkerAgent, RunsAddedServicesOnItsLoopUntilStopped) {
   DispatcherProcess dispatcher;
-  TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7008", TestSeed());
+  TestAgent a(dispatcher.address(), "agent-a", TestSeed());
   auto seen = std::make_shared<ProbeService::Seen>();
   a.agent->AddService(std::make_unique<ProbeService>(seen));
   ASSERT_TRUE(a.agent->Start().ok());

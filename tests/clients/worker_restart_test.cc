@@ -21,7 +21,7 @@ using clients::WorkerAgentStatus;
 
 void ExpectSameWorkerAfterRestart(bool kill9) {
   RestartableDispatcher dispatcher;
-  TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7101", TestSeed());
+  TestAgent a(dispatcher.address(), "agent-a", TestSeed());
   ASSERT_TRUE(a.agent->Start().ok());
   ASSERT_TRUE(
       a.agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
@@ -68,8 +68,8 @@ TEST(WorkerAgentRestart, ReregistersAsTheSameWorkerAfterAGracefulRestart) {
 TEST(WorkerAgentRestart, EverySplitOnceAcrossAKill9MidEpoch) {
   constexpr uint64_t kSplits = 3000;
   RestartableDispatcher dispatcher;
-  TestAgent a(dispatcher.address(), "tcp:127.0.0.1:7102", TestSeed());
-  TestAgent b(dispatcher.address(), "tcp:127.0.0.1:7103", TestSeed() + 1);
+  TestAgent a(dispatcher.address(), "agent-a", TestSeed());
+  TestAgent b(dispatcher.address(), "agent-b", TestSeed() + 1);
   for (auto* t : {&a, &b}) {
     ASSERT_TRUE(t->agent->Start().ok());
     ASSERT_TRUE(
@@ -102,7 +102,7 @@ TEST(WorkerAgentRestart, EverySplitOnceAcrossAKill9MidEpoch) {
 
 TEST(DispatchWorker, ReregistersAsTheSameWorkerAfterKill9) {
   RestartableDispatcher dispatcher;
-  WorkerProcess worker(dispatcher.address(), "tcp:127.0.0.1:7104");
+  WorkerProcess worker(dispatcher.address());
   uint64_t id = worker.WaitRegistered();
   ASSERT_NE(id, 0u);
   dispatcher.Kill9();
@@ -133,7 +133,10 @@ TEST(DispatchWorker, PrintsHelpAndRefusesBadFlags) {
         std::vector<std::string>{DispatchWorkerBinary(), "--dispatcher=tcp:127.0.0.1:1"},
         std::vector<std::string>{DispatchWorkerBinary(), "--dispatcher=bad", "--address=x"},
         std::vector<std::string>{DispatchWorkerBinary(), "--dispatcher=tcp:127.0.0.1:1",
-                                 "--address=x", "--heartbeat-ms=0"}}) {
+                                 "--address=x", "--heartbeat-ms=0"},
+        // A free port only for the address it listens on, not for an identity alone.
+        std::vector<std::string>{DispatchWorkerBinary(), "--dispatcher=tcp:127.0.0.1:1",
+                                 "--address=tcp:127.0.0.1:0", "--transfer-address=unix:/t"}}) {
     Subprocess bad(argv);
     auto status = bad.Wait(kTestDeadline);
     ASSERT_TRUE(status.has_value());

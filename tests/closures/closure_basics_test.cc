@@ -16,8 +16,8 @@ using clients::RemoteValueStatus;
 
 TEST(Closures, EveryScheduledClosureReturnsItsOwnResultToFetch) {
   ClosureDispatcher dispatcher;
-  auto a = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7201", 2);
-  auto b = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7202", 2);
+  auto a = StartClosureWorker(dispatcher.address(), 2);
+  auto b = StartClosureWorker(dispatcher.address(), 2);
   auto coordinator = MakeCoordinator(dispatcher.address());
   std::vector<RemoteValue> values;
   for (int i = 0; i < 200; ++i) {
@@ -38,7 +38,7 @@ TEST(Closures, EveryScheduledClosureReturnsItsOwnResultToFetch) {
 
 TEST(Closures, FetchedClosuresAreReleasedAtTheDispatcher) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7207", 4);
+  auto worker = StartClosureWorker(dispatcher.address(), 4);
   auto coordinator = MakeCoordinator(dispatcher.address());
   std::vector<RemoteValue> values;
   for (int i = 0; i < 100; ++i) values.push_back(*coordinator->Schedule("echo", "x"));
@@ -55,7 +55,7 @@ TEST(Closures, FetchedClosuresAreReleasedAtTheDispatcher) {
 
 TEST(Closures, AClosingCoordinatorReleasesWhatItFetched) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7208", 4);
+  auto worker = StartClosureWorker(dispatcher.address(), 4);
   auto coordinator = MakeCoordinator(dispatcher.address());
   std::vector<RemoteValue> values;
   for (int i = 0; i < 50; ++i) values.push_back(*coordinator->Schedule("echo", "x"));
@@ -65,10 +65,11 @@ TEST(Closures, AClosingCoordinatorReleasesWhatItFetched) {
   // Releases are journaled with the dispatcher's next commit (at most a few
   // milliseconds later): wait for them.
   ClosureCounters after;
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     after = GetClosureCounters(dispatcher.address());
     return after.released_total == 50u && after.finished == 0u;
-  })) << "released " << after.released_total << ", still held " << after.finished;
+  })) << "released "
+      << after.released_total << ", still held " << after.finished;
 }
 
 TEST(Closures, RemoteValueReportsPendingThenReadyWithoutBlocking) {
@@ -78,14 +79,14 @@ TEST(Closures, RemoteValueReportsPendingThenReadyWithoutBlocking) {
   auto value = coordinator->Schedule("echo", "late");
   ASSERT_TRUE(value.ok());
   EXPECT_EQ(value->status(), RemoteValueStatus::kPending);
-  EXPECT_TRUE(Eventually([&] { return value->closure_id() != 0; }));
+  EXPECT_TRUE(WaitUntil([&] { return value->closure_id() != 0; }));
   auto done = coordinator->Done();
   ASSERT_TRUE(done.ok());
   EXPECT_FALSE(*done) << "a queued closure counts as not done";
   EXPECT_EQ(value->status(), RemoteValueStatus::kPending);
 
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7203");
-  EXPECT_TRUE(Eventually([&] { return value->status() == RemoteValueStatus::kReady; }));
+  auto worker = StartClosureWorker(dispatcher.address());
+  EXPECT_TRUE(WaitUntil([&] { return value->status() == RemoteValueStatus::kReady; }));
   EXPECT_EQ(FetchOrDie(*value), "late");
   EXPECT_EQ(value->status(), RemoteValueStatus::kReady) << "a fetched value stays ready";
   EXPECT_EQ(FetchOrDie(*value), "late") << "a second Fetch returns the same result";
@@ -93,7 +94,7 @@ TEST(Closures, RemoteValueReportsPendingThenReadyWithoutBlocking) {
 
 TEST(Closures, JoinWaitsForRunningClosuresAndDoneTellsWithoutWaiting) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7204");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto slow = coordinator->Schedule("sleep", "500");
   ASSERT_TRUE(slow.ok());
@@ -105,12 +106,12 @@ TEST(Closures, JoinWaitsForRunningClosuresAndDoneTellsWithoutWaiting) {
   done = coordinator->Done();
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(*done);
-  EXPECT_EQ(FetchOrDie(*slow), "tcp:127.0.0.1:7204");
+  EXPECT_EQ(FetchOrDie(*slow), worker->address());
 }
 
 TEST(Closures, ManyCoordinatorsOnOneDispatcherSeeOnlyTheirOwnClosures) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7205", 4);
+  auto worker = StartClosureWorker(dispatcher.address(), 4);
   auto busy = MakeCoordinator(dispatcher.address());
   auto quick = MakeCoordinator(dispatcher.address());
   auto failing = MakeCoordinator(dispatcher.address());
@@ -177,7 +178,7 @@ TEST(Closures, ACoordinatorWithAWrongTokenIsRefusedAtOnce) {
 
 TEST(Closures, AnUnregisteredFunctionFailsWithAnErrorNamingIt) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7206");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto value = coordinator->Schedule("no_such_function", "");
   ASSERT_TRUE(value.ok());
@@ -196,7 +197,7 @@ TEST(Closures, AnUnregisteredFunctionFailsWithAnErrorNamingIt) {
 // record can hold is refused at Schedule without touching the others.
 TEST(Closures, LargeClosuresAllRunAndOneTooLargeForARecordIsRefusedAlone) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7291", 4);
+  auto worker = StartClosureWorker(dispatcher.address(), 4);
   auto coordinator = MakeCoordinator(dispatcher.address());
   const std::string mib(1u << 20, 'x');
   std::vector<RemoteValue> values;

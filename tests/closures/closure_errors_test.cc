@@ -21,7 +21,7 @@ bool Contains(const std::string& text, const std::string& part) {
 
 TEST(ClosureErrors, AUserErrorIsRaisedOnceByScheduleAndCancelsQueuedClosures) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7211", 1);
+  auto worker = StartClosureWorker(dispatcher.address(), 1);
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto boom = coordinator->Schedule("fail", "boom");
   ASSERT_TRUE(boom.ok());
@@ -54,7 +54,7 @@ TEST(ClosureErrors, AUserErrorIsRaisedOnceByScheduleAndCancelsQueuedClosures) {
 
 TEST(ClosureErrors, AUserErrorIsRaisedOnceByJoin) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7212");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   ASSERT_TRUE(coordinator->Schedule("fail", "join sees me").ok());
   Status first = coordinator->Join();
@@ -68,11 +68,11 @@ TEST(ClosureErrors, AUserErrorIsRaisedOnceByJoin) {
 
 TEST(ClosureErrors, AUserErrorIsRaisedOnceByDone) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7213");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto value = coordinator->Schedule("fail", "done sees me");
   ASSERT_TRUE(value.ok());
-  EXPECT_TRUE(Eventually([&] { return value->status() == RemoteValueStatus::kFailed; }));
+  EXPECT_TRUE(WaitUntil([&] { return value->status() == RemoteValueStatus::kFailed; }));
   auto first = coordinator->Done();
   ASSERT_FALSE(first.ok());
   EXPECT_TRUE(Contains(first.status().message(), "done sees me")) << first.status().ToString();
@@ -85,8 +85,7 @@ TEST(ClosureErrors, AClosureThatCrashesEveryWorkerStopsAfterMaxClosureAttempts) 
   ClosureDispatcher dispatcher({MaxClosureAttemptsFlag(2)});
   std::vector<std::unique_ptr<WorkerProcess>> workers;
   for (int i = 0; i < 3; ++i) {
-    workers.push_back(
-        StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:" + std::to_string(7214 + i)));
+    workers.push_back(StartClosureWorker(dispatcher.address()));
   }
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto crash = coordinator->Schedule("crash", "");
@@ -107,7 +106,7 @@ TEST(ClosureErrors, AClosureThatCrashesEveryWorkerStopsAfterMaxClosureAttempts) 
     }
     return n;
   };
-  EXPECT_TRUE(Eventually([&] { return dead() == 2; }))
+  EXPECT_TRUE(WaitUntil([&] { return dead() == 2; }))
       << "the closure should have taken down exactly max_closure_attempts workers, not " << dead();
   EXPECT_GE(GetClosureCounters(dispatcher.address()).attempts_exhausted, 1u);
   // The survivor still serves.
@@ -120,7 +119,7 @@ TEST(ClosureErrors, AClosureThatCrashesEveryWorkerStopsAfterMaxClosureAttempts) 
 TEST(ClosureErrors, TransientErrorsAreRetriedUpToTheLimitThenSucceed) {
   TempDir dir;
   ClosureDispatcher dispatcher({TransientLimitFlag(3)});
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7217");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   std::string calls = dir.File("flaky_calls");
   auto value = coordinator->Schedule("flaky", "2:" + calls);
@@ -136,7 +135,7 @@ TEST(ClosureErrors, TransientErrorsAreRetriedUpToTheLimitThenSucceed) {
 
 TEST(ClosureErrors, ATransientErrorPastTheLimitFailsTheClosure) {
   ClosureDispatcher dispatcher({TransientLimitFlag(2)});
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7218");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto value = coordinator->Schedule("transient", "flaky dependency");
   ASSERT_TRUE(value.ok());

@@ -19,16 +19,16 @@ using clients::RemoteValueStatus;
 
 TEST(ClosureFaults, AWorkerKilledMidClosureLeavesItToAnotherWorker) {
   ClosureDispatcher dispatcher;
-  auto doomed = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7221");
+  auto doomed = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto value = coordinator->Schedule("sleep", "1500");
   ASSERT_TRUE(value.ok());
   ASSERT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
     return c.assigned == 1;
   })) << "the closure never started";
-  Kill9(*doomed);
-  auto rescuer = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7222");
-  EXPECT_EQ(FetchOrDie(*value), "tcp:127.0.0.1:7222") << "the result must come from the rescuer";
+  doomed->Kill9();
+  auto rescuer = StartClosureWorker(dispatcher.address());
+  EXPECT_EQ(FetchOrDie(*value), rescuer->address()) << "the result must come from the rescuer";
   EXPECT_GE(GetClosureCounters(dispatcher.address()).put_back, 1u);
   EXPECT_TRUE(coordinator->Join().ok());
 }
@@ -43,32 +43,32 @@ TEST(ClosureFaults, ADispatcherKilledWithAThousandClosuresScheduledCompletesThem
     ASSERT_TRUE(value.ok()) << value.status().ToString();
     values.push_back(*value);
   }
-  ASSERT_TRUE(Eventually([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     for (auto& v : values) {
       if (v.closure_id() == 0) return false;
     }
     return true;
   })) << "not every schedule was acknowledged";
   // Some finish (results held, unfetched) before the kill; the rest stay queued.
-  auto first_worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7223");
-  ASSERT_TRUE(Eventually([&] {
+  auto first_worker = StartClosureWorker(dispatcher.address());
+  ASSERT_TRUE(WaitUntil([&] {
     int ready = 0;
     for (auto& v : values) ready += v.status() == RemoteValueStatus::kReady;
     return ready >= 1;
   }));
   dispatcher.Kill9();
   dispatcher.Start();
-  auto second_worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7224");
+  auto second_worker = StartClosureWorker(dispatcher.address());
   for (int i = 0; i < kClosures; ++i) {
     EXPECT_EQ(FetchOrDie(values[i]), "result " + std::to_string(i));
   }
   EXPECT_TRUE(coordinator->Join().ok());
-  EXPECT_TRUE(Eventually([&] { return coordinator->status().dispatcher_restarts >= 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return coordinator->status().dispatcher_restarts >= 1; }));
 }
 
 TEST(ClosureFaults, ClosuresRunningWhenTheDispatcherDiesArePutBackAndCountedAtRestart) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7249");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto value = coordinator->Schedule("sleep", "300");
   ASSERT_TRUE(value.ok()) << value.status().ToString();
@@ -81,13 +81,13 @@ TEST(ClosureFaults, ClosuresRunningWhenTheDispatcherDiesArePutBackAndCountedAtRe
   EXPECT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
     return c.put_back >= 1;
   })) << "the recovered closure was put back without being counted";
-  EXPECT_EQ(FetchOrDie(*value), "tcp:127.0.0.1:7249");
+  EXPECT_EQ(FetchOrDie(*value), worker->address());
 }
 
 TEST(ClosureFaults, SchedulesInFlightDuringADispatcherKillAreNeitherLostNorDoubled) {
   constexpr int kClosures = 1000;
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7225", 4);
+  auto worker = StartClosureWorker(dispatcher.address(), 4);
   auto coordinator = MakeCoordinator(dispatcher.address());
   std::vector<RemoteValue> values;
   for (int i = 0; i < kClosures; ++i) {
@@ -117,11 +117,11 @@ TEST(ClosureFaults, ANewCoordinatorWithTheSameIdFetchesClosuresOfAnEarlierOne) {
     for (int i = 0; i < 10; ++i) {
       auto value = first->Schedule("echo", "from the first " + std::to_string(i));
       ASSERT_TRUE(value.ok());
-      ASSERT_TRUE(Eventually([&] { return value->closure_id() != 0; }));
+      ASSERT_TRUE(WaitUntil([&] { return value->closure_id() != 0; }));
       ids.push_back(value->closure_id());
     }
   }  // the first coordinator is gone before any closure ran
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7226");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto second_options = CoordinatorOf(dispatcher.address(), id);
   second_options.seed = 42;
   auto second = MakeCoordinator(second_options);
@@ -159,10 +159,10 @@ TEST(ClosureFaults, ScheduleWaitsAtAFullQueueAndProceedsWhenItDrains) {
   EXPECT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
     return c.queued == 10 && c.schedule_waits >= 1;
   }));
-  EXPECT_TRUE(Eventually([&] { return scheduled.load() >= 20; }));
+  EXPECT_TRUE(WaitUntil([&] { return scheduled.load() >= 20; }));
   EXPECT_LT(scheduled.load(), kClosures) << "Schedule did not wait at a full queue";
   EXPECT_LE(GetClosureCounters(dispatcher.address()).queued, 10u);
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7227");
+  auto worker = StartClosureWorker(dispatcher.address());
   scheduler.join();
   ASSERT_EQ(scheduled.load(), kClosures);
   for (int i = 0; i < kClosures; ++i) EXPECT_EQ(FetchOrDie(values[i]), std::to_string(i));

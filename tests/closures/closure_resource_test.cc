@@ -19,7 +19,7 @@ using clients::RemoteValue;
 std::set<std::string> ComponentsSeen(clients::Coordinator& coordinator, uint64_t resource,
                                      size_t want) {
   std::set<std::string> seen;
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     // A batch at a time: with two slots each, both workers get some.
     std::vector<RemoteValue> batch;
     for (int i = 0; i < 4; ++i)
@@ -33,15 +33,15 @@ std::set<std::string> ComponentsSeen(clients::Coordinator& coordinator, uint64_t
 
 TEST(ClosureResources, EveryWorkerBuildsItsOwnComponent) {
   ClosureDispatcher dispatcher;
-  auto a = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7231", 2);
-  auto b = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7232", 2);
+  auto a = StartClosureWorker(dispatcher.address(), 2);
+  auto b = StartClosureWorker(dispatcher.address(), 2);
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto resource = coordinator->CreatePerWorkerResource("make_resource", "model");
   ASSERT_TRUE(resource.ok()) << resource.status().ToString();
   std::set<std::string> seen = ComponentsSeen(*coordinator, *resource, 2);
   EXPECT_EQ(seen, (std::set<std::string>{
-                      "model@tcp:127.0.0.1:7231#" + std::to_string(a->process().pid()),
-                      "model@tcp:127.0.0.1:7232#" + std::to_string(b->process().pid())}));
+                      "model@" + a->address() + "#" + std::to_string(a->process().pid()),
+                      "model@" + b->address() + "#" + std::to_string(b->process().pid())}));
 }
 
 // The lines log_resource appended to `path`: one per build, "ADDRESS#PID".
@@ -52,34 +52,35 @@ std::multiset<std::string> BuildsLogged(const std::string& path) {
   return lines;
 }
 
-std::string BuilderOf(const std::string& address, WorkerProcess& worker) {
-  return address + "#" + std::to_string(worker.process().pid());
+std::string BuilderOf(WorkerProcess& worker) {
+  return worker.address() + "#" + std::to_string(worker.process().pid());
 }
 
 TEST(ClosureResources, EveryWorkerBuildsItWithoutAClosureAlsoWhenItJoinsOrRestarts) {
   TempDir dir;
   const std::string log = dir.File("builds");
+  // Restarted at its address: a Unix socket, which no one takes meanwhile.
+  const std::string a_address = "unix:" + dir.File("a.sock");
   ClosureDispatcher dispatcher;
-  auto a = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7235");
-  auto b = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7236");
+  auto a = StartClosureWorker(dispatcher.address(), 1, a_address);
+  auto b = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto resource = coordinator->CreatePerWorkerResource("log_resource", log);
   ASSERT_TRUE(resource.ok()) << resource.status().ToString();
   // No closure uses it, yet both workers build it, once each.
-  std::multiset<std::string> expected = {BuilderOf("tcp:127.0.0.1:7235", *a),
-                                         BuilderOf("tcp:127.0.0.1:7236", *b)};
-  EXPECT_TRUE(Eventually([&] { return BuildsLogged(log) == expected; }));
+  std::multiset<std::string> expected = {BuilderOf(*a), BuilderOf(*b)};
+  EXPECT_TRUE(WaitUntil([&] { return BuildsLogged(log) == expected; }));
 
   // A worker that joins later builds it too.
-  auto c = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7237");
-  expected.insert(BuilderOf("tcp:127.0.0.1:7237", *c));
-  EXPECT_TRUE(Eventually([&] { return BuildsLogged(log) == expected; }));
+  auto c = StartClosureWorker(dispatcher.address());
+  expected.insert(BuilderOf(*c));
+  EXPECT_TRUE(WaitUntil([&] { return BuildsLogged(log) == expected; }));
 
   // So does a worker process that replaced a killed one.
-  Kill9(*a);
-  a = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7235");
-  expected.insert(BuilderOf("tcp:127.0.0.1:7235", *a));
-  EXPECT_TRUE(Eventually([&] { return BuildsLogged(log) == expected; }));
+  a->Kill9();
+  a = StartClosureWorker(dispatcher.address(), 1, a_address);
+  expected.insert(BuilderOf(*a));
+  EXPECT_TRUE(WaitUntil([&] { return BuildsLogged(log) == expected; }));
   // And a closure that uses it gets the component already built: no new line.
   auto value = coordinator->Schedule("use_resource", "", {*resource});
   ASSERT_TRUE(value.ok());
@@ -89,26 +90,27 @@ TEST(ClosureResources, EveryWorkerBuildsItWithoutAClosureAlsoWhenItJoinsOrRestar
 }
 
 TEST(ClosureResources, AWorkerRestartedAfterAKillRebuildsItsComponent) {
+  TempDir dir;
+  const std::string address = "unix:" + dir.File("worker.sock");
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7233");
+  auto worker = StartClosureWorker(dispatcher.address(), 1, address);
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto resource = coordinator->CreatePerWorkerResource("make_resource", "table");
   ASSERT_TRUE(resource.ok()) << resource.status().ToString();
   auto before = coordinator->Schedule("use_resource", "", {*resource});
   ASSERT_TRUE(before.ok());
   std::string first_pid = std::to_string(worker->process().pid());
-  EXPECT_EQ(FetchOrDie(*before), "table@tcp:127.0.0.1:7233#" + first_pid);
-  Kill9(*worker);
-  worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7233");
+  EXPECT_EQ(FetchOrDie(*before), "table@" + address + "#" + first_pid);
+  worker->Kill9();
+  worker = StartClosureWorker(dispatcher.address(), 1, address);
   auto after = coordinator->Schedule("use_resource", "", {*resource});
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(FetchOrDie(*after),
-            "table@tcp:127.0.0.1:7233#" + std::to_string(worker->process().pid()));
+  EXPECT_EQ(FetchOrDie(*after), "table@" + address + "#" + std::to_string(worker->process().pid()));
 }
 
 TEST(ClosureResources, AFailingBuilderFailsTheClosureNamingTheResource) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7234");
+  auto worker = StartClosureWorker(dispatcher.address());
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto resource = coordinator->CreatePerWorkerResource("fail", "no model here");
   ASSERT_TRUE(resource.ok()) << resource.status().ToString();
@@ -134,7 +136,7 @@ TEST(ClosureResources, ManyLargeResourcesReachAWorkerInMessagesItCanRead) {
     ASSERT_TRUE(resource.ok()) << resource.status().ToString();
     resources.push_back(*resource);
   }
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7239", 1);
+  auto worker = StartClosureWorker(dispatcher.address(), 1);
   auto value = coordinator->Schedule("noop", "", resources);
   ASSERT_TRUE(value.ok()) << value.status().ToString();
   EXPECT_EQ(FetchOrDie(*value), "");

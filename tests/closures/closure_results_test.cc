@@ -91,10 +91,13 @@ class RawCoordinator {
     auto list = request.initRelease(static_cast<unsigned>(release.size()));
     for (unsigned i = 0; i < release.size(); ++i) list.set(i, release[i]);
     pending_release_ = request.send().ignoreResult().eagerlyEvaluate(nullptr);
-    EXPECT_TRUE(loop_.WaitUntil([&]() {
-      auto stats = loop_.Wait(conn_->dispatcher().getClosureStatsRequest().send());
-      return stats.getStats().getFinished() <= finished_after;
-    })) << "the releases were not applied";
+    EXPECT_TRUE(WaitUntil(
+        [&]() {
+          auto stats = loop_.Wait(conn_->dispatcher().getClosureStatsRequest().send());
+          return stats.getStats().getFinished() <= finished_after;
+        },
+        loop_))
+        << "the releases were not applied";
     return got;
   }
 
@@ -138,7 +141,7 @@ TEST(ClosureResults, HeldResultsLiveInTheStoreNotInMemoryAndAllAreFetchedAfterKi
   }
   ASSERT_EQ(ids.size(), kClosures);
   for (size_t i = 0; i < kClosures; ++i) seed_of[ids[i]] = i;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7261", 4);
+  auto worker = StartClosureWorker(dispatcher.address(), 4);
   ASSERT_TRUE(WaitForCounters(
       dispatcher.address(), [](const ClosureCounters& c) { return c.finished == kClosures; },
       std::chrono::seconds(240)))
@@ -190,7 +193,7 @@ TEST(ClosureResults, HeldResultsLiveInTheStoreNotInMemoryAndAllAreFetchedAfterKi
 
 TEST(ClosureResults, AHundredMiBResultFailsItsClosureNamingTheLimitAndTheDispatcherServesOn) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7262", 1);
+  auto worker = StartClosureWorker(dispatcher.address(), 1);
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto huge = coordinator->Schedule("bytes", std::to_string(100u << 20));
   ASSERT_TRUE(huge.ok());
@@ -213,7 +216,7 @@ TEST(ClosureResults, AHundredMiBResultFailsItsClosureNamingTheLimitAndTheDispatc
 
 TEST(ClosureResults, AResultOneByteOverTheLimitFailsAndOneAtTheLimitIsFetchedIntact) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), "tcp:127.0.0.1:7263", 1);
+  auto worker = StartClosureWorker(dispatcher.address(), 1);
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto at = coordinator->Schedule("bytes", std::to_string(32u << 20) + ":9");
   ASSERT_TRUE(at.ok());
@@ -249,7 +252,7 @@ TEST(ClosureResults, AWorkerSplitsAReportBatchThatWouldCrossTheMessageLimit) {
   }));
   clients::WorkerAgentOptions options;
   options.dispatcher_address = dispatcher.address();
-  options.worker_address = "tcp:127.0.0.1:7264";
+  options.worker_address = "agent-a";  // an identity: it serves nothing
   options.heartbeat_interval_ms = 50;
   options.max_closures = kClosures;
   auto agent = std::make_unique<clients::WorkerAgent>(options, std::make_unique<RecordingFactory>());
@@ -282,7 +285,7 @@ TEST(ClosureResults, AnEmbeddedWorkerTurnsAResultOverTheLimitIntoTheErrorNamingI
   ClosureDispatcher dispatcher({"--max-result-bytes=1000"});
   clients::WorkerAgentOptions options;
   options.dispatcher_address = dispatcher.address();
-  options.worker_address = "tcp:127.0.0.1:7265";
+  options.worker_address = "agent-a";  // an identity: it serves nothing
   options.heartbeat_interval_ms = 50;
   options.max_closures = 1;
   auto agent = std::make_unique<clients::WorkerAgent>(options, std::make_unique<RecordingFactory>());

@@ -4,7 +4,6 @@
 #include <signal.h>
 
 #include <stdexcept>
-#include <thread>
 
 #include "tests/integration/client_loop.h"
 
@@ -49,21 +48,14 @@ void ClosureDispatcher::Start() {
   address_ = process_->address();
 }
 
-std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher,
-                                                  const std::string& address, uint32_t slots) {
+std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher, uint32_t slots,
+                                                  const std::string& address) {
   auto worker = std::make_unique<WorkerProcess>(
-      dispatcher, address, std::vector<std::string>{"--max-closures=" + std::to_string(slots)});
+      dispatcher, std::vector<std::string>{"--max-closures=" + std::to_string(slots)}, address);
   if (worker->WaitRegistered() == 0) {
-    throw std::runtime_error("dispatch-worker " + address + " did not register");
+    throw std::runtime_error("dispatch-worker " + worker->address() + " did not register");
   }
   return worker;
-}
-
-void Kill9(WorkerProcess& worker) {
-  worker.process().Signal(SIGKILL);
-  if (!worker.process().Wait(kTestDeadline).has_value()) {
-    throw std::runtime_error("the worker did not die of SIGKILL");
-  }
 }
 
 clients::CoordinatorOptions CoordinatorOf(const std::string& dispatcher, uint64_t id) {
@@ -112,17 +104,7 @@ ClosureCounters GetClosureCounters(const std::string& dispatcher) {
 bool WaitForCounters(const std::string& dispatcher,
                      const std::function<bool(const ClosureCounters&)>& condition,
                      std::chrono::milliseconds deadline) {
-  return Eventually([&] { return condition(GetClosureCounters(dispatcher)); }, deadline);
-}
-
-bool Eventually(const std::function<bool()>& condition, std::chrono::milliseconds deadline) {
-  auto until = std::chrono::steady_clock::now() + deadline;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    // A poll interval between checks of a condition, not a wait for an event.
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
+  return WaitUntil([&] { return condition(GetClosureCounters(dispatcher)); }, deadline);
 }
 
 std::string FetchOrDie(const clients::RemoteValue& value) {

@@ -2,7 +2,7 @@
 // restarted on the same address and work dir with closure flags,
 // dispatch-worker processes with closure slots, Coordinators with fast
 // reconnects, and the dispatcher's closure counters. Every wait has a
-// deadline; nothing sleeps to wait.
+// deadline (WaitUntil, tests/support/wait_until.h); nothing sleeps to wait.
 #pragma once
 
 #include <chrono>
@@ -15,6 +15,7 @@
 #include "tests/clients/client_test_support.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait_until.h"
 
 namespace dispatch::testing {
 
@@ -42,11 +43,11 @@ class ClosureDispatcher {
   std::unique_ptr<DispatcherProcess> process_;
 };
 
-// A dispatch-worker with `slots` closure slots, registered before returning.
-std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher,
-                                                  const std::string& address, uint32_t slots = 1);
-// Kills a worker with SIGKILL and reaps it.
-void Kill9(WorkerProcess& worker);
+// A dispatch-worker with `slots` closure slots, registered before returning;
+// at a free port unless `address` says otherwise (a worker the test restarts
+// at its address after WorkerProcess::Kill9 needs a Unix socket).
+std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher, uint32_t slots = 1,
+                                                  const std::string& address = kFreeLoopbackPort);
 
 clients::CoordinatorOptions CoordinatorOf(const std::string& dispatcher, uint64_t id = 0);
 std::unique_ptr<clients::Coordinator> MakeCoordinator(const std::string& dispatcher,
@@ -65,9 +66,6 @@ ClosureCounters GetClosureCounters(const std::string& dispatcher);
 bool WaitForCounters(const std::string& dispatcher,
                      const std::function<bool(const ClosureCounters&)>& condition,
                      std::chrono::milliseconds deadline = kTestDeadline);
-// Polls `condition` (any thread state) until it holds or the deadline passes.
-bool Eventually(const std::function<bool()>& condition,
-                std::chrono::milliseconds deadline = kTestDeadline);
 
 // Fetches with the test deadline; the result bytes or a test failure message.
 std::string FetchOrDie(const clients::RemoteValue& value);

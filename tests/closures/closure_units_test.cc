@@ -208,16 +208,16 @@ TEST(ClosureExecutor, RunsAtMostItsThreadsAtOnceAndStopWakesSleepers) {
       ++finished;
     });
   }
-  EXPECT_TRUE(Eventually([&] { return running.load() == 2; }));
+  EXPECT_TRUE(WaitUntil([&] { return running.load() == 2; }));
   gate.set_value();
-  EXPECT_TRUE(Eventually([&] { return finished.load() == 6; }));
+  EXPECT_TRUE(WaitUntil([&] { return finished.load() == 6; }));
   EXPECT_EQ(most.load(), 2);
   std::atomic<bool> sleeping{false}, woke_early{false};
   executor.Submit([&] {
     sleeping = true;
     woke_early = !executor.SleepFor(std::chrono::hours(1));
   });
-  EXPECT_TRUE(Eventually([&] { return sleeping.load(); }));
+  EXPECT_TRUE(WaitUntil([&] { return sleeping.load(); }));
   executor.Stop();
   EXPECT_TRUE(woke_early.load());
   EXPECT_FALSE(executor.Submit([] {}));

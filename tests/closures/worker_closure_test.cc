@@ -16,11 +16,13 @@ using clients::ClosureCall;
 using clients::ClosureOutput;
 using clients::WorkerAgentStatus;
 
+// An embedded agent serves no transfer address: its worker address is only
+// its identity, a `name` nobody could connect to.
 std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
-                                                const std::string& address, uint32_t slots) {
+                                                const std::string& name, uint32_t slots) {
   clients::WorkerAgentOptions options;
   options.dispatcher_address = dispatcher;
-  options.worker_address = address;
+  options.worker_address = name;
   options.heartbeat_interval_ms = 50;
   options.backoff_initial_ms = 20;
   options.backoff_max_ms = 200;
@@ -31,7 +33,7 @@ std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
 
 TEST(WorkerClosures, ABlockingFunctionNeverStopsTheHeartbeats) {
   ClosureDispatcher dispatcher;
-  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7241", 1);
+  auto agent = MakeAgent(dispatcher.address(), "agent-a", 1);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   ASSERT_TRUE(agent
@@ -65,7 +67,7 @@ TEST(WorkerClosures, ABlockingFunctionNeverStopsTheHeartbeats) {
 
 TEST(WorkerClosures, OutcomesReadyTogetherGoInOneReport) {
   ClosureDispatcher dispatcher;
-  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7242", 8);
+  auto agent = MakeAgent(dispatcher.address(), "agent-a", 8);
   ASSERT_TRUE(agent
                   ->RegisterFunction(
                       "quick",
@@ -91,7 +93,7 @@ TEST(WorkerClosures, OutcomesReadyTogetherGoInOneReport) {
 
 TEST(WorkerClosures, AThrowingFunctionFailsItsClosureNotTheWorker) {
   ClosureDispatcher dispatcher;
-  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7243", 1);
+  auto agent = MakeAgent(dispatcher.address(), "agent-a", 1);
   ASSERT_TRUE(agent
                   ->RegisterFunction("throws",
                                      [](const ClosureCall&) -> ClosureOutput {
@@ -114,7 +116,7 @@ TEST(WorkerClosures, AWorkerThatReportsItselfUnavailableLeavesItsClosuresToAnoth
   // The dispatcher pauses such a worker only until its next heartbeat, so
   // the closure may bounce back to it a few times: attempts are unlimited.
   ClosureDispatcher dispatcher({MaxClosureAttemptsFlag(0)});
-  auto draining = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7245", 1);
+  auto draining = MakeAgent(dispatcher.address(), "agent-draining", 1);
   ASSERT_TRUE(
       draining
           ->RegisterFunction(
@@ -130,7 +132,7 @@ TEST(WorkerClosures, AWorkerThatReportsItselfUnavailableLeavesItsClosuresToAnoth
       [](const WorkerAgentStatus& s) { return s.closure_reports_sent >= 1; }, kTestDeadline));
   EXPECT_EQ(first->status(), clients::RemoteValueStatus::kPending) << "it must be retried";
 
-  auto healthy = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7246", 8);
+  auto healthy = MakeAgent(dispatcher.address(), "agent-healthy", 8);
   ASSERT_TRUE(healthy
                   ->RegisterFunction("work",
                                      [](const ClosureCall& call) {
@@ -138,10 +140,10 @@ TEST(WorkerClosures, AWorkerThatReportsItselfUnavailableLeavesItsClosuresToAnoth
                                      })
                   .ok());
   ASSERT_TRUE(healthy->Start().ok());
-  EXPECT_EQ(FetchOrDie(*first), "tcp:127.0.0.1:7246");
+  EXPECT_EQ(FetchOrDie(*first), "agent-healthy");
   std::vector<clients::RemoteValue> more;
   for (int i = 0; i < 5; ++i) more.push_back(*coordinator->Schedule("work", ""));
-  for (auto& value : more) EXPECT_EQ(FetchOrDie(value), "tcp:127.0.0.1:7246");
+  for (auto& value : more) EXPECT_EQ(FetchOrDie(value), "agent-healthy");
   EXPECT_TRUE(coordinator->Join().ok()) << "unavailability is not the coordinator's error";
   draining->Stop();
   healthy->Stop();
@@ -149,7 +151,7 @@ TEST(WorkerClosures, AWorkerThatReportsItselfUnavailableLeavesItsClosuresToAnoth
 
 TEST(WorkerClosures, AnOutcomeOfAnEarlierConnectionIsDroppedAndTheRetryDelivers) {
   ClosureDispatcher dispatcher;
-  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7247", 1);
+  auto agent = MakeAgent(dispatcher.address(), "agent-a", 1);
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   // Shared, so a run the test no longer waits for touches nothing freed; the
@@ -167,7 +169,7 @@ TEST(WorkerClosures, AnOutcomeOfAnEarlierConnectionIsDroppedAndTheRetryDelivers)
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto value = coordinator->Schedule("gated", "survived");
   ASSERT_TRUE(value.ok());
-  ASSERT_TRUE(Eventually([&] { return calls->load() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return calls->load() == 1; }));
   uint64_t incarnation = agent->status().dispatcher_incarnation;
   dispatcher.Kill9();
   dispatcher.Start();
@@ -192,7 +194,7 @@ TEST(WorkerClosures, AnOutcomeOfAnEarlierConnectionIsDroppedAndTheRetryDelivers)
 
 TEST(WorkerClosures, APerWorkerResourceIsBuiltOncePerProcessForConcurrentClosures) {
   ClosureDispatcher dispatcher;
-  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7248", 4);
+  auto agent = MakeAgent(dispatcher.address(), "agent-a", 4);
   auto builds = std::make_shared<std::atomic<int>>(0);
   ASSERT_TRUE(agent
                   ->RegisterFunction("build",
@@ -222,7 +224,7 @@ TEST(WorkerClosures, APerWorkerResourceIsBuiltOncePerProcessForConcurrentClosure
 
 TEST(WorkerClosures, FunctionsAreRegisteredOnceAndOnlyBeforeStart) {
   ClosureDispatcher dispatcher;
-  auto agent = MakeAgent(dispatcher.address(), "tcp:127.0.0.1:7244", 1);
+  auto agent = MakeAgent(dispatcher.address(), "agent-a", 1);
   auto noop = [](const ClosureCall&) { return ClosureOutput::Result(""); };
   EXPECT_TRUE(agent->RegisterFunction("noop", noop).ok());
   EXPECT_EQ(agent->RegisterFunction("noop", noop).code(), StatusCode::kAlreadyExists);

@@ -1,33 +1,11 @@
 #include "tests/datapath/datapath_support.h"
 
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <stdexcept>
 
 #include "clients/dataset_definition.h"
 
 namespace dispatch::testing {
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot find a free port");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 DataCluster::DataCluster(std::vector<std::string> dispatcher_flags) {
   DispatcherProcess::Options options;
@@ -39,21 +17,21 @@ DataCluster::DataCluster(std::vector<std::string> dispatcher_flags) {
 std::string DataCluster::StartWorker(size_t i, std::vector<std::string> extra_flags,
                                      std::string address) {
   if (!addresses_.contains(i)) {
-    addresses_[i] =
-        address.empty() ? "tcp:127.0.0.1:" + std::to_string(FreePort()) : std::move(address);
+    addresses_[i] = std::move(address);
     flags_[i] = std::move(extra_flags);
   }
-  workers_[i] = std::make_unique<WorkerProcess>(dispatcher(), addresses_[i], flags_[i]);
+  workers_[i] = std::make_unique<WorkerProcess>(dispatcher(), flags_[i], addresses_[i]);
+  addresses_[i] = workers_[i]->address();
   if (workers_[i]->WaitRegistered() == 0) {
     throw std::runtime_error("worker " + addresses_[i] + " did not register");
   }
   return addresses_[i];
 }
 
-void DataCluster::Kill9Worker(size_t i) {
-  Subprocess& process = workers_.at(i)->process();
-  process.Signal(SIGKILL);
-  process.Wait(kTestDeadline);
+void DataCluster::Kill9Worker(size_t i) { workers_.at(i)->Kill9(); }
+
+std::string DataCluster::SocketAddress(size_t i) const {
+  return "unix:" + dir_.File("worker-" + std::to_string(i) + ".sock");
 }
 
 clients::ReaderOptions DataCluster::ReaderOf(const std::string& definition,

@@ -1,7 +1,8 @@
 // Helpers for the data-path tests: a real dispatcher with short client and
-// job-GC timeouts, real dispatch-worker processes serving elements on free
-// loopback ports (killable with -9 and restartable at the same address), and
-// consumers (DatasetReader) read to the end on their own threads.
+// job-GC timeouts, real dispatch-worker processes serving elements on ports
+// the kernel picks (killable with -9 and restartable at the same address:
+// then a Unix socket, SocketAddress()), and consumers (DatasetReader) read to
+// the end on their own threads.
 #pragma once
 
 #include <condition_variable>
@@ -18,20 +19,22 @@
 
 namespace dispatch::testing {
 
-// A loopback port nobody listens on right now.
-int FreePort();
-
 class DataCluster {
  public:
   explicit DataCluster(std::vector<std::string> dispatcher_flags = {});
   const std::string& dispatcher() const { return dispatcher_->address(); }
   DispatcherProcess& dispatcher_process() { return *dispatcher_; }
 
-  // Starts worker `i` (at `address`, or a fresh one, on the first start; the
-  // same one after a kill) and waits until it registered. Returns its address.
+  // Starts worker `i` (at `address`, by default a free loopback port, on the
+  // first start; at the address it had after a kill) and waits until it
+  // registered. Returns its address, the bound one.
   std::string StartWorker(size_t i, std::vector<std::string> extra_flags = {},
-                          std::string address = "");
+                          std::string address = kFreeLoopbackPort);
   void Kill9Worker(size_t i);
+  // An address for worker `i` that stays its own across a kill -9, for a
+  // test that brings it back there: a Unix socket in the cluster's directory.
+  // A freed TCP port could be taken by another process before the restart.
+  std::string SocketAddress(size_t i) const;
   size_t num_workers() const { return workers_.size(); }
 
   // A reader of `definition` (a built-in kind, e.g. "range count=10 splits=2").
@@ -39,6 +42,7 @@ class DataCluster {
                                   journal::ProcessingMode mode) const;
 
  private:
+  TempDir dir_;
   std::unique_ptr<DispatcherProcess> dispatcher_;
   std::map<size_t, std::string> addresses_;
   std::map<size_t, std::vector<std::string>> flags_;

@@ -39,6 +39,13 @@ Tally Count(const std::vector<uint64_t>& values, uint64_t count, uint64_t splits
   return t;
 }
 
+// Four workers for a read that kills worker 0 and brings it back at its
+// address (ReadWithTwoConsumers), which is therefore a Unix socket.
+void StartFourWorkersOneRestartable(DataCluster& cluster, const std::string& flag) {
+  cluster.StartWorker(0, {flag}, cluster.SocketAddress(0));
+  for (size_t i = 1; i < 4; ++i) cluster.StartWorker(i, {flag});
+}
+
 std::vector<uint64_t> ReadWithTwoConsumers(DataCluster& cluster, const std::string& definition,
                                            bool requeue, int kill_worker_after) {
   auto options = cluster.ReaderOf(definition, journal::ProcessingMode::DYNAMIC);
@@ -85,8 +92,7 @@ TEST(DynamicSharding, FourWorkersAndTwoConsumersReadEveryElementExactlyOnce) {
 TEST(DynamicSharding, AWorkerKilledMidwayLosesItsUnfinishedSplitsAndDuplicatesNothing) {
   constexpr uint64_t kCount = 40000, kSplits = 200;
   DataCluster cluster;
-  const std::string batch = "--split-batch=" + std::to_string(kSplitBatch);
-  for (size_t i = 0; i < 4; ++i) cluster.StartWorker(i, {batch});
+  StartFourWorkersOneRestartable(cluster, "--split-batch=" + std::to_string(kSplitBatch));
   auto values = ReadWithTwoConsumers(
       cluster, "range count=" + std::to_string(kCount) + " splits=" + std::to_string(kSplits),
       false, kCount / 5);
@@ -101,8 +107,7 @@ TEST(DynamicSharding, AWorkerKilledMidwayLosesItsUnfinishedSplitsAndDuplicatesNo
 TEST(DynamicSharding, WithRequeueingAWorkerKilledMidwayLosesNothing) {
   constexpr uint64_t kCount = 40000, kSplits = 200;
   DataCluster cluster;
-  const std::string batch = "--split-batch=" + std::to_string(kSplitBatch);
-  for (size_t i = 0; i < 4; ++i) cluster.StartWorker(i, {batch});
+  StartFourWorkersOneRestartable(cluster, "--split-batch=" + std::to_string(kSplitBatch));
   auto values = ReadWithTwoConsumers(
       cluster, "range count=" + std::to_string(kCount) + " splits=" + std::to_string(kSplits), true,
       kCount / 5);

@@ -83,7 +83,7 @@ class ClosureWorker {
   }
 
   bool WaitForPushes(size_t n) {
-    return loop_.WaitUntil([&]() { return log_->size() >= n; });
+    return WaitUntil([&]() { return log_->size() >= n; }, loop_);
   }
   std::deque<Pushed>& pushed() { return *log_; }
   uint64_t worker_id() const { return worker_id_; }
@@ -310,12 +310,14 @@ TEST(ClosureProtocol, UserErrorCancelsQueuedClosuresAndIsRaisedOnceBySchedule) {
   ASSERT_TRUE(worker.WaitForPushes(1));  // one slot: the others stay queued
   EXPECT_EQ(*worker.Report(scheduled->ids[0], 1, "", "boom"), 0u);
   std::map<uint64_t, Outcome> seen;
-  ASSERT_TRUE(loop.WaitUntil([&]() {
-    auto outcomes = coordinator.Await();
-    if (!outcomes.ok()) return false;
-    for (const Outcome& o : *outcomes) seen[o.closure_id] = o;
-    return seen.size() == 3;
-  }));
+  ASSERT_TRUE(WaitUntil(
+      [&]() {
+        auto outcomes = coordinator.Await();
+        if (!outcomes.ok()) return false;
+        for (const Outcome& o : *outcomes) seen[o.closure_id] = o;
+        return seen.size() == 3;
+      },
+      loop));
   EXPECT_EQ(seen[scheduled->ids[0]].state, journal::ClosureState::FAILED);
   EXPECT_EQ(seen[scheduled->ids[0]].error, "boom");
   EXPECT_EQ(seen[scheduled->ids[1]].state, journal::ClosureState::CANCELLED);
@@ -469,12 +471,14 @@ TEST(ClosureProtocol, ScheduledClosuresAndUnfetchedResultsSurviveKillNine) {
   ASSERT_TRUE(worker.WaitForPushes(2));
   for (const Pushed& p : worker.pushed()) ASSERT_EQ(*worker.Report(p.closure_id, p.attempt, "r"), 0u);
   std::set<uint64_t> done;
-  ASSERT_TRUE(loop.WaitUntil([&]() {
-    auto outcomes = coordinator.Await({(*again)[0].closure_id});
-    if (!outcomes.ok()) return false;
-    for (const Outcome& o : *outcomes) done.insert(o.closure_id);
-    return done.size() == 2;
-  }));
+  ASSERT_TRUE(WaitUntil(
+      [&]() {
+        auto outcomes = coordinator.Await({(*again)[0].closure_id});
+        if (!outcomes.ok()) return false;
+        for (const Outcome& o : *outcomes) done.insert(o.closure_id);
+        return done.size() == 2;
+      },
+      loop));
   EXPECT_FALSE(coordinator.Outcomes({ids[0]}).ok());  // released
 }
 

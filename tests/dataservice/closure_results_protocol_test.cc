@@ -73,7 +73,7 @@ class RawWorker {
   }
 
   bool WaitForAssignments(size_t n) {
-    return loop_.WaitUntil([&]() { return log_->size() >= n; });
+    return WaitUntil([&]() { return log_->size() >= n; }, loop_);
   }
   const std::vector<Assignment>& assigned() const { return *log_; }
 

@@ -178,9 +178,12 @@ TEST(Jobs, ReleasedClientIsUnknownAndReleasingUnknownIsNotFound) {
 }
 
 TEST(Jobs, AJobWithoutClientsIsGarbageCollectedAndItsClientsToldSo) {
+  // `kept` must outlive the client timeout while the test heartbeats it: with
+  // two suites on two cores a process can stall for over a second, so the
+  // timeout is several seconds (it failed once at 1 s).
   DispatcherProcess dispatcher(
       {.extra_flags = {"--job-gc-check-interval-ms=20", "--job-gc-timeout-ms=50",
-                       "--client-timeout-ms=1000"}});
+                       "--client-timeout-ms=5000"}});
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   SimWorker worker(loop, dispatcher.address(), "w");
@@ -191,14 +194,16 @@ TEST(Jobs, AJobWithoutClientsIsGarbageCollectedAndItsClientsToldSo) {
   auto second = *client.GetOrCreateJob({.dataset_id = dataset, .name = "gc"});
   ASSERT_TRUE(client.ReleaseJobClient(job.job_client_id).ok());
   // `second` stops heartbeating: the client timeout releases it, then job GC.
-  bool collected = loop.WaitUntil([&] {
-    EXPECT_TRUE(client.ClientHeartbeat(kept.job_client_id).ok());
-    auto jobs = client.ListJobs();
-    for (const JobView& view : *jobs) {
-      if (view.job_id == job.job_id) return view.garbage_collected;
-    }
-    return false;
-  });
+  bool collected = WaitUntil(
+      [&] {
+        EXPECT_TRUE(client.ClientHeartbeat(kept.job_client_id).ok());
+        auto jobs = client.ListJobs();
+        for (const JobView& view : *jobs) {
+          if (view.job_id == job.job_id) return view.garbage_collected;
+        }
+        return false;
+      },
+      loop);
   ASSERT_TRUE(collected);
   auto heartbeat = client.ClientHeartbeat(second.job_client_id);
   ASSERT_FALSE(heartbeat.ok());
@@ -206,7 +211,7 @@ TEST(Jobs, AJobWithoutClientsIsGarbageCollectedAndItsClientsToldSo) {
   EXPECT_TRUE(Contains(heartbeat.status(), "garbage-collected")) << heartbeat.status().message();
   // The kept job is alive; the worker is told to drop the collected job's task.
   EXPECT_TRUE(client.ClientHeartbeat(kept.job_client_id).ok());
-  ASSERT_TRUE(loop.WaitUntil([&] { return !worker.pushes().deleted.empty(); }));
+  ASSERT_TRUE(WaitUntil([&] { return !worker.pushes().deleted.empty(); }, loop));
   ASSERT_TRUE(worker.Heartbeat().ok());
   EXPECT_FALSE(worker.TaskOf(job.job_id).has_value());
   EXPECT_TRUE(worker.TaskOf(kept.job_id).has_value());
@@ -288,9 +293,12 @@ TEST(Jobs, MaybeRemoveTaskNeedsEveryConsumerAtOneRound) {
   EXPECT_FALSE(*client.MaybeRemoveTask(rr_task, 1, 6));  // another round: starts over
   EXPECT_TRUE(*client.MaybeRemoveTask(rr_task, 0, 6));
   EXPECT_TRUE(*client.MaybeRemoveTask(rr_task, 1, 6));  // already gone
-  ASSERT_TRUE(loop.WaitUntil([&] {
-    return std::count(worker.pushes().deleted.begin(), worker.pushes().deleted.end(), rr_task) > 0;
-  }));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return std::count(worker.pushes().deleted.begin(), worker.pushes().deleted.end(), rr_task) >
+               0;
+      },
+      loop));
   ASSERT_TRUE(worker.Heartbeat().ok());
   EXPECT_FALSE(worker.TaskOf(rr.job_id).has_value());
   EXPECT_TRUE(client.ClientHeartbeat(rr.job_client_id)->tasks.empty());

@@ -143,7 +143,7 @@ TEST(Splits, WithRequeueADeadWorkersOutstandingSplitsGoToOthersOtherwiseTheyAreL
   EXPECT_EQ(client.GetSplit(dies.TaskOf(lossy.job_id)->task_id, 0, 1, 3)->indices,
             (std::vector<uint64_t>{0, 1, 2}));
   dies.Disconnect();
-  ASSERT_TRUE(loop.WaitUntil([&] { return client.GetWorkers()->size() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return client.GetWorkers()->size() == 1; }, loop));
   // At least once: the dead worker's splits come first.
   EXPECT_EQ(client.GetSplit(lives.TaskOf(requeue.job_id)->task_id, 0, 1, 5)->indices,
             (std::vector<uint64_t>{0, 1, 2, 3, 4}));

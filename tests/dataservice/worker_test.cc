@@ -102,7 +102,7 @@ TEST(Workers, NewTasksArePushedOverWorkerControlWithoutWaitingForAHeartbeat) {
   ASSERT_TRUE(w2.Heartbeat().ok());
   auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
   for (SimWorker* w : {&w1, &w2}) {
-    ASSERT_TRUE(loop.WaitUntil([&] { return !w->pushes().started.empty(); }));
+    ASSERT_TRUE(WaitUntil([&] { return !w->pushes().started.empty(); }, loop));
     EXPECT_EQ(w->pushes().started[0].job_id, job.job_id);
     EXPECT_EQ(w->pushes().started[0].worker_address, w->address());
   }
@@ -116,12 +116,12 @@ TEST(Workers, APushThatFailedIsRedoneWhenTheWorkerComesBack) {
   ASSERT_TRUE(worker.Heartbeat().ok());
   worker.pushes().fail_next_starts = 1;
   auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
-  ASSERT_TRUE(loop.WaitUntil([&] { return worker.pushes().failed_starts == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return worker.pushes().failed_starts == 1; }, loop));
   EXPECT_TRUE(worker.pushes().started.empty());
   // It comes back over a new connection (the old one not yet noticed dead).
   worker.Reconnect(dispatcher.address(), /*keep_old=*/true);
   ASSERT_TRUE(worker.Heartbeat().ok());
-  ASSERT_TRUE(loop.WaitUntil([&] { return !worker.pushes().started.empty(); }));
+  ASSERT_TRUE(WaitUntil([&] { return !worker.pushes().started.empty(); }, loop));
   EXPECT_EQ(worker.pushes().started[0].job_id, job.job_id);
 }
 
@@ -146,8 +146,8 @@ TEST(Workers, PushesAWorkerLeavesUnansweredAreLimitedAndTheRestWaitForItsReturn)
   worker.Reconnect(dispatcher.address(), /*keep_old=*/true);
   ASSERT_TRUE(worker.Heartbeat().ok());
   ASSERT_TRUE(
-      loop.WaitUntil([&] { return worker.pushes().started.size() == static_cast<size_t>(kJobs); },
-                     5 * kj::SECONDS))
+      WaitUntil([&] { return worker.pushes().started.size() == static_cast<size_t>(kJobs); }, loop,
+                std::chrono::seconds(5)))
       << worker.pushes().started.size() << " started, " << worker.pushes().held_starts << " held";
 }
 
@@ -162,11 +162,13 @@ TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
   uint64_t dataset = *client.RegisterDataset({.definition = "d"});
   auto job = *client.GetOrCreateJob({.dataset_id = dataset});
   gone.Disconnect();
-  ASSERT_TRUE(loop.WaitUntil([&] {
-    EXPECT_TRUE(stays.Heartbeat().ok());
-    EXPECT_TRUE(client.ClientHeartbeat(job.job_client_id).ok());
-    return !Listed(client, "gone");
-  }));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        EXPECT_TRUE(stays.Heartbeat().ok());
+        EXPECT_TRUE(client.ClientHeartbeat(job.job_client_id).ok());
+        return !Listed(client, "gone");
+      },
+      loop));
   EXPECT_TRUE(Listed(client, "stays"));
   // Its task waits for it: it comes back, re-registers under a new id and
   // gets the task again.
@@ -177,7 +179,9 @@ TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
 }
 
 TEST(Workers, AWorkerThatStopsHeartbeatingIsRemovedWithinTheTimeout) {
-  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=500"}});
+  // `alive` must outlive the timeout while the test heartbeats it: with two
+  // suites on two cores a process can stall for over a second.
+  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=3000"}});
   ClientLoop loop;
   DsClient client(loop, dispatcher.address());
   SimWorker silent(loop, dispatcher.address(), "silent");
@@ -186,10 +190,12 @@ TEST(Workers, AWorkerThatStopsHeartbeatingIsRemovedWithinTheTimeout) {
   ASSERT_TRUE(alive.Heartbeat().ok());
   uint64_t first_id = silent.worker_id();
   // `silent` keeps its connection open but says nothing.
-  ASSERT_TRUE(loop.WaitUntil([&] {
-    EXPECT_TRUE(alive.Heartbeat().ok());
-    return !Listed(client, "silent");
-  }));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        EXPECT_TRUE(alive.Heartbeat().ok());
+        return !Listed(client, "silent");
+      },
+      loop));
   EXPECT_TRUE(Listed(client, "alive"));
   ASSERT_TRUE(silent.Heartbeat().ok());
   EXPECT_NE(silent.worker_id(), first_id) << "a returning worker registers again";

@@ -1,16 +1,19 @@
 // ClientLoop: the test's own side of the wire, a libuv loop driving Cap'n
 // Proto through the same bridge the product uses. Every wait has a deadline:
-// a hung dispatcher fails the test instead of hanging it.
+// a hung dispatcher fails the test instead of hanging it. A condition is
+// waited for with WaitUntil(condition, loop).
 #pragma once
-
-#include <chrono>
 
 #include <kj/async.h>
 #include <kj/debug.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "clients/dispatcher_connection.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
+#include "tests/support/wait_until.h"
 
 namespace dispatch::testing {
 
@@ -33,18 +36,23 @@ class ClientLoop {
     return Wait(clients::DispatcherConnection::Connect(io_.network(), address, token));
   }
 
-  // Waits until `condition()` holds, re-checking every `every` of loop time
-  // (the loop keeps serving I/O meanwhile). Fails the wait past `deadline`.
-  template <typename Condition>
-  bool WaitUntil(Condition condition, kj::Duration deadline = kDeadline,
-                 kj::Duration every = 5 * kj::MILLISECONDS) {
-    auto until = io_.timer().now() + deadline;
-    while (!condition()) {
-      if (io_.timer().now() >= until) return false;
-      io_.timer().afterDelay(every).wait(io_.wait_scope());
-    }
-    return true;
+  // WaitUntil's `between` (tests/support/wait_until.h): runs this loop, its
+  // I/O and timers, for a poll interval or until the deadline.
+  //   ASSERT_TRUE(WaitUntil([&] { return job->job_finished(); }, loop));
+  void Turn(const WaitCondition& condition, std::chrono::milliseconds left) {
+    Every(kPollInterval).Turn(condition, left);
   }
+  // The same at a slower pace, for a condition that is costly to check.
+  //   WaitUntil([&] { return Finished() >= n; }, loop.Every(50ms), 1h);
+  struct Paced {
+    ClientLoop& loop;
+    std::chrono::milliseconds every;
+    void Turn(const WaitCondition&, std::chrono::milliseconds left) {
+      const auto pause = std::min(left, every);
+      loop.io().timer().afterDelay(pause.count() * kj::MILLISECONDS).wait(loop.wait_scope());
+    }
+  };
+  Paced Every(std::chrono::milliseconds every) { return Paced{*this, every}; }
 
  private:
   uvkj::UvLoop loop_;     // declared first: closed last

@@ -85,8 +85,9 @@ TEST(HostilePeer, ClientVanishingMidMessageDisturbsNoOne) {
     auto request = doomed->dispatcher().pingRequest();
     request.setPayload(kj::heapArray<kj::byte>(4 << 20));
     auto pending = request.send();
-    // Let some of it leave, then drop the connection with the call in flight.
-    loop.Wait(loop.io().timer().afterDelay(1 * kj::MILLISECONDS));
+    // One turn of the loop starts the write (some of it leaves), then the
+    // connection drops with the call in flight.
+    loop.wait_scope().poll();
   }
   for (int i = 0; i < 100; ++i) probe.PingOk(1000);
   EXPECT_TRUE(probe.OpenConnectionsReach(1));

@@ -33,7 +33,7 @@ struct Probe {
 
   // Waits until exactly `n` connections are open on the server.
   bool OpenConnectionsReach(uint32_t n) {
-    return loop.WaitUntil([&] { return Stats().getStats().getConnectionsOpen() == n; });
+    return WaitUntil([&] { return Stats().getStats().getConnectionsOpen() == n; }, loop);
   }
 };
 

@@ -111,12 +111,13 @@ TEST(RpcLoad, HousekeepingTimerKeepsFiringWhileRpcLoadRuns) {
 
   kj::Own<capnp::Response<rpc::Dispatcher::GetServerStatsResults>> stats;
   // Let the load build up before the first sample.
-  ASSERT_TRUE(loop.WaitUntil([&] { return pings >= 2000; }));
+  ASSERT_TRUE(WaitUntil([&] { return pings >= 2000; }, loop));
   uint64_t ticks_at_start = Stats(loop, *probe, stats).getTicks();
   uint64_t pings_at_start = pings;
   // Under load the tick counter must keep advancing (a starved timer would
   // stall it), and the load must keep flowing while it does.
-  ASSERT_TRUE(loop.WaitUntil([&] { return Stats(loop, *probe, stats).getTicks() >= ticks_at_start + 10; }))
+  ASSERT_TRUE(
+      WaitUntil([&] { return Stats(loop, *probe, stats).getTicks() >= ticks_at_start + 10; }, loop))
       << "the housekeeping timer stopped firing under load";
   EXPECT_GT(pings, pings_at_start);
   printf("ticks %llu -> %llu while %llu pings completed; worst tick lateness %llu us\n",

@@ -20,9 +20,11 @@
 #include "storage/snapshot_file.h"
 #include "storage/store.h"
 #include "tests/state/update_generator.h"
+#include "tests/support/loop_passes.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_seed.h"
+#include "tests/support/wait_until.h"
 
 namespace dispatch::reactor {
 namespace {
@@ -69,24 +71,9 @@ void Pass(DurableState& durable, UpdateGenerator& generator, int count) {
   ASSERT_FALSE(durable.failed());
 }
 
-// Runs the loop until `done` holds or 60 s pass; a 2 ms timer wakes the loop
-// so the deadline is checked even when nothing else happens.
-bool RunUntil(uv_loop_t* loop, const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  uvkj::UvHandle<uv_timer_t> wake(loop, nullptr, uv_timer_init);
-  uv_timer_start(wake.get(), [](uv_timer_t*) {}, 2, 2);
-  bool ok = true;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ok = false;
-      break;
-    }
-    uv_run(loop, UV_RUN_ONCE);
-  }
-  wake.reset();
-  uv_run(loop, UV_RUN_NOWAIT);
-  return ok;
-}
+// A snapshot of many entities may take a while on a loaded machine: waits
+// for one get twice the usual deadline.
+constexpr std::chrono::seconds kSnapshotDeadline(60);
 
 class BackgroundSnapshotTest : public ::testing::Test {
  protected:
@@ -109,7 +96,8 @@ TEST_F(BackgroundSnapshotTest, ASnapshotHoldsNoCommitAndIsRecordedWhenTheTaskIsD
     EXPECT_EQ(durable.stats().snapshots, 0u);
     // The loop keeps committing while the replica catches up and writes.
     for (int i = 0; i < 5; ++i) Pass(durable, generator, 50);
-    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshots == 1; }));
+    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshots == 1; },
+                                   testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     EXPECT_EQ(live.store->snapshot_seq(), started_at) << "the snapshot is the state when it started";
     EXPECT_EQ(durable.stats().snapshot_failures, 0u);
     EXPECT_GT(durable.stats().last_snapshot_bytes, 0u);
@@ -142,7 +130,8 @@ TEST_F(BackgroundSnapshotTest, TheFirstReplyAfterRecoveringALongJournalDoesNotWa
   EXPECT_EQ(reopened.store->snapshot_seq(), 0u) << "the first commit wrote a snapshot first";
   EXPECT_EQ(durable.stats().snapshots, 0u);
   const uint64_t started_at = reopened.store->last_seq();
-  ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshots == 1; }));
+  ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshots == 1; },
+                                 testing::LoopPasses(loop_.get()), kSnapshotDeadline));
   EXPECT_EQ(reopened.store->snapshot_seq(), started_at);
 }
 
@@ -159,7 +148,8 @@ TEST_F(BackgroundSnapshotTest, AFailedTaskLosesNothingIsCountedAndRetried) {
     DurableState& durable = *live.durable;
     durable.set_snapshot_fault_for_testing(SnapshotFault::kFailBeforeWriting);
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
-    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshot_failures == 1; }));
+    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshot_failures == 1; },
+                                   testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     ASSERT_EQ(outcomes.size(), 1u);
     EXPECT_FALSE(outcomes[0].status.ok());
     EXPECT_NE(outcomes[0].status.message().find("injected fault before writing"), std::string::npos)
@@ -170,7 +160,8 @@ TEST_F(BackgroundSnapshotTest, AFailedTaskLosesNothingIsCountedAndRetried) {
     durable.set_snapshot_fault_for_testing(SnapshotFault::kNone);
     Pass(durable, generator, 10);
     EXPECT_TRUE(durable.snapshot_in_flight());
-    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshots == 1; }));
+    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshots == 1; },
+                                   testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     EXPECT_GT(live.store->snapshot_seq(), 500u);
     live_digest = durable.state().Digest();
   }
@@ -187,10 +178,12 @@ TEST_F(BackgroundSnapshotTest, ATaskFailingAfterWritingItsFileRecordsNothingAndR
     DurableState& durable = *live.durable;
     durable.set_snapshot_fault_for_testing(SnapshotFault::kFailAfterWriting);
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
-    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshot_failures == 1; }));
+    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshot_failures == 1; },
+                                   testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     EXPECT_EQ(live.store->snapshot_seq(), 0u) << "a snapshot whose task failed was recorded";
     // The complete file the task wrote is nobody's: it goes.
-    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return SnapshotFiles(dir_.path()).empty(); }));
+    ASSERT_TRUE(testing::WaitUntil([&]() { return SnapshotFiles(dir_.path()).empty(); },
+                                   testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     live_digest = durable.state().Digest();
     last = live.store->last_seq();
   }
@@ -209,7 +202,8 @@ TEST_F(BackgroundSnapshotTest, ASnapshotOverTheSizeLimitIsRefusedCountedAndChang
                      /*max_snapshot_bytes=*/1000);
   DurableState& durable = *live.durable;
   while (live.store->last_seq() < 500) Pass(durable, generator, 50);
-  ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return durable.stats().snapshot_failures == 1; }));
+  ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshot_failures == 1; },
+                                 testing::LoopPasses(loop_.get()), kSnapshotDeadline));
   ASSERT_EQ(outcomes.size(), 1u);
   EXPECT_EQ(outcomes[0].status.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(outcomes[0].status.message().find("over the limit of 1000"), std::string::npos)
@@ -237,12 +231,14 @@ TEST_F(BackgroundSnapshotTest, AnInlineSnapshotMakesTheTaskInFlightStale) {
     ASSERT_TRUE(durable.Snapshot().ok());
     last = live.store->last_seq();
     EXPECT_EQ(live.store->snapshot_seq(), last);
-    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return !durable.snapshot_in_flight(); }));
+    ASSERT_TRUE(testing::WaitUntil([&]() { return !durable.snapshot_in_flight(); },
+                                   testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     ASSERT_EQ(outcomes.size(), 1u);
     EXPECT_LT(outcomes[0].info.seq, last);
     EXPECT_EQ(live.store->snapshot_seq(), last) << "the older snapshot replaced the newer one";
     live_digest = durable.state().Digest();
-    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return SnapshotFiles(dir_.path()).size() == 1; }))
+    ASSERT_TRUE(testing::WaitUntil([&]() { return SnapshotFiles(dir_.path()).size() == 1; },
+                                   testing::LoopPasses(loop_.get()), kSnapshotDeadline))
         << "the stale file was not removed";
   }
   Opened replayed = Open(loop_.get(), dir_.path(), {.snapshot_every = 0});
@@ -267,7 +263,8 @@ TEST_F(BackgroundSnapshotTest, StoppingBackgroundWorkCancelsTheTaskAndStartsNoMo
     ASSERT_TRUE(durable.snapshot_in_flight());
     bool stopped = false;
     auto stop = durable.StopBackgroundWork().then([&]() { stopped = true; }).eagerlyEvaluate(nullptr);
-    ASSERT_TRUE(RunUntil(loop_.get(), [&]() { return stopped; }));
+    ASSERT_TRUE(testing::WaitUntil([&]() { return stopped; }, testing::LoopPasses(loop_.get()),
+                                   kSnapshotDeadline));
     EXPECT_FALSE(durable.snapshot_in_flight());
     EXPECT_FALSE(durable.checkpoint_in_flight());
     EXPECT_EQ(outcomes.size(), 1u) << "the cancelled task did not report";

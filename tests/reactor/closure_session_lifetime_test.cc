@@ -19,6 +19,7 @@
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
 #include "storage/store.h"
+#include "tests/support/loop_passes.h"
 #include "tests/support/temp_dir.h"
 
 namespace dispatch::reactor {
@@ -42,13 +43,9 @@ kj::Promise<void> Watch(Promise&& promise, Ending& ending) {
       .eagerlyEvaluate(nullptr);
 }
 
-// Runs the loop until `done` holds or 20 s of loop time pass.
+// Runs the dispatcher-side loop until `done` holds.
 bool RunUntil(uvkj::UvAsyncIo& io, const std::function<bool()>& done) {
-  bool expired = false;
-  auto timeout =
-      io.timer().afterDelay(20 * kj::SECONDS).then([&]() { expired = true; }).eagerlyEvaluate(nullptr);
-  while (!done() && !expired) io.Run(UV_RUN_ONCE);
-  return done();
+  return dispatch::testing::WaitUntil(done, dispatch::testing::LoopPasses(io));
 }
 
 TEST(ClosureSessionLifetime, ASessionOutlivingTheDispatcherHasItsWaitingCallsCancelled) {

@@ -59,10 +59,14 @@ TEST(LoopThread, EveryHandlerAndTimerRunsOnTheThreadThatCalledUvRun) {
     client.Wait(kj::joinPromises(calls.releaseAsArray()));
     // Let the housekeeping timer fire a few times too.
     uint64_t ticks = 0;
-    ASSERT_TRUE(client.WaitUntil([&] {
-      ticks = client.Wait(conns[0]->dispatcher().getServerStatsRequest().send()).getStats().getTicks();
-      return ticks >= 5;
-    }));
+    ASSERT_TRUE(testing::WaitUntil(
+        [&] {
+          ticks = client.Wait(conns[0]->dispatcher().getServerStatsRequest().send())
+                      .getStats()
+                      .getTicks();
+          return ticks >= 5;
+        },
+        client));
     auto stats = client.Wait(conns[0]->dispatcher().getServerStatsRequest().send());
     EXPECT_EQ(stats.getStats().getLoopThreadId(), std::hash<std::thread::id>()(server_thread_id));
     EXPECT_EQ(stats.getStats().getCallbacksOffLoopThread(), 0u);

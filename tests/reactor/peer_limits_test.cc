@@ -195,5 +195,15 @@ TEST(ListenAddress, OnlyLoopbackAndUnixSocketsCountAsLocal) {
   }
 }
 
+TEST(ListenAddress, PortZeroIsATcpPortTheKernelPicks) {
+  for (const char* any : {"tcp:127.0.0.1:0", "tcp:[::1]:0", "tcp:localhost:00"}) {
+    EXPECT_TRUE(IsTcpPortZero(any)) << any;
+  }
+  for (const char* fixed : {"tcp:127.0.0.1:5050", "tcp:127.0.0.1:10", "unix:/tmp/0", "agent-0",
+                            "tcp:127.0.0.1:", "tcp:0"}) {
+    EXPECT_FALSE(IsTcpPortZero(fixed)) << fixed;
+  }
+}
+
 }  // namespace
 }  // namespace dispatch::reactor

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Runs every command of the README's ```sh blocks as written, so the README
 # cannot drift from the binaries. The only changes: the dispatcher's address
-# (tcp:127.0.0.1:5050) and the worker's (tcp:127.0.0.1:5051) become free
-# ports, so two suites can share a machine. How each kind of line is run:
-#   ./scripts/start.sh  started with a free port and its own work dir; must
+# (tcp:127.0.0.1:5050) becomes the one a dispatcher started on port 0
+# reported, and the worker's (tcp:127.0.0.1:5051) becomes port 0 (the worker
+# listens where the kernel says and registers there), so two suites can share
+# a machine. How each kind of line is run:
+#   ./scripts/start.sh  started on port 0 with its own work dir; must
 #                       print its listening line and exit 0 on SIGINT
 #   ./scripts/demo.sh   run; must exit 0
 #   ./scripts/test.sh   not run: it is the command running this test
 #   build/bench/dispatch-bench SUB ...  run with --help appended (the flags are
 #                       parsed and checked, the minutes-long run is not done)
 #   a line ending in &  started in the background; must register as a worker
+#                       (and a worker on port 0 must name the port it bound)
 #   any other build/... must exit 0
 # Usage: readme_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -26,13 +29,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "readme_test: $*" >&2; exit 1; }
 
-free_port() {
-  while true; do
-    local port=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
-  done
-}
-wait_for_line() {  # FILE TEXT SECONDS
+wait_for_line() {  # FILE TEXT SECONDS: polls FILE until it has TEXT, or fails
   local deadline=$((SECONDS + $3))
   until grep -q "$2" "$1" 2>/dev/null; do
     [ $SECONDS -lt $deadline ] || { cat "$1" >&2; fail "no '$2' in $1 within $3 s"; }
@@ -50,7 +47,7 @@ mapfile -t COMMANDS < <(awk '/^```sh$/ {on=1; next} /^```/ {on=0} on' README.md 
 PIDS+=($!)
 wait_for_line "$T/dispatcher.out" "dispatcher listening on" 30
 ADDR=$(sed -n 's/^dispatcher listening on //p' "$T/dispatcher.out" | head -1)
-WORKER="tcp:127.0.0.1:$(free_port)"
+WORKER="tcp:127.0.0.1:0"
 
 # The scripts build into ./build; a suite built elsewhere runs the binaries of
 # its own tree and leaves the scripts to the suite that is built there.
@@ -81,7 +78,12 @@ for line in "${COMMANDS[@]}"; do
     *\&)
       bash -c "exec ${cmd%&}" >"$T/background.out" 2>&1 &
       PIDS+=($!)
-      wait_for_line "$T/background.out" "registered as worker" 30 ;;
+      wait_for_line "$T/background.out" "registered as worker" 30
+      # Asked for port 0, a worker names the port it bound, never 0.
+      if [[ $cmd == *"--address=$WORKER"* ]] &&
+         ! grep -q '^dispatch-worker tcp:127\.0\.0\.1:[1-9][0-9]* started' "$T/background.out"; then
+        cat "$T/background.out" >&2; fail "the worker did not report the port it bound"
+      fi ;;
     *)
       bash -c "timeout 300 $cmd" >"$T/command.out" 2>&1 || { cat "$T/command.out" >&2; fail "'$cmd' failed"; }
       head -5 "$T/command.out" | sed 's/^/   /' ;;

@@ -128,7 +128,7 @@ TEST(UvEventPort, PortWaitThrowsInsideALibuvCallbackInsteadOfReenteringUvRun) {
       });
       // Not Run(UV_RUN_DEFAULT): the abandoned read leaves the socket watched
       // until it next becomes readable, which keeps the loop alive.
-      ASSERT_TRUE(RunUntil(io, [&] { return ran; }));
+      ASSERT_TRUE(WaitUntil([&] { return ran; }, LoopPasses(io)));
     }
     ASSERT_TRUE(ran);
     KJ_IF_MAYBE (e, caught) {
@@ -144,7 +144,7 @@ TEST(UvEventPort, PortWaitThrowsInsideALibuvCallbackInsteadOfReenteringUvRun) {
     auto reading = Track(pair.b->tryRead(buffer, 4, 4), read);
     Outcome<void> wrote;
     auto writing = Track(pair.a->write("okay", 4), wrote);
-    ASSERT_TRUE(RunUntil(io, [&] { return read.done && wrote.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return read.done && wrote.done; }, LoopPasses(io)));
     EXPECT_EQ(KJ_ASSERT_NONNULL(read.value), 4u);
   }
   EXPECT_EQ(bridge.Teardown(), 0);
@@ -198,16 +198,16 @@ TEST(UvEventPort, IdleLoopWithPendingReadsSleepsBetweenTimerTicks) {
     auto reading = Track(busy.b->tryRead(sink.begin(), sink.size(), sink.size()), read);
     Outcome<void> wrote;
     auto writing = Track(busy.a->write(big.begin(), big.size()), wrote);
-    ASSERT_TRUE(RunUntil(io, [&] { return read.done && wrote.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return read.done && wrote.done; }, LoopPasses(io)));
     Outcome<void> extra;
     auto writing_extra = Track(busy.a->write("unread", 6), extra);
-    ASSERT_TRUE(RunUntil(io, [&] { return extra.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return extra.done; }, LoopPasses(io)));
 
     LoopCounter iterations(io.loop());
     uint64_t slices_before = io.port().slices_run();
     UvRepeatingTimer tick(io.loop(), 5, [] {});
     tick.Start();
-    ASSERT_TRUE(RunUntil(io, [&] { return tick.ticks() >= 20; }));
+    ASSERT_TRUE(WaitUntil([&] { return tick.ticks() >= 20; }, LoopPasses(io)));
     EXPECT_FALSE(never.done);
     // A busy loop makes thousands of passes in 100 ms; a sleeping one about
     // one per tick.
@@ -230,11 +230,11 @@ TEST(UvEventPort, EndlessKjWorkDoesNotStarveLibuvTimers) {
     auto spinning = Track(Spin(stop, turns), spun);
     UvRepeatingTimer tick(io.loop(), 1, [] {});
     tick.Start();
-    EXPECT_TRUE(RunUntil(io, [&] { return tick.ticks() >= 5 || watchdog.expired(); }));
+    EXPECT_TRUE(WaitUntil([&] { return tick.ticks() >= 5 || watchdog.expired(); }, LoopPasses(io)));
     starved = watchdog.expired();
     done = true;
     tick.Stop();
-    ASSERT_TRUE(RunUntil(io, [&] { return spun.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return spun.done; }, LoopPasses(io)));
   }
   EXPECT_FALSE(starved) << "a libuv timer did not fire while KJ work kept coming";
   EXPECT_GT(turns, 5u);
@@ -260,11 +260,11 @@ TEST(UvEventPort, SlowKjTurnsEndASliceSoLibuvRunsBetweenThem) {
     auto spinning = Track(Spin(stop, turns), spun);
     UvRepeatingTimer tick(io.loop(), 1, [] {});
     tick.Start();
-    ASSERT_TRUE(RunUntil(io, [&] { return tick.ticks() >= 5 || watchdog.expired(); }));
+    ASSERT_TRUE(WaitUntil([&] { return tick.ticks() >= 5 || watchdog.expired(); }, LoopPasses(io)));
     turns_at_fifth_tick = turns;
     done = true;
     tick.Stop();
-    ASSERT_TRUE(RunUntil(io, [&] { return spun.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return spun.done; }, LoopPasses(io)));
   }
   // Bounded by turns alone, a slice would run thousands of these before the
   // timer's first tick; bounded by time, one or two per tick.
@@ -284,7 +284,7 @@ TEST(UvEventPort, ExecutorCallsFromAnotherThreadRunOnTheLoopThread) {
         executor.executeSync([&]() { ran_on.push_back(std::this_thread::get_id()); });
       }
     });
-    bool all = RunUntil(io, [&] { return ran_on.size() == kCalls; });
+    bool all = WaitUntil([&] { return ran_on.size() == kCalls; }, LoopPasses(io));
     caller.join();
     ASSERT_TRUE(all) << ran_on.size() << " of " << kCalls << " calls ran";
   }
@@ -314,10 +314,11 @@ TEST(UvEventPort, CrossThreadWakeDuringEndlessKjWorkDoesNotStarveLibuvTimers) {
       executor.executeSync([&]() { called = true; });
     });
     // The wake-up arrives while KJ always has more work queued.
-    EXPECT_TRUE(RunUntil(io, [&] { return ticks_after_send >= 30 || watchdog.expired(); }));
+    EXPECT_TRUE(
+        WaitUntil([&] { return ticks_after_send >= 30 || watchdog.expired(); }, LoopPasses(io)));
     starved = watchdog.expired();
     done = true;
-    bool finished = RunUntil(io, [&] { return called; });
+    bool finished = WaitUntil([&] { return called; }, LoopPasses(io));
     caller.join();
     EXPECT_TRUE(finished) << "the cross-thread call never ran";
     tick.Stop();

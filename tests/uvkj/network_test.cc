@@ -24,7 +24,7 @@ namespace {
 kj::Own<kj::NetworkAddress> Parse(UvAsyncIo& io, kj::StringPtr text, uint port = 0) {
   Outcome<kj::Own<kj::NetworkAddress>> parsed;
   auto parsing = Track(io.network().parseAddress(text, port), parsed);
-  KJ_ASSERT(RunUntil(io, [&] { return parsed.done; }));
+  KJ_ASSERT(WaitUntil([&] { return parsed.done; }, LoopPasses(io)));
   KJ_IF_MAYBE (e, parsed.error) {
     kj::throwFatalException(kj::mv(*e));
   }
@@ -38,7 +38,7 @@ void ExchangeThrough(UvAsyncIo& io, kj::NetworkAddress& address, kj::ConnectionR
   Outcome<kj::Own<kj::AsyncIoStream>> server;
   auto connecting = Track(address.connect(), client);
   auto accepting = Track(listener.accept(), server);
-  ASSERT_TRUE(RunUntil(io, [&] { return client.done && server.done; }));
+  ASSERT_TRUE(WaitUntil([&] { return client.done && server.done; }, LoopPasses(io)));
   KJ_IF_MAYBE (e, client.error) {
     FAIL() << kj::str(*e).cStr();
   }
@@ -56,7 +56,8 @@ void ExchangeThrough(UvAsyncIo& io, kj::NetworkAddress& address, kj::ConnectionR
   auto p3 = Track(c.write("ping", 4), sent_up);
   auto p4 = Track(s.write("pong", 4), sent_down);
   ASSERT_TRUE(
-      RunUntil(io, [&] { return got_up.done && got_down.done && sent_up.done && sent_down.done; }));
+      WaitUntil([&] { return got_up.done && got_down.done && sent_up.done && sent_down.done; },
+                LoopPasses(io)));
   EXPECT_STREQ(up, "ping");
   EXPECT_STREQ(down, "pong");
 }
@@ -125,7 +126,7 @@ TEST(UvNetwork, ConnectToAClosedPortRejectsInsteadOfHanging) {
     auto address = Parse(io, "127.0.0.1", port);
     Outcome<kj::Own<kj::AsyncIoStream>> connected;
     auto connecting = Track(address->connect(), connected);
-    ASSERT_TRUE(RunUntil(io, [&] { return connected.done; })) << "connect hung";
+    ASSERT_TRUE(WaitUntil([&] { return connected.done; }, LoopPasses(io))) << "connect hung";
     KJ_IF_MAYBE (e, connected.error) {
       EXPECT_TRUE(strstr(e->getDescription().cStr(), strerror(ECONNREFUSED)) != nullptr)
           << kj::str(*e).cStr();
@@ -213,7 +214,7 @@ TEST(UvNetwork, AcceptWithoutFreeDescriptorsBacksOffWithoutSpinning) {
     LoopCounter iterations(io.loop());
     UvRepeatingTimer tick(io.loop(), 10, [] {});
     tick.Start();
-    ASSERT_TRUE(RunUntil(io, [&] { return tick.ticks() >= 30; }));  // ~3 back-offs
+    ASSERT_TRUE(WaitUntil([&] { return tick.ticks() >= 30; }, LoopPasses(io)));  // ~3 back-offs
     EXPECT_FALSE(accepted.done) << "accept() succeeded without a free descriptor";
     EXPECT_LT(iterations.count(), 3 * tick.ticks() + 30) << "the loop spun on EMFILE";
     // About one attempt per 100 ms back-off over ~300 ms; a retry without
@@ -222,7 +223,7 @@ TEST(UvNetwork, AcceptWithoutFreeDescriptorsBacksOffWithoutSpinning) {
     EXPECT_LT(warnings.count, tick.ticks()) << "accept() retried without backing off";
 
     limit.Restore();
-    ASSERT_TRUE(RunUntil(io, [&] { return accepted.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return accepted.done; }, LoopPasses(io)));
     KJ_IF_MAYBE (e, accepted.error) {
       FAIL() << kj::str(*e).cStr();
     }

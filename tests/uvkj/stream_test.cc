@@ -92,7 +92,7 @@ TEST(UvSocketStream, PartialWritesOf4MiBArriveWholeThroughASlowReader) {
     SlowReader reader(*pair.b, seed, 4096);
     Outcome<void> read;
     auto reading = Track(reader.Read(0, 0, kMessage), read);
-    ASSERT_TRUE(RunUntil(io, [&] { return wrote.done && read.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return wrote.done && read.done; }, LoopPasses(io)));
     EXPECT_TRUE(wrote.error == nullptr);
     KJ_IF_MAYBE (e, read.error) {
       FAIL() << kj::str(*e).cStr();
@@ -147,7 +147,7 @@ TEST(UvSocketStream, SeveralPieceWiseWritesOf4MiBOverTcpArriveInOrder) {
     }
     Outcome<void> read;
     auto reading = Track(kj::mv(reads), read);
-    ASSERT_TRUE(RunUntil(io, [&] { return wrote.done && read.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return wrote.done && read.done; }, LoopPasses(io)));
     KJ_IF_MAYBE (e, wrote.error) {
       FAIL() << kj::str(*e).cStr();
     }
@@ -199,7 +199,7 @@ TEST(UvSocketStream, CapnProtoMessagesOf4MiBRoundTrip) {
     }
     Outcome<void> read;
     auto reading = Track(kj::mv(reads), read);
-    ASSERT_TRUE(RunUntil(io, [&] { return wrote.done && read.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return wrote.done && read.done; }, LoopPasses(io)));
     KJ_IF_MAYBE (e, wrote.error) {
       FAIL() << kj::str(*e).cStr();
     }
@@ -241,13 +241,13 @@ TEST(UvSocketStream, PeerResetRejectsThePendingReadAndLaterWritesAsDisconnected)
 
     ResetOnClose(*pair.a);
     pair.a = nullptr;
-    ASSERT_TRUE(RunUntil(io, [&] { return read.done && hangup.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return read.done && hangup.done; }, LoopPasses(io)));
     EXPECT_EQ(TypeOf(read.error), kj::Exception::Type::DISCONNECTED);
 
     for (int i = 0; i < 3; ++i) {
       Outcome<void> wrote;
       auto writing = Track(pair.b->write("after reset", 11), wrote);
-      ASSERT_TRUE(RunUntil(io, [&] { return wrote.done; }));
+      ASSERT_TRUE(WaitUntil([&] { return wrote.done; }, LoopPasses(io)));
       EXPECT_EQ(TypeOf(wrote.error), kj::Exception::Type::DISCONNECTED);
     }
   }
@@ -272,7 +272,7 @@ TEST(UvSocketStream, PeerResetRejectsAWriteWaitingOnEagain) {
 
     ResetOnClose(*pair.a);
     pair.a = nullptr;
-    ASSERT_TRUE(RunUntil(io, [&] { return wrote.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return wrote.done; }, LoopPasses(io)));
     EXPECT_EQ(TypeOf(wrote.error), kj::Exception::Type::DISCONNECTED);
   }
   EXPECT_EQ(bridge.Teardown(), 0);
@@ -284,7 +284,7 @@ void CheckHalfClose(UvAsyncIo& io, StreamPair& pair) {
   for (int i = 0; i < 2; ++i) {  // end of stream is reported again, not once
     Outcome<size_t> eof;
     auto reading = Track(pair.b->tryRead(buffer, 1, sizeof(buffer)), eof);
-    ASSERT_TRUE(RunUntil(io, [&] { return eof.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return eof.done; }, LoopPasses(io)));
     EXPECT_TRUE(eof.error == nullptr);
     EXPECT_EQ(KJ_ASSERT_NONNULL(eof.value), 0u);
   }
@@ -294,7 +294,7 @@ void CheckHalfClose(UvAsyncIo& io, StreamPair& pair) {
   auto writing = Track(pair.b->write("pong", 4), wrote);
   Outcome<size_t> got;
   auto getting = Track(pair.a->tryRead(buffer, 4, sizeof(buffer)), got);
-  ASSERT_TRUE(RunUntil(io, [&] { return wrote.done && got.done; }));
+  ASSERT_TRUE(WaitUntil([&] { return wrote.done && got.done; }, LoopPasses(io)));
   EXPECT_TRUE(wrote.error == nullptr);
   ASSERT_EQ(KJ_ASSERT_NONNULL(got.value), 4u);
   EXPECT_EQ(kj::str(kj::arrayPtr(reinterpret_cast<char*>(buffer), 4)), "pong");
@@ -302,13 +302,13 @@ void CheckHalfClose(UvAsyncIo& io, StreamPair& pair) {
   // Writing on the shut side fails cleanly instead of raising SIGPIPE.
   Outcome<void> late;
   auto writing_late = Track(pair.a->write("late", 4), late);
-  ASSERT_TRUE(RunUntil(io, [&] { return late.done; }));
+  ASSERT_TRUE(WaitUntil([&] { return late.done; }, LoopPasses(io)));
   EXPECT_EQ(TypeOf(late.error), kj::Exception::Type::DISCONNECTED);
 
   pair.b->shutdownWrite();
   Outcome<size_t> eof;
   auto reading = Track(pair.a->tryRead(buffer, 1, sizeof(buffer)), eof);
-  ASSERT_TRUE(RunUntil(io, [&] { return eof.done; }));
+  ASSERT_TRUE(WaitUntil([&] { return eof.done; }, LoopPasses(io)));
   EXPECT_EQ(KJ_ASSERT_NONNULL(eof.value), 0u);
 }
 
@@ -367,7 +367,7 @@ TEST(UvSocketStream, ReusedDescriptorNumberWorksAndTheOldWatchIsGone) {
     kj::byte buffer[8];
     Outcome<size_t> read;
     auto reading = Track(new_stream->tryRead(buffer, 5, sizeof(buffer)), read);
-    ASSERT_TRUE(RunUntil(io, [&] { return read.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return read.done; }, LoopPasses(io)));
     ASSERT_EQ(KJ_ASSERT_NONNULL(read.value), 5u);
     EXPECT_EQ(kj::str(kj::arrayPtr(reinterpret_cast<char*>(buffer), 5)), "fresh");
 
@@ -379,7 +379,7 @@ TEST(UvSocketStream, ReusedDescriptorNumberWorksAndTheOldWatchIsGone) {
     LoopCounter iterations(io.loop());
     UvRepeatingTimer tick(io.loop(), 5, [] {});
     tick.Start();
-    ASSERT_TRUE(RunUntil(io, [&] { return tick.ticks() >= 10; }));
+    ASSERT_TRUE(WaitUntil([&] { return tick.ticks() >= 10; }, LoopPasses(io)));
     EXPECT_FALSE(pending.done);
     EXPECT_LT(iterations.count(), 3 * tick.ticks() + 10);
   }
@@ -440,7 +440,7 @@ TEST(UvSocketStream, AReadAfterAShortReadWaitsWithoutARecvAndGetsLaterBytes) {
     char buffer[64];
     Outcome<size_t> first;
     auto reading = Track(stream->tryRead(buffer, 1, sizeof(buffer)), first);
-    ASSERT_TRUE(RunUntil(io, [&] { return first.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return first.done; }, LoopPasses(io)));
     EXPECT_EQ(KJ_ASSERT_NONNULL(first.value), 10u);
     EXPECT_EQ(std::string(buffer, 10), "0123456789");
     EXPECT_EQ(uv_stream.recv_calls(), 1u);
@@ -452,7 +452,7 @@ TEST(UvSocketStream, AReadAfterAShortReadWaitsWithoutARecvAndGetsLaterBytes) {
     EXPECT_EQ(uv_stream.recv_calls(), 1u);  // no recv just to hear EAGAIN
 
     KJ_SYSCALL(::write(peer.get(), "abc", 3));
-    ASSERT_TRUE(RunUntil(io, [&] { return second.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return second.done; }, LoopPasses(io)));
     EXPECT_EQ(KJ_ASSERT_NONNULL(second.value), 3u);
     EXPECT_EQ(std::string(buffer, 3), "abc");
     EXPECT_EQ(uv_stream.recv_calls(), 2u);
@@ -477,7 +477,7 @@ TEST(UvSocketStream, BytesArrivingRightAfterAShortReadAreReadInOrder) {
       char buffer[64];
       Outcome<size_t> got;
       auto reading = Track(stream->tryRead(buffer, 1, sizeof(buffer)), got);
-      ASSERT_TRUE(RunUntil(io, [&] { return got.done; }));
+      ASSERT_TRUE(WaitUntil([&] { return got.done; }, LoopPasses(io)));
       ASSERT_TRUE(got.error == nullptr);
       received.append(buffer, KJ_ASSERT_NONNULL(got.value));
     }
@@ -488,7 +488,7 @@ TEST(UvSocketStream, BytesArrivingRightAfterAShortReadAreReadInOrder) {
       char buffer[64];
       Outcome<size_t> got;
       auto reading = Track(stream->tryRead(buffer, 1, sizeof(buffer)), got);
-      ASSERT_TRUE(RunUntil(io, [&] { return got.done; }));
+      ASSERT_TRUE(WaitUntil([&] { return got.done; }, LoopPasses(io)));
       ASSERT_GT(KJ_ASSERT_NONNULL(got.value), 0u);
       received.append(buffer, KJ_ASSERT_NONNULL(got.value));
     }

@@ -29,8 +29,9 @@ TEST(UvLoopTeardown, DocumentedOrderLeavesNoHandleBehind) {
       auto reading = Track(pair.b->tryRead(&byte, 1, 1), read);
       Outcome<void> slept;
       auto sleeping = Track(io->timer().afterDelay(2 * kj::MILLISECONDS), slept);
-      ASSERT_TRUE(RunUntil(
-          *io, [&] { return wrote.done && read.done && slept.done && tick.ticks() >= 2; }));
+      ASSERT_TRUE(
+          WaitUntil([&] { return wrote.done && read.done && slept.done && tick.ticks() >= 2; },
+                    LoopPasses(*io)));
 
       Outcome<size_t> never_read;
       auto pending_read = Track(pair.a->tryRead(&byte, 1, 1), never_read);

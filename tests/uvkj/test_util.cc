@@ -10,33 +10,6 @@
 
 namespace dispatch::uvkj::testing {
 
-bool RunUntil(UvAsyncIo& io, const std::function<bool()>& done, uint64_t deadline_ms) {
-  if (done()) return true;
-  bool expired = false;
-  UvHandle<uv_timer_t> deadline(io.loop(), &expired, uv_timer_init);
-  CheckUv(uv_timer_start(
-              deadline.get(),
-              [](uv_timer_t* t) {
-                if (t->data != nullptr) *static_cast<bool*>(t->data) = true;
-              },
-              deadline_ms, 0),
-          "uv_timer_start");
-  // A condition that a libuv callback made true early in a pass would
-  // otherwise be seen only after the pass has blocked for the next event:
-  // check it before each poll phase and stop the pass from blocking.
-  UvHandle<uv_prepare_t> check(io.loop(), const_cast<std::function<bool()>*>(&done),
-                               uv_prepare_init);
-  CheckUv(uv_prepare_start(check.get(),
-                           [](uv_prepare_t* p) {
-                             auto* condition = static_cast<std::function<bool()>*>(p->data);
-                             if (condition != nullptr && (*condition)()) uv_stop(p->loop);
-                           }),
-          "uv_prepare_start");
-  uv_unref(check.base());
-  while (!done() && !expired) io.Run(UV_RUN_ONCE);
-  return done();
-}
-
 LoopCounter::LoopCounter(uv_loop_t* loop) : prepare_(loop, this, uv_prepare_init) {
   CheckUv(uv_prepare_start(prepare_.get(),
                            [](uv_prepare_t* p) {
@@ -63,7 +36,7 @@ StreamPair MakeUnixPair(UvAsyncIo& io) {
 StreamPair MakeTcpPair(UvAsyncIo& io) {
   Outcome<kj::Own<kj::NetworkAddress>> parsed;
   auto parsing = Track(io.network().parseAddress("127.0.0.1:0"), parsed);
-  KJ_ASSERT(RunUntil(io, [&] { return parsed.done; }));
+  KJ_ASSERT(WaitUntil([&] { return parsed.done; }, LoopPasses(io)));
   KJ_IF_MAYBE (e, parsed.error) {
     kj::throwFatalException(kj::mv(*e));
   }
@@ -71,14 +44,14 @@ StreamPair MakeTcpPair(UvAsyncIo& io) {
 
   Outcome<kj::Own<kj::NetworkAddress>> target;
   auto targeting = Track(io.network().parseAddress("127.0.0.1", listener->getPort()), target);
-  KJ_ASSERT(RunUntil(io, [&] { return target.done; }));
+  KJ_ASSERT(WaitUntil([&] { return target.done; }, LoopPasses(io)));
   auto& address = *KJ_ASSERT_NONNULL(target.value);
 
   Outcome<kj::Own<kj::AsyncIoStream>> connected;
   Outcome<kj::Own<kj::AsyncIoStream>> accepted;
   auto connecting = Track(address.connect(), connected);
   auto accepting = Track(listener->accept(), accepted);
-  KJ_ASSERT(RunUntil(io, [&] { return connected.done && accepted.done; }));
+  KJ_ASSERT(WaitUntil([&] { return connected.done && accepted.done; }, LoopPasses(io)));
   KJ_IF_MAYBE (e, connected.error) {
     kj::throwFatalException(kj::mv(*e));
   }

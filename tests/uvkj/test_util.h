@@ -1,7 +1,7 @@
 // Helpers for the bridge's tests: a libuv loop with the whole bridge on it,
-// running the loop until a condition holds (with a deadline, never a sleep),
 // counting loop iterations, connected stream pairs, byte patterns and the
-// seed of randomised tests (DISPATCH_TEST_SEED).
+// seed of randomised tests (DISPATCH_TEST_SEED). A test runs its loop until a
+// condition holds with WaitUntil(condition, LoopPasses(io)) (tests/support).
 #pragma once
 
 #include <kj/async-io.h>
@@ -12,6 +12,8 @@
 
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
+#include "tests/support/loop_passes.h"
+#include "tests/support/wait_until.h"
 
 namespace dispatch::uvkj::testing {
 
@@ -36,9 +38,8 @@ class Bridge {
   kj::Own<UvAsyncIo> io_;  // declared last: destroyed before the loop
 };
 
-// Drives the loop the way the dispatcher does (UvAsyncIo::Run) until `done()`
-// holds or `deadline_ms` of loop time have passed. Returns done().
-bool RunUntil(UvAsyncIo& io, const std::function<bool()>& done, uint64_t deadline_ms = 20000);
+using dispatch::testing::LoopPasses;
+using dispatch::testing::WaitUntil;
 
 // Counts libuv loop iterations with an unref'd prepare handle (it never keeps
 // the loop alive). A busy-spinning loop makes thousands of them per second.

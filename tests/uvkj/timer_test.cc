@@ -19,7 +19,7 @@ TEST(UvTimer, AfterDelayResolvesWhileRunDrives) {
     kj::TimePoint start = io.timer().now();
     Outcome<void> fired;
     auto waiting = Track(io.timer().afterDelay(20 * kj::MILLISECONDS), fired);
-    ASSERT_TRUE(RunUntil(io, [&] { return fired.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return fired.done; }, LoopPasses(io)));
     EXPECT_TRUE(fired.error == nullptr);
     // Never early: the timer's own clock has moved past the deadline.
     EXPECT_GE(io.timer().now() - start, 20 * kj::MILLISECONDS);
@@ -44,7 +44,7 @@ TEST(UvTimer, ShorterDelayFiresFirst) {
                     .afterDelay(10 * kj::MILLISECONDS)
                     .then([&] { order.push_back(11); })
                     .eagerlyEvaluate(nullptr);
-    ASSERT_TRUE(RunUntil(io, [&] { return order.size() == 3; }));
+    ASSERT_TRUE(WaitUntil([&] { return order.size() == 3; }, LoopPasses(io)));
     EXPECT_EQ(order, (std::vector<int>{10, 11, 40}));
   }
   EXPECT_EQ(bridge.Teardown(), 0);
@@ -63,7 +63,7 @@ TEST(UvTimer, CancelledDelayDoesNotFire) {
     }  // dropped before it was due
     Outcome<void> later;
     auto waiting = Track(io.timer().afterDelay(30 * kj::MILLISECONDS), later);
-    ASSERT_TRUE(RunUntil(io, [&] { return later.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return later.done; }, LoopPasses(io)));
     EXPECT_FALSE(cancelled_fired);
   }
   EXPECT_EQ(bridge.Teardown(), 0);
@@ -93,7 +93,7 @@ TEST(UvTimer, TimeoutAfterRejectsAStuckPromise) {
     Outcome<void> result;
     auto waiting =
         Track(io.timer().timeoutAfter(10 * kj::MILLISECONDS, kj::mv(paf.promise)), result);
-    ASSERT_TRUE(RunUntil(io, [&] { return result.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return result.done; }, LoopPasses(io)));
     KJ_IF_MAYBE (e, result.error) {
       EXPECT_EQ(e->getType(), kj::Exception::Type::OVERLOADED);
     } else {
@@ -122,7 +122,7 @@ TEST(UvTimer, ManyTimersFireInDeadlineOrder) {
                       .then([&, delay] { fired_delays.push_back(delay); })
                       .eagerlyEvaluate(nullptr));
     }
-    ASSERT_TRUE(RunUntil(io, [&] { return fired_delays.size() == kTimers; }));
+    ASSERT_TRUE(WaitUntil([&] { return fired_delays.size() == kTimers; }, LoopPasses(io)));
     EXPECT_TRUE(std::is_sorted(fired_delays.begin(), fired_delays.end()))
         << ::testing::PrintToString(fired_delays);
   }

@@ -87,7 +87,8 @@ TEST(WriteCoalescing, SmallWritesOfOnePassLeaveInOneSystemCallInOrder) {
     }
     Outcome<void> wrote;
     auto writing = Track(WriteInTurn(*pair.stream, parts), wrote);
-    ASSERT_TRUE(RunUntil(io, [&] { return wrote.done && Queued(pair.peer.get()) == expected.size(); }));
+    ASSERT_TRUE(WaitUntil([&] { return wrote.done && Queued(pair.peer.get()) == expected.size(); },
+                          LoopPasses(io)));
     EXPECT_TRUE(wrote.error == nullptr);
     EXPECT_EQ(pair.uv().send_calls(), 1u);
     EXPECT_EQ(ReadAvailable(pair.peer.get()), expected);
@@ -109,10 +110,12 @@ TEST(WriteCoalescing, ALargeWriteTakesTheBufferedBytesInFrontOfIt) {
     }),
                          wrote);
     std::string received;
-    ASSERT_TRUE(RunUntil(io, [&] {
-      received += ReadAvailable(pair.peer.get());
-      return wrote.done && received.size() >= expected.size();
-    }));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          received += ReadAvailable(pair.peer.get());
+          return wrote.done && received.size() >= expected.size();
+        },
+        LoopPasses(io)));
     EXPECT_TRUE(wrote.error == nullptr);
     EXPECT_TRUE(received == expected) << "received " << received.size() << " bytes";
     EXPECT_EQ(pair.uv().send_calls(), 1u);  // both in one sendmsg
@@ -156,19 +159,22 @@ void WriteBehindABlockedFlushAndReadBack(uint64_t seed) {
     bool reading = false;
     bool ended = false;
     kj::Promise<void> read = kj::READY_NOW;
-    ASSERT_TRUE(RunUntil(io, [&] {
-      if (!reading && !ended) {
-        reading = true;
-        read = pair.b->tryRead(buffer.begin(), 1, 1 + rng() % buffer.size())
-                   .then([&](size_t n) {
-                     if (n == 0) ended = true;
-                     received.append(reinterpret_cast<const char*>(buffer.begin()), n);
-                     reading = false;
-                   })
-                   .eagerlyEvaluate(nullptr);
-      }
-      return wrote.done && received.size() >= expected.size();
-    })) << "seed " << seed;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          if (!reading && !ended) {
+            reading = true;
+            read = pair.b->tryRead(buffer.begin(), 1, 1 + rng() % buffer.size())
+                       .then([&](size_t n) {
+                         if (n == 0) ended = true;
+                         received.append(reinterpret_cast<const char*>(buffer.begin()), n);
+                         reading = false;
+                       })
+                       .eagerlyEvaluate(nullptr);
+          }
+          return wrote.done && received.size() >= expected.size();
+        },
+        LoopPasses(io)))
+        << "seed " << seed;
     EXPECT_TRUE(wrote.error == nullptr);
     ASSERT_EQ(received.size(), expected.size()) << "seed " << seed;
     EXPECT_TRUE(received == expected) << "seed " << seed;
@@ -225,12 +231,12 @@ TEST(WriteCoalescing, AFailedFlushFailsTheNextWriteAsDisconnected) {
     auto& uv = pair.uv();
     Outcome<void> first;
     auto writing = Track(pair.stream->write("into the void", 13), first);
-    ASSERT_TRUE(RunUntil(io, [&] { return first.done && uv.send_calls() == 1; }));
+    ASSERT_TRUE(WaitUntil([&] { return first.done && uv.send_calls() == 1; }, LoopPasses(io)));
     EXPECT_TRUE(first.error == nullptr);  // accepted into the buffer
 
     Outcome<void> second;
     auto writing_again = Track(pair.stream->write("again", 5), second);
-    ASSERT_TRUE(RunUntil(io, [&] { return second.done; }));
+    ASSERT_TRUE(WaitUntil([&] { return second.done; }, LoopPasses(io)));
     KJ_IF_MAYBE (e, second.error) {
       EXPECT_EQ(e->getType(), kj::Exception::Type::DISCONNECTED) << kj::str(*e).cStr();
     } else {
