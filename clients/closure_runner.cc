@@ -7,7 +7,6 @@
 
 #include "common/closure_limits.h"
 #include "common/log.h"
-#include "reactor/uvkj/uv_handle.h"
 
 namespace dispatch::clients {
 
@@ -64,23 +63,17 @@ ClosureOutput Invoke(const std::string& name, const ClosureFunction& function,
 
 }  // namespace
 
-ClosureRunner::ClosureRunner(uv_loop_t* loop, const WorkerAgentOptions& options,
+ClosureRunner::ClosureRunner(uvkj::LoopThread& loop_thread, const WorkerAgentOptions& options,
                              const FunctionRegistry& functions, StatusBoard& board)
-    : options_(options),
+    : loop_thread_(loop_thread),
+      options_(options),
       functions_(functions),
       board_(board),
       executor_(std::max<uint32_t>(options.max_closures, 1)),
-      tasks_(*this) {
-  wake_ = new uv_async_t;
-  uvkj::CheckUv(uv_async_init(loop, wake_, &ClosureRunner::OnCompleted), "uv_async_init");
-  wake_->data = this;
-  // Not a reason to keep the loop alive: the agent's own handle does that.
-  uv_unref(reinterpret_cast<uv_handle_t*>(wake_));
-}
+      tasks_(*this) {}
 
 ClosureRunner::~ClosureRunner() noexcept(false) {
   executor_.Stop();  // no Complete() after this
-  uvkj::CloseAndDelete(wake_);
 }
 
 void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader closures,
@@ -186,12 +179,11 @@ void ClosureRunner::Complete(Outcome outcome) {
     wake = completed_.empty();
     completed_.push_back(std::move(outcome));
   }
-  // One wake per batch: the loop takes everything completed so far at once.
-  if (wake) uv_async_send(wake_);
-}
-
-void ClosureRunner::OnCompleted(uv_async_t* handle) {
-  if (auto* self = static_cast<ClosureRunner*>(handle->data)) self->TakeCompleted();
+  // One post per batch: the loop takes everything completed so far at once.
+  // A posted function never outlives the agent thread's objects, this one
+  // included; once the agent stops, Post() refuses and the outcome is
+  // dropped with the rest (the dispatcher puts its closure back).
+  if (wake) loop_thread_.Post([this]() { TakeCompleted(); });
 }
 
 void ClosureRunner::TakeCompleted() {

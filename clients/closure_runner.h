@@ -12,7 +12,6 @@
 #pragma once
 
 #include <kj/async.h>
-#include <uv.h>
 
 #include <cstdint>
 #include <memory>
@@ -29,13 +28,15 @@
 #include "clients/closure_function.h"
 #include "clients/resource_cache.h"
 #include "clients/worker_agent_options.h"
+#include "reactor/uvkj/loop_thread.h"
 #include "schema/dispatcher.capnp.h"
 
 namespace dispatch::clients {
 
 class ClosureRunner final : public kj::TaskSet::ErrorHandler {
  public:
-  ClosureRunner(uv_loop_t* loop, const WorkerAgentOptions& options,
+  // Outcomes come back to the agent thread through `loop_thread`'s Post().
+  ClosureRunner(uvkj::LoopThread& loop_thread, const WorkerAgentOptions& options,
                 const FunctionRegistry& functions, StatusBoard& board);
   // Stops the executor (waking sleeping functions) and drops what is unreported.
   ~ClosureRunner() noexcept(false);
@@ -74,7 +75,6 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   Result<std::string> BuildResource(uint64_t resource_id, const ResourceCache::Spec& spec);
   // Executor threads: hands an outcome to the loop.
   void Complete(Outcome outcome);
-  static void OnCompleted(uv_async_t* handle);
   // Agent thread.
   void TakeCompleted();
   void Finish(Outcome outcome);
@@ -92,6 +92,7 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   static constexpr uint64_t kReportOverheadBytes = 64;
   void taskFailed(kj::Exception&& exception) override;
 
+  uvkj::LoopThread& loop_thread_;
   const WorkerAgentOptions& options_;
   const FunctionRegistry& functions_;
   StatusBoard& board_;
@@ -110,7 +111,6 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
 
   std::mutex mu_;  // guards completed_ (executor threads meet the loop here)
   std::vector<Outcome> completed_;
-  uv_async_t* wake_ = nullptr;  // closed in the destructor, on the agent thread
 };
 
 }  // namespace dispatch::clients

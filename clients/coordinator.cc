@@ -2,14 +2,12 @@
 
 #include <kj/debug.h>
 
-#include <future>
 #include <random>
 
 #include "common/address.h"
 #include "common/log.h"
 #include "common/rpc_status.h"
 #include "reactor/uvkj/async_io.h"
-#include "reactor/uvkj/uv_handle.h"
 
 namespace dispatch::clients {
 
@@ -34,11 +32,18 @@ Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
 }
 
 // The loop thread's objects.
-class Coordinator::Loop final : public kj::TaskSet::ErrorHandler {
+class Coordinator::Loop final : public uvkj::LoopThread::Body, public kj::TaskSet::ErrorHandler {
  public:
   Loop(uvkj::UvAsyncIo& io, const CoordinatorOptions& options, uint64_t coordinator_id,
        ClosureBook& book)
       : io_(io), session_(io.timer(), io.network(), options, coordinator_id, book), tasks_(*this) {}
+
+  // Opens the session and keeps it open until the Loop goes.
+  void Run() {
+    run_ = session_.Run().eagerlyEvaluate([](kj::Exception&& e) {
+      Log(LogLevel::kError, "coordinator: the session loop ended: ", e.getDescription());
+    });
+  }
 
   uvkj::UvAsyncIo& io() { return io_; }
   CoordinatorSession& session() { return session_; }
@@ -50,53 +55,13 @@ class Coordinator::Loop final : public kj::TaskSet::ErrorHandler {
  private:
   uvkj::UvAsyncIo& io_;
   CoordinatorSession session_;
-  kj::TaskSet tasks_;  // declared last: cancelled first
+  kj::TaskSet tasks_;
+  kj::Promise<void> run_ = nullptr;  // declared last: cancelled first
 };
-
-namespace {
-
-// A reply a caller thread waits for. When the loop drops the work without
-// answering (the coordinator closed), the destructor answers Unavailable, so
-// no caller waits forever.
-template <typename T>
-class Reply {
- public:
-  ~Reply() {
-    if (!set_) promise_.set_value(UnavailableError("the coordinator is closed"));
-  }
-  void Set(Result<T> value) {
-    if (set_) return;
-    set_ = true;
-    promise_.set_value(std::move(value));
-  }
-  std::future<Result<T>> future() { return promise_.get_future(); }
-
- private:
-  std::promise<Result<T>> promise_;
-  bool set_ = false;
-};
-
-}  // namespace
 
 template <typename T>
 Result<T> Coordinator::RunOnLoop(std::function<kj::Promise<T>(Loop&)> start) {
-  std::future<Result<T>> future;
-  {
-    auto reply = std::make_shared<Reply<T>>();
-    future = reply->future();
-    bool posted = Post([this, start, reply]() {
-      kj::Promise<T> promise = nullptr;
-      KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { promise = start(*loop_); })) {
-        reply->Set(StatusFromException(*e));
-        return;
-      }
-      loop_->tasks().add(
-          promise.then([reply](T&& value) { reply->Set(std::move(value)); },
-                       [reply](kj::Exception&& e) { reply->Set(StatusFromException(e)); }));
-    });
-    if (!posted) return UnavailableError("the coordinator is closed");
-  }
-  return future.get();
+  return loop_thread_.RunAndWait<T>([this, start = std::move(start)]() { return start(*loop_); });
 }
 
 namespace {
@@ -150,13 +115,21 @@ Coordinator::Coordinator(CoordinatorOptions options, uint64_t coordinator_id)
 Coordinator::~Coordinator() { Close(); }
 
 Status Coordinator::Start() {
-  std::unique_lock<std::mutex> lock(mu_);
-  thread_ = std::thread([this] { ThreadMain(); });
-  started_cv_.wait(lock, [this] { return started_; });
-  return start_status_;
+  return loop_thread_.Start([this](uvkj::UvAsyncIo& io) -> kj::Own<uvkj::LoopThread::Body> {
+    auto loop = kj::heap<Loop>(io, options_, coordinator_id_, *book_);
+    loop->session().SetListener([this](const CoordinatorStatus& s) {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = s;
+    });
+    loop->Run();
+    loop_ = loop.get();
+    return loop;
+  });
 }
 
 void Coordinator::Close() {
+  KJ_REQUIRE(!loop_thread_.OnLoopThread(),
+             "Coordinator::Close() called on the coordinator's own thread");
   // Results fetched since the last awaitResults would otherwise stay held
   // at the dispatcher for good. Best effort, briefly.
   (void)RunOnLoop<bool>([](Loop& loop) {
@@ -165,15 +138,7 @@ void Coordinator::Close() {
     });
   });
   book_->Close();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) return;
-    KJ_REQUIRE(std::this_thread::get_id() != thread_.get_id(),
-               "Coordinator::Close() called on the coordinator's own thread");
-    stop_requested_ = true;
-    if (wake_ != nullptr) uv_async_send(wake_);
-  }
-  thread_.join();
+  loop_thread_.Stop();
 }
 
 CoordinatorStatus Coordinator::status() const {
@@ -181,91 +146,12 @@ CoordinatorStatus Coordinator::status() const {
   return status_;
 }
 
-bool Coordinator::Post(std::function<void()> function) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (wake_ == nullptr || stop_requested_) return false;
-  commands_.push_back(std::move(function));
-  uv_async_send(wake_);
-  return true;
-}
-
-void Coordinator::OnWake(uv_async_t* handle) {
-  if (auto* self = static_cast<Coordinator*>(handle->data)) self->DrainCommands();
-}
-
-void Coordinator::DrainCommands() {
-  std::vector<std::function<void()>> commands;
-  bool stop;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    commands.swap(commands_);
-    stop = stop_requested_;
-  }
-  for (auto& command : commands) {
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { command(); })) {
-      Log(LogLevel::kWarning, "coordinator: a posted function failed: ", e->getDescription());
-    }
-  }
-  if (stop && loop_ != nullptr) loop_->io().Stop();
-}
-
 void Coordinator::RequestFlush() {
   if (flush_posted_.exchange(true)) return;  // one is on its way and will see ours
-  Post([this]() {
+  loop_thread_.Post([this]() {
     flush_posted_ = false;
-    if (loop_ != nullptr) loop_->session().Flush();
+    loop_->session().Flush();
   });
-}
-
-void Coordinator::ThreadMain() {
-  uvkj::UvLoop uv_loop;
-  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
-                 uvkj::UvAsyncIo io(uv_loop.get());
-                 {
-                   Loop loop(io, options_, coordinator_id_, *book_);
-                   loop.session().SetListener([this](const CoordinatorStatus& s) {
-                     std::lock_guard<std::mutex> lock(mu_);
-                     status_ = s;
-                   });
-                   auto* wake = new uv_async_t;
-                   uvkj::CheckUv(uv_async_init(uv_loop.get(), wake, &Coordinator::OnWake),
-                                 "uv_async_init");
-                   wake->data = this;
-                   loop_ = &loop;
-                   {
-                     std::lock_guard<std::mutex> lock(mu_);
-                     wake_ = wake;
-                     started_ = true;
-                     start_status_ = Status::Ok();
-                     started_cv_.notify_all();
-                   }
-                   kj::Promise<void> run =
-                       loop.session().Run().eagerlyEvaluate([](kj::Exception&& e) {
-                         Log(LogLevel::kError,
-                             "coordinator: the session loop ended: ", e.getDescription());
-                       });
-                   DrainCommands();  // a Close() that came before wake_ existed
-                   if (!stop_requested_) io.Run();
-                   {
-                     std::lock_guard<std::mutex> lock(mu_);
-                     wake_ = nullptr;
-                     commands_.clear();  // their replies answer Unavailable
-                   }
-                   loop_ = nullptr;
-                   uvkj::CloseAndDelete(wake);
-                   run = nullptr;
-                 }
-                 io.wait_scope().poll();
-               })) {
-    Log(LogLevel::kError, "coordinator thread failed: ", e->getDescription());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!started_) {
-      start_status_ = InternalError(std::string("coordinator: ") + e->getDescription().cStr());
-    }
-    started_ = true;
-    started_cv_.notify_all();
-  }
-  uv_loop.Close();
 }
 
 Result<Coordinator::JoinReply> Coordinator::CallJoin(bool wait) {
@@ -366,7 +252,7 @@ RemoteValue Coordinator::Attach(uint64_t closure_id) {
     // Whether the dispatcher knows it at all; its outcome, if any, also
     // arrives through the results session.
     std::shared_ptr<ClosureBook> book = book_;
-    Post([this, book, closure_id]() {
+    loop_thread_.Post([this, book, closure_id]() {
       loop_->tasks().add(loop_->session()
                              .Call<bool>([book, closure_id](rpc::Coordinator::Client coordinator) {
                                auto request = coordinator.getOutcomesRequest();

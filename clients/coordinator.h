@@ -1,6 +1,7 @@
 // Coordinator: the client side of closure coordination (the reference's
 // ClusterCoordinator), embeddable in any program. It runs its own thread and
-// libuv loop (CoordinatorSession); every public method is thread-safe.
+// libuv loop (a uvkj::LoopThread driving a CoordinatorSession); every public
+// method is thread-safe.
 // Schedule() returns at once unless `max_unacknowledged` closures are still
 // on their way to a dispatcher that applies back-pressure; Join() and Fetch()
 // block by design; Done() and CreatePerWorkerResource() wait one round trip.
@@ -10,16 +11,13 @@
 #pragma once
 
 #include <kj/async.h>
-#include <uv.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "clients/closure_book.h"
@@ -27,6 +25,7 @@
 #include "clients/coordinator_session.h"
 #include "clients/remote_value.h"
 #include "common/status.h"
+#include "reactor/uvkj/loop_thread.h"
 
 namespace dispatch::clients {
 
@@ -83,12 +82,8 @@ class Coordinator {
   };
 
   Coordinator(CoordinatorOptions options, uint64_t coordinator_id);
+  // Starts the loop thread and builds its objects there.
   Status Start();
-  void ThreadMain();
-  static void OnWake(uv_async_t* handle);
-  void DrainCommands();
-  // Runs `function` on the loop thread soon; false when stopped.
-  bool Post(std::function<void()> function);
   void RequestFlush();
   // Runs `start` on the loop thread and waits for the promise it returns.
   template <typename T>
@@ -101,18 +96,14 @@ class Coordinator {
   const CoordinatorOptions options_;
   const uint64_t coordinator_id_;
   std::shared_ptr<ClosureBook> book_;
-  std::thread thread_;
   std::atomic<bool> flush_posted_{false};
 
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable started_cv_;
-  bool started_ = false;
-  Status start_status_;
-  bool stop_requested_ = false;
-  uv_async_t* wake_ = nullptr;  // valid while the loop runs
-  std::vector<std::function<void()>> commands_;
+  mutable std::mutex mu_;  // guards status_
   CoordinatorStatus status_;
-  Loop* loop_ = nullptr;  // loop thread only
+  // Loop thread only: set by the setup, valid in every posted function
+  // (none runs after the Loop is gone).
+  Loop* loop_ = nullptr;
+  uvkj::LoopThread loop_thread_{"coordinator"};  // declared last: stopped first
 };
 
 }  // namespace dispatch::clients

@@ -5,7 +5,6 @@
 #include "common/log.h"
 #include "common/rpc_status.h"
 #include "reactor/uvkj/async_io.h"
-#include "reactor/uvkj/uv_handle.h"
 
 namespace dispatch::clients {
 
@@ -72,6 +71,34 @@ class DatasetReader::Sink final : public ElementSink {
   kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> room_waiters_;
 };
 
+// The reader thread's objects: the session and its run.
+class DatasetReader::Loop final : public uvkj::LoopThread::Body {
+ public:
+  Loop(uvkj::UvAsyncIo& io, const ReaderOptions& options, Sink& sink)
+      : io_(io), session_(io.network(), io.timer(), options, sink) {
+    run_ = session_.Run().eagerlyEvaluate(
+        [&sink](kj::Exception&& e) { sink.Fail(StatusFromException(e)); });
+  }
+
+  // Stops reading and releases the job client; a dispatcher that does not
+  // answer times the release out instead.
+  kj::Promise<void> Release() {
+    run_ = nullptr;
+    return session_.Close()
+        .exclusiveJoin(io_.timer().afterDelay(5 * kj::SECONDS))
+        .then([]() {},
+              [](kj::Exception&& e) {
+                Log(LogLevel::kDebug,
+                    "reader: releasing the job client failed: ", e.getDescription());
+              });
+  }
+
+ private:
+  uvkj::UvAsyncIo& io_;
+  ReadSession session_;
+  kj::Promise<void> run_ = nullptr;  // declared last: cancelled first
+};
+
 DatasetReader::DatasetReader(ReaderOptions options)
     : options_(std::move(options)), sink_(std::make_unique<Sink>(*this)) {}
 
@@ -79,7 +106,13 @@ Result<std::unique_ptr<DatasetReader>> DatasetReader::Open(ReaderOptions options
                                                            std::chrono::milliseconds timeout) {
   DISPATCH_RETURN_IF_ERROR(ValidateReaderOptions(options));
   std::unique_ptr<DatasetReader> reader(new DatasetReader(std::move(options)));
-  reader->thread_ = std::thread([r = reader.get()] { r->ThreadMain(); });
+  DatasetReader* r = reader.get();
+  DISPATCH_RETURN_IF_ERROR(
+      r->loop_thread_.Start([r](uvkj::UvAsyncIo& io) -> kj::Own<uvkj::LoopThread::Body> {
+        auto loop = kj::heap<Loop>(io, r->options_, *r->sink_);
+        r->loop_ = loop.get();
+        return loop;
+      }));
   Status failed;
   {
     std::unique_lock<std::mutex> lock(reader->mu_);
@@ -102,11 +135,6 @@ Result<std::unique_ptr<DatasetReader>> DatasetReader::Open(ReaderOptions options
 
 DatasetReader::~DatasetReader() { Close(); }
 
-void DatasetReader::Wake() {
-  // REQUIRES: mu_ held.
-  if (wake_ != nullptr) uv_async_send(wake_);
-}
-
 Result<bool> DatasetReader::Next(Element* element, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   bool ready = cv_.wait_for(lock, timeout, [this] {
@@ -122,7 +150,8 @@ Result<bool> DatasetReader::Next(Element* element, std::chrono::milliseconds tim
     if (room_wanted_ && queue_.size() <= options_.max_buffered_elements / 2 &&
         queued_bytes_ <= options_.max_buffered_bytes / 2) {
       room_wanted_ = false;
-      Wake();
+      lock.unlock();
+      loop_thread_.Post([this]() { sink_->OnWake(); });
     }
     return true;
   }
@@ -136,12 +165,12 @@ Result<bool> DatasetReader::Next(Element* element, std::chrono::milliseconds tim
 void DatasetReader::Close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) return;
     close_requested_ = true;
-    Wake();
     cv_.notify_all();
   }
-  thread_.join();
+  // Unavailable at once when the thread is gone already (a second Close()).
+  (void)loop_thread_.RunAndWait([this]() { return loop_->Release(); });
+  loop_thread_.Stop();
 }
 
 ReaderStats DatasetReader::stats() const {
@@ -149,63 +178,6 @@ ReaderStats DatasetReader::stats() const {
   ReaderStats s = stats_;
   s.buffered = queue_.size();
   return s;
-}
-
-void DatasetReader::OnWake(uv_async_t* handle) {
-  auto* self = static_cast<DatasetReader*>(handle->data);
-  self->sink_->OnWake();
-  bool close;
-  {
-    std::lock_guard<std::mutex> lock(self->mu_);
-    close = self->close_requested_;
-  }
-  if (close && self->stop_ != nullptr) self->stop_->fulfill();
-}
-
-void DatasetReader::ThreadMain() {
-  uvkj::UvLoop loop;
-  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
-                 uvkj::UvAsyncIo io(loop.get());
-                 {
-                   ReadSession session(io.network(), io.timer(), options_, *sink_);
-                   auto stop = kj::newPromiseAndFulfiller<void>();
-                   auto* wake = new uv_async_t;
-                   uvkj::CheckUv(uv_async_init(loop.get(), wake, &DatasetReader::OnWake),
-                                 "uv_async_init");
-                   wake->data = this;
-                   stop_ = stop.fulfiller.get();
-                   {
-                     std::lock_guard<std::mutex> lock(mu_);
-                     wake_ = wake;
-                     if (close_requested_) stop.fulfiller->fulfill();
-                   }
-                   kj::Promise<void> run = session.Run().eagerlyEvaluate(
-                       [this](kj::Exception&& e) { sink_->Fail(StatusFromException(e)); });
-                   stop.promise.wait(io.wait_scope());
-                   run = nullptr;
-                   // Release the job client; a dispatcher that does not answer
-                   // times it out instead.
-                   session.Close()
-                       .exclusiveJoin(io.timer().afterDelay(5 * kj::SECONDS))
-                       .then([]() {},
-                             [](kj::Exception&& e) {
-                               Log(LogLevel::kDebug,
-                                   "reader: releasing the job client failed: ", e.getDescription());
-                             })
-                       .wait(io.wait_scope());
-                   {
-                     std::lock_guard<std::mutex> lock(mu_);
-                     wake_ = nullptr;
-                   }
-                   stop_ = nullptr;
-                   uvkj::CloseAndDelete(wake);
-                 }
-                 io.wait_scope().poll();
-               })) {
-    Log(LogLevel::kError, "reader thread failed: ", e->getDescription());
-    sink_->Fail(InternalError(std::string("reader: ") + e->getDescription().cStr()));
-  }
-  loop.Close();
 }
 
 }  // namespace dispatch::clients

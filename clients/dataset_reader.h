@@ -6,19 +6,16 @@
 // one thread at a time.
 #pragma once
 
-#include <kj/async.h>
-#include <uv.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "clients/read_session.h"
 #include "common/status.h"
+#include "reactor/uvkj/loop_thread.h"
 
 namespace dispatch::clients {
 
@@ -55,14 +52,11 @@ class DatasetReader {
 
  private:
   class Sink;
+  class Loop;  // the reader thread's objects
   explicit DatasetReader(ReaderOptions options);
-  void ThreadMain();
-  static void OnWake(uv_async_t* handle);
-  void Wake();
 
   const ReaderOptions options_;
   std::unique_ptr<Sink> sink_;
-  std::thread thread_;
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
@@ -72,10 +66,13 @@ class DatasetReader {
   bool ended_ = false;
   Status error_;
   bool close_requested_ = false;
-  bool room_wanted_ = false;                    // the loop waits for the queue to drain
-  uv_async_t* wake_ = nullptr;                  // valid while the reader loop runs
-  kj::PromiseFulfiller<void>* stop_ = nullptr;  // reader thread only
+  bool room_wanted_ = false;  // the loop waits for the queue to drain
   ReaderStats stats_;
+
+  // Reader thread only: set by the setup, valid in every posted function
+  // (none runs after the Loop is gone).
+  Loop* loop_ = nullptr;
+  uvkj::LoopThread loop_thread_{"reader"};  // declared last: stopped first
 };
 
 }  // namespace dispatch::clients

@@ -9,14 +9,10 @@
 // functions given to Post() run on the agent thread, never concurrently.
 #pragma once
 
-#include <uv.h>
-
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "clients/agent_service.h"
@@ -25,6 +21,7 @@
 #include "clients/task_handler.h"
 #include "clients/worker_agent_options.h"
 #include "common/status.h"
+#include "reactor/uvkj/loop_thread.h"
 
 namespace dispatch::clients {
 
@@ -85,26 +82,18 @@ class WorkerAgent {
  private:
   class Runner;  // the agent thread's objects
 
-  void ThreadMain();
-  static void OnWake(uv_async_t* handle);
-  void DrainCommands();
-
   WorkerAgentOptions options_;  // fixed once started (RegisterFunction adds names)
   std::unique_ptr<TaskHandlerFactory> factory_;
   FunctionRegistry functions_;  // fixed once started; read by the agent and executor threads
   std::vector<std::unique_ptr<AgentService>> services_;
   StatusBoard board_;
-  std::thread thread_;
-
-  std::mutex mu_;  // guards everything below
-  std::condition_variable started_cv_;
-  bool started_ = false;  // the thread set up its loop (or failed to)
-  Status start_status_;
-  bool stop_requested_ = false;
-  uv_async_t* wake_ = nullptr;  // valid while the agent loop runs
-  std::vector<std::function<void()>> commands_;
-
-  Runner* runner_ = nullptr;  // agent thread only: set while its loop runs
+  // Orders RegisterFunction() and Start(): functions_ and options_.functions
+  // change only before the agent thread exists.
+  std::mutex mu_;
+  // Agent thread only: set by the setup, valid in every posted function
+  // (none runs after the Runner is gone).
+  Runner* runner_ = nullptr;
+  uvkj::LoopThread loop_thread_{"worker agent"};  // declared last: stopped first
 };
 
 }  // namespace dispatch::clients

@@ -15,7 +15,7 @@
 #include "reactor/data_service.h"
 #include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
-#include "reactor/loop_thread.h"
+#include "reactor/owner_thread_check.h"
 #include "reactor/rpc_server.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/repeating_timer.h"
@@ -58,7 +58,7 @@ class DispatcherServer {
 
   // For the services.
   RpcServer& rpc() { return *rpc_; }
-  LoopThread& loop_thread() { return loop_thread_; }
+  OwnerThreadCheck& loop_thread() { return loop_thread_; }
   bool TokenMatches(kj::ArrayPtr<const kj::byte> token) const;
   void FillVersion(rpc::Version::Builder version) const;
   void FillStats(rpc::ServerStats::Builder stats) const;
@@ -83,7 +83,7 @@ class DispatcherServer {
   const DispatcherOptions options_;
   const uint64_t incarnation_;
   const uint64_t start_ns_;
-  LoopThread loop_thread_;
+  OwnerThreadCheck loop_thread_;
   std::string unix_socket_path_;  // removed on shutdown
   std::unique_ptr<storage::Store> store_;  // holds the work dir's lock while open
   std::unique_ptr<DurableState> durable_;  // declared after store_: destroyed first

@@ -13,7 +13,7 @@
 namespace dispatch::reactor {
 namespace {
 
-TEST(LoopThread, EveryHandlerAndTimerRunsOnTheThreadThatCalledUvRun) {
+TEST(OwnerThreadCheck, EveryHandlerAndTimerRunsOnTheThreadThatCalledUvRun) {
   testing::TempDir dir;
   std::promise<std::string> address_promise;
   std::promise<const kj::Executor*> executor_promise;

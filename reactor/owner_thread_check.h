@@ -1,7 +1,8 @@
-// The loop thread: the one thread that runs uv_run and owns all dispatcher
-// state. Every RPC handler and timer callback checks it is on that thread
-// and counts it when not, in release builds too; the count is reported in
-// ServerStats and the tests assert it stays 0.
+// OwnerThreadCheck: binds the dispatcher's loop thread, the one thread that
+// runs uv_run and owns all dispatcher state. Every RPC handler and timer
+// callback checks it is on that thread and counts it when not, in release
+// builds too; the count is reported in ServerStats and the tests assert it
+// stays 0. (It runs no thread; uvkj::LoopThread is the clients' loop thread.)
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 
 namespace dispatch::reactor {
 
-class LoopThread {
+class OwnerThreadCheck {
  public:
   // Binds the calling thread as the loop thread.
   void Bind() { id_ = std::this_thread::get_id(); }
