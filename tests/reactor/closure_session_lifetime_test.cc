@@ -5,9 +5,8 @@
 // a join) fail at once instead of hanging, later calls fail with
 // Unavailable, and the session still leaves cleanly. The loop then closes
 // with nothing left open.
-#include <gtest/gtest.h>
-
 #include <capnp/capability.h>
+#include <gtest/gtest.h>
 
 #include <functional>
 #include <memory>
@@ -43,11 +42,6 @@ kj::Promise<void> Watch(Promise&& promise, Ending& ending) {
       .eagerlyEvaluate(nullptr);
 }
 
-// Runs the dispatcher-side loop until `done` holds.
-bool RunUntil(uvkj::UvAsyncIo& io, const std::function<bool()>& done) {
-  return dispatch::testing::WaitUntil(done, dispatch::testing::LoopPasses(io));
-}
-
 TEST(ClosureSessionLifetime, ASessionOutlivingTheDispatcherHasItsWaitingCallsCancelled) {
   testing::TempDir dir;
   uvkj::UvLoop loop;
@@ -75,7 +69,8 @@ TEST(ClosureSessionLifetime, ASessionOutlivingTheDispatcherHasItsWaitingCallsCan
     };
     Ending first, room, results, joined;
     auto first_call = Watch(schedule(), first);
-    ASSERT_TRUE(RunUntil(io, [&]() { return first.done; }));
+    ASSERT_TRUE(dispatch::testing::WaitUntil([&]() { return first.done; },
+                                             dispatch::testing::LoopPasses(io)));
     ASSERT_FALSE(first.failed) << first.error;
     // No worker runs the queued closure: each of these waits on the dispatcher.
     auto room_call = Watch(schedule(), room);
@@ -87,7 +82,9 @@ TEST(ClosureSessionLifetime, ASessionOutlivingTheDispatcherHasItsWaitingCallsCan
     ASSERT_FALSE(room.done || results.done || joined.done);
 
     data = nullptr;  // shutdown: the session (held by `coordinator`) stays
-    ASSERT_TRUE(RunUntil(io, [&]() { return room.done && results.done && joined.done; }))
+    ASSERT_TRUE(
+        dispatch::testing::WaitUntil([&]() { return room.done && results.done && joined.done; },
+                                     dispatch::testing::LoopPasses(io)))
         << "a call waiting on the dispatcher still waits after it closed";
     for (const Ending* ending : {&room, &results, &joined}) {
       EXPECT_TRUE(ending->failed);
@@ -95,7 +92,8 @@ TEST(ClosureSessionLifetime, ASessionOutlivingTheDispatcherHasItsWaitingCallsCan
     }
     Ending later;
     auto later_call = Watch(coordinator.joinRequest().send(), later);
-    ASSERT_TRUE(RunUntil(io, [&]() { return later.done; }));
+    ASSERT_TRUE(dispatch::testing::WaitUntil([&]() { return later.done; },
+                                             dispatch::testing::LoopPasses(io)));
     EXPECT_TRUE(later.failed);
     EXPECT_NE(later.error.find("shutting down"), std::string::npos) << later.error;
 

@@ -16,21 +16,12 @@
 
 #include "common/rpc_status.h"
 #include "reactor/uvkj/uv_handle.h"
+#include "tests/support/wait_until.h"
 
 namespace dispatch::uvkj::testing {
 namespace {
 
 constexpr auto kDeadline = std::chrono::seconds(20);
-
-// Polls `condition` until it holds or the deadline passes (yielding, never sleeping).
-bool Eventually(const std::function<bool()>& condition) {
-  auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 template <typename T>
 bool Ready(std::future<T>& future) {
@@ -181,7 +172,7 @@ TEST(LoopThread, StopRacingPostsFromManyThreadsRunsEveryAcceptedPostBeforeTheBod
       }
     });
   }
-  ASSERT_TRUE(Eventually([&] { return log.ran.load() >= 1000; }));
+  ASSERT_TRUE(dispatch::testing::WaitUntil([&] { return log.ran.load() >= 1000; }));
   thread.Stop();
   for (auto& poster : posters) poster.join();
   EXPECT_FALSE(runaway.load());
@@ -203,13 +194,13 @@ TEST(LoopThread, PostRefusesAsSoonAsStopIsCalledWhileEarlierPostsStillRun) {
     released.wait();
     ++log.ran;
   }));
-  ASSERT_TRUE(Eventually([&] { return busy.load(); }));
+  ASSERT_TRUE(dispatch::testing::WaitUntil([&] { return busy.load(); }));
   std::atomic<bool> stopping{false};
   auto stopper = std::async(std::launch::async, [&] {
     stopping = true;
     thread.Stop();
   });
-  EXPECT_TRUE(Eventually([&] { return stopping.load(); }));
+  EXPECT_TRUE(dispatch::testing::WaitUntil([&] { return stopping.load(); }));
   // Refused from the call of Stop() on, although the loop has not looked at
   // its mailbox since. (Bounded, so that a Post() that never refuses fails
   // the test instead of filling the memory.)
@@ -346,7 +337,8 @@ TEST(LoopThread, RunAndWaitRacingStopReturnsUnavailableInsteadOfHanging) {
       }
     }));
   }
-  ASSERT_TRUE(Eventually([&] { return waiting.load() && answered.load() >= 100; }));
+  ASSERT_TRUE(
+      dispatch::testing::WaitUntil([&] { return waiting.load() && answered.load() >= 100; }));
   thread.Stop();
   ASSERT_TRUE(Ready(stuck));
   EXPECT_EQ(stuck.get(), UnavailableError("the test loop is closed"));
@@ -404,7 +396,7 @@ TEST(LoopThread, DestructionWithoutStopEndsTheThreadAndDestroysTheBodyOnIt) {
         return kj::NEVER_DONE;
       });
     });
-    ASSERT_TRUE(Eventually([&] { return started.load(); }));
+    ASSERT_TRUE(dispatch::testing::WaitUntil([&] { return started.load(); }));
   }
   ASSERT_TRUE(Ready(waiting));
   EXPECT_EQ(waiting.get().code(), StatusCode::kUnavailable);
