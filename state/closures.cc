@@ -159,13 +159,25 @@ void DispatcherState::ApplyClosureFinished(journal::ClosureFinished::Reader u, i
   SetClosureState(closure, ClosureState::FINISHED);
 }
 
+Status DispatcherState::CheckNotDone(uint64_t closure_id) const {
+  const Closure* closure = FindClosure(closure_id);
+  if (closure == nullptr) return NotFoundError(ClosureName(closure_id) + " is unknown");
+  if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
+  return Status::Ok();
+}
+
+Status DispatcherState::CheckDone(uint64_t closure_id) const {
+  const Closure* closure = FindClosure(closure_id);
+  if (closure == nullptr) return NotFoundError(ClosureName(closure_id) + " is unknown");
+  if (!IsClosureDone(closure->state)) return WrongState(*closure, "finished, failed or cancelled");
+  return Status::Ok();
+}
+
 Status DispatcherState::CheckClosureFailed(journal::ClosureFailed::Reader u) const {
   if (u.getWorkerId() != 0) {
     DISPATCH_RETURN_IF_ERROR(CheckAssignedTo(u.getClosureId(), u.getWorkerId(), u.getAttempt()));
   } else {
-    const Closure* closure = FindClosure(u.getClosureId());
-    if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-    if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
+    DISPATCH_RETURN_IF_ERROR(CheckNotDone(u.getClosureId()));
   }
   if (u.getError().size() == 0) {
     return InvalidArgumentError("the failure of " + ClosureName(u.getClosureId()) +
@@ -186,15 +198,8 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   }
 }
 
-Status DispatcherState::CheckClosureCancelled(journal::ClosureCancelled::Reader u) const {
-  const Closure* closure = FindClosure(u.getClosureId());
-  if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-  if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
-  return Status::Ok();
-}
-
-void DispatcherState::ApplyClosureCancelled(journal::ClosureCancelled::Reader u, int64_t now) {
-  Closure& closure = closures_.at(u.getClosureId());
+void DispatcherState::CancelClosure(uint64_t closure_id, int64_t now) {
+  Closure& closure = closures_.at(closure_id);
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::CANCELLED);
 }
@@ -207,17 +212,6 @@ void DispatcherState::ApplyClosurePutBack(journal::ClosurePutBack::Reader u) {
   Closure& closure = closures_.at(u.getClosureId());
   if (u.getTransient()) ++closure.transient_failures;
   SetClosureState(closure, ClosureState::QUEUED);
-}
-
-Status DispatcherState::CheckClosureReleased(journal::ClosureReleased::Reader u) const {
-  const Closure* closure = FindClosure(u.getClosureId());
-  if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-  if (!IsClosureDone(closure->state)) return WrongState(*closure, "finished, failed or cancelled");
-  return Status::Ok();
-}
-
-void DispatcherState::ApplyClosureReleased(journal::ClosureReleased::Reader u) {
-  ReleaseClosure(u.getClosureId());
 }
 
 void DispatcherState::ReleaseClosure(uint64_t closure_id) {
@@ -253,7 +247,8 @@ Status DispatcherState::CheckResourceCreated(journal::ResourceCreated::Reader u)
   }
   if (u.getFunctionName().size() == 0) return InvalidArgumentError(name + " has no function name");
   if (u.getRequestId() != 0) {
-    const PerWorkerResource* earlier = FindResourceByRequest(u.getCoordinatorId(), u.getRequestId());
+    const PerWorkerResource* earlier =
+        FindResourceByRequest(u.getCoordinatorId(), u.getRequestId());
     if (earlier != nullptr) {
       return AlreadyExistsError("coordinator " + std::to_string(u.getCoordinatorId()) +
                                 " request " + std::to_string(u.getRequestId()) +
@@ -299,6 +294,7 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
       std::set<std::pair<uint64_t, uint64_t>> requests;
       uint64_t previous = 0;
       for (auto item : u.getScheduled()) {
+        DISPATCH_RETURN_IF_ERROR(CheckClosureScheduled(item));
         // Increasing ids keep the next closure id moving forward item by item.
         if (item.getClosureId() <= previous) {
           return InvalidArgumentError("a closure batch schedules " +
@@ -306,7 +302,6 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
                                       ClosureName(previous) + ": ids must increase");
         }
         previous = item.getClosureId();
-        DISPATCH_RETURN_IF_ERROR(CheckClosureScheduled(item));
         // Read what Apply reads, so that a damaged item fails here, before
         // any item of the batch is applied.
         (void)item.getArgs();
@@ -335,18 +330,13 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
     case journal::ClosureBatch::CANCELLED:
       for (uint64_t id : u.getCancelled()) {
         DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
-        const Closure* closure = FindClosure(id);
-        if (closure == nullptr) return NotFoundError(ClosureName(id) + " is unknown");
-        if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
+        DISPATCH_RETURN_IF_ERROR(CheckNotDone(id));
       }
       return Status::Ok();
     case journal::ClosureBatch::RELEASED:
       for (uint64_t id : u.getReleased()) {
         DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
-        const Closure* closure = FindClosure(id);
-        if (closure == nullptr) return NotFoundError(ClosureName(id) + " is unknown");
-        if (!IsClosureDone(closure->state))
-          return WrongState(*closure, "finished, failed or cancelled");
+        DISPATCH_RETURN_IF_ERROR(CheckDone(id));
       }
       return Status::Ok();
   }
@@ -366,11 +356,7 @@ void DispatcherState::ApplyClosureBatch(journal::ClosureBatch::Reader u, int64_t
       for (auto item : u.getFinished()) ApplyClosureFinished(item, now);
       return;
     case journal::ClosureBatch::CANCELLED:
-      for (uint64_t id : u.getCancelled()) {
-        Closure& closure = closures_.at(id);
-        closure.done_micros = now;
-        SetClosureState(closure, ClosureState::CANCELLED);
-      }
+      for (uint64_t id : u.getCancelled()) CancelClosure(id, now);
       return;
     case journal::ClosureBatch::RELEASED:
       for (uint64_t id : u.getReleased()) ReleaseClosure(id);
@@ -458,7 +444,7 @@ const Closure* DispatcherState::FindClosureByRequest(uint64_t coordinator_id,
 }
 
 const PerWorkerResource* DispatcherState::FindResourceByRequest(uint64_t coordinator_id,
-                                                               uint64_t request_id) const {
+                                                                uint64_t request_id) const {
   auto it = indexes_.resource_by_request.find(std::make_pair(coordinator_id, request_id));
   return it == indexes_.resource_by_request.end() ? nullptr : FindResource(it->second);
 }

@@ -227,20 +227,22 @@ class DispatcherState {
   // The task's outstanding splits count as consumed.
   void ConsumeOutstandingSplits(uint64_t task_id);
 
+  // Items of closure batches (closures.cc).
   Status CheckClosureScheduled(journal::ClosureScheduled::Reader u) const;
   void ApplyClosureScheduled(journal::ClosureScheduled::Reader u, int64_t now);
   Status CheckClosureAssigned(journal::ClosureAssigned::Reader u) const;
   void ApplyClosureAssigned(journal::ClosureAssigned::Reader u);
   Status CheckClosureFinished(journal::ClosureFinished::Reader u) const;
   void ApplyClosureFinished(journal::ClosureFinished::Reader u, int64_t now);
+  // Ok when the closure exists and is queued or assigned (not done yet).
+  Status CheckNotDone(uint64_t closure_id) const;
+  void CancelClosure(uint64_t closure_id, int64_t now);
+  // Ok when the closure exists and is finished, failed or cancelled.
+  Status CheckDone(uint64_t closure_id) const;
   Status CheckClosureFailed(journal::ClosureFailed::Reader u) const;
   void ApplyClosureFailed(journal::ClosureFailed::Reader u, int64_t now);
-  Status CheckClosureCancelled(journal::ClosureCancelled::Reader u) const;
-  void ApplyClosureCancelled(journal::ClosureCancelled::Reader u, int64_t now);
   Status CheckClosurePutBack(journal::ClosurePutBack::Reader u) const;
   void ApplyClosurePutBack(journal::ClosurePutBack::Reader u);
-  Status CheckClosureReleased(journal::ClosureReleased::Reader u) const;
-  void ApplyClosureReleased(journal::ClosureReleased::Reader u);
   Status CheckCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) const;
   Status CheckResourceCreated(journal::ResourceCreated::Reader u) const;
   void ApplyResourceCreated(journal::ResourceCreated::Reader u);

@@ -136,7 +136,7 @@ TEST(DispatcherState, StoredResultWithInlineBytesIsRejected) {
   DispatcherState state = ThreeQueued();
   ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
   OwnedUpdate both = FinishClosureStored(1, 1, 1, 3, 7);
-  both.builder().getClosureFinished().setResult(AsData("abc"));
+  both.builder().getClosureBatch().getFinished()[0].setResult(AsData("abc"));
   EXPECT_TRUE(Rejects(state, both, StatusCode::kInvalidArgument,
                       "closure 1 has a stored result and inline result bytes too"));
   EXPECT_EQ(state.FindClosure(1)->state, ClosureState::ASSIGNED);

@@ -68,7 +68,8 @@ OwnedUpdate RejectPendingTask(uint64_t job_client_id, uint64_t task_id, int64_t 
 OwnedUpdate RemoveTask(uint64_t task_id);
 OwnedUpdate FinishTask(uint64_t task_id);
 
-// Closures.
+// Closures. Schedule, assign, finish, cancel and release of one closure are
+// closure batches of one item.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name = "noop", const std::string& args = "",
                             uint64_t request_id = 0, const std::vector<uint64_t>& resources = {});
@@ -108,7 +109,7 @@ OwnedUpdate ReleaseClosures(const std::vector<uint64_t>& ids);
 
 // A short name of the update's variant ("createJob"), for messages and counts.
 const char* VariantName(journal::Update::Which which);
-// Every variant but `invalid`, in schema order.
+// Every variant but `invalid` and the retired ones, in schema order.
 std::vector<journal::Update::Which> AllTransitionVariants();
 
 }  // namespace dispatch::state::testing

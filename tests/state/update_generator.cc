@@ -19,22 +19,36 @@ constexpr size_t kMaxUnfinishedJobs = 40;
 constexpr size_t kMaxClients = 64;
 constexpr size_t kMaxClosuresPerState = 256;
 
+// Closure batches: many-item ones (8) and batches of one, as a single
+// closure's schedule (10), assignment (8), finish (5), cancel (1) and release
+// (6) are journaled.
+constexpr uint64_t kManyItemWeight = 8;
+constexpr uint64_t kOneItemWeights[] = {10, 8, 5, 1, 6};
+constexpr uint64_t kClosureBatchWeight = kManyItemWeight + 10 + 8 + 5 + 1 + 6;
+
 // Relative frequency of each variant; the rest of the generator only decides
 // whether the state allows one right now.
 const std::vector<std::pair<Which, uint64_t>>& Weights() {
   static const auto* weights = new std::vector<std::pair<Which, uint64_t>>{
-      {Which::REGISTER_DATASET, 3},    {Which::SET_ELEMENT_SPEC, 2},
-      {Which::REGISTER_WORKER, 4},     {Which::REMOVE_WORKER, 2},
-      {Which::CREATE_JOB, 5},          {Which::PRODUCE_SPLIT, 14},
-      {Which::ACQUIRE_JOB_CLIENT, 5},  {Which::RELEASE_JOB_CLIENT, 4},
-      {Which::GARBAGE_COLLECT_JOB, 2}, {Which::CREATE_TASK, 8},
-      {Which::CREATE_PENDING_TASK, 4}, {Which::CLIENT_HEARTBEAT, 6},
-      {Which::REMOVE_TASK, 2},         {Which::FINISH_TASK, 5},
-      {Which::CLOSURE_SCHEDULED, 10},  {Which::CLOSURE_ASSIGNED, 8},
-      {Which::CLOSURE_FINISHED, 5},    {Which::CLOSURE_FAILED, 2},
-      {Which::CLOSURE_CANCELLED, 1},   {Which::CLOSURE_PUT_BACK, 2},
-      {Which::CLOSURE_RELEASED, 6},    {Which::COORDINATOR_ERROR_CLEARED, 2},
-      {Which::RESOURCE_CREATED, 1},    {Which::CLOSURE_BATCH, 8},
+      {Which::REGISTER_DATASET, 3},
+      {Which::SET_ELEMENT_SPEC, 2},
+      {Which::REGISTER_WORKER, 4},
+      {Which::REMOVE_WORKER, 2},
+      {Which::CREATE_JOB, 5},
+      {Which::PRODUCE_SPLIT, 14},
+      {Which::ACQUIRE_JOB_CLIENT, 5},
+      {Which::RELEASE_JOB_CLIENT, 4},
+      {Which::GARBAGE_COLLECT_JOB, 2},
+      {Which::CREATE_TASK, 8},
+      {Which::CREATE_PENDING_TASK, 4},
+      {Which::CLIENT_HEARTBEAT, 6},
+      {Which::REMOVE_TASK, 2},
+      {Which::FINISH_TASK, 5},
+      {Which::CLOSURE_FAILED, 2},
+      {Which::CLOSURE_PUT_BACK, 2},
+      {Which::COORDINATOR_ERROR_CLEARED, 2},
+      {Which::RESOURCE_CREATED, 1},
+      {Which::CLOSURE_BATCH, kClosureBatchWeight},
   };
   return *weights;
 }
@@ -79,13 +93,8 @@ OwnedUpdate UpdateGenerator::Next(const DispatcherState& state) {
 
 bool UpdateGenerator::TryBuild(Which kind, const DispatcherState& state, OwnedUpdate& out) {
   switch (kind) {
-    case Which::CLOSURE_SCHEDULED:
-    case Which::CLOSURE_ASSIGNED:
-    case Which::CLOSURE_FINISHED:
     case Which::CLOSURE_FAILED:
-    case Which::CLOSURE_CANCELLED:
     case Which::CLOSURE_PUT_BACK:
-    case Which::CLOSURE_RELEASED:
     case Which::COORDINATOR_ERROR_CLEARED:
     case Which::RESOURCE_CREATED:
       return TryClosures(kind, state, out);
@@ -271,6 +280,16 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
 }
 
 bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate& out) {
+  uint64_t ticket = Uniform(kClosureBatchWeight);
+  if (ticket < kManyItemWeight) return TryManyItemBatch(state, out);
+  ticket -= kManyItemWeight;
+  for (int item = 0;; ++item) {
+    if (ticket < kOneItemWeights[item]) return TryOneItemBatch(item, state, out);
+    ticket -= kOneItemWeights[item];
+  }
+}
+
+bool UpdateGenerator::TryManyItemBatch(const DispatcherState& state, OwnedUpdate& out) {
   const size_t max_items = 1 + Uniform(4);
   switch (Uniform(5)) {
     case 0: {
@@ -344,7 +363,47 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
                            OneIn(2) ? "make" : "open", std::to_string(rng_()), request_id);
       return true;
     }
-    case Which::CLOSURE_SCHEDULED: {
+    case Which::CLOSURE_PUT_BACK: {
+      std::vector<const Closure*> assigned = state.ClosuresInState(ClosureState::ASSIGNED);
+      if (assigned.empty()) return false;
+      const Closure* c = Pick(assigned);
+      out = PutBackClosure(c->id, c->worker_id, c->attempts, OneIn(2));
+      return true;
+    }
+    case Which::CLOSURE_FAILED: {
+      std::vector<const Closure*> live = state.ClosuresInState(ClosureState::ASSIGNED);
+      const bool by_dispatcher = OneIn(3);
+      if (by_dispatcher) {
+        for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) live.push_back(c);
+      }
+      if (live.empty()) return false;
+      const Closure* c = Pick(live);
+      if (by_dispatcher) {
+        out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id),
+                          false);
+      } else {
+        out = FailClosure(c->id, c->worker_id, c->attempts, "error-" + std::to_string(rng_()),
+                          OneIn(2));
+      }
+      return true;
+    }
+    case Which::COORDINATOR_ERROR_CLEARED: {
+      std::vector<uint64_t> ids;
+      for (uint64_t id = 1; id <= kNumCoordinators; ++id) {
+        if (state.FindCoordinatorError(id) != nullptr) ids.push_back(id);
+      }
+      if (ids.empty()) return false;
+      out = ClearCoordinatorError(Pick(ids));
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool UpdateGenerator::TryOneItemBatch(int item, const DispatcherState& state, OwnedUpdate& out) {
+  switch (item) {
+    case 0: {  // schedule
       if (state.NumClosuresInState(ClosureState::QUEUED) >= kMaxClosuresPerState ||
           state.NumClosuresInState(ClosureState::FINISHED) +
                   state.NumClosuresInState(ClosureState::FAILED) +
@@ -372,7 +431,7 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
                             Pick(kFunctions), args, request_id, resources);
       return true;
     }
-    case Which::CLOSURE_ASSIGNED: {
+    case 1: {  // assign
       std::vector<const Closure*> queued = state.ClosuresInState(ClosureState::QUEUED);
       std::vector<const Worker*> workers = state.ListWorkers();
       if (queued.empty() || workers.empty()) return false;
@@ -380,41 +439,24 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       out = AssignClosure(closure->id, Pick(workers)->id, closure->attempts + 1);
       return true;
     }
-    case Which::CLOSURE_FINISHED:
-    case Which::CLOSURE_PUT_BACK: {
+    case 2: {  // finish
       std::vector<const Closure*> assigned = state.ClosuresInState(ClosureState::ASSIGNED);
       if (assigned.empty()) return false;
       const Closure* c = Pick(assigned);
-      out = kind == Which::CLOSURE_PUT_BACK ? PutBackClosure(c->id, c->worker_id, c->attempts,
-                                                             OneIn(2))
-                    : OneIn(2) ? FinishClosure(c->id, c->worker_id, c->attempts,
-                                               "result-" + std::to_string(rng_()))
-                               : FinishClosureStored(c->id, c->worker_id, c->attempts,
-                                                     rng_() % (1u << 20),
-                                                     static_cast<uint32_t>(rng_()));
+      out = OneIn(2) ? FinishClosure(c->id, c->worker_id, c->attempts,
+                                     "result-" + std::to_string(rng_()))
+                     : FinishClosureStored(c->id, c->worker_id, c->attempts, rng_() % (1u << 20),
+                                           static_cast<uint32_t>(rng_()));
       return true;
     }
-    case Which::CLOSURE_FAILED:
-    case Which::CLOSURE_CANCELLED: {
+    case 3: {  // cancel, queued or running
       std::vector<const Closure*> live = state.ClosuresInState(ClosureState::ASSIGNED);
-      const bool by_dispatcher = kind == Which::CLOSURE_CANCELLED || OneIn(3);
-      if (by_dispatcher) {
-        for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) live.push_back(c);
-      }
+      for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) live.push_back(c);
       if (live.empty()) return false;
-      const Closure* c = Pick(live);
-      if (kind == Which::CLOSURE_CANCELLED) {
-        out = CancelClosure(c->id);
-      } else if (by_dispatcher) {
-        out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id),
-                          false);
-      } else {
-        out = FailClosure(c->id, c->worker_id, c->attempts, "error-" + std::to_string(rng_()),
-                          OneIn(2));
-      }
+      out = CancelClosure(Pick(live)->id);
       return true;
     }
-    case Which::CLOSURE_RELEASED: {
+    default: {  // release
       std::vector<const Closure*> done;
       for (ClosureState s :
            {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
@@ -424,17 +466,6 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       out = ReleaseClosure(Pick(done)->id);
       return true;
     }
-    case Which::COORDINATOR_ERROR_CLEARED: {
-      std::vector<uint64_t> ids;
-      for (uint64_t id = 1; id <= kNumCoordinators; ++id) {
-        if (state.FindCoordinatorError(id) != nullptr) ids.push_back(id);
-      }
-      if (ids.empty()) return false;
-      out = ClearCoordinatorError(Pick(ids));
-      return true;
-    }
-    default:
-      return false;
   }
 }
 
