@@ -275,13 +275,18 @@ struct ClosureFailed {
   # worker as `attempt`; with `workerId` == 0 (the dispatcher fails it, e.g. too
   # many attempts), the closure is queued or assigned.
   # Effect: the closure is failed (its args are dropped) and holds `error`
-  # until released. When its
-  # coordinator has no pending first error, this becomes it.
+  # until released. Unless `infrastructure`, when its coordinator has no
+  # pending first error, this becomes it.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
   error @3 :Text;
   userError @4 :Bool;   # raised by the function itself (never retried)
+  infrastructure @5 :Bool;
+  # The closure's workers failed it (lost, unreachable, unavailable) until
+  # its runs were used up (max_closure_attempts): not the function's error,
+  # so never its coordinator's first error. Records written before this
+  # field read false (they made every failure the first error).
 }
 
 struct ClosurePutBack {

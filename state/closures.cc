@@ -3,6 +3,7 @@
 // until released. Reports carry (worker, attempt): one from an earlier attempt
 // is refused. A coordinator's first failure is held until cleared.
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -59,9 +60,9 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   closure.function_name = ToString(u.getFunctionName());
   closure.args = ToString(u.getArgs());
   closure.state = ClosureState::QUEUED;
-  closure.queue_position = next_queue_position_++;
   closure.scheduled_micros = now;
   for (uint64_t resource : u.getResources()) closure.resources.push_back(resource);
+  Enqueue(closure);
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   AddToIndex(indexes_.closures_by_state, ClosureState::QUEUED, closure.id);
   if (closure.request_id != 0) {
@@ -69,17 +70,32 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
                                         closure.id);
   }
   AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
-  indexes_.closure_queue.emplace(closure.queue_position, closure.id);
   next_closure_id_ = closure.id + 1;
   closures_.emplace(closure.id, std::move(closure));
 }
 
+void DispatcherState::Enqueue(Closure& closure) {
+  closure.queue_position = next_queue_position_++;
+  auto kind = indexes_.queue_by_kind.find(closure);
+  if (kind == indexes_.queue_by_kind.end()) {
+    kind = indexes_.queue_by_kind
+               .emplace(ClosureKind{closure.function_name, closure.resources},
+                        std::map<uint64_t, uint64_t>())
+               .first;
+  }
+  kind->second.emplace(closure.queue_position, closure.id);
+}
+
+void DispatcherState::Dequeue(Closure& closure) {
+  auto kind = indexes_.queue_by_kind.find(closure);
+  kind->second.erase(closure.queue_position);
+  if (kind->second.empty()) indexes_.queue_by_kind.erase(kind);
+  closure.queue_position = 0;
+}
+
 void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
-  if (closure.state == ClosureState::QUEUED) {
-    indexes_.closure_queue.erase(closure.queue_position);
-    closure.queue_position = 0;
-  }
+  if (closure.state == ClosureState::QUEUED) Dequeue(closure);
   if (closure.state == ClosureState::ASSIGNED) {
     RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   }
@@ -91,10 +107,7 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   }
   closure.state = state;
   AddToIndex(indexes_.closures_by_state, state, closure.id);
-  if (state == ClosureState::QUEUED) {
-    closure.queue_position = next_queue_position_++;
-    indexes_.closure_queue.emplace(closure.queue_position, closure.id);
-  }
+  if (state == ClosureState::QUEUED) Enqueue(closure);
   if (state == ClosureState::ASSIGNED) {
     AddToIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   } else {
@@ -192,7 +205,7 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   closure.user_error = u.getUserError();
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::FAILED);
-  if (!coordinator_errors_.contains(closure.coordinator_id)) {
+  if (!u.getInfrastructure() && !coordinator_errors_.contains(closure.coordinator_id)) {
     coordinator_errors_.emplace(closure.coordinator_id,
                                 CoordinatorError{closure.id, closure.error});
   }
@@ -383,7 +396,13 @@ Result<const Closure*> DispatcherState::GetClosure(uint64_t closure_id) const {
 std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state) const {
   std::vector<const Closure*> out;
   if (state == ClosureState::QUEUED) {
-    for (const auto& [position, id] : indexes_.closure_queue) out.push_back(&closures_.at(id));
+    // The queue is kept by kind (for the planner): merged here, a query for
+    // tools and tests.
+    std::vector<std::pair<uint64_t, uint64_t>> queue;  // position, id
+    for (const auto& [kind, positions] : indexes_.queue_by_kind)
+      queue.insert(queue.end(), positions.begin(), positions.end());
+    std::sort(queue.begin(), queue.end());
+    for (const auto& [position, id] : queue) out.push_back(&closures_.at(id));
     return out;
   }
   auto it = indexes_.closures_by_state.find(state);
@@ -397,23 +416,17 @@ size_t DispatcherState::NumClosuresInState(ClosureState state) const {
   return it == indexes_.closures_by_state.end() ? 0 : it->second.size();
 }
 
-std::vector<const Closure*> DispatcherState::FirstQueuedClosures(size_t n) const {
-  std::vector<const Closure*> out;
-  for (auto it = indexes_.closure_queue.begin(); it != indexes_.closure_queue.end() && n > 0;
-       ++it, --n) {
-    out.push_back(&closures_.at(it->second));
-  }
-  return out;
-}
-
 size_t DispatcherState::NumClosuresOnWorker(uint64_t worker_id) const {
   auto it = indexes_.closures_by_worker.find(worker_id);
   return it == indexes_.closures_by_worker.end() ? 0 : it->second.size();
 }
 
 const Closure* DispatcherState::NextQueuedClosure() const {
-  if (indexes_.closure_queue.empty()) return nullptr;
-  return &closures_.at(indexes_.closure_queue.begin()->second);
+  const std::pair<const uint64_t, uint64_t>* front = nullptr;
+  for (const auto& [kind, positions] : indexes_.queue_by_kind) {
+    if (front == nullptr || positions.begin()->first < front->first) front = &*positions.begin();
+  }
+  return front == nullptr ? nullptr : &closures_.at(front->second);
 }
 
 std::vector<const Closure*> DispatcherState::ClosuresForCoordinator(uint64_t coordinator_id) const {
@@ -433,6 +446,24 @@ std::vector<const Closure*> DispatcherState::ClosuresOnWorker(uint64_t worker_id
   std::vector<const Closure*> out;
   auto it = indexes_.closures_by_worker.find(worker_id);
   if (it == indexes_.closures_by_worker.end()) return out;
+  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  return out;
+}
+
+const Closure* DispatcherState::FindRunning(uint64_t closure_id, uint64_t worker_id,
+                                            uint32_t attempt) const {
+  const Closure* closure = FindClosure(closure_id);
+  if (closure == nullptr || closure->state != ClosureState::ASSIGNED ||
+      closure->worker_id != worker_id || closure->attempts != attempt) {
+    return nullptr;
+  }
+  return closure;
+}
+
+std::vector<const Closure*> DispatcherState::UnfinishedClosures(uint64_t coordinator_id) const {
+  std::vector<const Closure*> out;
+  auto it = indexes_.unfinished_by_coordinator.find(coordinator_id);
+  if (it == indexes_.unfinished_by_coordinator.end()) return out;
   for (uint64_t id : it->second) out.push_back(&closures_.at(id));
   return out;
 }

@@ -45,6 +45,10 @@ class ClosureDispatcher {
 // A dispatch-worker with `slots` closure slots, registered before returning.
 std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher,
                                                   const std::string& address, uint32_t slots = 1);
+// An embedded WorkerAgent (not started) with `slots` closure slots, fast
+// heartbeats and reconnects, and a RecordingFactory for tasks.
+std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
+                                                const std::string& address, uint32_t slots);
 // Kills a worker with SIGKILL and reaps it.
 void Kill9(WorkerProcess& worker);
 
@@ -59,6 +63,7 @@ struct ClosureCounters {
   uint64_t scheduled_total = 0, results_accepted = 0, reports_ignored = 0, put_back = 0;
   uint64_t transient_retries = 0, attempts_exhausted = 0, released_total = 0;
   uint64_t schedule_waits = 0;
+  uint64_t queued_without_worker = 0;
 };
 ClosureCounters GetClosureCounters(const std::string& dispatcher);
 // Polls the counters until `condition` holds or the deadline passes.

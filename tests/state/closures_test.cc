@@ -187,6 +187,17 @@ TEST(DispatcherState, FailingClosureSetsTheCoordinatorsFirstErrorOnce) {
   EXPECT_EQ(state.FindCoordinatorError(8), nullptr);
 }
 
+TEST(DispatcherState, AnInfrastructureFailureIsNeverTheCoordinatorsFirstError) {
+  DispatcherState state = ThreeQueued();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, FailClosure(1, 1, 1, "workers lost", false, true)));
+  EXPECT_EQ(state.FindClosure(1)->state, ClosureState::FAILED);
+  EXPECT_EQ(state.FindCoordinatorError(7), nullptr);
+  ASSERT_TRUE(Applies(state, AssignClosure(2, 1, 1)));
+  ASSERT_TRUE(Applies(state, FailClosure(2, 1, 1, "boom")));
+  EXPECT_EQ(state.FindCoordinatorError(7)->closure_id, 2u);
+}
+
 TEST(DispatcherState, DispatcherMayFailQueuedClosure) {
   DispatcherState state = ThreeQueued();
   ASSERT_TRUE(Applies(state, FailClosure(3, 0, 0, "too many attempts", false)));

@@ -225,7 +225,7 @@ OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_
 }
 
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
-                        const std::string& error, bool user_error) {
+                        const std::string& error, bool user_error, bool infrastructure) {
   OwnedUpdate u;
   auto r = u.builder().initClosureFailed();
   r.setClosureId(closure_id);
@@ -233,6 +233,7 @@ OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attemp
   r.setAttempt(attempt);
   r.setError(AsText(error));
   r.setUserError(user_error);
+  r.setInfrastructure(infrastructure);
   return u;
 }
 

@@ -81,7 +81,8 @@ OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t atte
 OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                                 uint64_t size, uint32_t crc);
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
-                        const std::string& error, bool user_error = true);
+                        const std::string& error, bool user_error = true,
+                        bool infrastructure = false);
 OwnedUpdate CancelClosure(uint64_t closure_id);
 OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                            bool transient = false);

@@ -382,8 +382,9 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
         out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id),
                           false);
       } else {
+        const bool user_error = OneIn(2);
         out = FailClosure(c->id, c->worker_id, c->attempts, "error-" + std::to_string(rng_()),
-                          OneIn(2));
+                          user_error, !user_error && OneIn(2));
       }
       return true;
     }
