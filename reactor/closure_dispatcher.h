@@ -1,11 +1,14 @@
-// ClosureDispatcher: the loop-thread half of closure coordination. It hands
-// queued closures to live workers with free slots (one batch Update and one
-// runClosures push per worker per loop pass), turns worker reports into
-// finished / failed / put-back closures, retries closures whose worker failed
-// (at-least-once, at most max_closure_attempts runs), makes a failure the
-// coordinator's first error and cancels its queued closures, and wakes the
-// coordinator sessions and schedules waiting on those changes. It holds no
-// state of record: every change is an Update through DurableState.
+// ClosureDispatcher: the loop-thread half of closure coordination. The
+// decisions are the pure planner's (state/closure_planner.h: which closure to
+// which worker slot, retry or fail, cancel on a first error, staggered start)
+// and the request checks state/closure_requests.h's; this class carries their
+// Updates out through DurableState (Carry) and does what needs the loop: it
+// keeps what workers' heartbeats say (slots, functions: soft state, the
+// planner's LiveWorker), runs the assignment pass once per loop pass (one
+// runClosures push per worker), holds the commit for the reports of closures
+// pushed before it, pushes per-worker resources, defers releases, parks
+// schedules waiting for queue room, and wakes the coordinator sessions that
+// the Updates it carried concern. It holds no state of record.
 // Ownership: refcounted. DataService holds it, and so does every
 // CoordinatorSession and Room it hands out, so no pointer between them can
 // dangle whichever goes first (capnp may keep a session alive after its
@@ -36,6 +39,8 @@
 #include "reactor/uvkj/repeating_timer.h"
 #include "reactor/worker_registry.h"
 #include "schema/dispatcher.capnp.h"
+#include "state/closure_planner.h"
+#include "state/closure_updates.h"
 
 namespace dispatch::reactor {
 
@@ -84,12 +89,17 @@ class ClosureDispatcher final : public kj::Refcounted {
   void CountIgnored(uint64_t n) { counters_.reports_ignored += n; }
 
   // ---- Workers ------------------------------------------------------------
-  // A heartbeat of `worker` announcing `slots` closure slots. `attached`: the
-  // first heartbeat on this link (starts the staggered-start clock).
-  void OnWorkerHeartbeat(const state::Worker& worker, uint32_t slots, bool attached);
-  // The worker is being removed: each of its closures is put back, or failed
-  // when it has had max_closure_attempts runs. Journaled before RemoveWorker.
+  // A heartbeat of `worker` announcing `slots` closure slots and the closure
+  // `functions` it registered. `attached`: the first heartbeat on this link
+  // (starts the staggered-start clock).
+  void OnWorkerHeartbeat(const state::Worker& worker, uint32_t slots,
+                         capnp::List<capnp::Text>::Reader functions, bool attached);
+  // The worker is being removed: the planner decides what becomes of each of
+  // its closures (PlanWorkerLost). Journaled before RemoveWorker.
   Status OnWorkerLost(uint64_t worker_id, const std::string& reason);
+  // Queued closures no connected worker can run: none registered a function
+  // they need (CountUnrunnable). They wait for one.
+  uint64_t NumUnrunnable() const;
   // A worker's reports; returns how many were ignored (not running there as
   // that attempt, or repeated).
   Result<uint32_t> Report(uint64_t worker_id, capnp::List<rpc::ClosureReport>::Reader reports);
@@ -136,11 +146,10 @@ class ClosureDispatcher final : public kj::Refcounted {
   void RemoveSession(CoordinatorSession* session);
 
  private:
-  struct WorkerSlots {
+  // What a connected worker's heartbeats said, and what its connection has had.
+  struct LiveEntry {
     std::string address;
-    uint32_t slots = 0;
-    uint64_t eligible_at_ms = 0;  // staggered start
-    bool paused = false;          // reported itself unavailable; until its next heartbeat
+    state::LiveWorker worker;
     std::set<uint64_t> resources_sent;  // per-worker resources pushed on this connection
   };
   struct RoomWaiter {
@@ -152,27 +161,30 @@ class ClosureDispatcher final : public kj::Refcounted {
     void taskFailed(kj::Exception&& exception) override;
   };
 
-  // The journal's per-record limit: closure batches are cut to fit it.
-  size_t MaxRecordBytes() const { return durable_.max_record_bytes(); }
+  // The time and record limit of the Updates built now.
+  state::Stamp Stamp() const;
+  // Submits the planned Updates in order, each followed by Observe; stops at
+  // the first refused one.
+  Status Carry(const state::UpdateList& updates);
+  Status SubmitAndObserve(journal::Update::Reader update);
+  // What an Update just applied means on the loop: the sessions it concerns
+  // are woken, assignment runs again when slots or closures came free, the
+  // counters count.
+  void Observe(journal::Update::Reader update);
+  // The live workers as the planner sees them (connected ones only).
+  std::vector<state::LiveWorker> LiveWorkers() const;
   // Runs AssignQueued once, later in this loop pass.
   void Kick();
   // Adds to tasks_. REQUIRES: not closed.
   void AddTask(kj::Promise<void> task);
   void AssignQueued();
   kj::Promise<void> Push(uint64_t worker_id, std::vector<uint64_t> closure_ids);
-  // The push of these closures to the worker failed: those still running
-  // there as the same attempt go back to the queue.
   // Pushes the committed per-worker resources this worker's connection has
-  // not had yet (no closures), so that it builds them at once.
+  // not had yet and can build (no closures), so that it builds them at once.
   void SendResources(uint64_t worker_id);
-  void PushFailed(uint64_t worker_id, const std::vector<std::pair<uint64_t, uint32_t>>& refs);
-  // Puts the closure back, or fails it when its runs (or transient failures)
-  // are used up.
-  Status Retry(const state::Closure& closure, bool transient, const std::string& why);
-  // Fails the closure, then cancels the coordinator's queued closures.
-  Status Fail(uint64_t closure_id, uint64_t worker_id, uint32_t attempt, const std::string& error,
-              bool user_error);
-  Status CancelQueued(uint64_t coordinator_id);
+  // The push of these runs to the worker failed: those still running there
+  // as the same attempt end as lost runs.
+  void PushFailed(uint64_t worker_id, const std::vector<state::ClosureRun>& runs);
   void NotifyDone(uint64_t coordinator_id, uint64_t closure_id);
   void NotifyError(uint64_t coordinator_id);
   void WakeRoomWaiters();
@@ -184,7 +196,7 @@ class ClosureDispatcher final : public kj::Refcounted {
   DurableState& durable_;
   WorkerRegistry& workers_;
   const ClosureOptions options_;
-  std::map<uint64_t, WorkerSlots> slots_;  // by worker id
+  std::map<uint64_t, LiveEntry> live_;     // by worker id
   uint64_t workers_attached_ = 0;          // for the staggered start
   uint64_t next_worker_turn_ = 0;          // round robin start among workers
   bool kick_pending_ = false;
@@ -193,9 +205,6 @@ class ClosureDispatcher final : public kj::Refcounted {
   // with many slots gets several pushes rather than one past its limit.
   static constexpr size_t kMaxPushBytes = 16u << 20;
   static constexpr size_t kMaxPendingReleases = 4096;
-  // Items per `finished` record (about 40 bytes each: a record stays small
-  // however long the worker's report list is).
-  static constexpr size_t kMaxFinishedPerRecord = 8192;
   bool closed_ = false;
   std::set<uint64_t> pending_releases_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;

@@ -5,22 +5,16 @@
 
 #include <cstdint>
 
+#include "state/closure_planner.h"
+
 namespace dispatch::reactor {
 
 struct ClosureOptions {
   // Queued closures past which `schedule` waits (back-pressure).
   uint64_t max_queued_closures = 256 * 1024;
-  // Runs after which a closure whose worker keeps failing is failed instead
-  // of retried (0: retry forever, as the reference does).
-  uint64_t max_closure_attempts = 3;
-  // Transient errors a closure may report and still be retried elsewhere;
-  // the next one fails it.
-  uint64_t transient_retries = 3;
-  // Staggered start: the i-th worker to attach gets closures only after
-  // min(i * delay, max) (or `delay` when max is 0), as the reference's
-  // start-delay settings do.
-  uint64_t start_delay_ms = 0;
-  uint64_t start_delay_max_ms = 0;
+  // Attempts, transient retries and the staggered start: the planner's
+  // settings (state/closure_planner.h).
+  state::ClosurePolicy policy;
   // Closures are pushed to workers at once, before their assignment commits,
   // and the commit waits up to this long for the workers' reports, so that
   // the assignment and the result share one fsync (0: push only after the

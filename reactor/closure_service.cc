@@ -63,6 +63,7 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setResultsStored(durable.results_stored);
   stats.setResultsRead(durable.results_read);
   stats.setResultsDamaged(durable.results_damaged);
+  stats.setQueuedWithoutWorker(data.closures().NumUnrunnable());
   context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

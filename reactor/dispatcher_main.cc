@@ -138,17 +138,17 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
   parser.AddUint("max-closure-attempts",
                  "runs after which a closure whose worker keeps failing is failed, not retried "
                  "(ours: 3; 0: retry forever, as the reference does)",
-                 &c.max_closure_attempts, 0, 1u << 20);
+                 &c.policy.max_closure_attempts, 0, 1u << 20);
   parser.AddUint("closure-transient-retries",
                  "transient errors a closure may report and still be retried (the reference's "
                  "transient failure threshold, 3)",
-                 &c.transient_retries, 0, 1u << 20);
+                 &c.policy.transient_retries, 0, 1u << 20);
   parser.AddUint("closure-start-delay-ms",
                  "staggered start: the i-th worker gets closures after min(i * delay, max), or "
                  "after delay when max is 0 (the reference's schedule start delay; 0: none)",
-                 &c.start_delay_ms, 0, 1ull << 32);
+                 &c.policy.start_delay_ms, 0, 1ull << 32);
   parser.AddUint("closure-start-delay-max-ms", "the cap of the staggered start (0: none)",
-                 &c.start_delay_max_ms, 0, 1ull << 32);
+                 &c.policy.start_delay_max_ms, 0, 1ull << 32);
   parser.AddUint("closure-commit-hold-us",
                  "push closures before their assignment commits and let the commit wait this "
                  "long for the workers' reports, so both share one fsync (0: push after the "

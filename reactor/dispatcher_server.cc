@@ -179,6 +179,7 @@ void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
   stats.setPeerMemoryWaiting(budget.waiting());
   stats.setPeerMemoryRefusals(c.guard.budget_refusals);
   stats.setClosedOutboundOverBudget(c.closed_outbound_over_budget);
+  if (data_ != nullptr) stats.setClosuresWithoutWorker(data_->closures().NumUnrunnable());
 }
 
 void DispatcherServer::BeginShutdown(const char* why) {

@@ -119,7 +119,7 @@ class DurableState {
   // (max_dataset_bytes): the store refusing it at commit is a bug.
   void PutDataset(std::string key, std::string definition);
   // The store's limit on one journal record, for builders of list-shaped
-  // updates that cut their lists to fit (reactor/record_budget.h).
+  // updates that cut their lists to fit (state/record_budget.h).
   size_t max_record_bytes() const { return store_.options().max_record_bytes; }
   // Commits the batch now when `bytes` more would take it past
   // max_batch_bytes; the commit's failure, if any. Submit does this for its

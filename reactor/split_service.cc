@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "reactor/data_service.h"
-#include "reactor/record_budget.h"
 #include "reactor/service_util.h"
 #include "reactor/services.h"
+#include "state/record_budget.h"
 
 namespace dispatch::reactor {
 
@@ -104,7 +104,7 @@ kj::Promise<void> DispatcherService::getSplit(GetSplitContext context) {
   // (and asks again with its next sequence), never a refusal.
   const uint64_t wanted = std::min<uint64_t>(
       std::clamp<uint64_t>(request.getMaxSplits(), 1, data.options().max_splits_per_call),
-      SplitIndicesPerRecord(data.durable().max_record_bytes()));
+      state::SplitIndicesPerRecord(data.durable().max_record_bytes()));
   std::vector<uint64_t> indices;
   indices.reserve(std::min<uint64_t>(wanted, 4096));
   for (uint64_t index : progress.requeued) {

@@ -35,6 +35,9 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   ThrowIfError(data.CheckName("worker address", address));
   ThrowIfError(data.CheckName("transfer address", View(request.getTransferAddress())));
   for (auto tag : request.getTags()) ThrowIfError(data.CheckName("worker tag", View(tag)));
+  const auto functions = request.getFunctions();
+  for (auto function : functions)
+    ThrowIfError(data.CheckName("closure function name", View(function)));
   ThrowIfError(data.CheckWorkerAddress(address));
   const uint64_t incarnation = request.getWorkerIncarnation();
 
@@ -69,7 +72,8 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
     // Tasks for every unfinished job it lacks (pending for round robin).
     ValueOrThrow(data.CreateMissingTasks(address));
   }
-  data.closures().OnWorkerHeartbeat(*worker, request.getMaxClosures(), registered || attached);
+  data.closures().OnWorkerHeartbeat(*worker, request.getMaxClosures(), functions,
+                                    registered || attached);
 
   // What to start and what to delete, with sorted vectors rather than sets:
   // a worker runs a handful of tasks and this runs on every heartbeat.

@@ -230,6 +230,11 @@ struct ClosureStats @0xe18a76620813c516 {
   resultsStored @15 :UInt64;     # results written to the store
   resultsRead @16 :UInt64;       # results read back from the store for replies
   resultsDamaged @17 :UInt64;    # stored results found missing or damaged: not served
+  queuedWithoutWorker @18 :UInt64;
+  # Of `queued`, the closures no connected worker can run now: no worker with
+  # closure slots registered their function, or the function of one of their
+  # per-worker resources (workerHeartbeat `functions`). They wait, not an
+  # error, and go to the first worker that registered it.
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {
@@ -321,7 +326,10 @@ struct WorkerHeartbeatRequest @0xcb578b95f651f783 {
   control @4 :WorkerControl;     # tasks and closures are pushed here
   currentTasks @5 :List(UInt64);
   maxClosures @6 :UInt32;        # closure slots (0: runs no closures)
-  functions @7 :List(Text);      # closure functions this worker can run
+  functions @7 :List(Text);
+  # The closure functions this worker registered: it is given only closures
+  # whose function, and whose per-worker resources' functions, are listed
+  # (a worker listing none runs no closures). Fixed for a worker process.
 }
 
 struct WorkerHeartbeatResponse @0xc2faba3584071f05 {
@@ -432,6 +440,9 @@ struct ServerStats @0xc83666b68b88b628 {
   # Connections closed because the replies queued for all peers together
   # crossed the budget (the one with the most queued goes first).
   closedOutboundOverBudget @25 :UInt64;
+  # Queued closures no connected worker can run now, waiting for a worker
+  # that registers their functions (ClosureStats.queuedWithoutWorker).
+  closuresWithoutWorker @26 :UInt64;
 }
 
 interface WorkerControl @0xa8eac0fa617cee1b {

@@ -223,6 +223,7 @@ struct FinishTask {
 # report from an earlier attempt or an old worker incarnation is refused.
 
 struct ClosureScheduled {
+  # An item of ClosureBatch.scheduled.
   # Precondition: `closureId` >= the next closure id and nonzero; `functionName`
   # is non-empty; when `requestId` != 0, no unreleased closure of the
   # coordinator carries the same `requestId`.
@@ -240,6 +241,7 @@ struct ClosureScheduled {
 }
 
 struct ClosureAssigned {
+  # An item of ClosureBatch.assigned.
   # Precondition: closure `closureId` is queued; worker `workerId` is
   # registered; `attempt` is the closure's attempt count + 1.
   # Effect: the closure leaves the queue and runs on the worker as `attempt`.
@@ -249,6 +251,7 @@ struct ClosureAssigned {
 }
 
 struct ClosureFinished {
+  # An item of ClosureBatch.finished.
   # Precondition: closure `closureId` is assigned to `workerId` as `attempt`;
   # with `resultStored`, `result` is empty.
   # Effect: the closure is finished (its args are dropped) and holds its
@@ -256,8 +259,8 @@ struct ClosureFinished {
   # the state holds the bytes of `result` itself. With `resultStored` the state
   # holds only `resultSize` and `resultCrc`: the bytes are in storage's result
   # table under `closureId`, written in the same transaction as this update
-  # and deleted in the transaction of the closure's release (ClosureReleased
-  # or a `released` batch). An empty result (`resultSize` 0) has no row.
+  # and deleted in the transaction of the closure's release (a `released`
+  # batch). An empty result (`resultSize` 0) has no row.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
@@ -272,20 +275,18 @@ struct ClosureFailed {
   # worker as `attempt`; with `workerId` == 0 (the dispatcher fails it, e.g. too
   # many attempts), the closure is queued or assigned.
   # Effect: the closure is failed (its args are dropped) and holds `error`
-  # until released. When its
-  # coordinator has no pending first error, this becomes it.
+  # until released. Unless `infrastructure`, when its coordinator has no
+  # pending first error, this becomes it.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
   error @3 :Text;
   userError @4 :Bool;   # raised by the function itself (never retried)
-}
-
-struct ClosureCancelled {
-  # Precondition: closure `closureId` is queued or assigned.
-  # Effect: the closure is cancelled (its args are dropped; a later result
-  # for it is refused).
-  closureId @0 :UInt64;
+  infrastructure @5 :Bool;
+  # The closure's workers failed it (lost, unreachable, unavailable) until
+  # its runs were used up (max_closure_attempts): not the function's error,
+  # so never its coordinator's first error. Records written before this
+  # field read false (they made every failure the first error).
 }
 
 struct ClosurePutBack {
@@ -297,13 +298,6 @@ struct ClosurePutBack {
   workerId @1 :UInt64;
   attempt @2 :UInt32;
   transient @3 :Bool;   # the worker classed the error as transient (else: worker lost)
-}
-
-struct ClosureReleased {
-  # Precondition: closure `closureId` is finished, failed or cancelled.
-  # Effect: the closure and its result are forgotten (fetched, or dropped); a
-  # stored result's row is deleted in the same transaction.
-  closureId @0 :UInt64;
 }
 
 struct CoordinatorErrorCleared {
@@ -335,16 +329,23 @@ struct ClosureBatch {
   # closures writes a handful of rows. The reactor cuts its lists so that each
   # record fits the journal's per-record limit (16 MiB): one schedule call or
   # one pass's assignments may span several batches, applied in order.
+  # A batch of one item is how a single closure makes these transitions.
   # Precondition: the items name distinct closures (and, for `scheduled`,
-  # distinct nonzero request ids), and each meets the precondition of its
-  # single form against the state before the batch.
-  # Effect: the single forms, applied in list order.
+  # distinct nonzero request ids, in increasing closure id order), and each
+  # meets its item's precondition against the state before the batch.
+  # Effect: each item's effect, applied in list order.
   union {
     scheduled @0 :List(ClosureScheduled);
     assigned @1 :List(ClosureAssigned);
     finished @2 :List(ClosureFinished);
-    cancelled @3 :List(UInt64);   # closure ids
-    released @4 :List(UInt64);    # closure ids
+    cancelled @3 :List(UInt64);
+    # Closure ids. Precondition: each closure is queued or assigned.
+    # Effect: it is cancelled (its args are dropped; a later result for it is
+    # refused).
+    released @4 :List(UInt64);
+    # Closure ids. Precondition: each closure is finished, failed or
+    # cancelled. Effect: it and its result are forgotten (fetched, or
+    # dropped); a stored result's row is deleted in the same transaction.
   }
 }
 
@@ -368,13 +369,17 @@ struct Update {
     clientHeartbeat @13 :ClientHeartbeat;
     removeTask @14 :RemoveTask;
     finishTask @15 :FinishTask;
-    closureScheduled @16 :ClosureScheduled;
-    closureAssigned @17 :ClosureAssigned;
-    closureFinished @18 :ClosureFinished;
+    # Retired: single-closure forms that no release ever wrote (closures have
+    # always travelled in closureBatch records, a batch of one for a single
+    # closure). Their numbers stay taken; a record holding one is refused
+    # like `invalid`.
+    retiredClosureScheduled @16 :Void;
+    retiredClosureAssigned @17 :Void;
+    retiredClosureFinished @18 :Void;
     closureFailed @19 :ClosureFailed;
-    closureCancelled @20 :ClosureCancelled;
+    retiredClosureCancelled @20 :Void;
     closurePutBack @21 :ClosurePutBack;
-    closureReleased @22 :ClosureReleased;
+    retiredClosureReleased @22 :Void;
     coordinatorErrorCleared @23 :CoordinatorErrorCleared;
     resourceCreated @24 :ResourceCreated;
     closureBatch @25 :ClosureBatch;

@@ -3,6 +3,7 @@
 // until released. Reports carry (worker, attempt): one from an earlier attempt
 // is refused. A coordinator's first failure is held until cleared.
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -59,9 +60,9 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   closure.function_name = ToString(u.getFunctionName());
   closure.args = ToString(u.getArgs());
   closure.state = ClosureState::QUEUED;
-  closure.queue_position = next_queue_position_++;
   closure.scheduled_micros = now;
   for (uint64_t resource : u.getResources()) closure.resources.push_back(resource);
+  Enqueue(closure);
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   AddToIndex(indexes_.closures_by_state, ClosureState::QUEUED, closure.id);
   if (closure.request_id != 0) {
@@ -69,17 +70,32 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
                                         closure.id);
   }
   AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
-  indexes_.closure_queue.emplace(closure.queue_position, closure.id);
   next_closure_id_ = closure.id + 1;
   closures_.emplace(closure.id, std::move(closure));
 }
 
+void DispatcherState::Enqueue(Closure& closure) {
+  closure.queue_position = next_queue_position_++;
+  auto kind = indexes_.queue_by_kind.find(closure);
+  if (kind == indexes_.queue_by_kind.end()) {
+    kind = indexes_.queue_by_kind
+               .emplace(ClosureKind{closure.function_name, closure.resources},
+                        std::map<uint64_t, uint64_t>())
+               .first;
+  }
+  kind->second.emplace(closure.queue_position, closure.id);
+}
+
+void DispatcherState::Dequeue(Closure& closure) {
+  auto kind = indexes_.queue_by_kind.find(closure);
+  kind->second.erase(closure.queue_position);
+  if (kind->second.empty()) indexes_.queue_by_kind.erase(kind);
+  closure.queue_position = 0;
+}
+
 void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
-  if (closure.state == ClosureState::QUEUED) {
-    indexes_.closure_queue.erase(closure.queue_position);
-    closure.queue_position = 0;
-  }
+  if (closure.state == ClosureState::QUEUED) Dequeue(closure);
   if (closure.state == ClosureState::ASSIGNED) {
     RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   }
@@ -91,10 +107,7 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   }
   closure.state = state;
   AddToIndex(indexes_.closures_by_state, state, closure.id);
-  if (state == ClosureState::QUEUED) {
-    closure.queue_position = next_queue_position_++;
-    indexes_.closure_queue.emplace(closure.queue_position, closure.id);
-  }
+  if (state == ClosureState::QUEUED) Enqueue(closure);
   if (state == ClosureState::ASSIGNED) {
     AddToIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   } else {
@@ -159,13 +172,25 @@ void DispatcherState::ApplyClosureFinished(journal::ClosureFinished::Reader u, i
   SetClosureState(closure, ClosureState::FINISHED);
 }
 
+Status DispatcherState::CheckNotDone(uint64_t closure_id) const {
+  const Closure* closure = FindClosure(closure_id);
+  if (closure == nullptr) return NotFoundError(ClosureName(closure_id) + " is unknown");
+  if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
+  return Status::Ok();
+}
+
+Status DispatcherState::CheckDone(uint64_t closure_id) const {
+  const Closure* closure = FindClosure(closure_id);
+  if (closure == nullptr) return NotFoundError(ClosureName(closure_id) + " is unknown");
+  if (!IsClosureDone(closure->state)) return WrongState(*closure, "finished, failed or cancelled");
+  return Status::Ok();
+}
+
 Status DispatcherState::CheckClosureFailed(journal::ClosureFailed::Reader u) const {
   if (u.getWorkerId() != 0) {
     DISPATCH_RETURN_IF_ERROR(CheckAssignedTo(u.getClosureId(), u.getWorkerId(), u.getAttempt()));
   } else {
-    const Closure* closure = FindClosure(u.getClosureId());
-    if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-    if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
+    DISPATCH_RETURN_IF_ERROR(CheckNotDone(u.getClosureId()));
   }
   if (u.getError().size() == 0) {
     return InvalidArgumentError("the failure of " + ClosureName(u.getClosureId()) +
@@ -180,21 +205,14 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   closure.user_error = u.getUserError();
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::FAILED);
-  if (!coordinator_errors_.contains(closure.coordinator_id)) {
+  if (!u.getInfrastructure() && !coordinator_errors_.contains(closure.coordinator_id)) {
     coordinator_errors_.emplace(closure.coordinator_id,
                                 CoordinatorError{closure.id, closure.error});
   }
 }
 
-Status DispatcherState::CheckClosureCancelled(journal::ClosureCancelled::Reader u) const {
-  const Closure* closure = FindClosure(u.getClosureId());
-  if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-  if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
-  return Status::Ok();
-}
-
-void DispatcherState::ApplyClosureCancelled(journal::ClosureCancelled::Reader u, int64_t now) {
-  Closure& closure = closures_.at(u.getClosureId());
+void DispatcherState::CancelClosure(uint64_t closure_id, int64_t now) {
+  Closure& closure = closures_.at(closure_id);
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::CANCELLED);
 }
@@ -207,17 +225,6 @@ void DispatcherState::ApplyClosurePutBack(journal::ClosurePutBack::Reader u) {
   Closure& closure = closures_.at(u.getClosureId());
   if (u.getTransient()) ++closure.transient_failures;
   SetClosureState(closure, ClosureState::QUEUED);
-}
-
-Status DispatcherState::CheckClosureReleased(journal::ClosureReleased::Reader u) const {
-  const Closure* closure = FindClosure(u.getClosureId());
-  if (closure == nullptr) return NotFoundError(ClosureName(u.getClosureId()) + " is unknown");
-  if (!IsClosureDone(closure->state)) return WrongState(*closure, "finished, failed or cancelled");
-  return Status::Ok();
-}
-
-void DispatcherState::ApplyClosureReleased(journal::ClosureReleased::Reader u) {
-  ReleaseClosure(u.getClosureId());
 }
 
 void DispatcherState::ReleaseClosure(uint64_t closure_id) {
@@ -253,7 +260,8 @@ Status DispatcherState::CheckResourceCreated(journal::ResourceCreated::Reader u)
   }
   if (u.getFunctionName().size() == 0) return InvalidArgumentError(name + " has no function name");
   if (u.getRequestId() != 0) {
-    const PerWorkerResource* earlier = FindResourceByRequest(u.getCoordinatorId(), u.getRequestId());
+    const PerWorkerResource* earlier =
+        FindResourceByRequest(u.getCoordinatorId(), u.getRequestId());
     if (earlier != nullptr) {
       return AlreadyExistsError("coordinator " + std::to_string(u.getCoordinatorId()) +
                                 " request " + std::to_string(u.getRequestId()) +
@@ -299,6 +307,7 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
       std::set<std::pair<uint64_t, uint64_t>> requests;
       uint64_t previous = 0;
       for (auto item : u.getScheduled()) {
+        DISPATCH_RETURN_IF_ERROR(CheckClosureScheduled(item));
         // Increasing ids keep the next closure id moving forward item by item.
         if (item.getClosureId() <= previous) {
           return InvalidArgumentError("a closure batch schedules " +
@@ -306,7 +315,6 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
                                       ClosureName(previous) + ": ids must increase");
         }
         previous = item.getClosureId();
-        DISPATCH_RETURN_IF_ERROR(CheckClosureScheduled(item));
         // Read what Apply reads, so that a damaged item fails here, before
         // any item of the batch is applied.
         (void)item.getArgs();
@@ -335,18 +343,13 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
     case journal::ClosureBatch::CANCELLED:
       for (uint64_t id : u.getCancelled()) {
         DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
-        const Closure* closure = FindClosure(id);
-        if (closure == nullptr) return NotFoundError(ClosureName(id) + " is unknown");
-        if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
+        DISPATCH_RETURN_IF_ERROR(CheckNotDone(id));
       }
       return Status::Ok();
     case journal::ClosureBatch::RELEASED:
       for (uint64_t id : u.getReleased()) {
         DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
-        const Closure* closure = FindClosure(id);
-        if (closure == nullptr) return NotFoundError(ClosureName(id) + " is unknown");
-        if (!IsClosureDone(closure->state))
-          return WrongState(*closure, "finished, failed or cancelled");
+        DISPATCH_RETURN_IF_ERROR(CheckDone(id));
       }
       return Status::Ok();
   }
@@ -366,11 +369,7 @@ void DispatcherState::ApplyClosureBatch(journal::ClosureBatch::Reader u, int64_t
       for (auto item : u.getFinished()) ApplyClosureFinished(item, now);
       return;
     case journal::ClosureBatch::CANCELLED:
-      for (uint64_t id : u.getCancelled()) {
-        Closure& closure = closures_.at(id);
-        closure.done_micros = now;
-        SetClosureState(closure, ClosureState::CANCELLED);
-      }
+      for (uint64_t id : u.getCancelled()) CancelClosure(id, now);
       return;
     case journal::ClosureBatch::RELEASED:
       for (uint64_t id : u.getReleased()) ReleaseClosure(id);
@@ -397,7 +396,13 @@ Result<const Closure*> DispatcherState::GetClosure(uint64_t closure_id) const {
 std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state) const {
   std::vector<const Closure*> out;
   if (state == ClosureState::QUEUED) {
-    for (const auto& [position, id] : indexes_.closure_queue) out.push_back(&closures_.at(id));
+    // The queue is kept by kind (for the planner): merged here, a query for
+    // tools and tests.
+    std::vector<std::pair<uint64_t, uint64_t>> queue;  // position, id
+    for (const auto& [kind, positions] : indexes_.queue_by_kind)
+      queue.insert(queue.end(), positions.begin(), positions.end());
+    std::sort(queue.begin(), queue.end());
+    for (const auto& [position, id] : queue) out.push_back(&closures_.at(id));
     return out;
   }
   auto it = indexes_.closures_by_state.find(state);
@@ -411,23 +416,17 @@ size_t DispatcherState::NumClosuresInState(ClosureState state) const {
   return it == indexes_.closures_by_state.end() ? 0 : it->second.size();
 }
 
-std::vector<const Closure*> DispatcherState::FirstQueuedClosures(size_t n) const {
-  std::vector<const Closure*> out;
-  for (auto it = indexes_.closure_queue.begin(); it != indexes_.closure_queue.end() && n > 0;
-       ++it, --n) {
-    out.push_back(&closures_.at(it->second));
-  }
-  return out;
-}
-
 size_t DispatcherState::NumClosuresOnWorker(uint64_t worker_id) const {
   auto it = indexes_.closures_by_worker.find(worker_id);
   return it == indexes_.closures_by_worker.end() ? 0 : it->second.size();
 }
 
 const Closure* DispatcherState::NextQueuedClosure() const {
-  if (indexes_.closure_queue.empty()) return nullptr;
-  return &closures_.at(indexes_.closure_queue.begin()->second);
+  const std::pair<const uint64_t, uint64_t>* front = nullptr;
+  for (const auto& [kind, positions] : indexes_.queue_by_kind) {
+    if (front == nullptr || positions.begin()->first < front->first) front = &*positions.begin();
+  }
+  return front == nullptr ? nullptr : &closures_.at(front->second);
 }
 
 std::vector<const Closure*> DispatcherState::ClosuresForCoordinator(uint64_t coordinator_id) const {
@@ -451,6 +450,24 @@ std::vector<const Closure*> DispatcherState::ClosuresOnWorker(uint64_t worker_id
   return out;
 }
 
+const Closure* DispatcherState::FindRunning(uint64_t closure_id, uint64_t worker_id,
+                                            uint32_t attempt) const {
+  const Closure* closure = FindClosure(closure_id);
+  if (closure == nullptr || closure->state != ClosureState::ASSIGNED ||
+      closure->worker_id != worker_id || closure->attempts != attempt) {
+    return nullptr;
+  }
+  return closure;
+}
+
+std::vector<const Closure*> DispatcherState::UnfinishedClosures(uint64_t coordinator_id) const {
+  std::vector<const Closure*> out;
+  auto it = indexes_.unfinished_by_coordinator.find(coordinator_id);
+  if (it == indexes_.unfinished_by_coordinator.end()) return out;
+  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  return out;
+}
+
 const Closure* DispatcherState::FindClosureByRequest(uint64_t coordinator_id,
                                                      uint64_t request_id) const {
   auto it = indexes_.closure_by_request.find(std::make_pair(coordinator_id, request_id));
@@ -458,7 +475,7 @@ const Closure* DispatcherState::FindClosureByRequest(uint64_t coordinator_id,
 }
 
 const PerWorkerResource* DispatcherState::FindResourceByRequest(uint64_t coordinator_id,
-                                                               uint64_t request_id) const {
+                                                                uint64_t request_id) const {
   auto it = indexes_.resource_by_request.find(std::make_pair(coordinator_id, request_id));
   return it == indexes_.resource_by_request.end() ? nullptr : FindResource(it->second);
 }

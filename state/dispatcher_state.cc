@@ -89,20 +89,18 @@ Status DispatcherState::Check(Update::Reader u) const {
       return CheckRemoveTask(u.getRemoveTask());
     case Update::FINISH_TASK:
       return CheckFinishTask(u.getFinishTask());
-    case Update::CLOSURE_SCHEDULED:
-      return CheckClosureScheduled(u.getClosureScheduled());
-    case Update::CLOSURE_ASSIGNED:
-      return CheckClosureAssigned(u.getClosureAssigned());
-    case Update::CLOSURE_FINISHED:
-      return CheckClosureFinished(u.getClosureFinished());
+    case Update::RETIRED_CLOSURE_SCHEDULED:
+    case Update::RETIRED_CLOSURE_ASSIGNED:
+    case Update::RETIRED_CLOSURE_FINISHED:
+    case Update::RETIRED_CLOSURE_CANCELLED:
+    case Update::RETIRED_CLOSURE_RELEASED:
+      return InvalidArgumentError("update holds retired transition " +
+                                  std::to_string(static_cast<unsigned>(u.which())) +
+                                  " (single closures travel in closure batches)");
     case Update::CLOSURE_FAILED:
       return CheckClosureFailed(u.getClosureFailed());
-    case Update::CLOSURE_CANCELLED:
-      return CheckClosureCancelled(u.getClosureCancelled());
     case Update::CLOSURE_PUT_BACK:
       return CheckClosurePutBack(u.getClosurePutBack());
-    case Update::CLOSURE_RELEASED:
-      return CheckClosureReleased(u.getClosureReleased());
     case Update::COORDINATOR_ERROR_CLEARED:
       return CheckCoordinatorErrorCleared(u.getCoordinatorErrorCleared());
     case Update::RESOURCE_CREATED:
@@ -163,26 +161,17 @@ Status DispatcherState::Apply(Update::Reader u) {
     case Update::FINISH_TASK:
       ApplyFinishTask(u.getFinishTask());
       break;
-    case Update::CLOSURE_SCHEDULED:
-      ApplyClosureScheduled(u.getClosureScheduled(), now);
-      break;
-    case Update::CLOSURE_ASSIGNED:
-      ApplyClosureAssigned(u.getClosureAssigned());
-      break;
-    case Update::CLOSURE_FINISHED:
-      ApplyClosureFinished(u.getClosureFinished(), now);
-      break;
+    case Update::RETIRED_CLOSURE_SCHEDULED:
+    case Update::RETIRED_CLOSURE_ASSIGNED:
+    case Update::RETIRED_CLOSURE_FINISHED:
+    case Update::RETIRED_CLOSURE_CANCELLED:
+    case Update::RETIRED_CLOSURE_RELEASED:
+      break;  // rejected by Check
     case Update::CLOSURE_FAILED:
       ApplyClosureFailed(u.getClosureFailed(), now);
       break;
-    case Update::CLOSURE_CANCELLED:
-      ApplyClosureCancelled(u.getClosureCancelled(), now);
-      break;
     case Update::CLOSURE_PUT_BACK:
       ApplyClosurePutBack(u.getClosurePutBack());
-      break;
-    case Update::CLOSURE_RELEASED:
-      ApplyClosureReleased(u.getClosureReleased());
       break;
     case Update::COORDINATOR_ERROR_CLEARED:
       ApplyCoordinatorErrorCleared(u.getCoordinatorErrorCleared());

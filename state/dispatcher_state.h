@@ -112,13 +112,12 @@ class DispatcherState {
 
   const Closure* FindClosure(uint64_t closure_id) const;
   Result<const Closure*> GetClosure(uint64_t closure_id) const;
-  // Queued closures in queue order (front first); other states by id.
+  // Queued closures in queue order (front first; merged from the queues by
+  // kind, for tools and tests); other states by id.
   std::vector<const Closure*> ClosuresInState(ClosureState state) const;
   size_t NumClosuresInState(ClosureState state) const;
   // The front of the queue, nullptr when it is empty.
   const Closure* NextQueuedClosure() const;
-  // Up to `n` queued closures from the front of the queue.
-  std::vector<const Closure*> FirstQueuedClosures(size_t n) const;
   size_t NumClosuresOnWorker(uint64_t worker_id) const;
   // Every closure of the coordinator that is not released, by id.
   std::vector<const Closure*> ClosuresForCoordinator(uint64_t coordinator_id) const;
@@ -126,6 +125,14 @@ class DispatcherState {
   size_t NumUnfinishedClosures(uint64_t coordinator_id) const;
   // Closures assigned to the worker, by id.
   std::vector<const Closure*> ClosuresOnWorker(uint64_t worker_id) const;
+  // The closure when it runs on `worker_id` as `attempt`; else nullptr (a
+  // report about any other run is stale).
+  const Closure* FindRunning(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) const;
+  // Queued and assigned closures of the coordinator, by id.
+  std::vector<const Closure*> UnfinishedClosures(uint64_t coordinator_id) const;
+  // The queue by kind of closure, each kind's in queue order: which closures
+  // a worker could take is a question per kind (closure_planner.h).
+  const ClosureQueues& QueuedByKind() const { return indexes_.queue_by_kind; }
   const CoordinatorError* FindCoordinatorError(uint64_t coordinator_id) const;
   // The unreleased closure the coordinator scheduled with `request_id` (!= 0).
   const Closure* FindClosureByRequest(uint64_t coordinator_id, uint64_t request_id) const;
@@ -170,7 +177,8 @@ class DispatcherState {
     std::map<uint64_t, std::set<uint64_t>> tasks_by_job;
     std::map<std::pair<uint64_t, std::string>, uint64_t, std::less<>> task_by_job_worker;
     std::map<uint64_t, std::set<uint64_t>> clients_by_job;
-    std::map<uint64_t, uint64_t> closure_queue;  // queue position -> closure
+    // The queue: queued closures by kind, each kind's by queue position.
+    ClosureQueues queue_by_kind;
     std::map<uint64_t, std::set<uint64_t>> closures_by_worker;
     std::map<uint64_t, std::set<uint64_t>> closures_by_coordinator;
     // (coordinator, request id) -> closure, for closures with a request id.
@@ -227,20 +235,22 @@ class DispatcherState {
   // The task's outstanding splits count as consumed.
   void ConsumeOutstandingSplits(uint64_t task_id);
 
+  // Items of closure batches (closures.cc).
   Status CheckClosureScheduled(journal::ClosureScheduled::Reader u) const;
   void ApplyClosureScheduled(journal::ClosureScheduled::Reader u, int64_t now);
   Status CheckClosureAssigned(journal::ClosureAssigned::Reader u) const;
   void ApplyClosureAssigned(journal::ClosureAssigned::Reader u);
   Status CheckClosureFinished(journal::ClosureFinished::Reader u) const;
   void ApplyClosureFinished(journal::ClosureFinished::Reader u, int64_t now);
+  // Ok when the closure exists and is queued or assigned (not done yet).
+  Status CheckNotDone(uint64_t closure_id) const;
+  void CancelClosure(uint64_t closure_id, int64_t now);
+  // Ok when the closure exists and is finished, failed or cancelled.
+  Status CheckDone(uint64_t closure_id) const;
   Status CheckClosureFailed(journal::ClosureFailed::Reader u) const;
   void ApplyClosureFailed(journal::ClosureFailed::Reader u, int64_t now);
-  Status CheckClosureCancelled(journal::ClosureCancelled::Reader u) const;
-  void ApplyClosureCancelled(journal::ClosureCancelled::Reader u, int64_t now);
   Status CheckClosurePutBack(journal::ClosurePutBack::Reader u) const;
   void ApplyClosurePutBack(journal::ClosurePutBack::Reader u);
-  Status CheckClosureReleased(journal::ClosureReleased::Reader u) const;
-  void ApplyClosureReleased(journal::ClosureReleased::Reader u);
   Status CheckCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) const;
   Status CheckResourceCreated(journal::ResourceCreated::Reader u) const;
   void ApplyResourceCreated(journal::ResourceCreated::Reader u);
@@ -252,6 +262,9 @@ class DispatcherState {
   // Moves a closure between states, keeping the state, worker and queue
   // indexes in step.
   void SetClosureState(Closure& closure, ClosureState state);
+  // Puts the closure at the back of the queue / takes it out (both queue indexes).
+  void Enqueue(Closure& closure);
+  void Dequeue(Closure& closure);
   void ReleaseClosure(uint64_t closure_id);
 
   // Rebuilds `indexes_` from the records.

@@ -29,7 +29,15 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
   }
   for (const auto& [id, c] : job_clients_) AddToIndex(x.clients_by_job, c.job_id, id);
   for (const auto& [id, c] : closures_) {
-    if (c.state == ClosureState::QUEUED) x.closure_queue.emplace(c.queue_position, id);
+    if (c.state == ClosureState::QUEUED) {
+      auto kind = x.queue_by_kind.find(c);
+      if (kind == x.queue_by_kind.end())
+        kind =
+            x.queue_by_kind
+                .emplace(ClosureKind{c.function_name, c.resources}, std::map<uint64_t, uint64_t>())
+                .first;
+      kind->second.emplace(c.queue_position, id);
+    }
     if (c.state == ClosureState::ASSIGNED) AddToIndex(x.closures_by_worker, c.worker_id, id);
     AddToIndex(x.closures_by_coordinator, c.coordinator_id, id);
     if (c.request_id != 0)
@@ -64,7 +72,7 @@ Status DispatcherState::CheckIndexes() const {
   if (x.tasks_by_job != indexes_.tasks_by_job) return differs("tasks_by_job");
   if (x.task_by_job_worker != indexes_.task_by_job_worker) return differs("task_by_job_worker");
   if (x.clients_by_job != indexes_.clients_by_job) return differs("clients_by_job");
-  if (x.closure_queue != indexes_.closure_queue) return differs("closure_queue");
+  if (x.queue_by_kind != indexes_.queue_by_kind) return differs("queue_by_kind");
   if (x.closures_by_worker != indexes_.closures_by_worker) return differs("closures_by_worker");
   if (x.closures_by_coordinator != indexes_.closures_by_coordinator)
     return differs("closures_by_coordinator");

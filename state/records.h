@@ -7,9 +7,11 @@
 #include <compare>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schema/journal.capnp.h"
@@ -145,6 +147,37 @@ struct Closure {
   std::vector<uint64_t> resources;  // per-worker resources the function receives
   uint32_t transient_failures = 0;  // put back because the worker called the error transient
 };
+
+// What a closure needs of a worker: its function, and its per-worker
+// resources (each built by a function of its own). The same workers can run
+// every closure of one kind.
+struct ClosureKind {
+  std::string function;
+  std::vector<uint64_t> resources;
+  bool operator==(const ClosureKind&) const = default;
+};
+
+// Orders kinds, and finds a closure's kind without copying it into one.
+struct ClosureKindLess {
+  using is_transparent = void;
+  bool operator()(const ClosureKind& a, const ClosureKind& b) const {
+    return Less(a.function, a.resources, b.function, b.resources);
+  }
+  bool operator()(const ClosureKind& a, const Closure& b) const {
+    return Less(a.function, a.resources, b.function_name, b.resources);
+  }
+  bool operator()(const Closure& a, const ClosureKind& b) const {
+    return Less(a.function_name, a.resources, b.function, b.resources);
+  }
+  static bool Less(std::string_view fa, const std::vector<uint64_t>& ra, std::string_view fb,
+                   const std::vector<uint64_t>& rb) {
+    const int c = fa.compare(fb);
+    return c != 0 ? c < 0 : ra < rb;
+  }
+};
+
+// Queued closures by kind: kind -> (queue position -> closure id).
+using ClosureQueues = std::map<ClosureKind, std::map<uint64_t, uint64_t>, ClosureKindLess>;
 
 // A per-worker resource: every worker process builds its own component by
 // running `function_name(args)` before the first closure that uses it.

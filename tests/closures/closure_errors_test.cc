@@ -1,7 +1,8 @@
 // Errors: a user error is raised exactly once (by the next Schedule, Join or
 // Done), cancels the coordinator's queued closures, and later schedules work;
 // a closure that kills every worker it runs on stops after
-// max_closure_attempts; transient errors are retried up to the limit.
+// max_closure_attempts, without becoming the coordinator's error; transient
+// errors are retried up to the limit.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -114,6 +115,37 @@ TEST(ClosureErrors, AClosureThatCrashesEveryWorkerStopsAfterMaxClosureAttempts) 
   if (!echo.ok()) echo = coordinator->Schedule("echo", "still here");  // the error, raised once
   ASSERT_TRUE(echo.ok()) << echo.status().ToString();
   EXPECT_EQ(FetchOrDie(*echo), "still here");
+}
+
+// A closure whose workers died under it until its attempts ran out fails,
+// with an error saying so, but its workers failed, not its function: it is
+// not the coordinator's first error and cancels nothing (before, it cancelled
+// the coordinator's queued closures and was raised by the next call).
+TEST(ClosureErrors, AttemptsUsedUpByDeadWorkersAreNoFirstErrorAndCancelNothing) {
+  ClosureDispatcher dispatcher({MaxClosureAttemptsFlag(1)});
+  auto first = StartClosureWorker(dispatcher.address());
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto crash = coordinator->Schedule("crash", "");
+  ASSERT_TRUE(crash.ok());
+  // Queued behind it on the only slot; still queued when it kills the worker.
+  std::vector<RemoteValue> queued;
+  for (int i = 0; i < 3; ++i) queued.push_back(*coordinator->Schedule("echo", std::to_string(i)));
+  auto fetched = crash->FetchFor(kFetchDeadline);
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_TRUE(Contains(fetched.status().message(), "max_closure_attempts 1"))
+      << fetched.status().ToString();
+  EXPECT_TRUE(Contains(fetched.status().message(), "its workers failed, not the function"))
+      << fetched.status().ToString();
+  EXPECT_EQ(GetClosureCounters(dispatcher.address()).attempts_exhausted, 1u);
+  EXPECT_EQ(GetClosureCounters(dispatcher.address()).cancelled, 0u);
+  for (auto& value : queued) EXPECT_EQ(value.status(), RemoteValueStatus::kPending);
+
+  auto second = StartClosureWorker(dispatcher.address());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(FetchOrDie(queued[i]), std::to_string(i));
+  EXPECT_TRUE(coordinator->Join().ok()) << "a worker failure is not the coordinator's error";
+  auto later = coordinator->Schedule("echo", "no error to raise");
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_EQ(FetchOrDie(*later), "no error to raise");
 }
 
 TEST(ClosureErrors, TransientErrorsAreRetriedUpToTheLimitThenSucceed) {

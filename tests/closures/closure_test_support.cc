@@ -58,6 +58,19 @@ std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher,
   return worker;
 }
 
+std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
+                                                const std::string& name, uint32_t slots) {
+  clients::WorkerAgentOptions options;
+  options.dispatcher_address = dispatcher;
+  options.worker_address = name;
+  options.heartbeat_interval_ms = 50;
+  options.backoff_initial_ms = 20;
+  options.backoff_max_ms = 200;
+  options.seed = TestSeed();
+  options.max_closures = slots;
+  return std::make_unique<clients::WorkerAgent>(options, std::make_unique<RecordingFactory>());
+}
+
 clients::CoordinatorOptions CoordinatorOf(const std::string& dispatcher, uint64_t id) {
   clients::CoordinatorOptions options;
   options.dispatcher_address = dispatcher;
@@ -98,6 +111,7 @@ ClosureCounters GetClosureCounters(const std::string& dispatcher) {
   c.attempts_exhausted = s.getAttemptsExhausted();
   c.released_total = s.getReleasedTotal();
   c.schedule_waits = s.getScheduleWaits();
+  c.queued_without_worker = s.getQueuedWithoutWorker();
   return c;
 }
 

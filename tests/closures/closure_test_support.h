@@ -48,6 +48,11 @@ class ClosureDispatcher {
 // at its address after WorkerProcess::Kill9 needs a Unix socket).
 std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher, uint32_t slots = 1,
                                                   const std::string& address = kFreeLoopbackPort);
+// An embedded WorkerAgent (not started) with `slots` closure slots, fast
+// heartbeats and reconnects, and a RecordingFactory for tasks. It serves no
+// transfer address: `name` is only its identity, nobody connects to it.
+std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
+                                                const std::string& name, uint32_t slots);
 
 clients::CoordinatorOptions CoordinatorOf(const std::string& dispatcher, uint64_t id = 0);
 std::unique_ptr<clients::Coordinator> MakeCoordinator(const std::string& dispatcher,
@@ -60,6 +65,7 @@ struct ClosureCounters {
   uint64_t scheduled_total = 0, results_accepted = 0, reports_ignored = 0, put_back = 0;
   uint64_t transient_retries = 0, attempts_exhausted = 0, released_total = 0;
   uint64_t schedule_waits = 0;
+  uint64_t queued_without_worker = 0;
 };
 ClosureCounters GetClosureCounters(const std::string& dispatcher);
 // Polls the counters until `condition` holds or the deadline passes.

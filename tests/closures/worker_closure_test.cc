@@ -16,21 +16,6 @@ using clients::ClosureCall;
 using clients::ClosureOutput;
 using clients::WorkerAgentStatus;
 
-// An embedded agent serves no transfer address: its worker address is only
-// its identity, a `name` nobody could connect to.
-std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
-                                                const std::string& name, uint32_t slots) {
-  clients::WorkerAgentOptions options;
-  options.dispatcher_address = dispatcher;
-  options.worker_address = name;
-  options.heartbeat_interval_ms = 50;
-  options.backoff_initial_ms = 20;
-  options.backoff_max_ms = 200;
-  options.seed = TestSeed();
-  options.max_closures = slots;
-  return std::make_unique<clients::WorkerAgent>(options, std::make_unique<RecordingFactory>());
-}
-
 TEST(WorkerClosures, ABlockingFunctionNeverStopsTheHeartbeats) {
   ClosureDispatcher dispatcher;
   auto agent = MakeAgent(dispatcher.address(), "agent-a", 1);

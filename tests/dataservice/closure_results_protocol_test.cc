@@ -62,6 +62,7 @@ class RawWorker {
     r.setAddress("raw-worker");
     r.setWorkerIncarnation(5);
     r.setMaxClosures(slots_);
+    r.initFunctions(1).set(0, "f");  // the function every closure here runs
     r.setControl(kj::heap<AssignmentLog>(log_));
     auto reply = Try(loop_, request.send().then([](auto response) {
       return std::make_pair(response.getResponse().getWorkerId(),

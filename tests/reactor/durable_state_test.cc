@@ -217,7 +217,8 @@ TEST_F(DurableStateTest, UpdateOverTheRecordLimitIsRefusedBeforeItIsApplied) {
       state::testing::ScheduleClosure(1, 9, "f", std::string(5000, 'a')).reader());
   EXPECT_EQ(status.code(), StatusCode::kResourceExhausted) << status.ToString();
   EXPECT_NE(status.message().find("4096"), std::string::npos) << status.ToString();
-  EXPECT_NE(status.message().find("closureScheduled"), std::string::npos) << status.ToString();
+  EXPECT_NE(status.message().find("closureBatch.scheduled"), std::string::npos)
+      << status.ToString();
   EXPECT_EQ(durable.state().Digest(), digest);
   EXPECT_EQ(durable.stats().refused_for_size, 1u);
   durable.CommitPass();

@@ -1,7 +1,7 @@
 // RecordBudget: the sizes it predicts are the journal's exact encoded sizes,
 // so a list cut with it fills a record to the limit and never past it (one
 // more item would not fit), and the runs keep order and hold every item.
-#include "reactor/record_budget.h"
+#include "state/record_budget.h"
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
@@ -10,6 +10,8 @@
 
 namespace dispatch::reactor {
 namespace {
+
+using namespace ::dispatch::state;  // NOLINT: the budget's functions under test
 
 constexpr size_t kLimit = 64 * 1024;
 

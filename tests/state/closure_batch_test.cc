@@ -41,6 +41,20 @@ TEST(ClosureBatch, SchedulingRejectsDecreasingIdsRepeatedRequestsAndUsedRequests
   EXPECT_EQ(state.NextClosureId(), 2u);
 }
 
+TEST(ClosureBatch, RetiredSingleClosureVariantsAreRefusedLikeInvalid) {
+  DispatcherState state = TwoWorkers();
+  ASSERT_TRUE(Applies(state, ScheduleClosures({1}, 7)));
+  for (auto set : {+[](journal::Update::Builder u) { u.setRetiredClosureScheduled(); },
+                   +[](journal::Update::Builder u) { u.setRetiredClosureAssigned(); },
+                   +[](journal::Update::Builder u) { u.setRetiredClosureFinished(); },
+                   +[](journal::Update::Builder u) { u.setRetiredClosureCancelled(); },
+                   +[](journal::Update::Builder u) { u.setRetiredClosureReleased(); }}) {
+    OwnedUpdate retired;
+    set(retired.builder());
+    EXPECT_TRUE(Rejects(state, retired, StatusCode::kInvalidArgument, "retired transition"));
+  }
+}
+
 TEST(ClosureBatch, AssigningFinishingAndReleasingManyMoveEachClosure) {
   DispatcherState state = TwoWorkers();
   ASSERT_TRUE(Applies(state, ScheduleClosures({1, 2, 3}, 7)));

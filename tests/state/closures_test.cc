@@ -136,7 +136,7 @@ TEST(DispatcherState, StoredResultWithInlineBytesIsRejected) {
   DispatcherState state = ThreeQueued();
   ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
   OwnedUpdate both = FinishClosureStored(1, 1, 1, 3, 7);
-  both.builder().getClosureFinished().setResult(AsData("abc"));
+  both.builder().getClosureBatch().getFinished()[0].setResult(AsData("abc"));
   EXPECT_TRUE(Rejects(state, both, StatusCode::kInvalidArgument,
                       "closure 1 has a stored result and inline result bytes too"));
   EXPECT_EQ(state.FindClosure(1)->state, ClosureState::ASSIGNED);
@@ -185,6 +185,17 @@ TEST(DispatcherState, FailingClosureSetsTheCoordinatorsFirstErrorOnce) {
   EXPECT_EQ(error->closure_id, 2u);
   EXPECT_EQ(error->error, "boom");
   EXPECT_EQ(state.FindCoordinatorError(8), nullptr);
+}
+
+TEST(DispatcherState, AnInfrastructureFailureIsNeverTheCoordinatorsFirstError) {
+  DispatcherState state = ThreeQueued();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, FailClosure(1, 1, 1, "workers lost", false, true)));
+  EXPECT_EQ(state.FindClosure(1)->state, ClosureState::FAILED);
+  EXPECT_EQ(state.FindCoordinatorError(7), nullptr);
+  ASSERT_TRUE(Applies(state, AssignClosure(2, 1, 1)));
+  ASSERT_TRUE(Applies(state, FailClosure(2, 1, 1, "boom")));
+  EXPECT_EQ(state.FindCoordinatorError(7)->closure_id, 2u);
 }
 
 TEST(DispatcherState, DispatcherMayFailQueuedClosure) {

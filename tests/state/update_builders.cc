@@ -179,11 +179,13 @@ OwnedUpdate FinishTask(uint64_t task_id) {
   return u;
 }
 
+// The single-closure builders make closure batches of one item: the only
+// form a closure's schedule, assignment and finish take in the journal.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name, const std::string& args,
                             uint64_t request_id, const std::vector<uint64_t>& resources) {
   OwnedUpdate u;
-  auto r = u.builder().initClosureScheduled();
+  auto r = u.builder().initClosureBatch().initScheduled(1)[0];
   r.setClosureId(closure_id);
   r.setCoordinatorId(coordinator_id);
   r.setFunctionName(AsText(function_name));
@@ -195,18 +197,13 @@ OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
 }
 
 OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) {
-  OwnedUpdate u;
-  auto r = u.builder().initClosureAssigned();
-  r.setClosureId(closure_id);
-  r.setWorkerId(worker_id);
-  r.setAttempt(attempt);
-  return u;
+  return AssignClosures({{closure_id, worker_id, attempt}});
 }
 
 OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                           const std::string& result) {
   OwnedUpdate u;
-  auto r = u.builder().initClosureFinished();
+  auto r = u.builder().initClosureBatch().initFinished(1)[0];
   r.setClosureId(closure_id);
   r.setWorkerId(worker_id);
   r.setAttempt(attempt);
@@ -217,7 +214,7 @@ OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t atte
 OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                                 uint64_t size, uint32_t crc) {
   OwnedUpdate u;
-  auto r = u.builder().initClosureFinished();
+  auto r = u.builder().initClosureBatch().initFinished(1)[0];
   r.setClosureId(closure_id);
   r.setWorkerId(worker_id);
   r.setAttempt(attempt);
@@ -228,7 +225,7 @@ OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_
 }
 
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
-                        const std::string& error, bool user_error) {
+                        const std::string& error, bool user_error, bool infrastructure) {
   OwnedUpdate u;
   auto r = u.builder().initClosureFailed();
   r.setClosureId(closure_id);
@@ -236,12 +233,7 @@ OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attemp
   r.setAttempt(attempt);
   r.setError(AsText(error));
   r.setUserError(user_error);
-  return u;
-}
-
-OwnedUpdate CancelClosure(uint64_t closure_id) {
-  OwnedUpdate u;
-  u.builder().initClosureCancelled().setClosureId(closure_id);
+  r.setInfrastructure(infrastructure);
   return u;
 }
 
@@ -323,11 +315,9 @@ OwnedUpdate ReleaseClosures(const std::vector<uint64_t>& ids) {
   return u;
 }
 
-OwnedUpdate ReleaseClosure(uint64_t closure_id) {
-  OwnedUpdate u;
-  u.builder().initClosureReleased().setClosureId(closure_id);
-  return u;
-}
+OwnedUpdate CancelClosure(uint64_t closure_id) { return CancelClosures({closure_id}); }
+
+OwnedUpdate ReleaseClosure(uint64_t closure_id) { return ReleaseClosures({closure_id}); }
 
 OwnedUpdate ClearCoordinatorError(uint64_t coordinator_id) {
   OwnedUpdate u;
@@ -414,27 +404,18 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
     case journal::Update::FINISH_TASK:
       out.push_back(FinishTask(3));
       break;
-    case journal::Update::CLOSURE_SCHEDULED:
-      out.push_back(ScheduleClosure(7, 3, "fn", "args", 21, {1}));
-      break;
-    case journal::Update::CLOSURE_ASSIGNED:
-      out.push_back(AssignClosure(7, 2, 1));
-      break;
-    case journal::Update::CLOSURE_FINISHED:
-      out.push_back(FinishClosure(7, 2, 1, "result"));
-      out.push_back(FinishClosureStored(7, 2, 1, 6, 0xc0ffee));
-      break;
+    case journal::Update::RETIRED_CLOSURE_SCHEDULED:
+    case journal::Update::RETIRED_CLOSURE_ASSIGNED:
+    case journal::Update::RETIRED_CLOSURE_FINISHED:
+    case journal::Update::RETIRED_CLOSURE_CANCELLED:
+    case journal::Update::RETIRED_CLOSURE_RELEASED:
+      break;  // Void: nothing to build
     case journal::Update::CLOSURE_FAILED:
       out.push_back(FailClosure(7, 2, 1, "boom", true));
-      break;
-    case journal::Update::CLOSURE_CANCELLED:
-      out.push_back(CancelClosure(7));
+      out.push_back(FailClosure(7, 2, 1, "worker lost", false, true));
       break;
     case journal::Update::CLOSURE_PUT_BACK:
       out.push_back(PutBackClosure(7, 2, 1, true));
-      break;
-    case journal::Update::CLOSURE_RELEASED:
-      out.push_back(ReleaseClosure(7));
       break;
     case journal::Update::COORDINATOR_ERROR_CLEARED:
       out.push_back(ClearCoordinatorError(3));
@@ -448,6 +429,13 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
         out.push_back(BatchExample(
             static_cast<journal::ClosureBatch::Which>(kind.getProto().getDiscriminantValue())));
       }
+      // Batches of one, as a single closure's changes are journaled.
+      out.push_back(ScheduleClosure(7, 3, "fn", "args", 21, {1}));
+      out.push_back(AssignClosure(7, 2, 1));
+      out.push_back(FinishClosure(7, 2, 1, "result"));
+      out.push_back(FinishClosureStored(7, 2, 1, 6, 0xc0ffee));
+      out.push_back(CancelClosure(7));
+      out.push_back(ReleaseClosure(7));
       break;
   }
   for (OwnedUpdate& update : out) update.builder().setTimeMicros(1000);
@@ -466,8 +454,17 @@ const char* VariantName(journal::Update::Which which) {
 std::vector<journal::Update::Which> AllTransitionVariants() {
   std::vector<journal::Update::Which> out;
   for (capnp::StructSchema::Field field : capnp::Schema::from<journal::Update>().getUnionFields()) {
-    auto which = static_cast<journal::Update::Which>(field.getProto().getDiscriminantValue());
-    if (which != journal::Update::INVALID) out.push_back(which);
+    // `invalid` and the retired variants are Void: no transition.
+    if (field.getType().isVoid()) continue;
+    out.push_back(static_cast<journal::Update::Which>(field.getProto().getDiscriminantValue()));
+  }
+  return out;
+}
+
+std::set<std::string> NoTransitionMembers() {
+  std::set<std::string> out;
+  for (capnp::StructSchema::Field field : capnp::Schema::from<journal::Update>().getUnionFields()) {
+    if (field.getType().isVoid()) out.insert("Update." + std::string(field.getProto().getName()));
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,8 @@ OwnedUpdate RejectPendingTask(uint64_t job_client_id, uint64_t task_id, int64_t 
 OwnedUpdate RemoveTask(uint64_t task_id);
 OwnedUpdate FinishTask(uint64_t task_id);
 
-// Closures.
+// Closures. Schedule, assign, finish, cancel and release of one closure are
+// closure batches of one item.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name = "noop", const std::string& args = "",
                             uint64_t request_id = 0, const std::vector<uint64_t>& resources = {});
@@ -80,7 +82,8 @@ OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t atte
 OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                                 uint64_t size, uint32_t crc);
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
-                        const std::string& error, bool user_error = true);
+                        const std::string& error, bool user_error = true,
+                        bool infrastructure = false);
 OwnedUpdate CancelClosure(uint64_t closure_id);
 OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                            bool transient = false);
@@ -117,7 +120,10 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which);
 
 // A short name of the update's variant ("createJob"), for messages and counts.
 const char* VariantName(journal::Update::Which which);
-// Every variant but `invalid`, in schema order.
+// Every variant but `invalid` and the retired ones, in schema order.
 std::vector<journal::Update::Which> AllTransitionVariants();
+// The Update members no record may hold, "Update.<name>" as SchemaCoverage
+// names them: `invalid` and the retired ones (Void, refused on apply).
+std::set<std::string> NoTransitionMembers();
 
 }  // namespace dispatch::state::testing

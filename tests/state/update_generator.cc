@@ -22,6 +22,13 @@ constexpr size_t kMaxUnfinishedJobs = 40;
 constexpr size_t kMaxClients = 64;
 constexpr size_t kMaxClosuresPerState = 256;
 
+// Closure batches: many-item ones (8) and batches of one, as a single
+// closure's schedule (10), assignment (8), finish (5), cancel (1) and release
+// (6) are journaled.
+constexpr uint64_t kManyItemWeight = 8;
+constexpr uint64_t kOneItemWeights[] = {10, 8, 5, 1, 6};
+constexpr uint64_t kClosureBatchWeight = kManyItemWeight + 10 + 8 + 5 + 1 + 6;
+
 // Relative frequency of each variant; the rest of the generator only decides
 // whether the state allows one right now. Every variant is named (no default):
 // a new one does not compile until it has a weight here and a case in TryBuild.
@@ -57,26 +64,22 @@ uint64_t Weight(Which kind) {
       return 2;
     case Which::FINISH_TASK:
       return 5;
-    case Which::CLOSURE_SCHEDULED:
-      return 10;
-    case Which::CLOSURE_ASSIGNED:
-      return 8;
-    case Which::CLOSURE_FINISHED:
-      return 5;
+    case Which::RETIRED_CLOSURE_SCHEDULED:
+    case Which::RETIRED_CLOSURE_ASSIGNED:
+    case Which::RETIRED_CLOSURE_FINISHED:
+    case Which::RETIRED_CLOSURE_CANCELLED:
+    case Which::RETIRED_CLOSURE_RELEASED:
+      return 0;  // Void: no transition (a single closure travels in a batch of one)
     case Which::CLOSURE_FAILED:
       return 2;
-    case Which::CLOSURE_CANCELLED:
-      return 1;
     case Which::CLOSURE_PUT_BACK:
       return 2;
-    case Which::CLOSURE_RELEASED:
-      return 6;
     case Which::COORDINATOR_ERROR_CLEARED:
       return 2;
     case Which::RESOURCE_CREATED:
       return 1;
     case Which::CLOSURE_BATCH:
-      return 8;
+      return kClosureBatchWeight;
   }
   return 0;
 }
@@ -148,13 +151,14 @@ bool UpdateGenerator::TryBuild(Which kind, const DispatcherState& state, OwnedUp
     case Which::REMOVE_TASK:
     case Which::FINISH_TASK:
       return TryDataService(kind, state, out);
-    case Which::CLOSURE_SCHEDULED:
-    case Which::CLOSURE_ASSIGNED:
-    case Which::CLOSURE_FINISHED:
+    case Which::RETIRED_CLOSURE_SCHEDULED:
+    case Which::RETIRED_CLOSURE_ASSIGNED:
+    case Which::RETIRED_CLOSURE_FINISHED:
+    case Which::RETIRED_CLOSURE_CANCELLED:
+    case Which::RETIRED_CLOSURE_RELEASED:
+      return false;
     case Which::CLOSURE_FAILED:
-    case Which::CLOSURE_CANCELLED:
     case Which::CLOSURE_PUT_BACK:
-    case Which::CLOSURE_RELEASED:
     case Which::COORDINATOR_ERROR_CLEARED:
     case Which::RESOURCE_CREATED:
       return TryClosures(kind, state, out);
@@ -342,6 +346,16 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
 }
 
 bool UpdateGenerator::TryClosureBatch(const DispatcherState& state, OwnedUpdate& out) {
+  uint64_t ticket = Uniform(kClosureBatchWeight);
+  if (ticket < kManyItemWeight) return TryManyItemBatch(state, out);
+  ticket -= kManyItemWeight;
+  for (int item = 0;; ++item) {
+    if (ticket < kOneItemWeights[item]) return TryOneItemBatch(item, state, out);
+    ticket -= kOneItemWeights[item];
+  }
+}
+
+bool UpdateGenerator::TryManyItemBatch(const DispatcherState& state, OwnedUpdate& out) {
   static const unsigned kNumKinds =
       capnp::Schema::from<journal::ClosureBatch>().getUnionFields().size();
   const size_t max_items = 1 + Uniform(4);
@@ -419,7 +433,50 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
                            OneIn(2) ? "make" : "open", std::to_string(rng_()), request_id);
       return true;
     }
-    case Which::CLOSURE_SCHEDULED: {
+    case Which::CLOSURE_PUT_BACK: {
+      std::vector<const Closure*> assigned = state.ClosuresInState(ClosureState::ASSIGNED);
+      if (assigned.empty()) return false;
+      const Closure* c = Pick(assigned);
+      out = PutBackClosure(c->id, c->worker_id, c->attempts, OneIn(2));
+      return true;
+    }
+    case Which::CLOSURE_FAILED: {
+      std::vector<const Closure*> live = state.ClosuresInState(ClosureState::ASSIGNED);
+      const bool by_dispatcher = OneIn(3);
+      if (by_dispatcher) {
+        for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) live.push_back(c);
+      }
+      if (live.empty()) return false;
+      const Closure* c = Pick(live);
+      if (by_dispatcher) {
+        out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id),
+                          false);
+      } else {
+        const bool user_error = OneIn(2);
+        out = FailClosure(c->id, c->worker_id, c->attempts, "error-" + std::to_string(rng_()),
+                          user_error, !user_error && OneIn(2));
+      }
+      return true;
+    }
+    case Which::COORDINATOR_ERROR_CLEARED: {
+      std::vector<uint64_t> ids;
+      for (uint64_t id = 1; id <= kNumCoordinators; ++id) {
+        if (state.FindCoordinatorError(id) != nullptr) ids.push_back(id);
+      }
+      if (ids.empty()) return false;
+      out = ClearCoordinatorError(Pick(ids));
+      return true;
+    }
+    default:
+      break;
+  }
+  ADD_FAILURE() << "TryBuild routes " << VariantName(kind) << " to TryClosures, which has no case";
+  return false;
+}
+
+bool UpdateGenerator::TryOneItemBatch(int item, const DispatcherState& state, OwnedUpdate& out) {
+  switch (item) {
+    case 0: {  // schedule
       if (state.NumClosuresInState(ClosureState::QUEUED) >= kMaxClosuresPerState ||
           state.NumClosuresInState(ClosureState::FINISHED) +
                   state.NumClosuresInState(ClosureState::FAILED) +
@@ -447,7 +504,7 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
                             Pick(kFunctions), args, request_id, resources);
       return true;
     }
-    case Which::CLOSURE_ASSIGNED: {
+    case 1: {  // assign
       std::vector<const Closure*> queued = state.ClosuresInState(ClosureState::QUEUED);
       std::vector<const Worker*> workers = state.ListWorkers();
       if (queued.empty() || workers.empty()) return false;
@@ -455,41 +512,24 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       out = AssignClosure(closure->id, Pick(workers)->id, closure->attempts + 1);
       return true;
     }
-    case Which::CLOSURE_FINISHED:
-    case Which::CLOSURE_PUT_BACK: {
+    case 2: {  // finish
       std::vector<const Closure*> assigned = state.ClosuresInState(ClosureState::ASSIGNED);
       if (assigned.empty()) return false;
       const Closure* c = Pick(assigned);
-      out = kind == Which::CLOSURE_PUT_BACK ? PutBackClosure(c->id, c->worker_id, c->attempts,
-                                                             OneIn(2))
-                    : OneIn(2) ? FinishClosure(c->id, c->worker_id, c->attempts,
-                                               "result-" + std::to_string(rng_()))
-                               : FinishClosureStored(c->id, c->worker_id, c->attempts,
-                                                     rng_() % (1u << 20),
-                                                     static_cast<uint32_t>(rng_()));
+      out = OneIn(2) ? FinishClosure(c->id, c->worker_id, c->attempts,
+                                     "result-" + std::to_string(rng_()))
+                     : FinishClosureStored(c->id, c->worker_id, c->attempts, rng_() % (1u << 20),
+                                           static_cast<uint32_t>(rng_()));
       return true;
     }
-    case Which::CLOSURE_FAILED:
-    case Which::CLOSURE_CANCELLED: {
+    case 3: {  // cancel, queued or running
       std::vector<const Closure*> live = state.ClosuresInState(ClosureState::ASSIGNED);
-      const bool by_dispatcher = kind == Which::CLOSURE_CANCELLED || OneIn(3);
-      if (by_dispatcher) {
-        for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) live.push_back(c);
-      }
+      for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) live.push_back(c);
       if (live.empty()) return false;
-      const Closure* c = Pick(live);
-      if (kind == Which::CLOSURE_CANCELLED) {
-        out = CancelClosure(c->id);
-      } else if (by_dispatcher) {
-        out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id),
-                          false);
-      } else {
-        out = FailClosure(c->id, c->worker_id, c->attempts, "error-" + std::to_string(rng_()),
-                          OneIn(2));
-      }
+      out = CancelClosure(Pick(live)->id);
       return true;
     }
-    case Which::CLOSURE_RELEASED: {
+    default: {  // release
       std::vector<const Closure*> done;
       for (ClosureState s :
            {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
@@ -499,20 +539,7 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       out = ReleaseClosure(Pick(done)->id);
       return true;
     }
-    case Which::COORDINATOR_ERROR_CLEARED: {
-      std::vector<uint64_t> ids;
-      for (uint64_t id = 1; id <= kNumCoordinators; ++id) {
-        if (state.FindCoordinatorError(id) != nullptr) ids.push_back(id);
-      }
-      if (ids.empty()) return false;
-      out = ClearCoordinatorError(Pick(ids));
-      return true;
-    }
-    default:
-      break;
   }
-  ADD_FAILURE() << "TryBuild routes " << VariantName(kind) << " to TryClosures, which has no case";
-  return false;
 }
 
 }  // namespace dispatch::state::testing

@@ -33,6 +33,10 @@ class UpdateGenerator {
   bool TryDataService(journal::Update::Which kind, const DispatcherState& state, OwnedUpdate& out);
   bool TryClosures(journal::Update::Which kind, const DispatcherState& state, OwnedUpdate& out);
   bool TryClosureBatch(const DispatcherState& state, OwnedUpdate& out);
+  bool TryManyItemBatch(const DispatcherState& state, OwnedUpdate& out);
+  // A batch of one: schedule (0), assign (1), finish (2), cancel (3) or
+  // release (4) of a single closure.
+  bool TryOneItemBatch(int item, const DispatcherState& state, OwnedUpdate& out);
 
   uint64_t Uniform(uint64_t n);  // in [0, n), n > 0
   bool OneIn(uint64_t n) { return Uniform(n) == 0; }

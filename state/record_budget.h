@@ -16,7 +16,7 @@
 
 #include "schema/journal.capnp.h"
 
-namespace dispatch::reactor {
+namespace dispatch::state {
 
 // Words of a Text / Data field's content (Text with its NUL), padded.
 inline uint64_t TextWords(size_t bytes) { return (bytes + 1 + 7) / 8; }
@@ -49,4 +49,4 @@ std::vector<std::pair<size_t, size_t>> SplitIntoRecords(
 // Runs [begin, end) of at most `per_run` items (per_run >= 1).
 std::vector<std::pair<size_t, size_t>> SplitByCount(size_t n, size_t per_run);
 
-}  // namespace dispatch::reactor
+}  // namespace dispatch::state

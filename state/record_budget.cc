@@ -1,10 +1,10 @@
-#include "reactor/record_budget.h"
+#include "state/record_budget.h"
 
 #include <capnp/message.h>
 
 #include <algorithm>
 
-namespace dispatch::reactor {
+namespace dispatch::state {
 
 uint64_t ClosureBatchOverheadWords() {
   // Segment table (one segment: 8 bytes), root pointer, the two structs, and
@@ -64,4 +64,4 @@ std::vector<std::pair<size_t, size_t>> SplitByCount(size_t n, size_t per_run) {
   return runs;
 }
 
-}  // namespace dispatch::reactor
+}  // namespace dispatch::state

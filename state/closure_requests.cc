@@ -1,0 +1,109 @@
+#include "state/closure_requests.h"
+
+#include <string>
+#include <utility>
+
+#include "state/record_budget.h"
+
+namespace dispatch::state {
+
+Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordinator_id,
+                                  std::vector<NewClosure> closures, const Stamp& stamp) {
+  SchedulePlan plan;
+  plan.ids.assign(closures.size(), 0);
+  const uint64_t overhead = ClosureBatchOverheadWords();
+  std::set<uint64_t> request_ids;
+  std::vector<NewClosure> fresh;
+  std::vector<size_t> fresh_index;
+  fresh.reserve(closures.size());
+  fresh_index.reserve(closures.size());
+  for (size_t i = 0; i < closures.size(); ++i) {
+    NewClosure& closure = closures[i];
+    auto index = [i] { return "closure " + std::to_string(i) + " of the batch"; };
+    const std::string_view function(closure.function.cStr(), closure.function.size());
+    if (function.empty()) return InvalidArgumentError(index() + " has no function");
+    if (closure.request_id != 0) {
+      if (!request_ids.insert(closure.request_id).second) {
+        return InvalidArgumentError("the batch repeats request id " +
+                                    std::to_string(closure.request_id));
+      }
+      const Closure* earlier = state.FindClosureByRequest(coordinator_id, closure.request_id);
+      if (earlier != nullptr) {
+        plan.ids[i] = earlier->id;
+        continue;
+      }
+    }
+    for (uint64_t resource : closure.resources) {
+      if (state.FindResource(resource) == nullptr)
+        return NotFoundError("per-worker resource " + std::to_string(resource) + " is unknown");
+    }
+    const uint64_t bytes =
+        (overhead + ScheduledItemWords(function, closure.args.size(), closure.resources.size())) *
+        8;
+    if (bytes > stamp.max_record_bytes) {
+      return ResourceExhaustedError(
+          index() + " (function " + std::string(function.substr(0, 64)) + ", " +
+          std::to_string(closure.args.size()) + " bytes of args) takes " + std::to_string(bytes) +
+          " bytes in the journal, over the limit of " + std::to_string(stamp.max_record_bytes) +
+          " bytes per record; nothing of the batch was scheduled");
+    }
+    fresh.push_back(closure);
+    fresh_index.push_back(i);
+  }
+  uint64_t next_id = state.NextClosureId();
+  for (size_t k = 0; k < fresh.size(); ++k) {
+    fresh[k].closure_id = next_id++;
+    plan.ids[fresh_index[k]] = fresh[k].closure_id;
+  }
+  plan.num_new = fresh.size();
+  AddScheduled(plan.updates, stamp, coordinator_id, fresh);
+  return plan;
+}
+
+Result<ResourcePlan> PlanResource(const DispatcherState& state, uint64_t coordinator_id,
+                                  std::string_view function, std::string_view args,
+                                  uint64_t request_id, const Stamp& stamp) {
+  if (function.empty()) return InvalidArgumentError("a per-worker resource needs a function");
+  ResourcePlan plan;
+  if (request_id != 0) {
+    const PerWorkerResource* earlier = state.FindResourceByRequest(coordinator_id, request_id);
+    if (earlier != nullptr) {
+      // A retry after a lost reply: the same resource, unless the key was
+      // reused for something else.
+      if (earlier->function_name != function || earlier->args != args) {
+        return InvalidArgumentError(
+            "request id " + std::to_string(request_id) + " already created per-worker resource " +
+            std::to_string(earlier->id) + " with function " + earlier->function_name);
+      }
+      plan.resource_id = earlier->id;
+      return plan;
+    }
+  }
+  plan.resource_id = state.NextResourceId();
+  AddResourceCreated(plan.updates, stamp, plan.resource_id, coordinator_id, function, args,
+                     request_id);
+  return plan;
+}
+
+Result<std::vector<uint64_t>> PlanRelease(const DispatcherState& state, uint64_t coordinator_id,
+                                          const std::vector<uint64_t>& closure_ids,
+                                          const std::set<uint64_t>& pending) {
+  std::vector<uint64_t> release;
+  std::set<uint64_t> seen;
+  for (uint64_t id : closure_ids) {
+    const Closure* closure = state.FindClosure(id);
+    if (closure == nullptr || !seen.insert(id).second || pending.contains(id))
+      continue;  // released already
+    const std::string name = "closure " + std::to_string(id);
+    if (closure->coordinator_id != coordinator_id)
+      return NotFoundError(name + " is not a closure of coordinator " +
+                           std::to_string(coordinator_id));
+    if (!IsClosureDone(closure->state))
+      return FailedPreconditionError(name + " is " + ClosureStateName(closure->state) +
+                                     ": only a finished, failed or cancelled closure is released");
+    release.push_back(id);
+  }
+  return release;
+}
+
+}  // namespace dispatch::state

@@ -1,0 +1,50 @@
+// Closure requests: a coordinator's schedule, per-worker resource and release
+// requests validated against the state (const, all or nothing: a refused
+// request changes nothing) and turned into the Updates that carry them out.
+// Retries are idempotent by request id: a request id the coordinator used
+// before names the closure or resource it made then.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "state/closure_updates.h"
+#include "state/dispatcher_state.h"
+
+namespace dispatch::state {
+
+struct SchedulePlan {
+  // Per closure of the request, in order: its new id, or the id of the
+  // closure its request id made before.
+  std::vector<uint64_t> ids;
+  UpdateList updates;  // closureBatch.scheduled records of the new closures
+  uint64_t num_new = 0;
+};
+// `closures` as read from the request (their closure_id is ignored). Refused
+// with InvalidArgument (no function, a request id twice), NotFound (an
+// unknown per-worker resource) or ResourceExhausted (a closure that alone
+// does not fit one journal record), each naming the closure's index.
+Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordinator_id,
+                                  std::vector<NewClosure> closures, const Stamp& stamp);
+
+struct ResourcePlan {
+  uint64_t resource_id = 0;
+  UpdateList updates;  // empty when the request id made it before
+};
+// InvalidArgument for no function, or a request id that made a resource with
+// another function or args.
+Result<ResourcePlan> PlanResource(const DispatcherState& state, uint64_t coordinator_id,
+                                  std::string_view function, std::string_view args,
+                                  uint64_t request_id, const Stamp& stamp);
+
+// The closures of `closure_ids` to release: those not released yet (gone, or
+// in `pending`, or listed twice are skipped). NotFound for a closure of
+// another coordinator, FailedPrecondition for one not done.
+Result<std::vector<uint64_t>> PlanRelease(const DispatcherState& state, uint64_t coordinator_id,
+                                          const std::vector<uint64_t>& closure_ids,
+                                          const std::set<uint64_t>& pending);
+
+}  // namespace dispatch::state
