@@ -63,7 +63,7 @@ ClosureOutput Invoke(const std::string& name, const ClosureFunction& function,
 
 }  // namespace
 
-ClosureRunner::ClosureRunner(uvkj::LoopThread& loop_thread, const WorkerAgentOptions& options,
+ClosureRunner::ClosureRunner(LoopThread& loop_thread, const WorkerAgentOptions& options,
                              const FunctionRegistry& functions, StatusBoard& board)
     : loop_thread_(loop_thread),
       options_(options),

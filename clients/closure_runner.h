@@ -28,7 +28,7 @@
 #include "clients/closure_function.h"
 #include "clients/resource_cache.h"
 #include "clients/worker_agent_options.h"
-#include "reactor/uvkj/loop_thread.h"
+#include "clients/loop_thread.h"
 #include "schema/dispatcher.capnp.h"
 
 namespace dispatch::clients {
@@ -36,7 +36,7 @@ namespace dispatch::clients {
 class ClosureRunner final : public kj::TaskSet::ErrorHandler {
  public:
   // Outcomes come back to the agent thread through `loop_thread`'s Post().
-  ClosureRunner(uvkj::LoopThread& loop_thread, const WorkerAgentOptions& options,
+  ClosureRunner(LoopThread& loop_thread, const WorkerAgentOptions& options,
                 const FunctionRegistry& functions, StatusBoard& board);
   // Stops the executor (waking sleeping functions) and drops what is unreported.
   ~ClosureRunner() noexcept(false);
@@ -92,7 +92,7 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   static constexpr uint64_t kReportOverheadBytes = 64;
   void taskFailed(kj::Exception&& exception) override;
 
-  uvkj::LoopThread& loop_thread_;
+  LoopThread& loop_thread_;
   const WorkerAgentOptions& options_;
   const FunctionRegistry& functions_;
   StatusBoard& board_;

@@ -32,7 +32,7 @@ Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
 }
 
 // The loop thread's objects.
-class Coordinator::Loop final : public uvkj::LoopThread::Body, public kj::TaskSet::ErrorHandler {
+class Coordinator::Loop final : public LoopThread::Body, public kj::TaskSet::ErrorHandler {
  public:
   Loop(uvkj::UvAsyncIo& io, const CoordinatorOptions& options, uint64_t coordinator_id,
        ClosureBook& book)
@@ -115,7 +115,7 @@ Coordinator::Coordinator(CoordinatorOptions options, uint64_t coordinator_id)
 Coordinator::~Coordinator() { Close(); }
 
 Status Coordinator::Start() {
-  return loop_thread_.Start([this](uvkj::UvAsyncIo& io) -> kj::Own<uvkj::LoopThread::Body> {
+  return loop_thread_.Start([this](uvkj::UvAsyncIo& io) -> kj::Own<LoopThread::Body> {
     auto loop = kj::heap<Loop>(io, options_, coordinator_id_, *book_);
     loop->session().SetListener([this](const CoordinatorStatus& s) {
       std::lock_guard<std::mutex> lock(mu_);

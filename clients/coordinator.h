@@ -1,6 +1,6 @@
 // Coordinator: the client side of closure coordination (the reference's
 // ClusterCoordinator), embeddable in any program. It runs its own thread and
-// libuv loop (a uvkj::LoopThread driving a CoordinatorSession); every public
+// libuv loop (a LoopThread driving a CoordinatorSession); every public
 // method is thread-safe.
 // Schedule() returns at once unless `max_unacknowledged` closures are still
 // on their way to a dispatcher that applies back-pressure; Join() and Fetch()
@@ -25,7 +25,7 @@
 #include "clients/coordinator_session.h"
 #include "clients/remote_value.h"
 #include "common/status.h"
-#include "reactor/uvkj/loop_thread.h"
+#include "clients/loop_thread.h"
 
 namespace dispatch::clients {
 
@@ -103,7 +103,7 @@ class Coordinator {
   // Loop thread only: set by the setup, valid in every posted function
   // (none runs after the Loop is gone).
   Loop* loop_ = nullptr;
-  uvkj::LoopThread loop_thread_{"coordinator"};  // declared last: stopped first
+  LoopThread loop_thread_{"coordinator"};  // declared last: stopped first
 };
 
 }  // namespace dispatch::clients

@@ -72,7 +72,7 @@ class DatasetReader::Sink final : public ElementSink {
 };
 
 // The reader thread's objects: the session and its run.
-class DatasetReader::Loop final : public uvkj::LoopThread::Body {
+class DatasetReader::Loop final : public LoopThread::Body {
  public:
   Loop(uvkj::UvAsyncIo& io, const ReaderOptions& options, Sink& sink)
       : io_(io), session_(io.network(), io.timer(), options, sink) {
@@ -108,7 +108,7 @@ Result<std::unique_ptr<DatasetReader>> DatasetReader::Open(ReaderOptions options
   std::unique_ptr<DatasetReader> reader(new DatasetReader(std::move(options)));
   DatasetReader* r = reader.get();
   DISPATCH_RETURN_IF_ERROR(
-      r->loop_thread_.Start([r](uvkj::UvAsyncIo& io) -> kj::Own<uvkj::LoopThread::Body> {
+      r->loop_thread_.Start([r](uvkj::UvAsyncIo& io) -> kj::Own<LoopThread::Body> {
         auto loop = kj::heap<Loop>(io, r->options_, *r->sink_);
         r->loop_ = loop.get();
         return loop;

@@ -15,7 +15,7 @@
 
 #include "clients/read_session.h"
 #include "common/status.h"
-#include "reactor/uvkj/loop_thread.h"
+#include "clients/loop_thread.h"
 
 namespace dispatch::clients {
 
@@ -72,7 +72,7 @@ class DatasetReader {
   // Reader thread only: set by the setup, valid in every posted function
   // (none runs after the Loop is gone).
   Loop* loop_ = nullptr;
-  uvkj::LoopThread loop_thread_{"reader"};  // declared last: stopped first
+  LoopThread loop_thread_{"reader"};  // declared last: stopped first
 };
 
 }  // namespace dispatch::clients

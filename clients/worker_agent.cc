@@ -29,9 +29,9 @@ Status ValidateWorkerAgentOptions(const WorkerAgentOptions& o) {
 }
 
 // Everything that lives on the agent thread, in construction order.
-class WorkerAgent::Runner final : public uvkj::LoopThread::Body, public AgentEnvironment {
+class WorkerAgent::Runner final : public LoopThread::Body, public AgentEnvironment {
  public:
-  Runner(uvkj::UvAsyncIo& io, uvkj::LoopThread& loop_thread, const WorkerAgentOptions& options,
+  Runner(uvkj::UvAsyncIo& io, LoopThread& loop_thread, const WorkerAgentOptions& options,
          TaskHandlerFactory& factory, const FunctionRegistry& functions, StatusBoard& board,
          uint64_t worker_incarnation)
       : running_(board, worker_incarnation),
@@ -135,7 +135,7 @@ Status WorkerAgent::Start() {
   if (factory_ == nullptr) return InvalidArgumentError("no task handler factory");
   std::lock_guard<std::mutex> lock(mu_);
   // An agent runs once: Start() after Stop() is refused too (FailedPrecondition).
-  return loop_thread_.Start([this](uvkj::UvAsyncIo& io) -> kj::Own<uvkj::LoopThread::Body> {
+  return loop_thread_.Start([this](uvkj::UvAsyncIo& io) -> kj::Own<LoopThread::Body> {
     uint64_t seed = options_.seed != 0 ? options_.seed : std::random_device{}();
     std::mt19937_64 rng(seed);
     uint64_t worker_incarnation = rng() | 1;  // never 0

@@ -21,7 +21,7 @@
 #include "clients/task_handler.h"
 #include "clients/worker_agent_options.h"
 #include "common/status.h"
-#include "reactor/uvkj/loop_thread.h"
+#include "clients/loop_thread.h"
 
 namespace dispatch::clients {
 
@@ -93,7 +93,7 @@ class WorkerAgent {
   // Agent thread only: set by the setup, valid in every posted function
   // (none runs after the Runner is gone).
   Runner* runner_ = nullptr;
-  uvkj::LoopThread loop_thread_{"worker agent"};  // declared last: stopped first
+  LoopThread loop_thread_{"worker agent"};  // declared last: stopped first
 };
 
 }  // namespace dispatch::clients

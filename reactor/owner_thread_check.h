@@ -2,7 +2,7 @@
 // runs uv_run and owns all dispatcher state. Every RPC handler and timer
 // callback checks it is on that thread and counts it when not, in release
 // builds too; the count is reported in ServerStats and the tests assert it
-// stays 0. (It runs no thread; uvkj::LoopThread is the clients' loop thread.)
+// stays 0. (It runs no thread; clients::LoopThread is the clients' loop thread.)
 #pragma once
 
 #include <cstdint>

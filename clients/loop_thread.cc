@@ -1,4 +1,4 @@
-#include "reactor/uvkj/loop_thread.h"
+#include "clients/loop_thread.h"
 
 #include <kj/debug.h>
 
@@ -8,7 +8,10 @@
 #include "common/rpc_status.h"
 #include "reactor/uvkj/uv_handle.h"
 
-namespace dispatch::uvkj {
+namespace dispatch::clients {
+
+using uvkj::UvHandle;
+using uvkj::UvLoop;
 
 namespace {
 
@@ -258,4 +261,4 @@ void LoopThread::DrainCommands() {
   }
 }
 
-}  // namespace dispatch::uvkj
+}  // namespace dispatch::clients

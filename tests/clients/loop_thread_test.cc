@@ -3,7 +3,7 @@
 // many threads and racing posts; posts after Stop; a failing setup; errors and
 // Stop racing RunAndWait(); destruction without Stop. Every wait has a
 // deadline; a hang fails the test instead of the suite's timeout.
-#include "reactor/uvkj/loop_thread.h"
+#include "clients/loop_thread.h"
 
 #include <gtest/gtest.h>
 #include <kj/debug.h>
@@ -18,8 +18,11 @@
 #include "reactor/uvkj/uv_handle.h"
 #include "tests/support/wait_until.h"
 
-namespace dispatch::uvkj::testing {
+namespace dispatch::clients::testing {
 namespace {
+
+using uvkj::CheckUv;
+using uvkj::UvHandle;
 
 constexpr auto kDeadline = std::chrono::seconds(20);
 
@@ -418,4 +421,4 @@ TEST(LoopThread, APostedFunctionThatThrowsIsLoggedAndTheLoopGoesOn) {
 }
 
 }  // namespace
-}  // namespace dispatch::uvkj::testing
+}  // namespace dispatch::clients::testing

@@ -24,7 +24,9 @@
 #include "common/status.h"
 #include "reactor/uvkj/async_io.h"
 
-namespace dispatch::uvkj {
+namespace dispatch::clients {
+
+using uvkj::UvAsyncIo;
 
 class LoopThread {
  public:
@@ -128,4 +130,4 @@ Result<T> LoopThread::RunAndWait(std::function<kj::Promise<T>()> start) {
   return std::move(**value);
 }
 
-}  // namespace dispatch::uvkj
+}  // namespace dispatch::clients
