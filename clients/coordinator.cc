@@ -183,7 +183,8 @@ Status Coordinator::JoinReply::error() const {
 }
 
 Result<RemoteValue> Coordinator::Schedule(std::string function, std::string args,
-                                          std::vector<ResourceId> resources) {
+                                          ScheduleOptions options) {
+  std::vector<ResourceId> resources = std::move(options.resources);
   if (function.empty()) return InvalidArgumentError("a closure needs a function name");
   const uint64_t bytes = ClosureBook::ClosureBytes(function, args, resources.size());
   if (bytes > options_.max_closure_bytes) {

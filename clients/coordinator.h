@@ -29,8 +29,6 @@
 
 namespace dispatch::clients {
 
-using ResourceId = uint64_t;
-
 class Coordinator {
  public:
   // Starts the coordinator's thread and waits until its first session is
@@ -47,8 +45,13 @@ class Coordinator {
   // Queues function(args) (with this worker's components of `resources`).
   // Returns the coordinator's pending first error instead, once.
   // InvalidArgument for an empty function name.
+  Result<RemoteValue> Schedule(std::string function, std::string args,
+                               ScheduleOptions options);
   Result<RemoteValue> Schedule(std::string function, std::string args = "",
-                               std::vector<ResourceId> resources = {});
+                               std::vector<ResourceId> resources = {}) {
+    return Schedule(std::move(function), std::move(args),
+                    ScheduleOptions{.resources = std::move(resources)});
+  }
   // Waits until none of this coordinator's closures is queued or running.
   // Returns the first error instead when there is one (once).
   Status Join();

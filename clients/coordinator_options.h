@@ -5,10 +5,20 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
 namespace dispatch::clients {
+
+using ResourceId = uint64_t;
+
+// What one closure asks for beyond its function and args.
+struct ScheduleOptions {
+  // Per-worker resources the function receives: each is replaced by the
+  // running worker's own component.
+  std::vector<ResourceId> resources;
+};
 
 struct CoordinatorOptions {
   std::string dispatcher_address;  // "tcp:HOST:PORT" or "unix:PATH"
