@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "reactor/closure_options.h"
 
 namespace dispatch::reactor {
@@ -28,8 +29,9 @@ struct DataServiceOptions {
   // A worker with no heartbeat for this long is removed (0: never; a dropped
   // connection removes it at once regardless).
   uint64_t worker_timeout_ms = 60 * 1000;
-  // What the dispatcher asks workers to heartbeat at.
-  uint64_t worker_heartbeat_interval_ms = 10 * 1000;
+  // What the dispatcher asks workers to heartbeat at (HeartbeatIntervalMs).
+  // 0: derived from worker_timeout_ms.
+  uint64_t worker_heartbeat_interval_ms = 0;
   // Most splits one batched getSplit may hand out.
   uint64_t max_splits_per_call = 65536;
   // Longest worker address, job name, tag or transfer address accepted.
@@ -37,5 +39,16 @@ struct DataServiceOptions {
   // Closure coordination (the other half of the dispatcher).
   ClosureOptions closures;
 };
+
+// The interval workers are told to heartbeat at: worker_heartbeat_interval_ms,
+// or when that is 0 a quarter of the worker timeout, at most 10 s (10 s
+// without a timeout), so that an obedient worker beats four times before it
+// would be removed as silent.
+uint64_t HeartbeatIntervalMs(const DataServiceOptions& options);
+
+// InvalidArgument, naming both flags, when a set heartbeat interval is over
+// half the worker timeout: a worker obeying it would be removed between two
+// beats that came on time.
+Status CheckHeartbeatInterval(const DataServiceOptions& options);
 
 }  // namespace dispatch::reactor

@@ -123,8 +123,10 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "connection removes it at once; 0: only on a dropped connection",
                  &d.worker_timeout_ms, 0, 1ull << 40);
   parser.AddUint("worker-heartbeat-interval-ms",
-                 "how often workers are asked to heartbeat (told in every heartbeat reply)",
-                 &d.worker_heartbeat_interval_ms, 1, 1ull << 32);
+                 "how often workers are asked to heartbeat (told in every heartbeat reply); at "
+                 "most half of --worker-timeout-ms. 0 (the default): a quarter of "
+                 "--worker-timeout-ms, at most 10 s",
+                 &d.worker_heartbeat_interval_ms, 0, 1ull << 32);
   parser.AddUint("max-splits-per-call", "most splits one batched getSplit hands out",
                  &d.max_splits_per_call, 1, 1u << 20);
   parser.AddUint("max-name-bytes",
@@ -223,6 +225,10 @@ int Main(int argc, char** argv) {
             static_cast<unsigned long long>(max_result),
             static_cast<unsigned long long>(max_message),
             static_cast<unsigned long long>(max_message / 2));
+    return 2;
+  }
+  if (Status heartbeats = CheckHeartbeatInterval(flags.options.data); !heartbeats.ok()) {
+    fprintf(stderr, "dispatcher: %s\n", heartbeats.message().c_str());
     return 2;
   }
   if (Result<std::string> address = ToKjAddress(flags.options.listen); !address.ok()) {

@@ -119,7 +119,7 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   response.setWorkerId(worker->id);
   response.setIncarnation(data.incarnation());
   response.setHeartbeatIntervalMillis(
-      static_cast<uint32_t>(data.options().worker_heartbeat_interval_ms));
+      static_cast<uint32_t>(HeartbeatIntervalMs(data.options())));
   response.setMaxResultBytes(data.options().closures.max_result_bytes);
   auto new_tasks = response.initNewTasks(static_cast<unsigned>(fresh.size()));
   for (size_t i = 0; i < fresh.size(); ++i)

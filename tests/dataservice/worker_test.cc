@@ -8,6 +8,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 
 #include "tests/dataservice/ds_test_util.h"
 #include "tests/support/temp_dir.h"
@@ -176,6 +178,43 @@ TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
   ASSERT_TRUE(gone.Heartbeat().ok());
   EXPECT_TRUE(Listed(client, "gone"));
   EXPECT_TRUE(gone.TaskOf(job.job_id).has_value());
+}
+
+// Before, the interval stayed 10 s whatever the timeout: with
+// --worker-timeout-ms=2000 a worker beating as told was removed as silent.
+TEST(Workers, WorkersAreToldToHeartbeatWellWithinTheWorkerTimeout) {
+  for (uint64_t timeout_ms : {2000u, 60000u}) {
+    DispatcherProcess dispatcher(
+        {.extra_flags = {"--worker-timeout-ms=" + std::to_string(timeout_ms)}});
+    ClientLoop loop;
+    SimWorker worker(loop, dispatcher.address(), "w");
+    ASSERT_TRUE(worker.Heartbeat().ok());
+    EXPECT_GT(worker.heartbeat_interval_ms(), 0u);
+    EXPECT_LE(worker.heartbeat_interval_ms(), timeout_ms / 4) << "timeout " << timeout_ms;
+    EXPECT_LE(worker.heartbeat_interval_ms(), 10000u) << "timeout " << timeout_ms;
+  }
+}
+
+TEST(Workers, AHeartbeatIntervalOverHalfTheWorkerTimeoutIsRefusedAtStart) {
+  TempDir dir;
+  const std::string log = dir.File("stderr");
+  Subprocess refused({DispatcherBinary(), "--listen=tcp:127.0.0.1:0", "--worker-timeout-ms=2000",
+                      "--worker-heartbeat-interval-ms=1500"},
+                     log);
+  auto status = refused.Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2);
+  std::ifstream in(log);
+  const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("--worker-heartbeat-interval-ms=1500"), std::string::npos) << said;
+  EXPECT_NE(said.find("--worker-timeout-ms=2000"), std::string::npos) << said;
+  // Half the timeout is still accepted.
+  DispatcherProcess accepted({.extra_flags = {"--worker-timeout-ms=2000",
+                                              "--worker-heartbeat-interval-ms=1000"}});
+  ClientLoop loop;
+  SimWorker worker(loop, accepted.address(), "w");
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  EXPECT_EQ(worker.heartbeat_interval_ms(), 1000u);
 }
 
 TEST(Workers, AWorkerThatStopsHeartbeatingIsRemovedWithinTheTimeout) {
