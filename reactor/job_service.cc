@@ -237,13 +237,19 @@ kj::Promise<void> DispatcherService::clientHeartbeat(ClientHeartbeatContext cont
 kj::Promise<void> DispatcherService::releaseJobClient(ReleaseJobClientContext context) {
   DataService& data = this->data();
   const uint64_t client_id = context.getParams().getJobClientId();
+  context.getResults().setIncarnation(data.incarnation());
+  if (data.state().FindJobClient(client_id) == nullptr && client_id != 0 &&
+      client_id < data.state().NextJobClientId()) {
+    // Issued and gone (released, or timed out): a retry after a lost reply.
+    // Ids are never reused, so this is the same client, and it is released.
+    return data.durable().Barrier();
+  }
   const state::JobClient* client = ValueOrThrow(data.state().GetJobClient(client_id));
   const uint64_t job_id = client->job_id;
   ThrowIfError(data.Submit([client_id](journal::Update::Builder update) {
     update.initReleaseJobClient().setJobClientId(client_id);
   }));
   data.consumers().Released(client_id, job_id);
-  context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }
 
