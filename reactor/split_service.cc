@@ -45,7 +45,18 @@ kj::Promise<void> DispatcherService::getSplit(GetSplitContext context) {
   const uint64_t sequence = request.getSequence();
   const int64_t repetition = request.getRepetition();
 
-  const state::Task* task = ValueOrThrow(state.GetTask(task_id));
+  const state::Task* task = state.FindTask(task_id);
+  if (task == nullptr) {
+    if (!data.options().fault_tolerant_mode && task_id != 0 && task_id < state.NextTaskId()) {
+      ThrowStatus(NotFoundError(
+          "task " + std::to_string(task_id) +
+          " is unknown; the dispatcher runs without fault-tolerant mode "
+          "(--fault-tolerant-mode=false), so a dispatcher restart forgot it and its job: "
+          "create the job again"));
+    }
+    ThrowStatus(NotFoundError("task " + std::to_string(task_id) +
+                              " is unknown (removed, or never created)"));
+  }
   const state::Job* job = state.FindJob(task->job_id);
   const uint64_t job_id = job->id;
   if (!job->IsDynamic()) {

@@ -62,9 +62,7 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   releaseJobClient @8 (jobClientId :UInt64) -> (incarnation :UInt64);
   # Idempotent: releasing a job client already released (or released by the
   # client timeout) succeeds, so a retry after a lost reply is safe. An id
-  # this dispatcher never issued is NotFound naming it. (Without
-  # fault-tolerant mode a restarted dispatcher forgets the ids it issued:
-  # then an old id is NotFound too.)
+  # this dispatcher never issued is NotFound naming it.
   maybeRemoveTask @9 (taskId :UInt64, consumerIndex :UInt32, round :Int64)
       -> (removed :Bool, incarnation :UInt64);
   # Round robin only: the task is removed once every consumer asked at the same round.

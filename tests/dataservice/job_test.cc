@@ -248,13 +248,19 @@ TEST(Jobs, WithoutFaultTolerantModeARestartForgetsAndSaysWhy) {
   TempDir dir;
   JobIds job;
   uint64_t dataset;
+  uint64_t task_id = 0;
   {
     DispatcherProcess dispatcher(
         {.work_dir = dir.File("work"), .extra_flags = {"--fault-tolerant-mode=false"}});
     ClientLoop loop;
     DsClient client(loop, dispatcher.address());
-    dataset = *client.RegisterDataset({.definition = "d"});
-    job = *client.GetOrCreateJob({.dataset_id = dataset});
+    dataset = *client.RegisterDataset({.definition = "d", .indexed_splits = 3});
+    job = *client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC});
+    SimWorker worker(loop, dispatcher.address(), "w");
+    ASSERT_TRUE(worker.Heartbeat().ok());
+    ASSERT_TRUE(worker.TaskOf(job.job_id).has_value());
+    task_id = worker.TaskOf(job.job_id)->task_id;
+    ASSERT_TRUE(client.GetSplit(task_id, 0, 1).ok());
     ASSERT_TRUE(dispatcher.Terminate().has_value());
   }
   DispatcherProcess dispatcher(
@@ -265,6 +271,13 @@ TEST(Jobs, WithoutFaultTolerantModeARestartForgetsAndSaysWhy) {
   ASSERT_FALSE(heartbeat.ok());
   EXPECT_EQ(heartbeat.status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(Contains(heartbeat.status(), "fault-tolerant")) << heartbeat.status().message();
+  // A worker of the previous run asking for its task's next split is told why.
+  auto split = client.GetSplit(task_id, 0, 2);
+  ASSERT_FALSE(split.ok());
+  EXPECT_EQ(split.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(split.status(), "task " + std::to_string(task_id)))
+      << split.status().message();
+  EXPECT_TRUE(Contains(split.status(), "fault-tolerant")) << split.status().message();
   EXPECT_EQ(client.GetDatasetDef(dataset).status().code(), StatusCode::kNotFound);
   // Ids are never reused: a new job and client get fresh ones.
   uint64_t again = *client.RegisterDataset({.definition = "d"});
