@@ -11,7 +11,7 @@ void ConsumerTracker::Initialize(const state::DispatcherState& state, int64_t no
 
 void ConsumerTracker::Heartbeat(uint64_t job_client_id, int64_t current_round, int64_t now_micros) {
   Client& client = clients_[job_client_id];
-  client.last_heartbeat_ms = uv_now(loop_);
+  client.last_heartbeat_ms = clock_.NowMs();
   client.last_heartbeat_micros = now_micros;
   client.round = std::max(client.round, current_round);
 }
@@ -49,7 +49,7 @@ int64_t ConsumerTracker::LastHeartbeatMicros(uint64_t job_client_id) const {
 
 std::vector<uint64_t> ConsumerTracker::TimedOut(uint64_t timeout_ms) const {
   std::vector<uint64_t> out;
-  uint64_t now = uv_now(loop_);
+  uint64_t now = clock_.NowMs();
   for (const auto& [id, client] : clients_) {
     if (now - client.last_heartbeat_ms > timeout_ms) out.push_back(id);
   }

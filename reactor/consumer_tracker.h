@@ -13,13 +13,14 @@
 #include <set>
 #include <vector>
 
+#include "reactor/serving_clock.h"
 #include "state/dispatcher_state.h"
 
 namespace dispatch::reactor {
 
 class ConsumerTracker {
  public:
-  explicit ConsumerTracker(uv_loop_t* loop) : loop_(loop) {}
+  explicit ConsumerTracker(const ServingClock& clock) : clock_(clock) {}
 
   // After recovery: every client of the state counts as heard from now.
   void Initialize(const state::DispatcherState& state, int64_t now_micros);
@@ -38,7 +39,8 @@ class ConsumerTracker {
   // The highest round any client of the job reported; -1 when none.
   int64_t JobRound(const state::DispatcherState& state, uint64_t job_id) const;
   int64_t LastHeartbeatMicros(uint64_t job_client_id) const;
-  // Clients not heard from within `timeout_ms` (loop time).
+  // Clients not heard from within `timeout_ms` (serving time: the
+  // dispatcher's own stalls do not count).
   std::vector<uint64_t> TimedOut(uint64_t timeout_ms) const;
 
   // Consumer `consumer_index` asks to remove `task_id` at `round`. True once
@@ -62,7 +64,7 @@ class ConsumerTracker {
   // Released clients remembered (bounded: the oldest go first).
   static constexpr size_t kMaxReleased = 100000;
 
-  uv_loop_t* const loop_;
+  const ServingClock& clock_;
   std::map<uint64_t, Client> clients_;
   std::map<uint64_t, uint64_t> released_;  // job client -> job
   std::map<uint64_t, Removal> removals_;

@@ -13,8 +13,9 @@ DataService::DataService(uv_loop_t* loop, DurableState& durable, DataServiceOpti
       durable_(durable),
       options_(std::move(options)),
       incarnation_(incarnation),
-      workers_(loop, durable, options_),
-      consumers_(loop),
+      serving_clock_(loop),
+      workers_(serving_clock_, durable, options_),
+      consumers_(serving_clock_),
       datasets_(durable.state()),
       closures_(kj::refcounted<ClosureDispatcher>(loop, durable, workers_, options_.closures)) {
   workers_.SetWorkerLostHandler([this](uint64_t worker_id, const std::string& reason) {

@@ -91,6 +91,7 @@ class DataService {
   DurableState& durable_;
   const DataServiceOptions options_;
   const uint64_t incarnation_;
+  ServingClock serving_clock_;  // before the registries that read it
   WorkerRegistry workers_;
   ConsumerTracker consumers_;
   DatasetCatalog datasets_;

@@ -24,8 +24,10 @@ void DataService::StartTimers() {
   if (options_.client_timeout_ms > 0) shortest = std::min(shortest, options_.client_timeout_ms);
   if (shortest != UINT64_MAX) {
     uint64_t period = std::clamp<uint64_t>(shortest / 4, 5, 1000);
-    liveness_timer_ =
-        std::make_unique<uvkj::UvRepeatingTimer>(loop_, period, [this]() { RunLivenessCheck(); });
+    liveness_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, period, [this, period]() {
+      serving_clock_.Tick(period);
+      RunLivenessCheck();
+    });
     liveness_timer_->Unref();
     liveness_timer_->Start();
   }

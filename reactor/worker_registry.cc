@@ -12,14 +12,14 @@ void WorkerRegistry::ErrorHandler::taskFailed(kj::Exception&& exception) {
   Log(LogLevel::kDebug, "worker push failed: ", exception.getDescription());
 }
 
-WorkerRegistry::WorkerRegistry(uv_loop_t* loop, DurableState& durable,
+WorkerRegistry::WorkerRegistry(const ServingClock& clock, DurableState& durable,
                                const DataServiceOptions& options)
-    : loop_(loop), durable_(durable), options_(options), pushes_(error_handler_) {}
+    : clock_(clock), durable_(durable), options_(options), pushes_(error_handler_) {}
 
 WorkerRegistry::~WorkerRegistry() = default;
 
 void WorkerRegistry::Initialize() {
-  uint64_t now = uv_now(loop_);
+  uint64_t now = clock_.NowMs();
   for (const state::Worker* worker : durable_.state().ListWorkers()) {
     Entry& entry = entries_[worker->address];
     entry.worker_id = worker->id;
@@ -31,7 +31,7 @@ bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::Connectio
                                bool has_control, rpc::WorkerControl::Client control) {
   auto [it, inserted] = entries_.try_emplace(worker.address);
   Entry& entry = it->second;
-  entry.last_heartbeat_ms = uv_now(loop_);
+  entry.last_heartbeat_ms = clock_.NowMs();
   entry.last_heartbeat_micros = durable_.NowMicros();
   bool attached = inserted || entry.connection != connection || entry.worker_id != worker.id;
   if (attached) {
@@ -77,7 +77,7 @@ void WorkerRegistry::OnDisconnect(RpcServer::ConnectionId connection) {
 
 void WorkerRegistry::CheckTimeouts() {
   if (options_.worker_timeout_ms == 0) return;
-  uint64_t now = uv_now(loop_);
+  uint64_t now = clock_.NowMs();
   std::vector<std::string> expired;
   for (const auto& [address, entry] : entries_) {
     if (now - entry.last_heartbeat_ms > options_.worker_timeout_ms) expired.push_back(address);

@@ -20,6 +20,7 @@
 #include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
 #include "reactor/rpc_server.h"
+#include "reactor/serving_clock.h"
 #include "schema/dispatcher.capnp.h"
 
 namespace dispatch::reactor {
@@ -38,7 +39,8 @@ class WorkerRegistry {
   // (and its heartbeat replies list the tasks anyway).
   static constexpr uint32_t kMaxPushesInFlight = 64;
 
-  WorkerRegistry(uv_loop_t* loop, DurableState& durable, const DataServiceOptions& options);
+  WorkerRegistry(const ServingClock& clock, DurableState& durable,
+                 const DataServiceOptions& options);
   ~WorkerRegistry();
   WorkerRegistry(const WorkerRegistry&) = delete;
   WorkerRegistry& operator=(const WorkerRegistry&) = delete;
@@ -71,7 +73,8 @@ class WorkerRegistry {
   rpc::WorkerControl::Client* ControlOf(std::string_view address);
   // Called by Remove before RemoveWorker is journaled: the worker's closures
   // must leave it (put back or failed) first.
-  void SetWorkerLostHandler(std::function<Status(uint64_t worker_id, const std::string& reason)> h) {
+  void SetWorkerLostHandler(
+      std::function<Status(uint64_t worker_id, const std::string& reason)> h) {
     on_worker_lost_ = std::move(h);
   }
   // Wall-clock micros of the last heartbeat; 0 when none since start.
@@ -83,7 +86,7 @@ class WorkerRegistry {
     uint64_t worker_id = 0;
     RpcServer::ConnectionId connection = 0;  // 0: not attached (after a restart)
     kj::Maybe<rpc::WorkerControl::Client> control;
-    uint64_t last_heartbeat_ms = 0;  // uv_now
+    uint64_t last_heartbeat_ms = 0;  // ServingClock::NowMs
     int64_t last_heartbeat_micros = 0;
     uint64_t generation = 0;  // bumped on every (re)attachment
     uint32_t pushes_in_flight = 0;
@@ -99,7 +102,7 @@ class WorkerRegistry {
   // The push sent to the entry of `generation` at `address` got its answer.
   void PushDone(const std::string& address, uint64_t generation);
 
-  uv_loop_t* const loop_;
+  const ServingClock& clock_;  // heartbeat times and timeouts
   DurableState& durable_;
   const DataServiceOptions& options_;
   std::map<std::string, Entry, std::less<>> entries_;
