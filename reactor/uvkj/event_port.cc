@@ -10,12 +10,15 @@ UvEventPort::UvEventPort(uv_loop_t* loop)
     : loop_(loop),
       idle_(loop, this, uv_idle_init),
       check_(loop, this, uv_check_init),
+      prepare_(loop, this, uv_prepare_init),
       async_(loop, this, uv_async_init, &UvEventPort::OnAsync),
       kj_loop_(*this) {
-  // The check handle runs after every I/O phase. Neither it nor the async
-  // handle may keep the loop alive by itself, hence unref.
+  // The check handle runs after every I/O phase, the prepare handle right
+  // before it. None of them may keep the loop alive by itself, hence unref.
   CheckUv(uv_check_start(check_.get(), &UvEventPort::OnCheck), "uv_check_start");
+  CheckUv(uv_prepare_start(prepare_.get(), &UvEventPort::OnPrepare), "uv_prepare_start");
   uv_unref(check_.base());
+  uv_unref(prepare_.base());
   uv_unref(async_.base());
 }
 
@@ -53,8 +56,9 @@ bool UvEventPort::wait() {
   // awaited promise (say, the writable event that ends a write) often leaves
   // no active handle behind, and KJ calls wait() again only if it is pending.
   if (!uv_loop_alive(loop_) && !woken_.load()) {
-    KJ_FAIL_REQUIRE("Promise::wait() on a promise that can never resolve: the libuv loop has no "
-                    "active handles left");
+    KJ_FAIL_REQUIRE(
+        "Promise::wait() on a promise that can never resolve: the libuv loop has no "
+        "active handles left");
   }
   ++uv_depth_;
   in_wait_ = true;
@@ -98,16 +102,16 @@ void UvEventPort::RunSlice() {
     ++slices_run_;
     // Exceptions must not cross libuv's C frames. KJ turns failures inside
     // events into rejected promises; what still escapes is a bug we log.
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([this]() {
-                  // The clock (a vDSO read, ~26 ns here) is read after every
-                  // turn: one slow turn, such as producing a 1 MiB element,
-                  // is enough to end a slice.
-                  const uint64_t deadline = uv_hrtime() + kMaxSliceNanos;
-                  for (uint turns = 0; turns < kMaxTurnsPerSlice; ++turns) {
-                    kj_loop_.run(1);
-                    if (!kj_loop_.isRunnable() || uv_hrtime() >= deadline) break;
-                  }
-                })) {
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([this]() {
+                   // The clock (a vDSO read, ~26 ns here) is read after every
+                   // turn: one slow turn, such as producing a 1 MiB element,
+                   // is enough to end a slice.
+                   const uint64_t deadline = uv_hrtime() + kMaxSliceNanos;
+                   for (uint turns = 0; turns < kMaxTurnsPerSlice; ++turns) {
+                     kj_loop_.run(1);
+                     if (!kj_loop_.isRunnable() || uv_hrtime() >= deadline) break;
+                   }
+                 })) {
       KJ_LOG(ERROR, "uncaught exception in a KJ event; continuing", *e);
     }
   }
@@ -130,7 +134,7 @@ void UvEventPort::DrainCrossThread() {
   }
   xthread_pending_ = false;
   if (wait_scope_ != nullptr) {
-    KJ_IF_MAYBE(e, kj::runCatchingExceptions([this]() { wait_scope_->poll(); })) {
+    KJ_IF_MAYBE (e, kj::runCatchingExceptions([this]() { wait_scope_->poll(); })) {
       KJ_LOG(ERROR, "exception while draining cross-thread events", *e);
     }
   }
@@ -139,7 +143,7 @@ void UvEventPort::DrainCrossThread() {
 
 void UvEventPort::RunPassEndHook() {
   if (!pass_end_hook_) return;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([this]() { pass_end_hook_(); })) {
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([this]() { pass_end_hook_(); })) {
     KJ_LOG(ERROR, "uncaught exception in the pass-end hook; continuing", *e);
   }
 }
@@ -150,6 +154,13 @@ void UvEventPort::OnIdle(uv_idle_t* handle) {
 
 void UvEventPort::OnCheck(uv_check_t* handle) {
   if (auto* self = static_cast<UvEventPort*>(handle->data)) self->RunSlice();
+}
+
+void UvEventPort::OnPrepare(uv_prepare_t* handle) {
+  // Work queued without a notice (see the header) must not wait for I/O:
+  // an armed idle handle makes this pass's poll return at once.
+  auto* self = static_cast<UvEventPort*>(handle->data);
+  if (self != nullptr && self->kj_loop_.isRunnable()) self->ArmIdle(true);
 }
 
 void UvEventPort::OnAsync(uv_async_t* handle) {

@@ -2,18 +2,22 @@
 // thread, with no second event loop. libuv owns the thread (uv_run); KJ work
 // runs in bounded slices from an idle handle (only while KJ is runnable, so an
 // idle process blocks in epoll) and from a check handle (right after I/O, so a
-// reply goes out in the same loop pass as the request that caused it).
+// reply goes out in the same loop pass as the request that caused it). KJ's
+// "runnable" notices are not enough to arm the idle handle: KJ sends one only
+// when its own notion changes, and the turns of a top-level wait() empty the
+// queue without updating that notion, so work queued by a libuv callback
+// right after can come with no notice. A prepare handle therefore looks at
+// the queue itself right before libuv would block in poll.
 // Invariant: uv_run is never entered twice; Promise::wait() inside a libuv
 // callback throws instead of re-entering it.
 #pragma once
 
+#include <kj/async.h>
 #include <uv.h>
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
-
-#include <kj/async.h>
 
 #include "reactor/uvkj/uv_handle.h"
 
@@ -65,6 +69,7 @@ class UvEventPort final : public kj::EventPort {
  private:
   static void OnIdle(uv_idle_t* handle);
   static void OnCheck(uv_check_t* handle);
+  static void OnPrepare(uv_prepare_t* handle);
   static void OnAsync(uv_async_t* handle);
 
   // Runs one bounded slice of KJ work and arms or disarms the idle handle.
@@ -78,10 +83,11 @@ class UvEventPort final : public kj::EventPort {
   uv_loop_t* const loop_;
   UvHandle<uv_idle_t> idle_;
   UvHandle<uv_check_t> check_;
+  UvHandle<uv_prepare_t> prepare_;
   UvHandle<uv_async_t> async_;
   bool idle_armed_ = false;
   int uv_depth_ = 0;
-  bool in_wait_ = false;  // inside a top-level wait()'s uv_run
+  bool in_wait_ = false;          // inside a top-level wait()'s uv_run
   bool xthread_pending_ = false;  // a wake() arrived while KJ work was queued
   uint64_t slices_run_ = 0;
   mutable std::atomic<bool> woken_{false};

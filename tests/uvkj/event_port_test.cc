@@ -177,6 +177,54 @@ TEST(UvEventPort, TopLevelWaitDrivesTheLoopForIo) {
   EXPECT_EQ(bridge.Teardown(), 0);
 }
 
+// A top-level wait() on a timer that is already due once the wait has run
+// the work queued before it. KJ tells the port "runnable" only when its own
+// notion changes, and the turns of a wait() empty the queue without updating
+// that notion: the timer firing in libuv's timers phase queued a KJ event
+// without a word to the port, and uv_run(UV_RUN_ONCE) went on to block in the
+// poll phase until some other event came (in the test suite, a push seconds
+// later: tests failed on loaded machines). Here a watchdog's wake() would be
+// that other event.
+TEST(UvEventPort, TopLevelWaitOnADueTimerReturnsWithoutWaitingForAnotherEvent) {
+  Bridge bridge;
+  auto& io = bridge.io();
+  {
+    // Keeps the loop alive with nothing to say, as an idle connection does.
+    UvRepeatingTimer far(io.loop(), 60 * 1000, [] {});
+    far.Start();
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    std::atomic<bool> rescued{false};
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return finished; })) {
+        rescued = true;
+        io.port().wake();
+      }
+    });
+    for (int i = 0; i < 20 && !rescued; ++i) {
+      auto due = io.timer().afterDelay(1 * kj::MILLISECONDS);
+      // Queued work the wait runs first: KJ tells the port "runnable" when it
+      // is queued, and nothing when the wait's own turns empty the queue.
+      auto queued = kj::evalLater([] {}).eagerlyEvaluate(nullptr);
+      // The delay passes before the wait starts (a busy or preempted thread).
+      const uint64_t until = uv_hrtime() + 3 * 1000 * 1000;
+      while (uv_hrtime() < until) {
+      }
+      due.wait(io.wait_scope());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+    }
+    cv.notify_one();
+    watchdog.join();
+    EXPECT_FALSE(rescued) << "a wait returned only when another event woke the loop";
+  }
+  EXPECT_EQ(bridge.Teardown(), 0);
+}
+
 TEST(UvEventPort, IdleLoopWithPendingReadsSleepsBetweenTimerTicks) {
   Bridge bridge;
   auto& io = bridge.io();
