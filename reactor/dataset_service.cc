@@ -31,6 +31,63 @@ Status CheckSplitSource(rpc::SplitSource::Reader source) {
   return InvalidArgumentError("the split source is of a kind this dispatcher does not know");
 }
 
+std::string DescribeSplitSource(rpc::SplitSource::Reader source) {
+  switch (source.which()) {
+    case rpc::SplitSource::NONE:
+      return "no split source";
+    case rpc::SplitSource::INDEXED:
+      return "an indexed split source of " + std::to_string(source.getIndexed()) + " splits";
+    case rpc::SplitSource::EXPLICIT:
+      return "an explicit split source of " + std::to_string(source.getExplicit().size()) +
+             " splits";
+  }
+  return "a split source of an unknown kind";
+}
+
+bool SameSplitSource(rpc::SplitSource::Reader a, rpc::SplitSource::Reader b) {
+  if (a.which() != b.which()) return false;
+  switch (a.which()) {
+    case rpc::SplitSource::NONE:
+      return true;
+    case rpc::SplitSource::INDEXED:
+      return a.getIndexed() == b.getIndexed();
+    case rpc::SplitSource::EXPLICIT: {
+      auto x = a.getExplicit();
+      auto y = b.getExplicit();
+      if (x.size() != y.size()) return false;
+      for (unsigned i = 0; i < x.size(); ++i) {
+        if (x[i] != y[i]) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+// FailedPrecondition naming both when a definition already registered comes
+// with another split source or metadata: keeping the old ones silently would
+// hand out splits the caller did not ask for.
+Status CheckSameRegistration(const state::Dataset& existing, rpc::SplitSource::Reader source,
+                             capnp::Data::Reader metadata) {
+  Status verdict = Status::Ok();
+  Status decoded = WithDatasetMetadata(existing.metadata, [&](rpc::DatasetMetadata::Reader kept) {
+    const std::string name = "dataset " + std::to_string(existing.id);
+    if (!SameSplitSource(kept.getSplitSource(), source)) {
+      verdict = FailedPreconditionError(
+          name + " has this definition with " + DescribeSplitSource(kept.getSplitSource()) +
+          "; it cannot be registered again with " + DescribeSplitSource(source) +
+          " (change the definition to register another dataset)");
+    } else if (kept.getUserMetadata() != metadata) {
+      verdict = FailedPreconditionError(
+          name + " has this definition with " + std::to_string(kept.getUserMetadata().size()) +
+          " bytes of metadata; it cannot be registered again with other metadata (" +
+          std::to_string(metadata.size()) +
+          " bytes; change the definition to register another dataset)");
+    }
+  });
+  return decoded.ok() ? verdict : decoded;
+}
+
 }  // namespace
 
 kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetContext context) {
@@ -72,6 +129,7 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
   uint64_t dataset_id;
   bool has_spec;
   if (existing != nullptr) {
+    ThrowIfError(CheckSameRegistration(*existing, params.getSplitSource(), params.getMetadata()));
     dataset_id = existing->id;
     has_spec = existing->element_spec.has_value();
   } else {

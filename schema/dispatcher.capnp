@@ -40,7 +40,9 @@ interface Dispatcher @0x8f74785fcea7bbcc {
                            metadata :Data) -> (datasetId :UInt64, incarnation :UInt64);
   # Registers the dataset once: a definition whose fingerprint (a hash of its
   # bytes, confirmed byte for byte) is already registered returns the existing
-  # id. An empty `elementSpec` sets none; a non-empty one is set when the
+  # id, when it comes with the same split source and metadata; with another
+  # split source or other metadata it is FailedPrecondition naming both, and
+  # nothing changes. An empty `elementSpec` sets none; a non-empty one is set when the
   # dataset has none yet. Limits (ResourceExhausted naming the limit, nothing
   # registered): the definition up to 64 MiB; the element spec, and the split
   # source with `metadata`, each within one 16 MiB journal record.

@@ -11,6 +11,10 @@
 namespace dispatch::testing {
 namespace {
 
+bool Contains(const Status& status, const std::string& text) {
+  return status.message().find(text) != std::string::npos;
+}
+
 TEST(Datasets, SameDefinitionBytesGetTheSameIdAndOtherBytesANewOne) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
@@ -25,6 +29,49 @@ TEST(Datasets, SameDefinitionBytesGetTheSameIdAndOtherBytesANewOne) {
   ASSERT_TRUE(other.ok());
   EXPECT_NE(*other, *first);
   EXPECT_EQ(a.ListDatasets()->size(), 2u);
+}
+
+// Before, the second registration got the first id back and its split
+// source was silently dropped: jobs handed out splits the caller never asked for.
+TEST(Datasets, ADefinitionRegisteredAgainWithAnotherSplitSourceOrMetadataNamesBoth) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  const DatasetSpec spec{.definition = "graph", .indexed_splits = 3, .metadata = "m1"};
+  auto first = client.RegisterDataset(spec);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto same = client.RegisterDataset(spec);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(*same, *first);
+
+  auto more_splits =
+      client.RegisterDataset({.definition = "graph", .indexed_splits = 4, .metadata = "m1"});
+  ASSERT_FALSE(more_splits.ok());
+  EXPECT_EQ(more_splits.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(more_splits.status(), "dataset " + std::to_string(*first)));
+  EXPECT_TRUE(Contains(more_splits.status(), "indexed split source of 3 splits"))
+      << more_splits.status().message();
+  EXPECT_TRUE(Contains(more_splits.status(), "indexed split source of 4 splits"))
+      << more_splits.status().message();
+
+  auto explicit_splits =
+      client.RegisterDataset({.definition = "graph", .explicit_splits = {"a", "b"}, .metadata = "m1"});
+  ASSERT_FALSE(explicit_splits.ok());
+  EXPECT_TRUE(Contains(explicit_splits.status(), "explicit split source of 2 splits"))
+      << explicit_splits.status().message();
+
+  auto other_metadata =
+      client.RegisterDataset({.definition = "graph", .indexed_splits = 3, .metadata = "m2"});
+  ASSERT_FALSE(other_metadata.ok());
+  EXPECT_EQ(other_metadata.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(other_metadata.status(), "metadata")) << other_metadata.status().message();
+
+  // Nothing changed: one dataset, still with its first split source.
+  EXPECT_EQ(client.ListDatasets()->size(), 1u);
+  auto def = client.GetDatasetDef(*first);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->metadata, "m1");
+  EXPECT_EQ(def->num_indexed, 3u);
 }
 
 TEST(Datasets, DefinitionSplitSourceAndMetadataReadBack) {
@@ -113,7 +160,7 @@ TEST(Datasets, SurviveARestartOnTheSameWorkDir) {
   EXPECT_EQ(def->definition, "durable");
   EXPECT_EQ(def->num_indexed, 9u);
   EXPECT_EQ(*client.GetElementSpec(id), "es");
-  EXPECT_EQ(*client.RegisterDataset({.definition = "durable"}), id);
+  EXPECT_EQ(*client.RegisterDataset({.definition = "durable", .indexed_splits = 9}), id);
 }
 
 }  // namespace
