@@ -73,7 +73,7 @@ void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& reque
   auto [live, new_live] = live_.try_emplace(worker->id);
   if (new_live || registered || attached) {
     // A new link: the worker drops the outcomes of closures pushed on its
-    // earlier connections, so those runs are lost (seed 27).
+    // earlier connections, so those runs are lost (pinned seeds 27, 216, 226, 255).
     Carry(state::PlanWorkerLost(state_, Policy(), worker->id,
                                 "it reconnected; its earlier connection's runs are dropped",
                                 Stamp()))
