@@ -41,7 +41,7 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
 // outcome; the error waits for its next call. Without this such a retry was
 // told "not scheduled" although its closures were queued and ran, and
 // their outcomes were never released (found by the simulation, tests/sim,
-// pinned seeds 25 and 193). Errors as PlanSchedule's.
+// pinned seeds 29, 152, 193 and 294). Errors as PlanSchedule's.
 Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const DispatcherState& state,
                                                                 uint64_t coordinator_id,
                                                                 std::vector<NewClosure> closures,

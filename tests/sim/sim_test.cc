@@ -136,6 +136,24 @@ INSTANTIATE_TEST_SUITE_P(Seeds, SimulationPinned, ::testing::ValuesIn(kPinned),
                                   std::to_string(info.param.seed);
                          });
 
+// Seeds that found a bug not fixed yet, disabled until it is (run them with
+// --gtest_also_run_disabled_tests). A schedule refused with the coordinator's
+// first error is not idempotent: a second copy of the call (here a duplicate;
+// in production a copy read late from a half-open connection after the
+// client retried on a new one) arrives after the error was raised and
+// cleared, and schedules the closures the coordinator was told were not
+// scheduled; they run and are never released.
+const Pinned kOpen[] = {
+    {"RefusedScheduleCopyScheduledLater", 9557},
+    {"RefusedScheduleCopyScheduledLater", 9623},
+};
+
+INSTANTIATE_TEST_SUITE_P(DISABLED_Open, SimulationPinned, ::testing::ValuesIn(kOpen),
+                         [](const ::testing::TestParamInfo<Pinned>& info) {
+                           return std::string(info.param.name) + "_" +
+                                  std::to_string(info.param.seed);
+                         });
+
 // ---- The checker can fail: with a bug planted in the harness's stand-in
 // for the reactor, some seed among the first few dozen is reported.
 class SimulationChecker : public ::testing::TestWithParam<SimBug> {};
