@@ -28,7 +28,8 @@ void SimWorker::Start(bool all_functions) {
   auto functions = std::make_shared<state::FunctionSet>();
   for (int k = 0; k < ctx_.params.num_functions; ++k)
     if (all_functions || ctx_.Chance(0.6)) functions->insert(FunctionName(k));
-  if (functions->empty()) functions->insert(FunctionName(ctx_.Uniform(0, ctx_.params.num_functions - 1)));
+  if (functions->empty())
+    functions->insert(FunctionName(ctx_.Uniform(0, ctx_.params.num_functions - 1)));
   functions_[incarnation_] = std::move(functions);
   slots_ = static_cast<uint32_t>(ctx_.Uniform(1, 3));
   // As dispatch-worker does: a process that takes over an address continues
@@ -103,9 +104,12 @@ void SimWorker::Heartbeat() {
     for (uint64_t id : r.tasks_to_delete) tasks_.erase(id);
   };
   SimDispatcher* d = &dispatcher_;
-  ctx_.Send(conn_, [d, conn, request, reply] { d->WorkerHeartbeat(conn, request, reply); }, true);
+  ctx_.Send(
+      conn_, [d, conn, request, reply] { d->WorkerHeartbeat(conn, request, reply); }, true);
   // A finished task is reported until the dispatcher says to delete it.
-  if (!done.empty()) ctx_.Send(conn_, [d, conn, done] { d->WorkerUpdate(conn, done); }, true);
+  if (!done.empty())
+    ctx_.Send(
+        conn_, [d, conn, done] { d->WorkerUpdate(conn, done); }, true);
   next_heartbeat_ = ctx_.net.now_ms() + ctx_.Uniform(40, 100);
 }
 
@@ -123,8 +127,8 @@ void SimWorker::OnPush(uint64_t conn, const std::vector<RunPush>& runs) {
     if (it != runs_.end() && it->second.attempt == push.attempt &&
         it->second.worker_id == push.worker_id)
       continue;  // pushed again
-    runs_[push.closure_id] = Run{push.worker_id, push.attempt,
-                                 ctx_.net.now_ms() + ctx_.Uniform(1, 40), push.args, conn};
+    runs_[push.closure_id] =
+        Run{push.worker_id, push.attempt, ctx_.net.now_ms() + ctx_.Uniform(1, 40), push.args, conn};
   }
 }
 
@@ -164,9 +168,12 @@ void SimWorker::ReportDone() {
   SimDispatcher* d = &dispatcher_;
   const uint64_t conn = conn_;
   for (auto& [worker_id, reports] : by_registration) {
-    ctx_.Send(conn_, [d, conn, worker_id = worker_id, reports = std::move(reports)] {
-      d->Reports(conn, worker_id, reports);
-    }, true);
+    ctx_.Send(
+        conn_,
+        [d, conn, worker_id = worker_id, reports = std::move(reports)] {
+          d->Reports(conn, worker_id, reports);
+        },
+        true);
   }
 }
 
@@ -179,7 +186,8 @@ void SimWorker::WorkTasks() {
       AskSplit(id, task);
     } else {
       task.done = true;  // read the whole dataset
-      ctx_.Send(conn_, [d, conn, id = id] { d->WorkerUpdate(conn, {id}); }, true);
+      ctx_.Send(
+          conn_, [d, conn, id = id] { d->WorkerUpdate(conn, {id}); }, true);
     }
   }
 }
@@ -195,7 +203,8 @@ void SimWorker::AskSplit(uint64_t task_id, TaskRun& task) {
     if (r.status.ok()) ctx_.observer->SplitAnswered(job_id, task_id, sequence, r);
     OnSplit(conn, task_id, sequence, r);
   };
-  ctx_.Send(conn_, [d, conn, request, reply] { d->GetSplit(conn, request, reply); }, true);
+  ctx_.Send(
+      conn_, [d, conn, request, reply] { d->GetSplit(conn, request, reply); }, true);
 }
 
 void SimWorker::OnSplit(uint64_t conn, uint64_t task_id, uint64_t sequence,
@@ -219,7 +228,8 @@ void SimWorker::OnSplit(uint64_t conn, uint64_t task_id, uint64_t sequence,
   if (++task.repetition < task.info.repetitions) return;
   task.done = true;
   SimDispatcher* d = &dispatcher_;
-  ctx_.Send(conn_, [d, conn, task_id] { d->WorkerUpdate(conn, {task_id}); }, true);
+  ctx_.Send(
+      conn_, [d, conn, task_id] { d->WorkerUpdate(conn, {task_id}); }, true);
 }
 
 // ---- Coordinator ----------------------------------------------------------------
@@ -259,7 +269,8 @@ void SimCoordinator::SendSchedule(std::vector<ClosureSpec> specs) {
   SimDispatcher* d = &dispatcher_;
   const uint64_t conn = conn_, id = id_;
   auto reply = [this, specs](const ScheduleReply& r) { OnScheduled(specs, r); };
-  ctx_.Send(conn_, [d, conn, id, specs, reply] { d->Schedule(conn, id, specs, reply); }, true);
+  ctx_.Send(
+      conn_, [d, conn, id, specs, reply] { d->Schedule(conn, id, specs, reply); }, true);
 }
 
 void SimCoordinator::OnScheduled(const std::vector<ClosureSpec>& specs, const ScheduleReply& r) {
@@ -326,11 +337,12 @@ void SimCoordinator::Step() {
     to_release_.clear();  // a lost call breaks the connection: the next session reports them again
     awaiting_ = true;
     auto reply = [this, conn](const std::vector<Outcome>& outcomes) { OnOutcomes(conn, outcomes); };
-    ctx_.Send(conn_, [d, conn, id, release, reply] { d->AwaitResults(conn, id, release, reply); },
-              true);
+    ctx_.Send(
+        conn_, [d, conn, id, release, reply] { d->AwaitResults(conn, id, release, reply); }, true);
   }
   if (ctx_.Chance(0.02)) {
-    ctx_.Send(conn_, [d, conn, id] { d->Join(conn, id, [](const JoinReply&) {}); }, true);
+    ctx_.Send(
+        conn_, [d, conn, id] { d->Join(conn, id, [](const JoinReply&) {}); }, true);
   }
 }
 
@@ -358,9 +370,12 @@ void SimConsumer::Step() {
       dataset_id_ = dataset_id;
       waiting_ = false;
     };
-    ctx_.Send(conn_, [d, conn, fingerprint, splits, reps, reply] {
-      d->RegisterDataset(conn, fingerprint, splits, reps, reply);
-    }, true);
+    ctx_.Send(
+        conn_,
+        [d, conn, fingerprint, splits, reps, reply] {
+          d->RegisterDataset(conn, fingerprint, splits, reps, reply);
+        },
+        true);
     return;
   }
   if (client_id_ == 0) {
@@ -370,7 +385,8 @@ void SimConsumer::Step() {
     request.dynamic = ctx_.Chance(0.7);
     request.requeue = ctx_.Chance(0.5);
     if (ctx_.Chance(0.5)) {
-      request.name = "job-" + std::to_string(dataset_id_) + (request.dynamic ? "-dynamic" : "-off") +
+      request.name = "job-" + std::to_string(dataset_id_) +
+                     (request.dynamic ? "-dynamic" : "-off") +
                      (request.dynamic && request.requeue ? "-requeue" : "");
     }
     waiting_ = true;
@@ -385,7 +401,8 @@ void SimConsumer::Step() {
       ++jobs_;
       release_at_ = ctx_.net.now_ms() + ctx_.Uniform(100, 600);
     };
-    ctx_.Send(conn_, [d, conn, request, reply] { d->GetOrCreateJob(conn, request, reply); }, true);
+    ctx_.Send(
+        conn_, [d, conn, request, reply] { d->GetOrCreateJob(conn, request, reply); }, true);
     return;
   }
   const uint64_t client_id = client_id_;
@@ -397,8 +414,8 @@ void SimConsumer::Step() {
       client_id_ = 0;
       next_at_ = ctx_.net.now_ms() + ctx_.Uniform(20, 200);
     };
-    ctx_.Send(conn_, [d, conn, client_id, reply] { d->ReleaseJobClient(conn, client_id, reply); },
-              true);
+    ctx_.Send(
+        conn_, [d, conn, client_id, reply] { d->ReleaseJobClient(conn, client_id, reply); }, true);
     return;
   }
   if (!healed_ && ctx_.Chance(0.005)) stalled_until_ = now + ctx_.Uniform(200, 800);
@@ -409,8 +426,8 @@ void SimConsumer::Step() {
     waiting_ = false;
     if (!r.status.ok()) client_id_ = 0;  // released by its timeout, or its job collected
   };
-  ctx_.Send(conn_, [d, conn, client_id, reply] { d->ClientHeartbeat(conn, client_id, reply); },
-            true);
+  ctx_.Send(
+      conn_, [d, conn, client_id, reply] { d->ClientHeartbeat(conn, client_id, reply); }, true);
 }
 
 }  // namespace dispatch::sim

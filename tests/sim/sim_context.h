@@ -28,7 +28,8 @@ class SimObserver {
   virtual ~SimObserver() = default;
   // `update` commits: `before` is the committed state it applies to; After
   // gets the state it made.
-  virtual void BeforeCommit(const state::DispatcherState& before, journal::Update::Reader update) = 0;
+  virtual void BeforeCommit(const state::DispatcherState& before,
+                            journal::Update::Reader update) = 0;
   virtual void AfterCommit(const state::DispatcherState& after, journal::Update::Reader update) = 0;
   // The planner assigned `run` (applied to the live state).
   virtual void Assigned(const state::DispatcherState& state, const state::ClosureRun& run) = 0;

@@ -45,16 +45,15 @@ void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& reque
       worker != nullptr && request.incarnation != 0 && worker->incarnation != request.incarnation;
   bool registered = false;
   if (worker == nullptr || replaced) {
-    if (replaced && !RemoveWorkerAt(address, "a new worker process took its address").ok())
-      return;
+    if (replaced && !RemoveWorkerAt(address, "a new worker process took its address").ok()) return;
     const uint64_t worker_id = state_.NextWorkerId();
     if (!SubmitBuilt([&](journal::Update::Builder u) {
-          auto reg = u.initRegisterWorker();
-          reg.setWorkerId(worker_id);
-          reg.setAddress(address);
-          reg.setTransferAddress(address + ":transfer");
-          reg.setIncarnation(request.incarnation);
-        }).ok()) {
+           auto reg = u.initRegisterWorker();
+           reg.setWorkerId(worker_id);
+           reg.setAddress(address);
+           reg.setTransferAddress(address + ":transfer");
+           reg.setIncarnation(request.incarnation);
+         }).ok()) {
       return;
     }
     worker = state_.FindWorker(worker_id);
@@ -222,13 +221,13 @@ void SimDispatcher::RegisterDataset(uint64_t conn, uint64_t fingerprint, uint64_
   if (known == nullptr) {
     const std::string metadata = std::to_string(num_splits) + " " + std::to_string(repetitions);
     if (!SubmitBuilt([&](journal::Update::Builder u) {
-          auto reg = u.initRegisterDataset();
-          reg.setDatasetId(dataset_id);
-          reg.setFingerprint(fingerprint);
-          reg.setMetadata(capnp::Data::Reader(
-              reinterpret_cast<const capnp::byte*>(metadata.data()), metadata.size()));
-          reg.setDefinitionKey("dataset-" + std::to_string(dataset_id));
-        }).ok()) {
+           auto reg = u.initRegisterDataset();
+           reg.setDatasetId(dataset_id);
+           reg.setFingerprint(fingerprint);
+           reg.setMetadata(capnp::Data::Reader(
+               reinterpret_cast<const capnp::byte*>(metadata.data()), metadata.size()));
+           reg.setDefinitionKey("dataset-" + std::to_string(dataset_id));
+         }).ok()) {
       return;
     }
   }
@@ -322,9 +321,9 @@ void SimDispatcher::RunTimers() {
   for (uint64_t client_id : timed_out) {
     client_seen_ms_.erase(client_id);
     if (state_.FindJobClient(client_id) == nullptr) continue;
-    SubmitBuilt(
-        [&](journal::Update::Builder u) { u.initReleaseJobClient().setJobClientId(client_id); })
-        .ok();
+    SubmitBuilt([&](journal::Update::Builder u) {
+      u.initReleaseJobClient().setJobClientId(client_id);
+    }).ok();
   }
   // Job GC, every 50 ms.
   if (now < next_gc_ms_) return;
@@ -335,8 +334,9 @@ void SimDispatcher::RunTimers() {
     if (now_micros - job->last_client_released_micros < ctx_.params.job_gc_timeout_ms * 1000)
       continue;
     const uint64_t job_id = job->id;
-    SubmitBuilt([&](journal::Update::Builder u) { u.initGarbageCollectJob().setJobId(job_id); })
-        .ok();
+    SubmitBuilt([&](journal::Update::Builder u) {
+      u.initGarbageCollectJob().setJobId(job_id);
+    }).ok();
   }
 }
 

@@ -159,8 +159,8 @@ void SimDispatcher::CheckReplay() {
   for (size_t i = 0; i < journal_.size(); ++i) {
     Status applied = state::ApplyEncodedUpdate(replayed, journal_[i]);
     if (!applied.ok()) {
-      ctx_.observer->Fail("journal record " + std::to_string(i) + " does not replay: " +
-                          applied.ToString());
+      ctx_.observer->Fail("journal record " + std::to_string(i) +
+                          " does not replay: " + applied.ToString());
       return;
     }
   }
@@ -224,8 +224,8 @@ Status SimDispatcher::RemoveWorkerAt(const std::string& address, const std::stri
   if (worker == nullptr) return Status::Ok();
   const uint64_t worker_id = worker->id;
   live_.erase(worker_id);
-  DISPATCH_RETURN_IF_ERROR(Carry(
-      state::PlanWorkerLost(state_, Policy(), worker_id, reason, Stamp())));
+  DISPATCH_RETURN_IF_ERROR(
+      Carry(state::PlanWorkerLost(state_, Policy(), worker_id, reason, Stamp())));
   return SubmitBuilt(
       [&](journal::Update::Builder u) { u.initRemoveWorker().setWorkerId(worker_id); });
 }
@@ -284,8 +284,7 @@ void SimDispatcher::PushFailed(uint64_t worker_id, const std::vector<RunPush>& r
   for (const RunPush& run : runs) {
     if (state_.FindRunning(run.closure_id, worker_id, run.attempt) == nullptr) continue;
     Carry(state::PlanRunEnded(state_, Policy(), {run.closure_id, worker_id, run.attempt},
-                              state::RunEnd::kWorkerLost, "the push to its worker failed",
-                              Stamp()))
+                              state::RunEnd::kWorkerLost, "the push to its worker failed", Stamp()))
         .ok();
   }
 }

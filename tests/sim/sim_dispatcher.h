@@ -128,7 +128,7 @@ class SimDispatcher {
   state::DispatcherState committed_;  // the journal applied (a replica)
   std::vector<std::string> journal_;
   std::vector<std::string> batch_;
-  std::map<uint64_t, std::string> results_;                      // the result table
+  std::map<uint64_t, std::string> results_;                       // the result table
   std::map<uint64_t, std::optional<std::string>> batch_results_;  // puts; nullopt: delete
   std::string snapshot_;
   size_t snapshot_at_ = 0;  // journal records the snapshot covers

@@ -45,7 +45,8 @@ void SimInvariants::BeforeCommit(const state::DispatcherState& before,
   }
 }
 
-void SimInvariants::Ended(uint64_t closure_id, state::ClosureState state, const std::string& error) {
+void SimInvariants::Ended(uint64_t closure_id, state::ClosureState state,
+                          const std::string& error) {
   ShadowClosure& closure = closures_[closure_id];
   ++closure.ends;
   Require(closure.ends == 1, [&] { return Name(closure_id) + " ended twice"; });
@@ -112,7 +113,8 @@ void SimInvariants::AfterCommit(const state::DispatcherState& after,
     case journal::Update::CLOSURE_FAILED: {
       auto failed = update.getClosureFailed();
       const uint64_t id = failed.getClosureId();
-      if (!failed.getInfrastructure()) coordinators_with_error_.insert(closures_[id].coordinator_id);
+      if (!failed.getInfrastructure())
+        coordinators_with_error_.insert(closures_[id].coordinator_id);
       Ended(id, state::ClosureState::FAILED, failed.getError());
       return;
     }
@@ -168,11 +170,11 @@ void SimInvariants::Assigned(const state::DispatcherState& state, const state::C
   const auto needed = state::NeededFunctions(state, kind);
   Require(functions != nullptr && state::CanRun(*functions, needed), [&] {
     std::string have;
-    if (functions) for (auto& f : *functions) have += f + ",";
+    if (functions)
+      for (auto& f : *functions) have += f + ",";
     return Name(run.closure_id) + " of function " + closure->function_name + " (worker has " +
-           (functions ? have : std::string("no process")) + ")" +
-           " was assigned to worker " + std::to_string(run.worker_id) + " at " + worker->address +
-           ", which did not register it";
+           (functions ? have : std::string("no process")) + ")" + " was assigned to worker " +
+           std::to_string(run.worker_id) + " at " + worker->address + ", which did not register it";
   });
   const uint64_t max = policy_.max_closure_attempts;
   auto shadow = closures_.find(run.closure_id);  // absent while its schedule is uncommitted

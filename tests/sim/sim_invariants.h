@@ -83,7 +83,7 @@ class SimInvariants : public SimObserver {
   // Splits.
   std::map<SplitKey, int> granted_, received_, requeued_;
   std::map<uint64_t, std::vector<std::vector<uint64_t>>> requeue_before_;  // job -> providers
-  std::map<std::pair<uint64_t, uint64_t>, SplitReply> answers_;  // (task, sequence)
+  std::map<std::pair<uint64_t, uint64_t>, SplitReply> answers_;            // (task, sequence)
   uint64_t splits_granted_ = 0;
 };
 

@@ -71,21 +71,21 @@ SimParams SimParams::Draw(std::mt19937_64& rng) {
 
 std::string SimParams::ToString() const {
   char text[512];
-  std::snprintf(text, sizeof(text),
-                "workers=%d coordinators=%d consumers=%d functions=%d max_closures=%d loss=%.3f "
-                "duplicate=%.2f max_delay_ms=%d worker_death=%.3f half_open=%.1f restart=%.3f "
-                "crash_before_commit=%.1f commit_hold=%d snapshot_every=%llu max_attempts=%llu "
-                "transient_retries=%llu start_delay_ms=%llu/%llu timeouts(worker,client,gc)=%lld,%lld,%lld",
-                num_workers, num_coordinators, num_consumers, num_functions, max_closures, loss,
-                duplicate, max_delay_ms, worker_death, half_open, restart, crash_before_commit,
-                commit_hold ? 1 : 0, static_cast<unsigned long long>(snapshot_every),
-                static_cast<unsigned long long>(policy.max_closure_attempts),
-                static_cast<unsigned long long>(policy.transient_retries),
-                static_cast<unsigned long long>(policy.start_delay_ms),
-                static_cast<unsigned long long>(policy.start_delay_max_ms),
-                static_cast<long long>(worker_timeout_ms),
-                static_cast<long long>(client_timeout_ms),
-                static_cast<long long>(job_gc_timeout_ms));
+  std::snprintf(
+      text, sizeof(text),
+      "workers=%d coordinators=%d consumers=%d functions=%d max_closures=%d loss=%.3f "
+      "duplicate=%.2f max_delay_ms=%d worker_death=%.3f half_open=%.1f restart=%.3f "
+      "crash_before_commit=%.1f commit_hold=%d snapshot_every=%llu max_attempts=%llu "
+      "transient_retries=%llu start_delay_ms=%llu/%llu timeouts(worker,client,gc)=%lld,%lld,%lld",
+      num_workers, num_coordinators, num_consumers, num_functions, max_closures, loss, duplicate,
+      max_delay_ms, worker_death, half_open, restart, crash_before_commit, commit_hold ? 1 : 0,
+      static_cast<unsigned long long>(snapshot_every),
+      static_cast<unsigned long long>(policy.max_closure_attempts),
+      static_cast<unsigned long long>(policy.transient_retries),
+      static_cast<unsigned long long>(policy.start_delay_ms),
+      static_cast<unsigned long long>(policy.start_delay_max_ms),
+      static_cast<long long>(worker_timeout_ms), static_cast<long long>(client_timeout_ms),
+      static_cast<long long>(job_gc_timeout_ms));
   return text;
 }
 
@@ -181,9 +181,9 @@ class World {
       if (!coordinator->Settled()) return false;
     for (const auto& consumer : consumers_)
       if (!consumer->Settled()) return false;
-    for (auto s : {state::ClosureState::QUEUED, state::ClosureState::ASSIGNED,
-                   state::ClosureState::FINISHED, state::ClosureState::FAILED,
-                   state::ClosureState::CANCELLED})
+    for (auto s :
+         {state::ClosureState::QUEUED, state::ClosureState::ASSIGNED, state::ClosureState::FINISHED,
+          state::ClosureState::FAILED, state::ClosureState::CANCELLED})
       if (state.NumClosuresInState(s) != 0) return false;
     return state.ListUnfinishedJobs().empty();
   }
@@ -191,17 +191,17 @@ class World {
   std::string WhatIsLeft() const {
     const state::DispatcherState& state = dispatcher_.state();
     std::string left;
-    for (auto s : {state::ClosureState::QUEUED, state::ClosureState::ASSIGNED,
-                   state::ClosureState::FINISHED, state::ClosureState::FAILED,
-                   state::ClosureState::CANCELLED}) {
+    for (auto s :
+         {state::ClosureState::QUEUED, state::ClosureState::ASSIGNED, state::ClosureState::FINISHED,
+          state::ClosureState::FAILED, state::ClosureState::CANCELLED}) {
       for (const state::Closure* c : state.ClosuresInState(s))
-        left += "closure " + std::to_string(c->id) + " (" + c->function_name + ") " +
-                state::ClosureStateName(s) +
-                (s == state::ClosureState::ASSIGNED
-                     ? " to worker " + std::to_string(c->worker_id) + " as attempt " +
-                           std::to_string(c->attempts)
-                     : std::string()) +
-                "; ";
+        left +=
+            "closure " + std::to_string(c->id) + " (" + c->function_name + ") " +
+            state::ClosureStateName(s) +
+            (s == state::ClosureState::ASSIGNED ? " to worker " + std::to_string(c->worker_id) +
+                                                      " as attempt " + std::to_string(c->attempts)
+                                                : std::string()) +
+            "; ";
     }
     for (const state::Worker* w : state.ListWorkers()) {
       left += "worker " + std::to_string(w->id) + " at " + w->address + "; ";
@@ -210,8 +210,7 @@ class World {
       left += "job " + std::to_string(job->id) + " unfinished (" +
               std::to_string(job->num_clients) + " clients); ";
     for (const auto& coordinator : coordinators_)
-      if (!coordinator->Settled())
-        left += coordinator->Describe() + "; ";
+      if (!coordinator->Settled()) left += coordinator->Describe() + "; ";
     for (size_t i = 0; i < consumers_.size(); ++i)
       if (!consumers_[i]->Settled()) left += "consumer " + std::to_string(i) + " busy; ";
     return left.substr(0, 1500);

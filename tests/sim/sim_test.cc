@@ -45,8 +45,8 @@ SimResult RunSeed(uint64_t seed, SimBug bug = SimBug::kNone) {
 
 std::string Describe(const SimResult& r) {
   return "sim seed " + std::to_string(r.seed) + " failed after " + std::to_string(r.steps) +
-         " steps: " + r.failure + "\n  world: " + r.params + "\n  re-run: " +
-         RerunCommand(r.seed) + "\n";
+         " steps: " + r.failure + "\n  world: " + r.params + "\n  re-run: " + RerunCommand(r.seed) +
+         "\n";
 }
 
 TEST(Simulation, ManySeeds) {
@@ -173,8 +173,7 @@ TEST_P(SimulationChecker, ReportsASeedWhenABugIsPlanted) {
 INSTANTIATE_TEST_SUITE_P(Bugs, SimulationChecker,
                          ::testing::Values(SimBug::kReplyBeforeCommit, SimBug::kIgnoreFunctions,
                                            SimBug::kUnjournaledRelease, SimBug::kForgetOutcome,
-                                           SimBug::kRetryForever,
-                                           SimBug::kSplitRetryNotIdempotent),
+                                           SimBug::kRetryForever, SimBug::kSplitRetryNotIdempotent),
                          [](const ::testing::TestParamInfo<SimBug>& info) {
                            return std::string(SimBugName(info.param));
                          });
