@@ -133,6 +133,17 @@ void ClosureDispatcher::OnWorkerHeartbeat(const state::Worker& worker, uint32_t 
                                           bool attached) {
   auto [it, inserted] = live_.try_emplace(worker.id);
   LiveEntry& entry = it->second;
+  if (attached) {
+    // A new link: the worker drops the outcomes of closures pushed on its
+    // earlier connections (ClosureRunner), so those runs are lost. Without
+    // this, a worker that reconnected before we saw its old connection end
+    // kept them assigned forever (found by tests/sim, pinned seeds 27, 216,
+    // 226, 255).
+    Status lost = Carry(state::PlanWorkerLost(
+        state(), options_.policy, worker.id,
+        "it reconnected; closures pushed on its earlier connection are dropped", Stamp()));
+    if (!lost.ok()) Log(LogLevel::kWarning, "closure retry: ", lost.ToString().c_str());
+  }
   if (inserted || attached) {
     entry.address = worker.address;
     entry.worker.worker_id = worker.id;
@@ -393,6 +404,33 @@ Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
   Status status = Carry(plan->updates);
   if (!status.ok()) ids.clear();  // only a storage failure (or a bug) gets here
   return status;
+}
+
+Result<bool> ClosureDispatcher::RetryUnderError(uint64_t coordinator_id,
+                                                capnp::List<rpc::ClosureSpec>::Reader specs,
+                                                std::vector<uint64_t>& ids) {
+  // Request ids first (no field read twice unless it is a retry).
+  bool known = false;
+  for (auto spec : specs) {
+    const uint64_t request_id = spec.getRequestId();
+    if (request_id != 0 && state().FindClosureByRequest(coordinator_id, request_id) != nullptr)
+      known = true;
+  }
+  if (!known) return false;
+  std::vector<state::NewClosure> closures;
+  closures.reserve(specs.size());
+  for (auto spec : specs) {
+    closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(), spec.getResources(),
+                                         spec.getRequestId()});
+  }
+  Result<std::optional<state::SchedulePlan>> plan =
+      state::PlanScheduleRetryUnderError(state(), coordinator_id, std::move(closures), Stamp());
+  if (!plan.ok()) return plan.status();
+  if (!plan->has_value()) return false;
+  if ((*plan)->num_new > 0) FlushReleases();
+  DISPATCH_RETURN_IF_ERROR(Carry((*plan)->updates));
+  ids = std::move((*plan)->ids);
+  return true;
 }
 
 Status ClosureDispatcher::Release(uint64_t coordinator_id,

@@ -124,6 +124,14 @@ class ClosureDispatcher final : public kj::Refcounted {
   // (an earlier closure's id when its request id was used before).
   Status Schedule(uint64_t coordinator_id, capnp::List<rpc::ClosureSpec>::Reader specs,
                   std::vector<uint64_t>& ids);
+  // The coordinator has a pending first error: when the call retries one
+  // whose reply was lost (a request id names one of its closures), fills
+  // `ids` (new closures of it are scheduled and cancelled at once) and
+  // returns true; false when the error is to be raised instead
+  // (state::PlanScheduleRetryUnderError).
+  Result<bool> RetryUnderError(uint64_t coordinator_id,
+                               capnp::List<rpc::ClosureSpec>::Reader specs,
+                               std::vector<uint64_t>& ids);
   // Forgets finished, failed or cancelled closures of the coordinator. The
   // release is journaled with the next update that commits anyway (or within
   // kReleaseDelayMs): a release acknowledges nothing, and one lost in a crash

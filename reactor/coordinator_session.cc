@@ -92,6 +92,7 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
                                      std::to_string(closures.options().max_closures_per_call)));
   }
   if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr || n == 0) {
+    if (n > 0 && RetriedUnderError(closures, context)) return closures.durable().Barrier();
     ThrowIfError(closures.TakeFirstError(coordinator_id_, context.getResults().initError()));
     return closures.durable().Barrier();
   }
@@ -100,6 +101,7 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
     ClosureDispatcher& closures = Dispatcher();
     // An error that arrived while waiting is raised instead of scheduling.
     if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr) {
+      if (RetriedUnderError(closures, context)) return closures.durable().Barrier();
       ThrowIfError(closures.TakeFirstError(coordinator_id_, context.getResults().initError()));
       return closures.durable().Barrier();
     }
@@ -110,6 +112,16 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
     for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
     return closures.durable().Barrier();
   }));
+}
+
+bool CoordinatorSession::RetriedUnderError(ClosureDispatcher& closures, ScheduleContext& context) {
+  std::vector<uint64_t> ids;
+  if (!ValueOrThrow(
+          closures.RetryUnderError(coordinator_id_, context.getParams().getClosures(), ids)))
+    return false;
+  auto list = context.getResults().initClosureIds(static_cast<unsigned>(ids.size()));
+  for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+  return true;
 }
 
 void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max) {

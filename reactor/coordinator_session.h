@@ -44,6 +44,10 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
  private:
   // The dispatcher, or Unavailable once it is closed.
   ClosureDispatcher& Dispatcher();
+  // A schedule while the coordinator has a pending first error that retries
+  // a call whose reply was lost: answered with its closures' ids (true), the
+  // error left for the next call. False: raise the error.
+  bool RetriedUnderError(ClosureDispatcher& closures, ScheduleContext& context);
   // Fills the results with up to `max` undelivered outcomes.
   void FillResults(AwaitResultsContext& context, uint32_t max);
   kj::Promise<void> Join(JoinContext context);

@@ -123,7 +123,11 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   schedule @0 (closures :List(ClosureSpec)) -> (closureIds :List(UInt64), error :ClosureError);
   # Queues the closures (in order) and returns their ids. Waits while the
   # closure queue is full (back-pressure). When the coordinator has a pending
-  # first error, schedules nothing and returns it in `error` (which clears it).
+  # first error, schedules nothing and returns it in `error` (which clears it),
+  # unless the call retries one whose reply was lost (a closure's `requestId`
+  # names one of the coordinator's closures): then the ids are returned as
+  # below (closures of the call not scheduled before are scheduled and
+  # cancelled at once) and the error waits for the next call.
   # A closure whose `requestId` the coordinator already used (a retry after a
   # lost reply) is not queued again: its existing id is returned.
   # All or nothing: every closure is checked before any is queued. A closure

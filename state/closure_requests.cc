@@ -1,5 +1,6 @@
 #include "state/closure_requests.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -58,6 +59,24 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
   plan.num_new = fresh.size();
   AddScheduled(plan.updates, stamp, coordinator_id, fresh);
   return plan;
+}
+
+Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const DispatcherState& state,
+                                                                uint64_t coordinator_id,
+                                                                std::vector<NewClosure> closures,
+                                                                const Stamp& stamp) {
+  const bool retry = std::any_of(closures.begin(), closures.end(), [&](const NewClosure& c) {
+    return c.request_id != 0 && state.FindClosureByRequest(coordinator_id, c.request_id) != nullptr;
+  });
+  if (!retry) return std::optional<SchedulePlan>();
+  const uint64_t first_new = state.NextClosureId();
+  Result<SchedulePlan> plan = PlanSchedule(state, coordinator_id, std::move(closures), stamp);
+  if (!plan.ok()) return plan.status();
+  std::vector<uint64_t> fresh;
+  for (uint64_t id : plan->ids)
+    if (id >= first_new) fresh.push_back(id);
+  AddCancelled(plan->updates, stamp, fresh);
+  return std::optional<SchedulePlan>(std::move(*plan));
 }
 
 Result<ResourcePlan> PlanResource(const DispatcherState& state, uint64_t coordinator_id,

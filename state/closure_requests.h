@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,22 @@ struct SchedulePlan {
 // does not fit one journal record), each naming the closure's index.
 Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordinator_id,
                                   std::vector<NewClosure> closures, const Stamp& stamp);
+
+// A schedule while the coordinator has a pending first error. When no
+// closure of the call carries a request id that names one of the
+// coordinator's unreleased closures: nullopt (the caller raises the error
+// and schedules nothing). Otherwise the call retries one whose reply was
+// lost: those closures keep their ids, and the rest are scheduled and
+// cancelled at once (the error cancelled the queue they would have joined),
+// so the reply names every closure and the coordinator releases every
+// outcome; the error waits for its next call. Without this such a retry was
+// told "not scheduled" although its closures were queued and ran, and
+// their outcomes were never released (found by the simulation, tests/sim,
+// pinned seeds 29, 152, 193 and 294). Errors as PlanSchedule's.
+Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const DispatcherState& state,
+                                                                uint64_t coordinator_id,
+                                                                std::vector<NewClosure> closures,
+                                                                const Stamp& stamp);
 
 struct ResourcePlan {
   uint64_t resource_id = 0;

@@ -405,6 +405,71 @@ TEST(ClosureProtocol, RetriedScheduleWithSameRequestIdsQueuesNothingNew) {
   EXPECT_FALSE(coordinator.Outcomes({first->ids[1] + 1}).ok());
 }
 
+// Found by the simulation (tests/sim, pinned seeds 29, 152, 193, 294): the
+// reply of a schedule was lost, and by its retry the coordinator had a
+// pending first error. The retry used to get the error, so the coordinator
+// believed its closures unscheduled although they ran, and never released them.
+TEST(ClosureProtocol, AScheduleRetriedUnderAPendingFirstErrorGetsItsIdsAndTheErrorWaits) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker worker(loop, dispatcher.address(), "w", 1);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 12);
+  auto failing = coordinator.Schedule({"fail"});
+  ASSERT_TRUE(failing.ok());
+  ASSERT_TRUE(worker.WaitForPushes(1));
+  auto first = coordinator.Schedule({"noop", "noop"}, 200);  // queued: the one slot is taken
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->ids.size(), 2u);
+  EXPECT_EQ(*worker.Report(failing->ids[0], 1, "", "boom"), 0u);  // cancels the queued two
+
+  // The retry of the call whose reply "was lost": its ids, not the error; a
+  // closure of it that is new is scheduled and cancelled at once.
+  auto retry = coordinator.Schedule({"noop", "noop", "noop"}, 200);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->error.empty()) << retry->error;
+  ASSERT_EQ(retry->ids.size(), 3u);
+  EXPECT_EQ(retry->ids[0], first->ids[0]);
+  EXPECT_EQ(retry->ids[1], first->ids[1]);
+  auto outcomes = coordinator.Outcomes(retry->ids);
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  for (const Outcome& o : *outcomes) EXPECT_EQ(o.state, journal::ClosureState::CANCELLED);
+  // The error is raised by the next call that is not such a retry.
+  auto raised = coordinator.Schedule({"noop"});
+  ASSERT_TRUE(raised.ok());
+  EXPECT_EQ(raised->error, "boom");
+  EXPECT_TRUE(raised->ids.empty());
+}
+
+// Found by the simulation (tests/sim, pinned seeds 27, 216, 226, 255): a
+// worker process that reconnects before the dispatcher sees its old
+// connection end drops the outcomes of closures pushed on the old one
+// (ClosureRunner); those closures used to stay assigned to it forever.
+TEST(ClosureProtocol, AWorkerReattachingOnANewConnectionGetsItsOldConnectionsClosuresAgain) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker old_link(loop, dispatcher.address(), "w", 1);
+  ASSERT_TRUE(old_link.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 13);
+  auto scheduled = coordinator.Schedule({"noop"});
+  ASSERT_TRUE(scheduled.ok());
+  ASSERT_TRUE(old_link.WaitForPushes(1));
+  // The same process (same address and incarnation) on a new connection; the
+  // old one is still open, as far as the dispatcher can tell.
+  ClosureWorker new_link(loop, dispatcher.address(), "w", 1);
+  ASSERT_TRUE(new_link.Heartbeat().ok());
+  EXPECT_EQ(new_link.worker_id(), old_link.worker_id());
+  ASSERT_TRUE(new_link.WaitForPushes(1));
+  EXPECT_EQ(new_link.pushed().front().closure_id, scheduled->ids[0]);
+  EXPECT_EQ(new_link.pushed().front().attempt, 2u);
+  EXPECT_EQ(*new_link.Report(scheduled->ids[0], 1, "from the old link"), 1u);  // fenced
+  EXPECT_EQ(*new_link.Report(scheduled->ids[0], 2, "done"), 0u);
+  auto outcomes = coordinator.Await();
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].result, "done");
+}
+
 TEST(ClosureProtocol, RetriedResourceCreationWithTheSameRequestIdIsTheSameResource) {
   TempDir dir;
   uint64_t first = 0;

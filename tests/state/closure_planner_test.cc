@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "state/closure_requests.h"
 #include "state/dispatcher_state.h"
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
@@ -270,6 +271,41 @@ TEST(ClosurePlanner, AUserErrorFailsTheClosureAndCancelsItsCoordinatorsQueue) {
   plan = PlanRunEnded(state, ClosurePolicy{}, {2, 2, 1}, RunEnd::kWorkerLost, "gone", kStamp);
   ASSERT_TRUE(AppliesAll(state, plan));
   EXPECT_EQ(state.FindClosure(2)->state, ClosureState::CANCELLED);
+}
+
+// The schedule retry the simulation found lost (tests/sim, pinned seeds 29,
+// 152, 193, 294): its reply was lost, and by the retry the coordinator had a
+// pending first error.
+TEST(ClosurePlanner, AScheduleRetriedUnderAFirstErrorGetsItsIdsAndCancelsWhatIsNew) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, RegisterWorker(1, "a")));
+  ASSERT_TRUE(Applies(state, ScheduleClosure(1, 7, "noop", "", /*request_id=*/50)));
+  ASSERT_TRUE(Applies(state, ScheduleClosure(2, 7, "noop", "", /*request_id=*/51)));
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(AppliesAll(state, PlanUserError(state, {1, 1, 1}, "boom", kStamp)));
+  ASSERT_NE(state.FindCoordinatorError(7), nullptr);
+  const std::string noop = "noop";
+  auto closure = [&](uint64_t request_id) {
+    return NewClosure{0, capnp::Text::Reader(noop.data(), noop.size()), {}, {}, request_id};
+  };
+
+  // Nothing of the call was seen: the error is to be raised, nothing planned.
+  Result<std::optional<SchedulePlan>> fresh =
+      PlanScheduleRetryUnderError(state, 7, {closure(60), closure(0)}, kStamp);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(fresh->has_value());
+
+  // A retry: its closures keep their ids, a new one is scheduled and cancelled.
+  Result<std::optional<SchedulePlan>> retry =
+      PlanScheduleRetryUnderError(state, 7, {closure(51), closure(52)}, kStamp);
+  ASSERT_TRUE(retry.ok());
+  ASSERT_TRUE(retry->has_value());
+  EXPECT_EQ((*retry)->ids, (std::vector<uint64_t>{2, 3}));
+  ASSERT_TRUE(AppliesAll(state, (*retry)->updates));
+  EXPECT_EQ(state.FindClosure(2)->state, ClosureState::CANCELLED);  // cancelled by the error
+  EXPECT_EQ(state.FindClosure(3)->state, ClosureState::CANCELLED);
+  EXPECT_EQ(state.FindClosureByRequest(7, 52)->id, 3u);
+  EXPECT_NE(state.FindCoordinatorError(7), nullptr);  // still pending, for the next call
 }
 
 TEST(ClosurePlanner, ALostWorkersClosuresAreEachPlannedThenItCanBeRemoved) {

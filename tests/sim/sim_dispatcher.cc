@@ -1,0 +1,502 @@
+// SimDispatcher: durability (Submit, the commit, the crash and the replay)
+// and closure coordination (closure_dispatcher.cc, coordinator_session.cc).
+// The data service's handlers are in sim_data_service.cc.
+
+#include "tests/sim/sim_dispatcher.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "common/checksum.h"
+#include "state/closure_requests.h"
+#include "state/codec.h"
+
+namespace dispatch::sim {
+namespace {
+
+// Runs `fn` on the Update that `bytes` hold (a journal record).
+template <typename Fn>
+void WithUpdate(const std::string& bytes, Fn&& fn) {
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::copy(bytes.begin(), bytes.end(), words.asChars().begin());
+  capnp::FlatArrayMessageReader reader(words);
+  fn(reader.getRoot<journal::Update>());
+}
+
+capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+capnp::Data::Reader DataOf(const std::string& s) {
+  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(s.data()), s.size());
+}
+
+}  // namespace
+
+SimDispatcher::SimDispatcher(SimContext& ctx) : ctx_(ctx) {
+  ctx_.control_connection = ctx_.net.Open();
+  ctx_.on_broken = [this](uint64_t conn) { OnBroken(conn); };
+}
+
+// ---- Durability -------------------------------------------------------------
+
+int64_t SimDispatcher::NowMicros() const {
+  return std::max<int64_t>(ctx_.net.now_ms() * 1000, state_.LastTimeMicros());
+}
+
+state::ClosurePolicy SimDispatcher::Policy() const {
+  state::ClosurePolicy policy = ctx_.params.policy;
+  if (ctx_.bug == SimBug::kRetryForever) policy.max_closure_attempts = 0;
+  return policy;
+}
+
+state::Stamp SimDispatcher::Stamp() const { return state::Stamp{NowMicros(), 16u << 20}; }
+
+Status SimDispatcher::Submit(journal::Update::Reader update) {
+  Status checked = state_.Check(update);
+  if (!checked.ok()) {
+    // Every update here was planned or validated first: a refusal is a bug.
+    ctx_.observer->Fail("a planned update was refused: " + checked.ToString());
+    return checked;
+  }
+  capnp::MallocMessageBuilder message;
+  message.setRoot(update);
+  std::string bytes = state::EncodeMessage(message);
+  Status applied = state::ApplyEncodedUpdate(state_, bytes);
+  if (!applied.ok()) {
+    ctx_.observer->Fail("a checked update did not apply from its bytes: " + applied.ToString());
+    return applied;
+  }
+  const bool unjournaled = ctx_.bug == SimBug::kUnjournaledRelease &&
+                           update.which() == journal::Update::CLOSURE_BATCH &&
+                           update.getClosureBatch().which() == journal::ClosureBatch::RELEASED;
+  if (!unjournaled) batch_.push_back(std::move(bytes));
+  Observe(update);
+  return Status::Ok();
+}
+
+Status SimDispatcher::Carry(const state::UpdateList& updates) {
+  for (size_t i = 0; i < updates.size(); ++i) DISPATCH_RETURN_IF_ERROR(Submit(updates[i]));
+  return Status::Ok();
+}
+
+Status SimDispatcher::SubmitBuilt(const std::function<void(journal::Update::Builder)>& fill) {
+  capnp::MallocMessageBuilder message;
+  auto update = message.initRoot<journal::Update>();
+  update.setTimeMicros(NowMicros());
+  fill(update);
+  return Submit(update.asReader());
+}
+
+void SimDispatcher::Park(uint64_t conn, std::function<void()> deliver) {
+  if (ctx_.bug == SimBug::kReplyBeforeCommit) {
+    deliver();  // reaches the caller at once, before the commit (and any crash)
+    return;
+  }
+  parked_.emplace_back(conn, std::move(deliver));
+}
+
+void SimDispatcher::Commit() {
+  for (const std::string& bytes : batch_) {
+    WithUpdate(bytes, [&](journal::Update::Reader update) {
+      ctx_.observer->BeforeCommit(committed_, update);
+      Status applied = committed_.Apply(update);
+      if (!applied.ok()) {
+        ctx_.observer->Fail("a journaled record does not apply to the committed state: " +
+                            applied.ToString());
+        return;
+      }
+      ctx_.observer->AfterCommit(committed_, update);
+    });
+    journal_.push_back(bytes);
+  }
+  batch_.clear();
+  for (auto& [id, bytes] : batch_results_) {
+    if (bytes.has_value()) {
+      results_[id] = std::move(*bytes);
+    } else {
+      results_.erase(id);
+    }
+  }
+  batch_results_.clear();
+  if (committed_.Digest() != state_.Digest())
+    ctx_.observer->Fail("the live state and its journal differ after a commit");
+  const uint64_t every = ctx_.params.snapshot_every;
+  if (every > 0 && journal_.size() - snapshot_at_ >= every) {
+    snapshot_ = state::EncodeSnapshot(committed_);
+    snapshot_at_ = journal_.size();
+  }
+  auto parked = std::move(parked_);
+  parked_.clear();
+  for (auto& [conn, deliver] : parked) ctx_.Send(conn, std::move(deliver), false);
+  auto pushes = std::move(parked_pushes_);
+  parked_pushes_.clear();
+  for (auto& [worker_id, runs] : pushes) Push(worker_id, std::move(runs));
+}
+
+void SimDispatcher::EndPass() {
+  RunTimers();
+  if (ctx_.Chance(0.5)) FlushReleases();  // the release timer
+  AssignQueued();
+  Commit();
+  Status indexes = state_.CheckIndexes();
+  if (!indexes.ok()) ctx_.observer->Fail("indexes: " + indexes.ToString());
+}
+
+void SimDispatcher::Crash(bool commit_first) {
+  if (commit_first) Commit();
+  batch_.clear();
+  batch_results_.clear();
+  parked_.clear();
+  parked_pushes_.clear();
+  ctx_.net.CloseAll();  // every connection was to this process
+  ++incarnation_;
+  Recover();
+}
+
+void SimDispatcher::CheckReplay() {
+  state::DispatcherState replayed;
+  for (size_t i = 0; i < journal_.size(); ++i) {
+    Status applied = state::ApplyEncodedUpdate(replayed, journal_[i]);
+    if (!applied.ok()) {
+      ctx_.observer->Fail("journal record " + std::to_string(i) +
+                          " does not replay: " + applied.ToString());
+      return;
+    }
+  }
+  if (replayed.Digest() != committed_.Digest())
+    ctx_.observer->Fail("replaying the journal gives another digest");
+  if (snapshot_.empty()) return;
+  Result<state::DispatcherState> restored = state::DecodeSnapshot(snapshot_);
+  if (!restored.ok()) {
+    ctx_.observer->Fail("the snapshot does not decode: " + restored.status().ToString());
+    return;
+  }
+  for (size_t i = snapshot_at_; i < journal_.size(); ++i) {
+    Status applied = state::ApplyEncodedUpdate(*restored, journal_[i]);
+    if (!applied.ok()) {
+      ctx_.observer->Fail("journal record " + std::to_string(i) +
+                          " does not replay after the snapshot: " + applied.ToString());
+      return;
+    }
+  }
+  if (restored->Digest() != committed_.Digest())
+    ctx_.observer->Fail("the snapshot and its tail give another digest");
+}
+
+void SimDispatcher::Recover() {
+  CheckReplay();
+  state_ = committed_;
+  registry_.clear();
+  live_.clear();
+  sessions_.clear();
+  pending_releases_.clear();
+  client_seen_ms_.clear();
+  workers_attached_ = 0;
+  ctx_.control_connection = ctx_.net.Open();
+  ctx_.observer->Restarted(state_);
+  // DataService::Start: closures that were running go back to the queue;
+  // registered workers and job clients count as heard from now.
+  Carry(state::PlanRecovery(state_, Stamp())).ok();
+  for (const state::Worker* worker : state_.ListWorkers()) {
+    Entry& entry = registry_[worker->address];
+    entry.worker_id = worker->id;
+    entry.last_heartbeat_ms = ctx_.net.now_ms();
+  }
+  for (const state::JobClient* client : state_.ListJobClients())
+    client_seen_ms_[client->id] = ctx_.net.now_ms();
+}
+
+// ---- Workers and their closures ---------------------------------------------
+
+void SimDispatcher::OnBroken(uint64_t conn) {
+  sessions_.erase(conn);
+  std::vector<std::string> addresses;
+  for (const auto& [address, entry] : registry_)
+    if (entry.conn == conn) addresses.push_back(address);
+  for (const std::string& address : addresses)
+    RemoveWorkerAt(address, "its connection dropped").ok();
+}
+
+Status SimDispatcher::RemoveWorkerAt(const std::string& address, const std::string& reason) {
+  registry_.erase(address);
+  const state::Worker* worker = state_.FindWorkerByAddress(address);
+  if (worker == nullptr) return Status::Ok();
+  const uint64_t worker_id = worker->id;
+  live_.erase(worker_id);
+  DISPATCH_RETURN_IF_ERROR(
+      Carry(state::PlanWorkerLost(state_, Policy(), worker_id, reason, Stamp())));
+  return SubmitBuilt(
+      [&](journal::Update::Builder u) { u.initRemoveWorker().setWorkerId(worker_id); });
+}
+
+std::vector<state::LiveWorker> SimDispatcher::LiveWorkers() const {
+  static const auto kEverything = std::make_shared<const state::FunctionSet>(
+      state::FunctionSet{"f0", "f1", "f2", "f3", "f4", "f5"});
+  std::vector<state::LiveWorker> workers;
+  for (const auto& [worker_id, live] : live_) {
+    auto entry = registry_.find(live.address);
+    if (entry == registry_.end() || !ctx_.net.IsOpen(entry->second.conn)) continue;
+    workers.push_back(live.worker);
+    if (ctx_.bug == SimBug::kIgnoreFunctions) workers.back().functions = kEverything;
+  }
+  return workers;
+}
+
+void SimDispatcher::AssignQueued() {
+  if (state_.NumClosuresInState(state::ClosureState::QUEUED) == 0 || live_.empty()) return;
+  state::AssignmentPlan plan = state::PlanAssignments(
+      state_, LiveWorkers(), static_cast<uint64_t>(ctx_.net.now_ms()), turn_++, Stamp());
+  if (!Carry(plan.updates).ok()) return;
+  std::map<uint64_t, std::vector<RunPush>> per_worker;
+  for (const state::ClosureRun& run : plan.runs) {
+    ctx_.observer->Assigned(state_, run);
+    const state::Closure* closure = state_.FindClosure(run.closure_id);
+    per_worker[run.worker_id].push_back(
+        RunPush{run.closure_id, run.worker_id, run.attempt, closure->function_name, closure->args});
+  }
+  for (auto& [worker_id, runs] : per_worker) {
+    if (ctx_.params.commit_hold) {
+      Push(worker_id, std::move(runs));  // before the commit, as commit_hold_us does
+    } else {
+      parked_pushes_.emplace_back(worker_id, std::move(runs));
+    }
+  }
+}
+
+void SimDispatcher::Push(uint64_t worker_id, std::vector<RunPush> runs) {
+  auto live = live_.find(worker_id);
+  auto entry = live == live_.end() ? registry_.end() : registry_.find(live->second.address);
+  if (entry == registry_.end() || !entry->second.control) {
+    PushFailed(worker_id, runs);
+    return;
+  }
+  auto control = entry->second.control;
+  const uint64_t incarnation = incarnation_;
+  ctx_.Send(
+      entry->second.conn, [control, runs] { control(runs); }, false,
+      [this, incarnation, worker_id, runs] {
+        if (incarnation == incarnation_) PushFailed(worker_id, runs);
+      });
+}
+
+void SimDispatcher::PushFailed(uint64_t worker_id, const std::vector<RunPush>& runs) {
+  for (const RunPush& run : runs) {
+    if (state_.FindRunning(run.closure_id, worker_id, run.attempt) == nullptr) continue;
+    Carry(state::PlanRunEnded(state_, Policy(), {run.closure_id, worker_id, run.attempt},
+                              state::RunEnd::kWorkerLost, "the push to its worker failed", Stamp()))
+        .ok();
+  }
+}
+
+void SimDispatcher::Reports(uint64_t conn, uint64_t worker_id,
+                            const std::vector<ClosureReport>& reports) {
+  (void)conn;
+  const state::ClosurePolicy policy = Policy();
+  std::set<uint64_t> seen;
+  std::vector<state::StoredResult> results;
+  std::vector<std::string> bytes;
+  for (const ClosureReport& report : reports) {
+    const state::ClosureRun run{report.closure_id, worker_id, report.attempt};
+    if (state_.FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr ||
+        !seen.insert(run.closure_id).second) {
+      continue;  // late, repeated, or of a registration that lost it
+    }
+    switch (report.kind) {
+      case ClosureReport::Kind::kResult:
+        results.push_back({run, report.payload.size(), Crc32c(report.payload)});
+        bytes.push_back(report.payload);
+        break;
+      case ClosureReport::Kind::kUserError:
+        Carry(state::PlanUserError(state_, run, report.payload, Stamp())).ok();
+        break;
+      case ClosureReport::Kind::kTransientError:
+        Carry(state::PlanRunEnded(state_, policy, run, state::RunEnd::kTransientError,
+                                  report.payload, Stamp()))
+            .ok();
+        break;
+      case ClosureReport::Kind::kUnavailable: {
+        auto live = live_.find(worker_id);
+        if (live != live_.end()) live->second.worker.paused = true;
+        Carry(state::PlanRunEnded(state_, policy, run, state::RunEnd::kWorkerLost,
+                                  "its worker is unavailable: " + report.payload, Stamp()))
+            .ok();
+        break;
+      }
+    }
+  }
+  if (results.empty()) return;
+  FlushReleases();
+  state::UpdateList finished;
+  state::AddFinished(finished, Stamp(), results);
+  size_t next = 0;
+  for (size_t i = 0; i < finished.size(); ++i) {
+    if (!Submit(finished[i]).ok()) return;
+    for (size_t n = finished[i].getClosureBatch().getFinished().size(); n > 0; --n, ++next) {
+      if (!bytes[next].empty()) batch_results_[results[next].run.closure_id] = bytes[next];
+    }
+  }
+}
+
+// ---- Coordinators ------------------------------------------------------------
+
+SimDispatcher::Session& SimDispatcher::SessionOf(uint64_t conn, uint64_t coordinator_id) {
+  auto [it, inserted] = sessions_.try_emplace(conn);
+  if (inserted) {
+    // A new session reports every outcome not released yet, in id order.
+    it->second.coordinator_id = coordinator_id;
+    for (const state::Closure* closure : state_.ClosuresForCoordinator(coordinator_id)) {
+      if (state::IsClosureDone(closure->state) && !pending_releases_.contains(closure->id))
+        it->second.undelivered.push_back(closure->id);
+    }
+  }
+  return it->second;
+}
+
+void SimDispatcher::Observe(journal::Update::Reader update) {
+  if (update.which() == journal::Update::CLOSURE_FAILED) {
+    NotifyDone(update.getClosureFailed().getClosureId());
+    return;
+  }
+  if (update.which() != journal::Update::CLOSURE_BATCH) return;
+  auto batch = update.getClosureBatch();
+  if (batch.which() == journal::ClosureBatch::FINISHED) {
+    for (auto item : batch.getFinished()) NotifyDone(item.getClosureId());
+  } else if (batch.which() == journal::ClosureBatch::CANCELLED) {
+    for (uint64_t id : batch.getCancelled()) NotifyDone(id);
+  }
+}
+
+void SimDispatcher::NotifyDone(uint64_t closure_id) {
+  const uint64_t coordinator_id = state_.FindClosure(closure_id)->coordinator_id;
+  for (auto& [conn, session] : sessions_)
+    if (session.coordinator_id == coordinator_id) session.undelivered.push_back(closure_id);
+}
+
+bool SimDispatcher::TakeFirstError(uint64_t coordinator_id, uint64_t* closure_id) {
+  const state::CoordinatorError* error = state_.FindCoordinatorError(coordinator_id);
+  if (error == nullptr) return false;
+  *closure_id = error->closure_id;
+  state::UpdateList cleared;
+  state::AddErrorCleared(cleared, Stamp(), coordinator_id);
+  return Carry(cleared).ok();
+}
+
+void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
+                             const std::vector<ClosureSpec>& specs,
+                             std::function<void(const ScheduleReply&)> reply) {
+  SessionOf(conn, coordinator_id);
+  ScheduleReply out;
+  auto closures_of = [&] {
+    std::vector<state::NewClosure> closures;
+    for (const ClosureSpec& spec : specs)
+      closures.push_back({0, TextOf(spec.function), DataOf(spec.args), {}, spec.request_id});
+    return closures;
+  };
+  // As CoordinatorSession::schedule.
+  Result<std::optional<state::SchedulePlan>> plan = std::optional<state::SchedulePlan>();
+  if (state_.FindCoordinatorError(coordinator_id) != nullptr || specs.empty()) {
+    plan = state::PlanScheduleRetryUnderError(state_, coordinator_id, closures_of(), Stamp());
+    if (plan.ok() && !plan->has_value()) {
+      out.raised_error = TakeFirstError(coordinator_id, &out.error_closure);
+    }
+  } else {
+    Result<state::SchedulePlan> fresh =
+        state::PlanSchedule(state_, coordinator_id, closures_of(), Stamp());
+    if (fresh.ok()) {
+      plan = std::optional<state::SchedulePlan>(std::move(*fresh));
+    } else {
+      plan = fresh.status();
+    }
+  }
+  if (!plan.ok()) {
+    out.status = plan.status();
+  } else if (plan->has_value()) {
+    if ((*plan)->num_new > 0) FlushReleases();
+    out.status = Carry((*plan)->updates);
+    if (out.status.ok()) out.ids = std::move((*plan)->ids);
+  }
+  Park(conn, [reply, out] { reply(out); });
+}
+
+Outcome SimDispatcher::OutcomeOf(const state::Closure& closure) const {
+  Outcome outcome;
+  outcome.closure_id = closure.id;
+  outcome.state = closure.state;
+  if (closure.state == state::ClosureState::FAILED) outcome.error = closure.error;
+  if (closure.state != state::ClosureState::FINISHED) return outcome;
+  if (!closure.result_stored) {
+    outcome.result = closure.result;
+  } else if (closure.result_size > 0) {
+    // This pass's puts first, then the table (DurableState::GetResult).
+    auto put = batch_results_.find(closure.id);
+    auto row = results_.find(closure.id);
+    if (put != batch_results_.end() && put->second.has_value()) {
+      outcome.result = *put->second;
+    } else if (row != results_.end()) {
+      outcome.result = row->second;
+    } else {
+      ctx_.observer->Fail("closure " + std::to_string(closure.id) + " has no stored result");
+    }
+  }
+  if (outcome.result.size() != closure.result_size ||
+      (closure.result_stored && Crc32c(outcome.result) != closure.result_crc))
+    ctx_.observer->Fail("closure " + std::to_string(closure.id) + ": stored result is damaged");
+  return outcome;
+}
+
+void SimDispatcher::AwaitResults(uint64_t conn, uint64_t coordinator_id,
+                                 const std::vector<uint64_t>& release,
+                                 std::function<void(const std::vector<Outcome>&)> reply) {
+  Session& session = SessionOf(conn, coordinator_id);
+  Result<std::vector<uint64_t>> released =
+      state::PlanRelease(state_, coordinator_id, release, pending_releases_);
+  if (!released.ok()) {
+    ctx_.observer->Fail("a release was refused: " + released.status().ToString());
+    return;
+  }
+  pending_releases_.insert(released->begin(), released->end());
+  if (pending_releases_.size() >= 16) FlushReleases();
+  std::vector<Outcome> outcomes;
+  const size_t max = static_cast<size_t>(ctx_.Uniform(1, 8));
+  while (!session.undelivered.empty() && outcomes.size() < max) {
+    const state::Closure* closure = state_.FindClosure(session.undelivered.front());
+    session.undelivered.pop_front();
+    if (closure == nullptr || !state::IsClosureDone(closure->state) ||
+        pending_releases_.contains(closure->id))
+      continue;  // released
+    if (ctx_.bug == SimBug::kForgetOutcome && ctx_.Chance(0.2)) continue;
+    outcomes.push_back(OutcomeOf(*closure));
+  }
+  Park(conn, [reply, outcomes] { reply(outcomes); });
+}
+
+void SimDispatcher::Join(uint64_t conn, uint64_t coordinator_id,
+                         std::function<void(const JoinReply&)> reply) {
+  SessionOf(conn, coordinator_id);
+  JoinReply out;
+  uint64_t closure_id = 0;
+  out.raised_error = TakeFirstError(coordinator_id, &closure_id);
+  out.unfinished = state_.NumUnfinishedClosures(coordinator_id);
+  Park(conn, [reply, out] { reply(out); });
+}
+
+void SimDispatcher::FlushReleases() {
+  std::vector<uint64_t> release;
+  for (uint64_t id : pending_releases_) {
+    const state::Closure* closure = state_.FindClosure(id);
+    if (closure == nullptr || !state::IsClosureDone(closure->state)) continue;
+    release.push_back(id);
+  }
+  pending_releases_.clear();
+  if (release.empty()) return;
+  state::UpdateList updates;
+  state::AddReleased(updates, Stamp(), release);
+  for (uint64_t id : release) {
+    const state::Closure* closure = state_.FindClosure(id);
+    if (closure->result_stored && closure->result_size > 0) batch_results_[id] = std::nullopt;
+  }
+  Carry(updates).ok();
+}
+
+}  // namespace dispatch::sim

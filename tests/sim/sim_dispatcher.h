@@ -1,0 +1,149 @@
+// SimDispatcher: the simulation's stand-in for the reactor. It owns the real
+// DispatcherState and makes every decision with the same state/ functions the
+// reactor calls (closure_planner.h, closure_requests.h, closure_updates.h;
+// the data service's Updates built as reactor/*_service.cc builds them), and
+// keeps only what the reactor keeps beside the state: the worker registry,
+// what heartbeats said (LiveWorker), coordinator sessions, consumer
+// heartbeats, pending releases. Its durability is DurableState's: Submit
+// checks, encodes and applies an Update into the pass's batch; EndPass
+// commits the batch (journal records and result rows together) and only then
+// sends the replies parked on it. Crash drops the batch and everything soft,
+// and rebuilds the state from the journal image (every record, encoded and
+// decoded, through the same Apply; and the latest snapshot plus its tail,
+// which must agree), then recovers as DataService::Start does.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "state/closure_planner.h"
+#include "state/closure_updates.h"
+#include "state/dispatcher_state.h"
+#include "tests/sim/sim_context.h"
+#include "tests/sim/sim_messages.h"
+
+namespace dispatch::sim {
+
+class SimDispatcher {
+ public:
+  explicit SimDispatcher(SimContext& ctx);
+
+  uint64_t incarnation() const { return incarnation_; }
+  const state::DispatcherState& state() const { return state_; }
+  const state::DispatcherState& committed() const { return committed_; }
+  size_t journal_size() const { return journal_.size(); }
+  uint64_t restarts() const { return incarnation_ - 1; }
+
+  // ---- Workers (worker_service.cc, split_service.cc) ----------------------
+  void WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& request,
+                       std::function<void(const HeartbeatReply&)> reply);
+  void Reports(uint64_t conn, uint64_t worker_id, const std::vector<ClosureReport>& reports);
+  void WorkerUpdate(uint64_t conn, const std::vector<uint64_t>& completed_tasks);
+  void GetSplit(uint64_t conn, const SplitRequest& request,
+                std::function<void(const SplitReply&)> reply);
+
+  // ---- Coordinators (coordinator_session.cc) ------------------------------
+  void Schedule(uint64_t conn, uint64_t coordinator_id, const std::vector<ClosureSpec>& specs,
+                std::function<void(const ScheduleReply&)> reply);
+  // Releases `release`, then answers the session's undelivered outcomes.
+  void AwaitResults(uint64_t conn, uint64_t coordinator_id, const std::vector<uint64_t>& release,
+                    std::function<void(const std::vector<Outcome>&)> reply);
+  void Join(uint64_t conn, uint64_t coordinator_id, std::function<void(const JoinReply&)> reply);
+
+  // ---- Consumers (dataset_service.cc, job_service.cc) ---------------------
+  void RegisterDataset(uint64_t conn, uint64_t fingerprint, uint64_t num_splits,
+                       int64_t repetitions, std::function<void(uint64_t)> reply);
+  void GetOrCreateJob(uint64_t conn, const JobRequest& request,
+                      std::function<void(const JobReply&)> reply);
+  void ClientHeartbeat(uint64_t conn, uint64_t client_id,
+                       std::function<void(const ClientHeartbeatReply&)> reply);
+  void ReleaseJobClient(uint64_t conn, uint64_t client_id, std::function<void(Status)> reply);
+
+  // ---- The loop ------------------------------------------------------------
+  // The end of a loop pass: timers due, the assignment pass, the commit, the
+  // parked replies and pushes.
+  void EndPass();
+  // The process dies (with or without its pass's batch committed) and starts
+  // again from the journal.
+  void Crash(bool commit_first);
+  // Replays the journal from the empty state and from the snapshot; both must
+  // give the committed state's digest.
+  void CheckReplay();
+
+ private:
+  struct Entry {  // WorkerRegistry's entry
+    uint64_t worker_id = 0;
+    uint64_t conn = 0;
+    int64_t last_heartbeat_ms = 0;
+    std::function<void(const std::vector<RunPush>&)> control;
+  };
+  struct Live {  // ClosureDispatcher's LiveEntry
+    std::string address;
+    state::LiveWorker worker;
+  };
+  struct Session {  // CoordinatorSession
+    uint64_t coordinator_id = 0;
+    std::deque<uint64_t> undelivered;
+  };
+
+  // Durability (DurableState).
+  int64_t NowMicros() const;
+  state::Stamp Stamp() const;
+  // The closure policy the planners get (the drawn one, or a planted bug's).
+  state::ClosurePolicy Policy() const;
+  Status Submit(journal::Update::Reader update);
+  Status Carry(const state::UpdateList& updates);
+  // Builds one Update with `fill` and submits it (DataService::Submit).
+  Status SubmitBuilt(const std::function<void(journal::Update::Builder)>& fill);
+  void Park(uint64_t conn, std::function<void()> deliver);
+  void Commit();
+  void Observe(journal::Update::Reader update);
+  void NotifyDone(uint64_t closure_id);
+  void Recover();
+
+  // Workers and closures.
+  Status RemoveWorkerAt(const std::string& address, const std::string& reason);
+  void CreateMissingTasks(const std::string& address);
+  void CreateTasksForJob(uint64_t job_id);
+  std::vector<state::LiveWorker> LiveWorkers() const;
+  void AssignQueued();
+  void Push(uint64_t worker_id, std::vector<RunPush> runs);
+  void PushFailed(uint64_t worker_id, const std::vector<RunPush>& runs);
+  void FlushReleases();
+  bool TakeFirstError(uint64_t coordinator_id, uint64_t* closure_id);
+  Session& SessionOf(uint64_t conn, uint64_t coordinator_id);
+  Outcome OutcomeOf(const state::Closure& closure) const;
+  void OnBroken(uint64_t conn);
+  void RunTimers();
+  TaskInfo InfoOf(const state::Task& task) const;
+
+  SimContext& ctx_;
+  state::DispatcherState state_;      // live: the batch applied
+  state::DispatcherState committed_;  // the journal applied (a replica)
+  std::vector<std::string> journal_;
+  std::vector<std::string> batch_;
+  std::map<uint64_t, std::string> results_;                       // the result table
+  std::map<uint64_t, std::optional<std::string>> batch_results_;  // puts; nullopt: delete
+  std::string snapshot_;
+  size_t snapshot_at_ = 0;  // journal records the snapshot covers
+  uint64_t incarnation_ = 1;
+  std::vector<std::pair<uint64_t, std::function<void()>>> parked_;
+  std::vector<std::pair<uint64_t, std::vector<RunPush>>> parked_pushes_;
+
+  std::map<std::string, Entry> registry_;
+  std::map<uint64_t, Live> live_;
+  uint64_t workers_attached_ = 0;
+  uint64_t turn_ = 0;
+  std::set<uint64_t> pending_releases_;
+  std::map<uint64_t, Session> sessions_;  // by connection
+  std::map<uint64_t, int64_t> client_seen_ms_;
+  int64_t next_gc_ms_ = 0;
+};
+
+}  // namespace dispatch::sim

@@ -1,0 +1,258 @@
+#include "tests/sim/sim_invariants.h"
+
+#include <cstdio>
+
+namespace dispatch::sim {
+namespace {
+
+std::string Name(uint64_t closure_id) { return "closure " + std::to_string(closure_id); }
+
+uint64_t NumSplits(const state::DispatcherState& state, uint64_t job_id) {
+  const state::Job* job = state.FindJob(job_id);
+  const state::Dataset* dataset = job == nullptr ? nullptr : state.FindDataset(job->dataset_id);
+  unsigned long long splits = 0;
+  if (dataset != nullptr) std::sscanf(dataset->metadata.c_str(), "%llu", &splits);
+  return splits;
+}
+
+std::string Key(uint64_t job_id, int64_t repetition, uint64_t index) {
+  return "split " + std::to_string(index) + " of job " + std::to_string(job_id) + " repetition " +
+         std::to_string(repetition);
+}
+
+}  // namespace
+
+void SimInvariants::Fail(const std::string& what) {
+  if (failure_.empty()) failure_ = what;
+}
+
+void SimInvariants::Require(bool ok, const std::function<std::string()>& what) {
+  ++checks_;
+  if (!ok) Fail(what());
+}
+
+void SimInvariants::BeforeCommit(const state::DispatcherState& before,
+                                 journal::Update::Reader update) {
+  if (update.which() != journal::Update::REMOVE_WORKER) return;
+  // RemoveWorker may requeue the worker's outstanding splits: remember the
+  // requeue lists to see what it added.
+  requeue_before_.clear();
+  for (const state::Job* job : before.ListJobs()) {
+    if (!job->requeue_unfinished_splits) continue;
+    auto& lists = requeue_before_[job->id];
+    for (const auto& provider : job->providers)
+      lists.emplace_back(provider.requeued.begin(), provider.requeued.end());
+  }
+}
+
+void SimInvariants::Ended(uint64_t closure_id, state::ClosureState state,
+                          const std::string& error) {
+  ShadowClosure& closure = closures_[closure_id];
+  ++closure.ends;
+  Require(closure.ends == 1, [&] { return Name(closure_id) + " ended twice"; });
+  closure.state = state;
+  closure.error = error;
+}
+
+void SimInvariants::AfterCommit(const state::DispatcherState& after,
+                                journal::Update::Reader update) {
+  ++checks_;
+  switch (update.which()) {
+    case journal::Update::CLOSURE_BATCH: {
+      auto batch = update.getClosureBatch();
+      switch (batch.which()) {
+        case journal::ClosureBatch::SCHEDULED:
+          for (auto item : batch.getScheduled()) {
+            const uint64_t id = item.getClosureId();
+            Require(!closures_.contains(id), [&] { return Name(id) + " scheduled twice"; });
+            ShadowClosure& closure = closures_[id];
+            closure.coordinator_id = item.getCoordinatorId();
+            closure.args = std::string(reinterpret_cast<const char*>(item.getArgs().begin()),
+                                       item.getArgs().size());
+          }
+          break;
+        case journal::ClosureBatch::ASSIGNED:
+          for (auto item : batch.getAssigned()) {
+            ShadowClosure& closure = closures_[item.getClosureId()];
+            closure.attempts = item.getAttempt();
+            const uint64_t max = policy_.max_closure_attempts;
+            Require(max == 0 || closure.attempts <= max + closure.recoveries, [&] {
+              return Name(item.getClosureId()) + " runs as attempt " +
+                     std::to_string(closure.attempts) + ", over max_closure_attempts " +
+                     std::to_string(max) + " (+" + std::to_string(closure.recoveries) +
+                     " restarts)";
+            });
+          }
+          break;
+        case journal::ClosureBatch::FINISHED:
+          for (auto item : batch.getFinished())
+            Ended(item.getClosureId(), state::ClosureState::FINISHED, "");
+          break;
+        case journal::ClosureBatch::CANCELLED:
+          for (uint64_t id : batch.getCancelled()) {
+            const uint64_t coordinator = closures_[id].coordinator_id;
+            Require(coordinators_with_error_.contains(coordinator), [&] {
+              return Name(id) + " was cancelled, but coordinator " + std::to_string(coordinator) +
+                     " never had a first error";
+            });
+            Ended(id, state::ClosureState::CANCELLED, "");
+          }
+          break;
+        case journal::ClosureBatch::RELEASED:
+          for (uint64_t id : batch.getReleased()) {
+            ShadowClosure& closure = closures_[id];
+            Require(closure.ends == 1, [&] { return Name(id) + " released before it ended"; });
+            Require(closure.delivered,
+                    [&] { return Name(id) + " released before its coordinator got its outcome"; });
+            closure.released = true;
+          }
+          break;
+      }
+      return;
+    }
+    case journal::Update::CLOSURE_FAILED: {
+      auto failed = update.getClosureFailed();
+      const uint64_t id = failed.getClosureId();
+      if (!failed.getInfrastructure())
+        coordinators_with_error_.insert(closures_[id].coordinator_id);
+      Ended(id, state::ClosureState::FAILED, failed.getError());
+      return;
+    }
+    case journal::Update::PRODUCE_SPLIT: {
+      auto produce = update.getProduceSplit();
+      const uint64_t job = produce.getJobId();
+      const int64_t rep = produce.getRepetition();
+      for (uint64_t index : produce.getSplitIndices()) {
+        const SplitKey key{job, rep, index};
+        ++splits_granted_;
+        Require(++granted_[key] <= 1 + requeued_[key], [&] {
+          return Key(job, rep, index) + " was granted " + std::to_string(granted_[key]) +
+                 " times and requeued " + std::to_string(requeued_[key]) + " times";
+        });
+      }
+      if (produce.getEndOfSplits()) {
+        const uint64_t n = NumSplits(after, job);
+        for (uint64_t index = 0; index < n; ++index) {
+          Require(granted_[{job, rep, index}] >= 1, [&] {
+            return Key(job, rep, index) + " was never granted, yet the repetition ended";
+          });
+        }
+      }
+      return;
+    }
+    case journal::Update::REMOVE_WORKER:
+      for (const auto& [job_id, lists] : requeue_before_) {
+        const state::Job* job = after.FindJob(job_id);
+        for (size_t p = 0; p < lists.size(); ++p) {
+          const auto& requeued = job->providers[p].requeued;
+          for (size_t i = lists[p].size(); i < requeued.size(); ++i)
+            ++requeued_[{job_id, job->providers[p].repetition, requeued[i]}];
+        }
+      }
+      requeue_before_.clear();
+      return;
+    default:
+      return;
+  }
+}
+
+void SimInvariants::Assigned(const state::DispatcherState& state, const state::ClosureRun& run) {
+  const state::Closure* closure = state.FindClosure(run.closure_id);
+  const state::Worker* worker = state.FindWorker(run.worker_id);
+  if (closure == nullptr || worker == nullptr) {
+    Fail(Name(run.closure_id) + " assigned to worker " + std::to_string(run.worker_id) +
+         ", but one of them is unknown");
+    return;
+  }
+  auto functions = functions_of_(worker->address, worker->incarnation);
+  // NeededFunctions returns views into `kind`: it must outlive them.
+  const state::ClosureKind kind{closure->function_name, closure->resources};
+  const auto needed = state::NeededFunctions(state, kind);
+  Require(functions != nullptr && state::CanRun(*functions, needed), [&] {
+    std::string have;
+    if (functions)
+      for (auto& f : *functions) have += f + ",";
+    return Name(run.closure_id) + " of function " + closure->function_name + " (worker has " +
+           (functions ? have : std::string("no process")) + ")" + " was assigned to worker " +
+           std::to_string(run.worker_id) + " at " + worker->address + ", which did not register it";
+  });
+  const uint64_t max = policy_.max_closure_attempts;
+  auto shadow = closures_.find(run.closure_id);  // absent while its schedule is uncommitted
+  const uint32_t recoveries = shadow == closures_.end() ? 0 : shadow->second.recoveries;
+  Require(max == 0 || run.attempt <= max + recoveries, [&] {
+    return Name(run.closure_id) + " assigned as attempt " + std::to_string(run.attempt) +
+           ", over max_closure_attempts " + std::to_string(max);
+  });
+}
+
+void SimInvariants::Restarted(const state::DispatcherState& recovered) {
+  for (const state::Closure* closure : recovered.ClosuresInState(state::ClosureState::ASSIGNED))
+    ++closures_[closure->id].recoveries;
+}
+
+void SimInvariants::SplitAnswered(uint64_t job_id, uint64_t task_id, uint64_t sequence,
+                                  const SplitReply& reply) {
+  auto [it, inserted] = answers_.try_emplace({task_id, sequence}, reply);
+  if (!inserted) {
+    Require(it->second == reply, [&] {
+      return "getSplit of task " + std::to_string(task_id) + " sequence " +
+             std::to_string(sequence) + " was answered twice, differently";
+    });
+    return;
+  }
+  for (uint64_t index : reply.indices) {
+    const SplitKey key{job_id, reply.repetition, index};
+    Require(++received_[key] <= 1 + requeued_[key], [&] {
+      return Key(job_id, reply.repetition, index) + " reached workers " +
+             std::to_string(received_[key]) + " times and was requeued " +
+             std::to_string(requeued_[key]) + " times";
+    });
+  }
+}
+
+void SimInvariants::OutcomeDelivered(uint64_t coordinator_id, const Outcome& outcome) {
+  const uint64_t id = outcome.closure_id;
+  auto it = closures_.find(id);
+  if (it == closures_.end()) {
+    Fail("coordinator " + std::to_string(coordinator_id) + " got the outcome of " + Name(id) +
+         ", which was never scheduled (committed)");
+    return;
+  }
+  ShadowClosure& closure = it->second;
+  Require(closure.coordinator_id == coordinator_id, [&] {
+    return "coordinator " + std::to_string(coordinator_id) + " got the outcome of " + Name(id) +
+           " of coordinator " + std::to_string(closure.coordinator_id);
+  });
+  Require(closure.ends == 1,
+          [&] { return Name(id) + "'s outcome was delivered before its end committed"; });
+  Require(outcome.state == closure.state, [&] {
+    return Name(id) + " was delivered as " + state::ClosureStateName(outcome.state) +
+           " but journaled as " + state::ClosureStateName(closure.state);
+  });
+  if (outcome.state == state::ClosureState::FINISHED) {
+    Require(outcome.result == "r:" + closure.args,
+            [&] { return Name(id) + " was delivered with the wrong result " + outcome.result; });
+  }
+  if (outcome.state == state::ClosureState::FAILED) {
+    Require(outcome.error == closure.error,
+            [&] { return Name(id) + " was delivered with another error"; });
+  }
+  closure.delivered = true;
+}
+
+void SimInvariants::Finish(const state::DispatcherState& final_state) {
+  for (const auto& [id, closure] : closures_) {
+    Require(closure.ends == 1, [&] {
+      const state::Closure* c = final_state.FindClosure(id);
+      return "liveness: " + Name(id) + " never ended (it is " +
+             (c == nullptr ? std::string("gone") : state::ClosureStateName(c->state)) + ")";
+    });
+    Require(closure.delivered, [&] {
+      return "liveness: " + Name(id) + "'s outcome never reached coordinator " +
+             std::to_string(closure.coordinator_id);
+    });
+    Require(closure.released, [&] { return "liveness: " + Name(id) + " was never released"; });
+  }
+}
+
+}  // namespace dispatch::sim
