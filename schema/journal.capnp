@@ -238,6 +238,12 @@ struct ClosureScheduled {
   resources @5 :List(UInt64);
   # Per-worker resources (ResourceCreated) the function receives: each is
   # replaced by the running worker's own component. Precondition: each exists.
+  priority @6 :Int32;
+  # Higher is assigned first; FIFO within a priority (ClosureSpec.priority).
+  # Records written before this field read 0.
+  deadlineMicros @7 :Int64;
+  # 0: none. Otherwise the update's time plus the closure's timeoutMs: past
+  # it the dispatcher fails the closure (ClosureFailed.deadlineExceeded).
 }
 
 struct ClosureAssigned {
@@ -287,6 +293,11 @@ struct ClosureFailed {
   # its runs were used up (max_closure_attempts): not the function's error,
   # so never its coordinator's first error. Records written before this
   # field read false (they made every failure the first error).
+  deadlineExceeded @6 :Bool;
+  # The dispatcher failed it (`workerId` 0) because its deadline passed
+  # (ClosureScheduled.deadlineMicros). Never its coordinator's first error.
+  # The closure keeps its deadline (ClosureRecord.deadlineMicros); every
+  # other end of a closure clears it.
 }
 
 struct ClosurePutBack {
@@ -341,7 +352,7 @@ struct ClosureBatch {
     cancelled @3 :List(UInt64);
     # Closure ids. Precondition: each closure is queued or assigned.
     # Effect: it is cancelled (its args are dropped; a later result for it is
-    # refused).
+    # refused). A cancel is never its coordinator's first error.
     released @4 :List(UInt64);
     # Closure ids. Precondition: each closure is finished, failed or
     # cancelled. Effect: it and its result are forgotten (fetched, or
@@ -510,6 +521,10 @@ struct ClosureRecord {
   resultStored @16 :Bool;
   resultSize @17 :UInt64;
   resultCrc @18 :UInt32;
+  priority @19 :Int32;
+  deadlineMicros @20 :Int64;
+  # Queued or assigned: its deadline (0: none). Done: nonzero only for a
+  # closure failed because its deadline passed.
 }
 
 struct ResourceRecord {
