@@ -69,7 +69,8 @@ class Coordinator::Canceller final : public ClosureCanceller {
     if (owner_ == nullptr) return UnavailableError("the coordinator is closed");
     Result<std::vector<RemoteValueStatus>> after = owner_->Cancel({closure_id});
     if (!after.ok()) return after.status();
-    return after->at(0);
+    if (after->size() != 1) return InternalError("the dispatcher's cancel reply has no state");
+    return after->front();
   }
   void Detach() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -275,7 +275,8 @@ struct ClosureStats @0xe18a76620813c516 {
   deadlinesExceeded @21 :UInt64;   # closures failed by their timeoutMs
   lateReportsIgnored @22 :UInt64;
   # Reports for a closure cancelled or timed out while it ran: ignored (and
-  # counted in reportsIgnored too).
+  # counted in reportsIgnored too). One arriving after the closure was
+  # released counts in reportsIgnored only.
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {

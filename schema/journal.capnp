@@ -227,8 +227,9 @@ struct ClosureScheduled {
   # Precondition: `closureId` >= the next closure id and nonzero; `functionName`
   # is non-empty; when `requestId` != 0, no unreleased closure of the
   # coordinator carries the same `requestId`.
-  # Effect: adds a queued closure owned by `coordinatorId` at the back of the
-  # global queue. The next closure id becomes `closureId` + 1. A coordinator
+  # Effect: adds a queued closure owned by `coordinatorId` to the global
+  # queue, behind every queued closure of its `priority` or higher and ahead
+  # of those of lower priority. The next closure id becomes `closureId` + 1. A coordinator
   # that retries a Schedule whose reply it lost finds its closure by requestId.
   closureId @0 :UInt64;
   coordinatorId @1 :UInt64;
@@ -279,10 +280,11 @@ struct ClosureFinished {
 struct ClosureFailed {
   # Precondition: with `workerId` != 0, closure `closureId` is assigned to that
   # worker as `attempt`; with `workerId` == 0 (the dispatcher fails it, e.g. too
-  # many attempts), the closure is queued or assigned.
+  # many attempts), the closure is queued or assigned. With
+  # `deadlineExceeded`, `workerId` is 0 and the closure has a deadline.
   # Effect: the closure is failed (its args are dropped) and holds `error`
-  # until released. Unless `infrastructure`, when its coordinator has no
-  # pending first error, this becomes it.
+  # until released. Unless `infrastructure` or `deadlineExceeded`, when its
+  # coordinator has no pending first error, this becomes it.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
@@ -302,8 +304,9 @@ struct ClosureFailed {
 
 struct ClosurePutBack {
   # Precondition: closure `closureId` is assigned to `workerId` as `attempt`.
-  # Effect: the closure returns to the back of the queue (its attempt count
-  # stays, so the next assignment is attempt + 1). With `transient`, its
+  # Effect: the closure returns to the queue behind every queued closure of
+  # its priority or higher (its priority, deadline and attempt count stay,
+  # so the next assignment is attempt + 1). With `transient`, its
   # count of transient failures grows by one.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
