@@ -7,8 +7,11 @@
 // planner's LiveWorker), runs the assignment pass once per loop pass (one
 // runClosures push per worker), holds the commit for the reports of closures
 // pushed before it, pushes per-worker resources, defers releases, parks
-// schedules waiting for queue room, and wakes the coordinator sessions that
-// the Updates it carried concern. It holds no state of record.
+// schedules waiting for queue room, keeps one timer at the earliest closure
+// deadline and tells workers of the closures cancelled or timed out while they
+// ran them (closure_endings.cc; the decisions are state/closure_endings.h's),
+// and wakes the coordinator sessions that the Updates it carried concern. It
+// holds no state of record.
 // Ownership: refcounted. DataService holds it, and so does every
 // CoordinatorSession and Room it hands out, so no pointer between them can
 // dangle whichever goes first (capnp may keep a session alive after its
