@@ -36,6 +36,8 @@ struct WorkerAgentStatus {
   // Closures (issue 5).
   uint64_t closures_received = 0;        // assignments pushed by runClosures
   uint64_t closures_run = 0;             // outcomes produced (results and errors)
+  uint64_t closures_cancelled = 0;       // held here when cancelClosures named them
+  uint64_t closures_dropped = 0;         // of those, dropped before they started
   uint64_t closure_report_calls = 0;     // reportClosures calls acknowledged
   uint64_t closure_reports_sent = 0;     // outcomes in those calls
   uint64_t closure_reports_ignored = 0;  // of which the dispatcher ignored (stale)

@@ -17,6 +17,8 @@ const char kBuiltinFunctionsHelp[] =
     "  sleep          args = milliseconds (decimal); sleeps that long on an executor thread\n"
     "                 and returns this worker's --address\n"
     "  fail           fails with a user error whose message is its args\n"
+    "  append         args = PATH:TEXT; appends the line TEXT to PATH and returns TEXT (the\n"
+    "                 order closures ran in, for tests)\n"
     "  crash          kills this worker process at once (SIGKILL), as a worker dying\n"
     "                 mid-closure would\n"
     "  transient      fails with a transient error (args: the message)\n"
@@ -50,9 +52,23 @@ ClosureOutput Sleep(const ClosureCall& call) {
     return ClosureOutput::UserError("sleep's args must be at most a day of milliseconds");
   }
   if (!call.SleepFor(std::chrono::milliseconds(*ms))) {
+    // Cancelled: the dispatcher ignores whatever comes back.
+    if (call.cancelled()) return ClosureOutput::UserError("sleep was cancelled");
     return ClosureOutput::Unavailable("the worker is stopping");
   }
   return ClosureOutput::Result(call.worker_address());
+}
+
+ClosureOutput Append(const ClosureCall& call) {
+  std::string args(call.args());
+  const size_t colon = args.find(':');
+  if (colon == std::string::npos) return ClosureOutput::UserError("append's args must be PATH:TEXT");
+  std::string text = args.substr(colon + 1);
+  std::ofstream out(args.substr(0, colon), std::ios::app);
+  out << text << "\n";
+  out.flush();
+  if (!out) return ClosureOutput::UserError("append cannot append to " + args.substr(0, colon));
+  return ClosureOutput::Result(std::move(text));
 }
 
 ClosureOutput Flaky(const ClosureCall& call) {
@@ -138,6 +154,7 @@ Status RegisterBuiltinFunctions(WorkerAgent& agent) {
       },
       inline_options));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("flaky", Flaky));
+  DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("append", Append));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction(
       "unavailable",
       [](const ClosureCall& call) { return ClosureOutput::Unavailable(std::string(call.args())); },

@@ -23,7 +23,8 @@ Status ClosureFailedError(uint64_t closure_id, const std::string& message) {
 }
 
 Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(std::string function, std::string args,
-                                                      std::vector<uint64_t> resources) {
+                                                      std::vector<uint64_t> resources,
+                                                      int32_t priority, uint32_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   room_changed_.wait(lock, [this] { return closed_ || unacknowledged_.size() < window_; });
   if (closed_) return UnavailableError("the coordinator is closed");
@@ -32,7 +33,7 @@ Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(std::string function, std:
   uint64_t sequence = next_sequence_++;
   Pending pending;
   pending.closure = Outgoing{sequence, cell->request_id, std::move(function), std::move(args),
-                             std::move(resources)};
+                             std::move(resources), priority, timeout_ms};
   pending.cell = cell;
   unacknowledged_.emplace(sequence, std::move(pending));
   return cell;
@@ -101,6 +102,26 @@ void ClosureBook::Close() {
   }
   room_changed_.notify_all();
   outcome_changed_.notify_all();
+}
+
+void ClosureBook::SetCanceller(std::weak_ptr<ClosureCanceller> canceller) {
+  std::lock_guard<std::mutex> lock(mu_);
+  canceller_ = std::move(canceller);
+}
+
+std::shared_ptr<ClosureCanceller> ClosureBook::canceller() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return canceller_.lock();
+}
+
+Result<uint64_t> ClosureBook::WaitForId(const ClosureCell& cell) {
+  std::unique_lock<std::mutex> lock(mu_);
+  room_changed_.wait(lock, [&] {
+    return closed_ || cell.closure_id != 0 || cell.status != RemoteValueStatus::kPending;
+  });
+  if (cell.closure_id != 0) return cell.closure_id;
+  if (cell.status != RemoteValueStatus::kPending) return cell.error;
+  return UnavailableError("the coordinator was closed before the closure was scheduled");
 }
 
 uint64_t ClosureBook::IdOf(const ClosureCell& cell) const {
@@ -251,6 +272,7 @@ bool ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
     case journal::ClosureState::FAILED:
       done.status = RemoteValueStatus::kFailed;
       done.error = ClosureFailedError(id, outcome.getError().cStr());
+      if (outcome.getDeadlineExceeded()) done.error = DeadlineExceededError(done.error.message());
       break;
     case journal::ClosureState::CANCELLED: {
       done.status = RemoteValueStatus::kCancelled;

@@ -29,6 +29,15 @@ namespace dispatch::clients {
 // How a failed closure's error reads: FailedPrecondition "closure N failed: M".
 Status ClosureFailedError(uint64_t closure_id, const std::string& message);
 
+// What RemoteValue::Cancel() calls: its Coordinator, while that is open.
+class ClosureCanceller {
+ public:
+  virtual ~ClosureCanceller() = default;
+  // Cancels one closure at the dispatcher: its status after the call
+  // (kCancelled, or kReady / kFailed for one done before, left as it is).
+  virtual Result<RemoteValueStatus> CancelOne(uint64_t closure_id) = 0;
+};
+
 struct ClosureCell {
   uint64_t request_id = 0;
   uint64_t closure_id = 0;  // 0 until acknowledged
@@ -47,6 +56,8 @@ class ClosureBook {
     std::string function;
     std::string args;
     std::vector<uint64_t> resources;
+    int32_t priority = 0;
+    uint32_t timeout_ms = 0;
   };
 
   ClosureBook(uint32_t window, uint64_t first_request_id)
@@ -61,7 +72,8 @@ class ClosureBook {
   // Waits while `window` closures are unacknowledged (back-pressure), then
   // records the closure to be sent. Unavailable once closed.
   Result<std::shared_ptr<ClosureCell>> Add(std::string function, std::string args,
-                                           std::vector<uint64_t> resources);
+                                           std::vector<uint64_t> resources, int32_t priority = 0,
+                                           uint32_t timeout_ms = 0);
   // The first error a schedule reply carried, once; ok when there is none.
   Status TakeError();
   // Whether a failed outcome arrived since the last call (the dispatcher may
@@ -75,8 +87,14 @@ class ClosureBook {
   // dispatcher whether it exists).
   std::shared_ptr<ClosureCell> Attach(uint64_t closure_id, bool* lookup);
   void Close();
+  // Set by the Coordinator; held weakly (the Coordinator owns it).
+  void SetCanceller(std::weak_ptr<ClosureCanceller> canceller);
+  std::shared_ptr<ClosureCanceller> canceller() const;
 
   // For RemoteValue.
+  // Waits until the dispatcher acknowledged the closure: its id. The cell's
+  // error when it was never scheduled; Unavailable once closed.
+  Result<uint64_t> WaitForId(const ClosureCell& cell);
   uint64_t IdOf(const ClosureCell& cell) const;
   RemoteValueStatus StatusOf(const ClosureCell& cell) const;
   Result<std::string> Fetch(ClosureCell& cell, std::optional<std::chrono::milliseconds> timeout);
@@ -135,6 +153,7 @@ class ClosureBook {
   std::set<uint64_t> releasing_;  // in releases_ or in flight: ignore their outcomes
   Status first_error_;
   bool failure_hint_ = false;
+  std::weak_ptr<ClosureCanceller> canceller_;
 };
 
 }  // namespace dispatch::clients

@@ -32,9 +32,17 @@ bool ClosureExecutor::stopping() const {
   return stopping_;
 }
 
-bool ClosureExecutor::SleepFor(std::chrono::milliseconds duration) const {
+bool ClosureExecutor::SleepFor(std::chrono::milliseconds duration,
+                               const std::atomic<bool>* cancelled) const {
   std::unique_lock<std::mutex> lock(mu_);
-  return !changed_.wait_for(lock, duration, [this] { return stopping_; });
+  return !changed_.wait_for(lock, duration, [this, cancelled] {
+    return stopping_ || (cancelled != nullptr && cancelled->load());
+  });
+}
+
+void ClosureExecutor::WakeSleepers() const {
+  std::lock_guard<std::mutex> lock(mu_);  // a sleeper between its check and its wait sees it
+  changed_.notify_all();
 }
 
 void ClosureExecutor::ThreadMain() {

@@ -6,6 +6,7 @@
 // returns.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -31,8 +32,12 @@ class ClosureExecutor {
   void Stop();
 
   bool stopping() const;
-  // Waits up to `duration` or until Stop(); false when stopped early.
-  bool SleepFor(std::chrono::milliseconds duration) const;
+  // Waits up to `duration` or until Stop() or `*cancelled` (when given, and
+  // followed by WakeSleepers()); false when woken early.
+  bool SleepFor(std::chrono::milliseconds duration,
+                const std::atomic<bool>* cancelled = nullptr) const;
+  // Wakes every SleepFor() to look at its `cancelled` flag again.
+  void WakeSleepers() const;
 
  private:
   void ThreadMain();

@@ -56,10 +56,14 @@ class ClosureCall {
   virtual const std::vector<std::string>& resources() const = 0;
   // The worker's own address (as it registered).
   virtual const std::string& worker_address() const = 0;
-  // Waits up to `duration`; returns false early when the worker is stopping,
-  // so a long function can give up instead of holding up the shutdown.
+  // Waits up to `duration`; returns false early when the worker is stopping
+  // or the closure was cancelled (or timed out) at the dispatcher, so a long
+  // function can give up instead of holding up the shutdown or a slot.
   virtual bool SleepFor(std::chrono::milliseconds duration) const = 0;
   virtual bool stopping() const = 0;
+  // The dispatcher cancelled this closure, or its deadline passed
+  // (WorkerControl.cancelClosures): whatever it returns now is ignored.
+  virtual bool cancelled() const { return false; }
 };
 
 using ClosureFunction = std::function<ClosureOutput(const ClosureCall&)>;

@@ -19,9 +19,10 @@ class ClosureRunner::Call final : public ClosureCall {
   const std::vector<std::string>& resources() const override { return components_; }
   const std::string& worker_address() const override { return address_; }
   bool SleepFor(std::chrono::milliseconds duration) const override {
-    return executor_.SleepFor(duration);
+    return executor_.SleepFor(duration, job_.cancelled.get());
   }
   bool stopping() const override { return executor_.stopping(); }
+  bool cancelled() const override { return job_.cancelled != nullptr && job_.cancelled->load(); }
 
  private:
   const Job& job_;
@@ -98,8 +99,8 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
     // hand out the same closure id and attempt again for another closure) a
     // push is new even while the old run finishes (its outcome is dropped).
     auto key = std::make_tuple(assignment.getClosureId(), assignment.getAttempt(), session);
-    if (!running_.insert(key).second) continue;  // a redone push of what we run already
     Job job;
+    if (!running_.emplace(key, job.cancelled).second) continue;  // a redone push of what we run
     job.closure_id = assignment.getClosureId();
     job.attempt = assignment.getAttempt();
     job.session = session;
@@ -122,6 +123,13 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
     }
     auto shared = std::make_shared<Job>(std::move(job));
     bool submitted = executor_.Submit([this, shared]() {
+      if (shared->cancelled->load()) {
+        Outcome dropped{shared->closure_id, shared->attempt, shared->session,
+                        ClosureOutput::Result("")};
+        dropped.dropped = true;
+        Complete(std::move(dropped));
+        return;
+      }
       ClosureOutput output = Execute(*shared);
       Complete(Outcome{shared->closure_id, shared->attempt, shared->session, std::move(output)});
     });
@@ -195,8 +203,26 @@ void ClosureRunner::TakeCompleted() {
   for (auto& outcome : completed) Finish(std::move(outcome));
 }
 
+void ClosureRunner::OnCancelClosures(capnp::List<uint64_t>::Reader closure_ids) {
+  uint64_t held = 0;
+  for (uint64_t id : closure_ids) {
+    // Every (attempt, session) of the closure held here.
+    for (auto it = running_.lower_bound(std::make_tuple(id, uint32_t{0}, uint64_t{0}));
+         it != running_.end() && std::get<0>(it->first) == id; ++it) {
+      it->second->store(true);
+      ++held;
+    }
+  }
+  if (held > 0) executor_.WakeSleepers();
+  board_.Update([held](WorkerAgentStatus& s) { s.closures_cancelled += held; });
+}
+
 void ClosureRunner::Finish(Outcome outcome) {
   running_.erase(std::make_tuple(outcome.closure_id, outcome.attempt, outcome.session));
+  if (outcome.dropped) {
+    board_.Update([](WorkerAgentStatus& s) { ++s.closures_dropped; });
+    return;
+  }
   ++unpublished_runs_;  // published once per flush: a status copy per closure costs too much
   unreported_.push_back(std::move(outcome));
   ScheduleFlush();

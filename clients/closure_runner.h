@@ -13,7 +13,9 @@
 
 #include <kj/async.h>
 
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -50,6 +52,12 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   // alone) after recording the resource specs. REQUIRES: agent thread.
   void OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader closures,
                      capnp::List<rpc::ResourceSpec>::Reader resources);
+  // The dispatcher cancelled these closures (or they timed out): one not
+  // started yet is dropped, unreported; a running one's ClosureCall says
+  // cancelled() and its SleepFor() returns early. Its outcome, if it makes
+  // one, is reported as usual (the dispatcher ignores it). Ids not held here
+  // are ignored. REQUIRES: agent thread.
+  void OnCancelClosures(capnp::List<uint64_t>::Reader closure_ids);
 
  private:
   struct Job {
@@ -59,12 +67,15 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
     std::string function;
     std::string args;
     std::vector<uint64_t> resources;
+    // Set by OnCancelClosures; read by the executor thread running it.
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
   };
   struct Outcome {
     uint64_t closure_id;
     uint32_t attempt;
     uint64_t session;
     ClosureOutput output;
+    bool dropped = false;  // cancelled before it started: nothing to report
   };
   class Call;
 
@@ -101,7 +112,8 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   ClosureExecutor executor_;
 
   // Agent thread only.
-  std::set<std::tuple<uint64_t, uint32_t, uint64_t>> running_;  // closure, attempt, session
+  // (closure, attempt, session) -> its cancel flag.
+  std::map<std::tuple<uint64_t, uint32_t, uint64_t>, std::shared_ptr<std::atomic<bool>>> running_;
   std::vector<Outcome> unreported_;
   bool reporting_ = false;  // a reportClosures call is in flight
   bool flush_scheduled_ = false;

@@ -59,6 +59,29 @@ class Coordinator::Loop final : public LoopThread::Body, public kj::TaskSet::Err
   kj::Promise<void> run_ = nullptr;  // declared last: cancelled first
 };
 
+// Holds the Coordinator for RemoteValue::Cancel() until Close(), which waits
+// for a cancel in progress (bounded by connect_timeout_ms).
+class Coordinator::Canceller final : public ClosureCanceller {
+ public:
+  explicit Canceller(Coordinator* owner) : owner_(owner) {}
+  Result<RemoteValueStatus> CancelOne(uint64_t closure_id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (owner_ == nullptr) return UnavailableError("the coordinator is closed");
+    Result<std::vector<RemoteValueStatus>> after = owner_->Cancel({closure_id});
+    if (!after.ok()) return after.status();
+    if (after->size() != 1) return InternalError("the dispatcher's cancel reply has no state");
+    return after->front();
+  }
+  void Detach() {
+    std::lock_guard<std::mutex> lock(mu_);
+    owner_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  Coordinator* owner_;
+};
+
 template <typename T>
 Result<T> Coordinator::RunOnLoop(std::function<kj::Promise<T>(Loop&)> start) {
   return loop_thread_.RunAndWait<T>([this, start = std::move(start)]() { return start(*loop_); });
@@ -110,6 +133,8 @@ Coordinator::Coordinator(CoordinatorOptions options, uint64_t coordinator_id)
   uint64_t first = RandomU64() >> 1;  // room to count up without wrapping
   if (first == 0) first = 1;
   book_ = std::make_shared<ClosureBook>(options_.max_unacknowledged, first);
+  canceller_ = std::make_shared<Canceller>(this);
+  book_->SetCanceller(canceller_);
 }
 
 Coordinator::~Coordinator() { Close(); }
@@ -130,6 +155,7 @@ Status Coordinator::Start() {
 void Coordinator::Close() {
   KJ_REQUIRE(!loop_thread_.OnLoopThread(),
              "Coordinator::Close() called on the coordinator's own thread");
+  canceller_->Detach();  // RemoteValue::Cancel() is Unavailable from now on
   // Results fetched since the last awaitResults would otherwise stay held
   // at the dispatcher for good. Best effort, briefly.
   (void)RunOnLoop<bool>([](Loop& loop) {
@@ -186,6 +212,11 @@ Result<RemoteValue> Coordinator::Schedule(std::string function, std::string args
                                           ScheduleOptions options) {
   std::vector<ResourceId> resources = std::move(options.resources);
   if (function.empty()) return InvalidArgumentError("a closure needs a function name");
+  const int64_t timeout_ms = options.timeout.count();
+  if (timeout_ms < 0 || timeout_ms > int64_t{UINT32_MAX}) {
+    return InvalidArgumentError("a closure timeout of " + std::to_string(timeout_ms) +
+                                " ms is outside 0 (none) .. " + std::to_string(UINT32_MAX) + " ms");
+  }
   const uint64_t bytes = ClosureBook::ClosureBytes(function, args, resources.size());
   if (bytes > options_.max_closure_bytes) {
     return ResourceExhaustedError("a closure of " + std::to_string(bytes) +
@@ -197,7 +228,8 @@ Result<RemoteValue> Coordinator::Schedule(std::string function, std::string args
   DISPATCH_RETURN_IF_ERROR(book_->TakeError());
   if (book_->TakeFailureHint()) DISPATCH_RETURN_IF_ERROR(CheckFirstError());
   Result<std::shared_ptr<ClosureCell>> cell =
-      book_->Add(std::move(function), std::move(args), std::move(resources));
+      book_->Add(std::move(function), std::move(args), std::move(resources), options.priority,
+                 static_cast<uint32_t>(timeout_ms));
   if (!cell.ok()) return cell.status();
   RequestFlush();
   return RemoteValue(book_, std::move(cell).value());
@@ -274,6 +306,44 @@ RemoteValue Coordinator::Attach(uint64_t closure_id) {
     });
   }
   return RemoteValue(book_, std::move(cell));
+}
+
+Result<std::vector<RemoteValueStatus>> Coordinator::Cancel(
+    const std::vector<uint64_t>& closure_ids) {
+  std::vector<RemoteValueStatus> out;
+  out.reserve(closure_ids.size());
+  const size_t per_call = options_.max_schedule_batch;
+  const uint32_t timeout_ms = options_.connect_timeout_ms;
+  for (size_t begin = 0; begin < closure_ids.size(); begin += per_call) {
+    std::vector<uint64_t> ids(
+        closure_ids.begin() + static_cast<long>(begin),
+        closure_ids.begin() + static_cast<long>(std::min(closure_ids.size(), begin + per_call)));
+    using States = std::vector<RemoteValueStatus>;
+    Result<States> states = RunOnLoop<States>([ids, timeout_ms](Loop& loop) {
+      // Bounded: a dispatcher gone for good must not hold the caller (or
+      // Close(), which waits for a RemoteValue::Cancel()) forever.
+      return loop.io().timer().timeoutAfter(
+          timeout_ms * kj::MILLISECONDS,
+          loop.session().Call<States>([ids](rpc::Coordinator::Client coordinator) {
+            auto request = coordinator.cancelRequest();
+            auto list = request.initClosureIds(static_cast<unsigned>(ids.size()));
+            for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+            return request.send().then([](capnp::Response<rpc::Coordinator::CancelResults> r) {
+              States states;
+              for (auto state : r.getStates()) {
+                states.push_back(state == journal::ClosureState::FINISHED ? RemoteValueStatus::kReady
+                                 : state == journal::ClosureState::FAILED
+                                     ? RemoteValueStatus::kFailed
+                                     : RemoteValueStatus::kCancelled);
+              }
+              return states;
+            });
+          }));
+    });
+    if (!states.ok()) return states.status();
+    out.insert(out.end(), states->begin(), states->end());
+  }
+  return out;
 }
 
 }  // namespace dispatch::clients

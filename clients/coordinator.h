@@ -65,6 +65,12 @@ class Coordinator {
   // dispatcher does not know (never scheduled, or already released) fails
   // NotFound.
   RemoteValue Attach(uint64_t closure_id);
+  // Cancels these closures of the coordinator (Coordinator.cancel, at most
+  // max_schedule_batch ids per call, each call all or nothing): per id, its
+  // status after the call: kCancelled (now or before), or kReady / kFailed
+  // for one that had finished or failed (left as it is). NotFound naming an
+  // id the dispatcher does not know. RemoteValue::Cancel() cancels one.
+  Result<std::vector<RemoteValueStatus>> Cancel(const std::vector<uint64_t>& closure_ids);
 
   CoordinatorStatus status() const;
 
@@ -76,6 +82,7 @@ class Coordinator {
 
  private:
   class Loop;  // the loop thread's objects
+  class Canceller;  // RemoteValue::Cancel()'s way in, while this is open
   // Plain KJ types: it travels through a kj::Promise.
   struct JoinReply {
     bool done = false;
@@ -99,6 +106,7 @@ class Coordinator {
   const CoordinatorOptions options_;
   const uint64_t coordinator_id_;
   std::shared_ptr<ClosureBook> book_;
+  std::shared_ptr<Canceller> canceller_;
   std::atomic<bool> flush_posted_{false};
 
   mutable std::mutex mu_;  // guards status_

@@ -3,6 +3,7 @@
 // Coordinator::Create().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +19,13 @@ struct ScheduleOptions {
   // Per-worker resources the function receives: each is replaced by the
   // running worker's own component.
   std::vector<ResourceId> resources;
+  // Higher runs first: of the queued closures a free worker can take, the
+  // highest priority goes first, FIFO within a priority (ClosureSpec.priority).
+  int32_t priority = 0;
+  // Past this time from its schedule at the dispatcher, the closure fails
+  // with DeadlineExceeded (ClosureSpec.timeoutMs). 0: none. At most
+  // 4294967295 ms (the wire's UInt32), else Schedule() is InvalidArgument.
+  std::chrono::milliseconds timeout{0};
 };
 
 struct CoordinatorOptions {

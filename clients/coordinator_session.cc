@@ -172,6 +172,8 @@ void CoordinatorSession::Flush() {
       spec.setRequestId(c.request_id);
       auto resources = spec.initResources(c.resources.size());
       for (size_t j = 0; j < c.resources.size(); ++j) resources.set(j, c.resources[j]);
+      spec.setPriority(c.priority);
+      spec.setTimeoutMs(c.timeout_ms);
       sequences.push_back(c.sequence);
     }
     ++schedules_in_flight_;

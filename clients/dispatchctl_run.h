@@ -1,7 +1,8 @@
 // `dispatchctl run FUNCTION [ARGS]`: schedules closures through the
 // Coordinator client (--count of them, each with ARGS), waits for all of them
 // (Join) and prints each closure's id and result, one per line, then a
-// summary. A failed closure is printed with its error and makes the exit code 1.
+// summary. A failed closure is printed with its error and makes the exit code 1;
+// a closure cancelled by --cancel-after-ms is printed as cancelled and does not.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,9 @@ namespace dispatch::clients {
 
 struct RunFlags {
   uint64_t count = 1;
+  int64_t priority = 0;     // ScheduleOptions.priority (an Int32)
+  uint64_t timeout_ms = 0;  // ScheduleOptions.timeout (0: none)
+  uint64_t cancel_after_ms = 0;  // cancel what is not done this long after scheduling (0: never)
 };
 
 void DeclareRunFlags(FlagParser& parser, RunFlags& flags);

@@ -40,6 +40,15 @@ class RemoteValue {
   // Fetch() that gives up after `timeout` with Unavailable (the closure
   // stays pending; a later Fetch may still succeed).
   Result<std::string> FetchFor(std::chrono::milliseconds timeout) const;
+  // Cancels the closure at the dispatcher (waiting first until it was
+  // scheduled there), one round trip: a queued one never runs; a running
+  // one's worker is told and its late result ignored. Its outcome then
+  // arrives as cancelled (Fetch() returns Cancelled). Ok when the closure is
+  // cancelled, now or before (idempotent). FailedPrecondition when it had
+  // already finished or failed: it is left as it is. NotFound when the
+  // dispatcher does not know it (released, or never scheduled); Unavailable
+  // once the coordinator is closed. Not the coordinator's first error.
+  Status Cancel() const;
 
  private:
   std::shared_ptr<ClosureBook> book_;

@@ -25,4 +25,10 @@ kj::Promise<void> WorkerControlServer::runClosures(RunClosuresContext context) {
   return kj::READY_NOW;
 }
 
+kj::Promise<void> WorkerControlServer::cancelClosures(CancelClosuresContext context) {
+  if (closures_ == nullptr) return KJ_EXCEPTION(DISCONNECTED, "the worker is stopping");
+  closures_->OnCancelClosures(context.getParams().getClosureIds());
+  return kj::READY_NOW;
+}
+
 }  // namespace dispatch::clients

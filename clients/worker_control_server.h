@@ -26,6 +26,7 @@ class WorkerControlServer final : public rpc::WorkerControl::Server {
   kj::Promise<void> startTasks(StartTasksContext context) override;
   kj::Promise<void> deleteTasks(DeleteTasksContext context) override;
   kj::Promise<void> runClosures(RunClosuresContext context) override;
+  kj::Promise<void> cancelClosures(CancelClosuresContext context) override;
 
  private:
   AgentLink::Delegate* tasks_;

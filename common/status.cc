@@ -10,7 +10,7 @@ struct CodeName {
   const char* name;
 };
 
-constexpr std::array<CodeName, 11> kNames = {{
+constexpr std::array<CodeName, 12> kNames = {{
     {StatusCode::kOk, "OK"},
     {StatusCode::kInvalidArgument, "InvalidArgument"},
     {StatusCode::kNotFound, "NotFound"},
@@ -22,6 +22,7 @@ constexpr std::array<CodeName, 11> kNames = {{
     {StatusCode::kInternal, "Internal"},
     {StatusCode::kUnauthenticated, "Unauthenticated"},
     {StatusCode::kCancelled, "Cancelled"},
+    {StatusCode::kDeadlineExceeded, "DeadlineExceeded"},
 }};
 
 }  // namespace
@@ -55,5 +56,8 @@ Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::
 Status InternalError(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 Status UnauthenticatedError(std::string m) { return Status(StatusCode::kUnauthenticated, std::move(m)); }
 Status CancelledError(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
+Status DeadlineExceededError(std::string m) {
+  return Status(StatusCode::kDeadlineExceeded, std::move(m));
+}
 
 }  // namespace dispatch

@@ -23,6 +23,7 @@ enum class StatusCode {
   kInternal,
   kUnauthenticated,
   kCancelled,
+  kDeadlineExceeded,
 };
 
 // "InvalidArgument", "NotFound", ... ; stable, used on the wire and in logs.
@@ -60,6 +61,7 @@ Status DataLossError(std::string message);
 Status InternalError(std::string message);
 Status UnauthenticatedError(std::string message);
 Status CancelledError(std::string message);
+Status DeadlineExceededError(std::string message);
 
 // A value or the Status that explains why there is none. Never holds an ok
 // Status without a value.

@@ -25,7 +25,9 @@ ClosureDispatcher::ClosureDispatcher(uv_loop_t* loop, DurableState& durable,
       durable_(durable),
       workers_(workers),
       options_(options),
+      deadline_timer_(loop, this, uv_timer_init),
       tasks_(kj::heap<kj::TaskSet>(error_handler_)) {
+  uv_unref(deadline_timer_.base());  // never keeps the loop alive on its own
   const uint64_t delay = options_.policy.start_delay_ms;
   if (delay > 0) {
     // Looks again for workers whose staggered start is over.
@@ -54,9 +56,14 @@ void ClosureDispatcher::Close() {
   tasks_ = nullptr;
   release_timer_.reset();
   stagger_timer_.reset();
+  deadline_timer_.reset();
 }
 
-Status ClosureDispatcher::Start() { return Carry(state::PlanRecovery(state(), Stamp())); }
+Status ClosureDispatcher::Start() {
+  DISPATCH_RETURN_IF_ERROR(Carry(state::PlanRecovery(state(), Stamp())));
+  ArmDeadlineTimer();  // deadlines are journaled: they run on across a restart
+  return Status::Ok();
+}
 
 // ---- Carrying out Updates ---------------------------------------------------
 
@@ -83,6 +90,10 @@ void ClosureDispatcher::Observe(journal::Update::Reader update) {
       const uint64_t id = failed.getClosureId();
       const uint64_t coordinator_id = state().FindClosure(id)->coordinator_id;
       if (failed.getInfrastructure()) ++counters_.attempts_exhausted;
+      if (failed.getDeadlineExceeded()) {
+        ++counters_.deadlines_exceeded;
+        Kick();  // a running one's slot is free
+      }
       NotifyDone(coordinator_id, id);
       const state::CoordinatorError* error = state().FindCoordinatorError(coordinator_id);
       if (error != nullptr && error->closure_id == id) NotifyError(coordinator_id);
@@ -98,6 +109,7 @@ void ClosureDispatcher::Observe(journal::Update::Reader update) {
       switch (batch.which()) {
         case journal::ClosureBatch::SCHEDULED:
           counters_.scheduled += batch.getScheduled().size();
+          ArmDeadlineTimer();
           Kick();
           return;
         case journal::ClosureBatch::ASSIGNED:
@@ -114,6 +126,7 @@ void ClosureDispatcher::Observe(journal::Update::Reader update) {
           for (uint64_t id : batch.getCancelled())
             NotifyDone(state().FindClosure(id)->coordinator_id, id);
           WakeRoomWaiters();
+          if (!live_.empty()) Kick();  // cancelled running closures free their slots
           return;
         case journal::ClosureBatch::RELEASED:
           counters_.released += batch.getReleased().size();
@@ -202,6 +215,12 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     if (state().FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr ||
         !seen.insert(run.closure_id).second) {
       ++ignored;  // late, repeated, or from a worker incarnation that lost it
+      const state::Closure* ended = state().FindClosure(run.closure_id);
+      if (ended != nullptr && ended->attempts == run.attempt &&
+          (ended->state == state::ClosureState::CANCELLED ||
+           (ended->state == state::ClosureState::FAILED && ended->deadline_micros != 0))) {
+        ++counters_.late_reports_ignored;  // cancelled or timed out while it ran
+      }
       continue;
     }
     switch (report.which()) {
@@ -388,7 +407,8 @@ Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
   closures.reserve(specs.size());
   for (auto spec : specs) {
     closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(), spec.getResources(),
-                                         spec.getRequestId()});
+                                         spec.getRequestId(), spec.getPriority(),
+                                         spec.getTimeoutMs()});
   }
   Result<state::SchedulePlan> plan =
       state::PlanSchedule(state(), coordinator_id, std::move(closures), Stamp());

@@ -7,8 +7,11 @@
 // planner's LiveWorker), runs the assignment pass once per loop pass (one
 // runClosures push per worker), holds the commit for the reports of closures
 // pushed before it, pushes per-worker resources, defers releases, parks
-// schedules waiting for queue room, and wakes the coordinator sessions that
-// the Updates it carried concern. It holds no state of record.
+// schedules waiting for queue room, keeps one timer at the earliest closure
+// deadline and tells workers of the closures cancelled or timed out while they
+// ran them (closure_endings.cc; the decisions are state/closure_endings.h's),
+// and wakes the coordinator sessions that the Updates it carried concern. It
+// holds no state of record.
 // Ownership: refcounted. DataService holds it, and so does every
 // CoordinatorSession and Room it hands out, so no pointer between them can
 // dangle whichever goes first (capnp may keep a session alive after its
@@ -37,6 +40,7 @@
 #include "reactor/closure_options.h"
 #include "reactor/durable_state.h"
 #include "reactor/uvkj/repeating_timer.h"
+#include "reactor/uvkj/uv_handle.h"
 #include "reactor/worker_registry.h"
 #include "schema/dispatcher.capnp.h"
 #include "state/closure_planner.h"
@@ -57,6 +61,10 @@ struct ClosureCounters {
   uint64_t pushes_failed = 0;
   uint64_t schedule_waits = 0;
   uint64_t results_over_limit = 0;  // results refused as over max_result_bytes
+  uint64_t cancel_requested = 0;    // closures cancelled by Coordinator.cancel
+  uint64_t cancelled_running = 0;   // of those, running ones (their worker told)
+  uint64_t deadlines_exceeded = 0;  // closures failed by their deadline
+  uint64_t late_reports_ignored = 0;  // reports for closures cancelled or timed out while running
 };
 
 class ClosureDispatcher final : public kj::Refcounted {
@@ -147,6 +155,11 @@ class ClosureDispatcher final : public kj::Refcounted {
   // has another function or args).
   Result<uint64_t> CreateResource(uint64_t coordinator_id, std::string_view function,
                                   std::string_view args, uint64_t request_id);
+  // Cancels the queued or running closures of `closure_ids` (PlanCancel: all
+  // or nothing, NotFound naming an unknown one) and tells the workers running
+  // them; fills each id's state after the call.
+  Status Cancel(uint64_t coordinator_id, capnp::List<uint64_t>::Reader closure_ids,
+                std::vector<state::ClosureState>& states);
   // Raises the pending first error once: fills `error` and clears it.
   Status TakeFirstError(uint64_t coordinator_id, rpc::ClosureError::Builder error);
 
@@ -193,6 +206,15 @@ class ClosureDispatcher final : public kj::Refcounted {
   // The push of these runs to the worker failed: those still running there
   // as the same attempt end as lost runs.
   void PushFailed(uint64_t worker_id, const std::vector<state::ClosureRun>& runs);
+  // Tells each worker (best effort, once its update commits) to drop the
+  // closures of its list: cancelled or timed out while it ran them.
+  void TellEnded(const std::map<uint64_t, std::vector<uint64_t>>& running);
+  // Arms the deadline timer for the earliest deadline of a queued or running
+  // closure, unless it is armed for that one or an earlier one already.
+  void ArmDeadlineTimer();
+  // The timer fired: the planner fails every closure past its deadline.
+  void OnDeadlines();
+  static void OnDeadlineTimer(uv_timer_t* handle);
   void NotifyDone(uint64_t coordinator_id, uint64_t closure_id);
   void NotifyError(uint64_t coordinator_id);
   void WakeRoomWaiters();
@@ -223,6 +245,10 @@ class ClosureDispatcher final : public kj::Refcounted {
   std::multimap<uint64_t, CoordinatorSession*> sessions_;  // by coordinator id
   ClosureCounters counters_;
   std::unique_ptr<uvkj::UvRepeatingTimer> stagger_timer_;
+  // One timer for every closure deadline, armed at the earliest one (a
+  // timer per closure would cost a libuv handle each); 0: not armed.
+  uvkj::UvHandle<uv_timer_t> deadline_timer_;
+  int64_t deadline_armed_micros_ = 0;
   ErrorHandler error_handler_;
   // Pushes, barriers and kicks in flight; dropped by Close() (pushes hold
   // worker capabilities, which must go before the connections do).

@@ -64,6 +64,10 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setResultsRead(durable.results_read);
   stats.setResultsDamaged(durable.results_damaged);
   stats.setQueuedWithoutWorker(data.closures().NumUnrunnable());
+  stats.setCancelRequested(counters.cancel_requested);
+  stats.setCancelledRunning(counters.cancelled_running);
+  stats.setDeadlinesExceeded(counters.deadlines_exceeded);
+  stats.setLateReportsIgnored(counters.late_reports_ignored);
   context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

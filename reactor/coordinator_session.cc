@@ -41,6 +41,8 @@ void FillOutcome(DurableState& durable, const state::Closure& closure,
   if (closure.state == state::ClosureState::FAILED) {
     out.setError(closure.error);
     out.setUserError(closure.user_error);
+    // A failed closure keeps its deadline only when that failed it.
+    out.setDeadlineExceeded(closure.deadline_micros != 0);
   }
 }
 
@@ -240,6 +242,22 @@ kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
   }
   auto out = context.getResults().initOutcomes(static_cast<unsigned>(found.size()));
   for (unsigned i = 0; i < found.size(); ++i) FillOutcome(closures.durable(), *found[i], out[i]);
+  return closures.durable().Barrier();
+}
+
+kj::Promise<void> CoordinatorSession::cancel(CancelContext context) {
+  ClosureDispatcher& closures = Dispatcher();
+  auto ids = context.getParams().getClosureIds();
+  if (ids.size() > closures.options().max_closures_per_call) {
+    ThrowStatus(InvalidArgumentError("a cancel call of " + std::to_string(ids.size()) +
+                                     " closures is over the limit of " +
+                                     std::to_string(closures.options().max_closures_per_call) +
+                                     " (--max-closures-per-call)"));
+  }
+  std::vector<state::ClosureState> states;
+  ThrowIfError(closures.Cancel(coordinator_id_, ids, states));
+  auto out = context.getResults().initStates(static_cast<unsigned>(states.size()));
+  for (unsigned i = 0; i < states.size(); ++i) out.set(i, states[i]);
   return closures.durable().Barrier();
 }
 

@@ -40,6 +40,7 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
   kj::Promise<void> join(JoinContext context) override;
   kj::Promise<void> createPerWorkerResource(CreatePerWorkerResourceContext context) override;
   kj::Promise<void> getOutcomes(GetOutcomesContext context) override;
+  kj::Promise<void> cancel(CancelContext context) override;
 
  private:
   // The dispatcher, or Unavailable once it is closed.

@@ -156,7 +156,7 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "long for the workers' reports, so both share one fsync (0: push after the "
                  "commit)",
                  &c.commit_hold_us, 0, 1000000);
-  parser.AddUint("max-closures-per-call", "most closures one schedule call may carry",
+  parser.AddUint("max-closures-per-call", "most closures one schedule or cancel call may carry",
                  &c.max_closures_per_call, 1, 1u << 20);
   parser.AddUint("max-results-per-call", "most closure outcomes one awaitResults reply carries",
                  &c.max_results_per_call, 1, 1u << 20);

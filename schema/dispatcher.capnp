@@ -169,6 +169,21 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   # scheduled, or released) is NotFound naming it. More than one closure
   # whose results together exceed --max-result-bytes-per-call is
   # ResourceExhausted naming the limit (ask for fewer at a time).
+
+  cancel @5 (closureIds :List(UInt64)) -> (states :List(Journal.ClosureState));
+  # Cancels each closure that is queued or running: it becomes `cancelled`
+  # (journaled; its outcome is reported like any other, and it is not its
+  # coordinator's first error). A queued one never runs. A running one's
+  # worker is told (WorkerControl.cancelClosures, best effort: a worker drops
+  # a closure it has not started; a function already running may run on, its
+  # result ignored and counted in ClosureStats.lateReportsIgnored).
+  # Idempotent: a closure already cancelled stays so. A closure already
+  # finished or failed is left as it is. `states` holds, per id in order, the
+  # closure's state after the call: `cancelled`, or `finished` / `failed` for
+  # one that was done before (left as is). All or nothing: an id that is not
+  # a closure of this coordinator (never scheduled, or released) is NotFound
+  # naming it and nothing is cancelled; more than --max-closures-per-call ids
+  # is InvalidArgument naming the limit.
 }
 
 struct ClosureSpec @0xc973afec194526ae {
@@ -176,6 +191,25 @@ struct ClosureSpec @0xc973afec194526ae {
   args @1 :Data;
   requestId @2 :UInt64;          # nonzero: the idempotency key of this schedule
   resources @3 :List(UInt64);    # per-worker resources the function receives
+  priority @4 :Int32;
+  # Higher runs first: of the queued closures a free worker slot can take,
+  # the one with the highest priority goes first, and among equal priorities
+  # the one queued first (FIFO). Default 0; negative values run after the
+  # default. A closure put back in the queue (its worker was lost, or a
+  # transient error) keeps its priority and goes behind the closures of that
+  # priority queued before. A running closure is never preempted. Journaled:
+  # kept across dispatcher restarts.
+  timeoutMs @5 :UInt32;
+  # 0: none. Otherwise the closure's deadline is the dispatcher's clock at
+  # schedule plus this (journaled, so it survives a restart). A closure not
+  # finished by then, queued or running, fails: its outcome is `failed` with
+  # `deadlineExceeded` and an error saying "deadline exceeded" and the
+  # timeout; its worker, if it runs it, is told (WorkerControl.cancelClosures)
+  # and a later result is ignored and counted (ClosureStats.lateReportsIgnored).
+  # Deadlines are checked by one timer at the earliest deadline, so a closure
+  # fails within a few milliseconds after it. A timed-out closure is not its
+  # coordinator's first error and cancels nothing: the timeout was the
+  # caller's choice for that closure, and its RemoteValue reports it.
 }
 
 struct ClosureError @0xcdc710afdef07590 {
@@ -190,6 +224,7 @@ struct ClosureOutcome @0xa97ae1f22c757e88 {
   error @3 :Text;                # failed
   userError @4 :Bool;            # failed by the function itself (not retried)
   attempts @5 :UInt32;
+  deadlineExceeded @6 :Bool;     # failed: its timeoutMs passed (never the first error)
 }
 
 struct ClosureAssignment @0xf488b43ede8969ca {
@@ -244,6 +279,13 @@ struct ClosureStats @0xe18a76620813c516 {
   # closure slots registered their function, or the function of one of their
   # per-worker resources (workerHeartbeat `functions`). They wait, not an
   # error, and go to the first worker that registered it.
+  cancelRequested @19 :UInt64;     # closures cancelled by Coordinator.cancel
+  cancelledRunning @20 :UInt64;    # of those, running ones (their worker was told)
+  deadlinesExceeded @21 :UInt64;   # closures failed by their timeoutMs
+  lateReportsIgnored @22 :UInt64;
+  # Reports for a closure cancelled or timed out while it ran: ignored (and
+  # counted in reportsIgnored too). One arriving after the closure was
+  # released counts in reportsIgnored only.
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {
@@ -471,4 +513,11 @@ interface WorkerControl @0xa8eac0fa617cee1b {
   # Dispatcher.reportClosures. `resources` defines the per-worker resources
   # they use: the worker builds a component it lacks before the first closure
   # that needs it. The reply only acknowledges receipt.
+
+  cancelClosures @3 (closureIds :List(UInt64)) -> ();
+  # These closures were cancelled or timed out at the dispatcher: best
+  # effort, a worker drops each it has not started, and need not report
+  # them; a function already running may be left to finish (its report is
+  # ignored). Sent once, not redone if the worker is gone. The reply only
+  # acknowledges receipt.
 }

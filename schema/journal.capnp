@@ -227,8 +227,9 @@ struct ClosureScheduled {
   # Precondition: `closureId` >= the next closure id and nonzero; `functionName`
   # is non-empty; when `requestId` != 0, no unreleased closure of the
   # coordinator carries the same `requestId`.
-  # Effect: adds a queued closure owned by `coordinatorId` at the back of the
-  # global queue. The next closure id becomes `closureId` + 1. A coordinator
+  # Effect: adds a queued closure owned by `coordinatorId` to the global
+  # queue, behind every queued closure of its `priority` or higher and ahead
+  # of those of lower priority. The next closure id becomes `closureId` + 1. A coordinator
   # that retries a Schedule whose reply it lost finds its closure by requestId.
   closureId @0 :UInt64;
   coordinatorId @1 :UInt64;
@@ -238,6 +239,12 @@ struct ClosureScheduled {
   resources @5 :List(UInt64);
   # Per-worker resources (ResourceCreated) the function receives: each is
   # replaced by the running worker's own component. Precondition: each exists.
+  priority @6 :Int32;
+  # Higher is assigned first; FIFO within a priority (ClosureSpec.priority).
+  # Records written before this field read 0.
+  deadlineMicros @7 :Int64;
+  # 0: none. Otherwise the update's time plus the closure's timeoutMs: past
+  # it the dispatcher fails the closure (ClosureFailed.deadlineExceeded).
 }
 
 struct ClosureAssigned {
@@ -273,10 +280,11 @@ struct ClosureFinished {
 struct ClosureFailed {
   # Precondition: with `workerId` != 0, closure `closureId` is assigned to that
   # worker as `attempt`; with `workerId` == 0 (the dispatcher fails it, e.g. too
-  # many attempts), the closure is queued or assigned.
+  # many attempts), the closure is queued or assigned. With
+  # `deadlineExceeded`, `workerId` is 0 and the closure has a deadline.
   # Effect: the closure is failed (its args are dropped) and holds `error`
-  # until released. Unless `infrastructure`, when its coordinator has no
-  # pending first error, this becomes it.
+  # until released. Unless `infrastructure` or `deadlineExceeded`, when its
+  # coordinator has no pending first error, this becomes it.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
@@ -287,12 +295,18 @@ struct ClosureFailed {
   # its runs were used up (max_closure_attempts): not the function's error,
   # so never its coordinator's first error. Records written before this
   # field read false (they made every failure the first error).
+  deadlineExceeded @6 :Bool;
+  # The dispatcher failed it (`workerId` 0) because its deadline passed
+  # (ClosureScheduled.deadlineMicros). Never its coordinator's first error.
+  # The closure keeps its deadline (ClosureRecord.deadlineMicros); every
+  # other end of a closure clears it.
 }
 
 struct ClosurePutBack {
   # Precondition: closure `closureId` is assigned to `workerId` as `attempt`.
-  # Effect: the closure returns to the back of the queue (its attempt count
-  # stays, so the next assignment is attempt + 1). With `transient`, its
+  # Effect: the closure returns to the queue behind every queued closure of
+  # its priority or higher (its priority, deadline and attempt count stay,
+  # so the next assignment is attempt + 1). With `transient`, its
   # count of transient failures grows by one.
   closureId @0 :UInt64;
   workerId @1 :UInt64;
@@ -341,7 +355,7 @@ struct ClosureBatch {
     cancelled @3 :List(UInt64);
     # Closure ids. Precondition: each closure is queued or assigned.
     # Effect: it is cancelled (its args are dropped; a later result for it is
-    # refused).
+    # refused). A cancel is never its coordinator's first error.
     released @4 :List(UInt64);
     # Closure ids. Precondition: each closure is finished, failed or
     # cancelled. Effect: it and its result are forgotten (fetched, or
@@ -510,6 +524,10 @@ struct ClosureRecord {
   resultStored @16 :Bool;
   resultSize @17 :UInt64;
   resultCrc @18 :UInt32;
+  priority @19 :Int32;
+  deadlineMicros @20 :Int64;
+  # Queued or assigned: its deadline (0: none). Done: nonzero only for a
+  # closure failed because its deadline passed.
 }
 
 struct ResourceRecord {

@@ -30,7 +30,7 @@ struct FreeWorker {
 
 // A queued closure some free worker can run.
 struct Candidate {
-  uint64_t position = 0;
+  QueueKey place;
   uint64_t closure_id = 0;
   size_t kind = 0;  // index into the pass's capable-worker masks
 };
@@ -93,10 +93,10 @@ AssignmentPlan PlanAssignments(const DispatcherState& state, const std::vector<L
       candidates.push_back({it->first, it->second, capable.size()});
     capable.push_back(std::move(mask));
   }
-  // FIFO among them; each to the next capable worker with a free slot, so a
-  // short queue spreads over the workers.
+  // Highest priority first, FIFO within a priority; each to the next capable
+  // worker with a free slot, so a short queue spreads over the workers.
   std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.position < b.position; });
+            [](const Candidate& a, const Candidate& b) { return a.place < b.place; });
   size_t cursor = 0;
   for (const Candidate& candidate : candidates) {
     const std::vector<bool>& mask = capable[candidate.kind];

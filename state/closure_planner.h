@@ -3,8 +3,9 @@
 // them out, valid in order against `state`. The reactor submits them and does
 // only what needs the loop (timers, pushes, sessions, the commit), so every
 // policy here runs under the deterministic tests:
-//  - which queued closure runs on which worker slot: FIFO among the closures
-//    some free worker can run, spread over workers round robin; a worker runs
+//  - which queued closure runs on which worker slot: highest priority first,
+//    FIFO within a priority, among the closures some free worker can run,
+//    spread over workers round robin; a worker runs
 //    only closures whose function, and the functions of whose per-worker
 //    resources, it registered. A closure no live worker can run waits (it is
 //    counted, not failed) until a worker that can joins;

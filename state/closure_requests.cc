@@ -48,6 +48,11 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
           " bytes in the journal, over the limit of " + std::to_string(stamp.max_record_bytes) +
           " bytes per record; nothing of the batch was scheduled");
     }
+    // The deadline counts from now, the dispatcher's clock at schedule.
+    closure.deadline_micros =
+        closure.timeout_ms == 0
+            ? 0
+            : stamp.time_micros + static_cast<int64_t>(closure.timeout_ms) * 1000;
     fresh.push_back(closure);
     fresh_index.push_back(i);
   }

@@ -44,6 +44,8 @@ void AddScheduled(UpdateList& out, const Stamp& stamp, uint64_t coordinator_id,
       item.setArgs(c.args);
       item.setRequestId(c.request_id);
       item.setResources(c.resources);
+      item.setPriority(c.priority);
+      item.setDeadlineMicros(c.deadline_micros);
     }
   }
 }
@@ -112,6 +114,7 @@ void AddFailed(UpdateList& out, const Stamp& stamp, const ClosureRun& run, std::
   failed.setError(capnp::Text::Reader(error.data(), error.size()));
   failed.setUserError(kind == FailureKind::kUserError);
   failed.setInfrastructure(kind == FailureKind::kInfrastructure);
+  failed.setDeadlineExceeded(kind == FailureKind::kDeadlineExceeded);
 }
 
 void AddPutBack(UpdateList& out, const Stamp& stamp, const ClosureRun& run, bool transient) {

@@ -55,6 +55,9 @@ struct NewClosure {
   capnp::Data::Reader args;
   capnp::List<uint64_t>::Reader resources;
   uint64_t request_id = 0;
+  int32_t priority = 0;
+  uint32_t timeout_ms = 0;      // as asked (0: none); PlanSchedule turns it into the deadline
+  int64_t deadline_micros = 0;  // what the record carries (0: none)
 };
 
 // (closure, worker, attempt): an assignment, or the run a report is about.
@@ -89,6 +92,7 @@ enum class FailureKind {
   kUserError,        // the function raised it (or its result was over the limit)
   kTransientErrors,  // the function's transient errors passed the retry limit
   kInfrastructure,   // its workers failed it max_closure_attempts times: not the function's error
+  kDeadlineExceeded,  // its deadline passed (the dispatcher fails it): not the first error
 };
 // `run.worker_id` 0: not running (queued).
 void AddFailed(UpdateList& out, const Stamp& stamp, const ClosureRun& run, std::string_view error,

@@ -61,6 +61,8 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   closure.args = ToString(u.getArgs());
   closure.state = ClosureState::QUEUED;
   closure.scheduled_micros = now;
+  closure.priority = u.getPriority();
+  closure.deadline_micros = u.getDeadlineMicros();
   for (uint64_t resource : u.getResources()) closure.resources.push_back(resource);
   Enqueue(closure);
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
@@ -70,6 +72,8 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
                                         closure.id);
   }
   AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
+  if (closure.deadline_micros != 0)
+    indexes_.closure_deadlines.emplace(closure.deadline_micros, closure.id);
   next_closure_id_ = closure.id + 1;
   closures_.emplace(closure.id, std::move(closure));
 }
@@ -80,15 +84,15 @@ void DispatcherState::Enqueue(Closure& closure) {
   if (kind == indexes_.queue_by_kind.end()) {
     kind = indexes_.queue_by_kind
                .emplace(ClosureKind{closure.function_name, closure.resources},
-                        std::map<uint64_t, uint64_t>())
+                        KindQueue())
                .first;
   }
-  kind->second.emplace(closure.queue_position, closure.id);
+  kind->second.emplace(QueueKey{closure.priority, closure.queue_position}, closure.id);
 }
 
 void DispatcherState::Dequeue(Closure& closure) {
   auto kind = indexes_.queue_by_kind.find(closure);
-  kind->second.erase(closure.queue_position);
+  kind->second.erase(QueueKey{closure.priority, closure.queue_position});
   if (kind->second.empty()) indexes_.queue_by_kind.erase(kind);
   closure.queue_position = 0;
 }
@@ -104,6 +108,12 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
     // A done closure never runs again: its args would only take memory
     // while its outcome waits to be fetched.
     std::string().swap(closure.args);
+    // Nor can it time out (ApplyClosureFailed puts back the deadline of one
+    // failed by it).
+    if (closure.deadline_micros != 0) {
+      indexes_.closure_deadlines.erase(std::make_pair(closure.deadline_micros, closure.id));
+      closure.deadline_micros = 0;
+    }
   }
   closure.state = state;
   AddToIndex(indexes_.closures_by_state, state, closure.id);
@@ -196,6 +206,11 @@ Status DispatcherState::CheckClosureFailed(journal::ClosureFailed::Reader u) con
     return InvalidArgumentError("the failure of " + ClosureName(u.getClosureId()) +
                                 " has no error message");
   }
+  if (u.getDeadlineExceeded() &&
+      (u.getWorkerId() != 0 || FindClosure(u.getClosureId())->deadline_micros == 0)) {
+    return InvalidArgumentError("the dispatcher fails " + ClosureName(u.getClosureId()) +
+                                " by its deadline, but it has none or the failure names a worker");
+  }
   return Status::Ok();
 }
 
@@ -204,7 +219,13 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   closure.error = ToString(u.getError());
   closure.user_error = u.getUserError();
   closure.done_micros = now;
+  const int64_t deadline = closure.deadline_micros;
   SetClosureState(closure, ClosureState::FAILED);
+  if (u.getDeadlineExceeded()) {
+    // Kept, so that the outcome says why (a snapshot carries it as well).
+    closure.deadline_micros = deadline;
+    return;  // the caller's timeout: not the coordinator's first error
+  }
   if (!u.getInfrastructure() && !coordinator_errors_.contains(closure.coordinator_id)) {
     coordinator_errors_.emplace(closure.coordinator_id,
                                 CoordinatorError{closure.id, closure.error});
@@ -398,11 +419,11 @@ std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state)
   if (state == ClosureState::QUEUED) {
     // The queue is kept by kind (for the planner): merged here, a query for
     // tools and tests.
-    std::vector<std::pair<uint64_t, uint64_t>> queue;  // position, id
+    std::vector<std::pair<QueueKey, uint64_t>> queue;  // place, id
     for (const auto& [kind, positions] : indexes_.queue_by_kind)
       queue.insert(queue.end(), positions.begin(), positions.end());
     std::sort(queue.begin(), queue.end());
-    for (const auto& [position, id] : queue) out.push_back(&closures_.at(id));
+    for (const auto& [place, id] : queue) out.push_back(&closures_.at(id));
     return out;
   }
   auto it = indexes_.closures_by_state.find(state);
@@ -422,7 +443,7 @@ size_t DispatcherState::NumClosuresOnWorker(uint64_t worker_id) const {
 }
 
 const Closure* DispatcherState::NextQueuedClosure() const {
-  const std::pair<const uint64_t, uint64_t>* front = nullptr;
+  const std::pair<const QueueKey, uint64_t>* front = nullptr;
   for (const auto& [kind, positions] : indexes_.queue_by_kind) {
     if (front == nullptr || positions.begin()->first < front->first) front = &*positions.begin();
   }
@@ -478,6 +499,19 @@ const PerWorkerResource* DispatcherState::FindResourceByRequest(uint64_t coordin
                                                                 uint64_t request_id) const {
   auto it = indexes_.resource_by_request.find(std::make_pair(coordinator_id, request_id));
   return it == indexes_.resource_by_request.end() ? nullptr : FindResource(it->second);
+}
+
+int64_t DispatcherState::EarliestClosureDeadline() const {
+  return indexes_.closure_deadlines.empty() ? 0 : indexes_.closure_deadlines.begin()->first;
+}
+
+std::vector<const Closure*> DispatcherState::ClosuresPastDeadline(int64_t now_micros) const {
+  std::vector<const Closure*> out;
+  for (const auto& [deadline, id] : indexes_.closure_deadlines) {
+    if (deadline > now_micros) break;
+    out.push_back(&closures_.at(id));
+  }
+  return out;
 }
 
 const CoordinatorError* DispatcherState::FindCoordinatorError(uint64_t coordinator_id) const {

@@ -134,6 +134,11 @@ class DispatcherState {
   // a worker could take is a question per kind (closure_planner.h).
   const ClosureQueues& QueuedByKind() const { return indexes_.queue_by_kind; }
   const CoordinatorError* FindCoordinatorError(uint64_t coordinator_id) const;
+  // The earliest deadline of a queued or assigned closure (0: none has one).
+  int64_t EarliestClosureDeadline() const;
+  // Queued and assigned closures whose deadline is at or before `now_micros`,
+  // earliest first.
+  std::vector<const Closure*> ClosuresPastDeadline(int64_t now_micros) const;
   // The unreleased closure the coordinator scheduled with `request_id` (!= 0).
   const Closure* FindClosureByRequest(uint64_t coordinator_id, uint64_t request_id) const;
   const PerWorkerResource* FindResource(uint64_t resource_id) const;
@@ -188,6 +193,8 @@ class DispatcherState {
     // Queued and assigned closures by coordinator (Done/Join in O(log n)).
     std::map<uint64_t, std::set<uint64_t>> unfinished_by_coordinator;
     std::map<ClosureState, std::set<uint64_t>> closures_by_state;
+    // Queued and assigned closures with a deadline: (deadline, id).
+    std::set<std::pair<int64_t, uint64_t>> closure_deadlines;
 
     bool operator==(const Indexes&) const = default;
   };

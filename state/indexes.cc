@@ -34,9 +34,9 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
       if (kind == x.queue_by_kind.end())
         kind =
             x.queue_by_kind
-                .emplace(ClosureKind{c.function_name, c.resources}, std::map<uint64_t, uint64_t>())
+                .emplace(ClosureKind{c.function_name, c.resources}, KindQueue())
                 .first;
-      kind->second.emplace(c.queue_position, id);
+      kind->second.emplace(QueueKey{c.priority, c.queue_position}, id);
     }
     if (c.state == ClosureState::ASSIGNED) AddToIndex(x.closures_by_worker, c.worker_id, id);
     AddToIndex(x.closures_by_coordinator, c.coordinator_id, id);
@@ -44,6 +44,7 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
       x.closure_by_request.emplace(std::make_pair(c.coordinator_id, c.request_id), id);
     if (c.state == ClosureState::QUEUED || c.state == ClosureState::ASSIGNED) {
       AddToIndex(x.unfinished_by_coordinator, c.coordinator_id, id);
+      if (c.deadline_micros != 0) x.closure_deadlines.emplace(c.deadline_micros, id);
     }
     AddToIndex(x.closures_by_state, c.state, id);
   }
@@ -80,6 +81,7 @@ Status DispatcherState::CheckIndexes() const {
   if (x.unfinished_by_coordinator != indexes_.unfinished_by_coordinator)
     return differs("unfinished_by_coordinator");
   if (x.closure_by_request != indexes_.closure_by_request) return differs("closure_by_request");
+  if (x.closure_deadlines != indexes_.closure_deadlines) return differs("closure_deadlines");
   if (x.resource_by_request != indexes_.resource_by_request)
     return differs("resource_by_request");
   // An index added to Indexes but not named above is still compared.
@@ -196,6 +198,9 @@ Status DispatcherState::CheckReferences() const {
         (c.queue_position == 0 || c.queue_position >= next_queue_position_ ||
          !positions.insert(c.queue_position).second)) {
       return DataLossError(name + " has a bad queue position");
+    }
+    if (c.deadline_micros != 0 && IsClosureDone(c.state) && c.state != ClosureState::FAILED) {
+      return DataLossError(name + " is " + ClosureStateName(c.state) + " but keeps a deadline");
     }
   }
   return Status::Ok();

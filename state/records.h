@@ -146,6 +146,8 @@ struct Closure {
   int64_t done_micros = 0;  // when finished, failed or cancelled
   std::vector<uint64_t> resources;  // per-worker resources the function receives
   uint32_t transient_failures = 0;  // put back because the worker called the error transient
+  int32_t priority = 0;             // higher is assigned first (FIFO within a priority)
+  int64_t deadline_micros = 0;      // past it the closure fails (DeadlineExceeded); 0: none
 };
 
 // What a closure needs of a worker: its function, and its per-worker
@@ -176,8 +178,22 @@ struct ClosureKindLess {
   }
 };
 
-// Queued closures by kind: kind -> (queue position -> closure id).
-using ClosureQueues = std::map<ClosureKind, std::map<uint64_t, uint64_t>, ClosureKindLess>;
+// A queued closure's place: higher priority first, then queue position (FIFO
+// within a priority).
+struct QueueKey {
+  int32_t priority = 0;
+  uint64_t position = 0;
+  bool operator==(const QueueKey&) const = default;
+  bool operator<(const QueueKey& other) const {
+    if (priority != other.priority) return priority > other.priority;
+    return position < other.position;
+  }
+};
+
+// Queued closures by kind: kind -> (place in the queue -> closure id). Each
+// kind's queue is ordered, so taking its front is O(log n).
+using KindQueue = std::map<QueueKey, uint64_t>;
+using ClosureQueues = std::map<ClosureKind, KindQueue, ClosureKindLess>;
 
 // A per-worker resource: every worker process builds its own component by
 // running `function_name(args)` before the first closure that uses it.

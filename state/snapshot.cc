@@ -164,6 +164,8 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     r.setResultStored(c.result_stored);
     r.setResultSize(c.result_size);
     r.setResultCrc(c.result_crc);
+    r.setPriority(c.priority);
+    r.setDeadlineMicros(c.deadline_micros);
   }
 
   auto resources = s.initResources(resources_.size());
@@ -306,6 +308,8 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     c.result_stored = r.getResultStored();
     c.result_size = r.getResultSize();
     c.result_crc = r.getResultCrc();
+    c.priority = r.getPriority();
+    c.deadline_micros = r.getDeadlineMicros();
     DISPATCH_RETURN_IF_ERROR(Insert(state.closures_, c.id, std::move(c), "closure"));
   }
   for (auto r : s.getResources()) {

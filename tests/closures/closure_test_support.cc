@@ -112,6 +112,10 @@ ClosureCounters GetClosureCounters(const std::string& dispatcher) {
   c.released_total = s.getReleasedTotal();
   c.schedule_waits = s.getScheduleWaits();
   c.queued_without_worker = s.getQueuedWithoutWorker();
+  c.cancel_requested = s.getCancelRequested();
+  c.cancelled_running = s.getCancelledRunning();
+  c.deadlines_exceeded = s.getDeadlinesExceeded();
+  c.late_reports_ignored = s.getLateReportsIgnored();
   return c;
 }
 

@@ -66,6 +66,8 @@ struct ClosureCounters {
   uint64_t transient_retries = 0, attempts_exhausted = 0, released_total = 0;
   uint64_t schedule_waits = 0;
   uint64_t queued_without_worker = 0;
+  uint64_t cancel_requested = 0, cancelled_running = 0, deadlines_exceeded = 0;
+  uint64_t late_reports_ignored = 0;
 };
 ClosureCounters GetClosureCounters(const std::string& dispatcher);
 // Polls the counters until `condition` holds or the deadline passes.

@@ -50,6 +50,63 @@ TEST(WorkerClosures, ABlockingFunctionNeverStopsTheHeartbeats) {
   agent->Stop();
 }
 
+TEST(WorkerClosures, ACancelledClosureNotStartedIsDroppedAndARunningOneSeesItsCancel) {
+  ClosureDispatcher dispatcher;
+  auto agent = MakeAgent(dispatcher.address(), "agent-a", 1);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> saw_cancel{false};
+  std::atomic<int> second_runs{0};
+  ASSERT_TRUE(agent
+                  ->RegisterFunction("stubborn",
+                                     [released, &saw_cancel](const ClosureCall& call) {
+                                       // Ignores the cancel until the test lets it go.
+                                       while (!call.cancelled()) call.SleepFor(kPollInterval);
+                                       saw_cancel = true;
+                                       released.wait();
+                                       return ClosureOutput::Result("late");
+                                     })
+                  .ok());
+  ASSERT_TRUE(agent
+                  ->RegisterFunction("second",
+                                     [&second_runs](const ClosureCall&) {
+                                       ++second_runs;
+                                       return ClosureOutput::Result("ran");
+                                     })
+                  .ok());
+  ASSERT_TRUE(agent->Start().ok());
+  ASSERT_TRUE(
+      agent->WaitFor([](const WorkerAgentStatus& s) { return s.registered; }, kTestDeadline));
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto stubborn = coordinator->Schedule("stubborn");
+  ASSERT_TRUE(stubborn.ok());
+  ASSERT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.closures_received == 1; },
+                             kTestDeadline));
+  ASSERT_TRUE(stubborn->Cancel().ok());
+  EXPECT_TRUE(WaitUntil([&] { return saw_cancel.load(); })) << "the function never saw it";
+  // Its slot is free at the dispatcher, so the next closure comes while the
+  // stubborn function still holds the worker's only thread: it waits there
+  // until it is cancelled too, and is dropped without running.
+  auto second = coordinator->Schedule("second");
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.closures_received == 2; },
+                             kTestDeadline));
+  ASSERT_TRUE(second->Cancel().ok());
+  ASSERT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.closures_cancelled == 2; },
+                             kTestDeadline));
+  release.set_value();
+  EXPECT_TRUE(agent->WaitFor([](const WorkerAgentStatus& s) { return s.closures_dropped == 1; },
+                             kTestDeadline));
+  EXPECT_EQ(second_runs.load(), 0);
+  EXPECT_EQ(second->FetchFor(kFetchDeadline).status().code(), StatusCode::kCancelled);
+  // The stubborn one's result came late: ignored.
+  EXPECT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.late_reports_ignored == 1 && c.results_accepted == 0;
+  }));
+  EXPECT_EQ(stubborn->FetchFor(kFetchDeadline).status().code(), StatusCode::kCancelled);
+  agent->Stop();
+}
+
 TEST(WorkerClosures, OutcomesReadyTogetherGoInOneReport) {
   ClosureDispatcher dispatcher;
   auto agent = MakeAgent(dispatcher.address(), "agent-a", 8);

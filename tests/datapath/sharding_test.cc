@@ -189,6 +189,29 @@ TEST(DispatchctlRead, PrintsCountBytesAndThroughputAndRefusesBadDatasets) {
       << missing.output;
 }
 
+TEST(DispatchctlRun, PriorityTimeoutAndCancelFlags) {
+  DataCluster cluster;
+  cluster.StartWorker(0);
+  const std::string dispatcher = "--dispatcher=" + cluster.dispatcher();
+  auto prioritized = RunDispatchctl({dispatcher, "run", "--priority=-7", "echo", "low"});
+  ASSERT_EQ(prioritized.exit_code, 0) << prioritized.output;
+  EXPECT_NE(prioritized.output.find("echo(low) -> low"), std::string::npos) << prioritized.output;
+  auto bad = RunDispatchctl({dispatcher, "run", "--priority=high", "echo"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--priority=high is not an integer"), std::string::npos)
+      << bad.output;
+  auto timed = RunDispatchctl({dispatcher, "run", "--closure-timeout-ms=200", "sleep", "600000"});
+  EXPECT_EQ(timed.exit_code, 1) << timed.output;
+  EXPECT_NE(timed.output.find("DeadlineExceeded"), std::string::npos) << timed.output;
+  EXPECT_NE(timed.output.find("deadline exceeded: its timeout of 200 ms"), std::string::npos)
+      << timed.output;
+  auto cancelled =
+      RunDispatchctl({dispatcher, "run", "--count=2", "--cancel-after-ms=300", "sleep", "600000"});
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.output;
+  EXPECT_NE(cancelled.output.find("0 failed, 2 cancelled"), std::string::npos)
+      << cancelled.output;
+}
+
 TEST(DispatchctlRun, SchedulesClosuresAndPrintsEachResult) {
   DataCluster cluster;
   cluster.StartWorker(0);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <deque>
 #include <iterator>
 #include <memory>
@@ -36,6 +37,11 @@ class RecordingControl final : public rpc::WorkerControl::Server {
       log_->push_back({c.getClosureId(), c.getAttempt(), c.getFunction().cStr(),
                        std::string(c.getArgs().asChars().begin(), c.getArgs().size())});
     }
+    return kj::READY_NOW;
+  }
+  // Recorded as pushes with attempt 0 and function "<cancel>".
+  kj::Promise<void> cancelClosures(CancelClosuresContext context) override {
+    for (uint64_t id : context.getParams().getClosureIds()) log_->push_back({id, 0, "<cancel>", ""});
     return kj::READY_NOW;
   }
 
@@ -181,6 +187,18 @@ class Coordinator {
     return Try(loop_, request.send().then([](auto response) { return response.getResourceId(); }));
   }
 
+  // cancel: each closure's state after the call.
+  Result<std::vector<journal::ClosureState>> Cancel(const std::vector<uint64_t>& ids) {
+    auto request = session_.cancelRequest();
+    auto list = request.initClosureIds(static_cast<unsigned>(ids.size()));
+    for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+    return Try(loop_, request.send().then([](auto response) {
+      std::vector<journal::ClosureState> out;
+      for (auto state : response.getStates()) out.push_back(state);
+      return out;
+    }));
+  }
+
   Result<std::vector<Outcome>> Outcomes(const std::vector<uint64_t>& ids) {
     auto request = session_.getOutcomesRequest();
     auto list = request.initClosureIds(static_cast<unsigned>(ids.size()));
@@ -249,6 +267,64 @@ TEST(ClosureProtocol, ResultIsAcceptedOnceAndStaleOrRepeatedReportsAreIgnoredAnd
   auto gone = coordinator.Outcomes({pushed.closure_id});
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+}
+
+TEST(ClosureProtocol, CancelOfARunningClosureTellsItsWorkerAndFencesItsLateReport) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient admin(loop, dispatcher.address());
+  ClosureWorker worker(loop, dispatcher.address(), "w1", 1);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 42);
+  auto scheduled = coordinator.Schedule({"sleep", "echo", "echo"});
+  ASSERT_TRUE(scheduled.ok()) << scheduled.status().ToString();
+  ASSERT_TRUE(worker.WaitForPushes(1));
+  const uint64_t running = scheduled->ids[0], queued = scheduled->ids[1];
+  EXPECT_EQ(worker.pushed().front().closure_id, running);
+
+  auto states = coordinator.Cancel({running, queued, running});
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  EXPECT_EQ(*states, (std::vector<journal::ClosureState>(3, journal::ClosureState::CANCELLED)));
+  // The worker hears of its closure (not of the queued one) and gets the
+  // next closure in the freed slot (in either order: the push of an
+  // assignment may go before its commit, a cancel goes after its own).
+  ASSERT_TRUE(worker.WaitForPushes(3));
+  std::vector<std::pair<uint64_t, std::string>> after_first;
+  for (size_t i = 1; i < worker.pushed().size(); ++i)
+    after_first.emplace_back(worker.pushed()[i].closure_id, worker.pushed()[i].function);
+  std::sort(after_first.begin(), after_first.end());
+  EXPECT_EQ(after_first, (std::vector<std::pair<uint64_t, std::string>>{
+                             {running, "<cancel>"}, {scheduled->ids[2], "echo"}}));
+  EXPECT_EQ(*worker.Report(running, 1, "late"), 1u);  // ignored
+  EXPECT_EQ(ReportsIgnored(admin, loop), 1u);
+  auto late = Try(loop, admin.dispatcher().getClosureStatsRequest().send().then([](auto r) {
+    return r.getStats().getLateReportsIgnored();
+  }));
+  EXPECT_EQ(*late, 1u);
+  // Done ones are left as they are; no first error.
+  EXPECT_EQ(*worker.Report(scheduled->ids[2], 1, "r"), 0u);
+  ASSERT_TRUE(WaitUntil([&] { return coordinator.Done()->first; }, loop));
+  auto after = coordinator.Cancel({scheduled->ids[2], running});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, (std::vector<journal::ClosureState>{journal::ClosureState::FINISHED,
+                                                        journal::ClosureState::CANCELLED}));
+  auto outcomes = coordinator.Outcomes({running, scheduled->ids[2]});
+  ASSERT_TRUE(outcomes.ok());
+  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::CANCELLED);
+  EXPECT_EQ((*outcomes)[1].result, "r");
+  // An unknown id: NotFound naming it, and nothing cancelled.
+  auto unknown = coordinator.Cancel({scheduled->ids[2], 424242});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("closure 424242"), std::string::npos);
+  // Over --max-closures-per-call: InvalidArgument naming the limit.
+  DispatcherProcess small({.extra_flags = {"--max-closures-per-call=2"}});
+  Coordinator other(loop, small.address(), 5);
+  auto over = other.Cancel({1, 2, 3});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("limit of 2"), std::string::npos)
+      << over.status().ToString();
 }
 
 TEST(ClosureProtocol, LostWorkerPutsItsClosureBackAndItsLateReportIsFenced) {

@@ -183,7 +183,8 @@ OwnedUpdate FinishTask(uint64_t task_id) {
 // form a closure's schedule, assignment and finish take in the journal.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name, const std::string& args,
-                            uint64_t request_id, const std::vector<uint64_t>& resources) {
+                            uint64_t request_id, const std::vector<uint64_t>& resources,
+                            int32_t priority, int64_t deadline_micros) {
   OwnedUpdate u;
   auto r = u.builder().initClosureBatch().initScheduled(1)[0];
   r.setClosureId(closure_id);
@@ -193,6 +194,8 @@ OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
   r.setRequestId(request_id);
   auto list = r.initResources(static_cast<unsigned>(resources.size()));
   for (size_t i = 0; i < resources.size(); ++i) list.set(static_cast<unsigned>(i), resources[i]);
+  r.setPriority(priority);
+  r.setDeadlineMicros(deadline_micros);
   return u;
 }
 
@@ -225,7 +228,8 @@ OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_
 }
 
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
-                        const std::string& error, bool user_error, bool infrastructure) {
+                        const std::string& error, bool user_error, bool infrastructure,
+                        bool deadline_exceeded) {
   OwnedUpdate u;
   auto r = u.builder().initClosureFailed();
   r.setClosureId(closure_id);
@@ -234,6 +238,7 @@ OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attemp
   r.setError(AsText(error));
   r.setUserError(user_error);
   r.setInfrastructure(infrastructure);
+  r.setDeadlineExceeded(deadline_exceeded);
   return u;
 }
 
@@ -413,6 +418,7 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
     case journal::Update::CLOSURE_FAILED:
       out.push_back(FailClosure(7, 2, 1, "boom", true));
       out.push_back(FailClosure(7, 2, 1, "worker lost", false, true));
+      out.push_back(FailClosure(7, 0, 1, "deadline exceeded", false, false, true));
       break;
     case journal::Update::CLOSURE_PUT_BACK:
       out.push_back(PutBackClosure(7, 2, 1, true));
@@ -431,6 +437,7 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
       }
       // Batches of one, as a single closure's changes are journaled.
       out.push_back(ScheduleClosure(7, 3, "fn", "args", 21, {1}));
+      out.push_back(ScheduleClosure(8, 3, "fn", "args", 22, {}, -5, 9'000'000));
       out.push_back(AssignClosure(7, 2, 1));
       out.push_back(FinishClosure(7, 2, 1, "result"));
       out.push_back(FinishClosureStored(7, 2, 1, 6, 0xc0ffee));

@@ -73,7 +73,8 @@ OwnedUpdate FinishTask(uint64_t task_id);
 // closure batches of one item.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name = "noop", const std::string& args = "",
-                            uint64_t request_id = 0, const std::vector<uint64_t>& resources = {});
+                            uint64_t request_id = 0, const std::vector<uint64_t>& resources = {},
+                            int32_t priority = 0, int64_t deadline_micros = 0);
 OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
 OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                           const std::string& result);
@@ -83,7 +84,7 @@ OwnedUpdate FinishClosureStored(uint64_t closure_id, uint64_t worker_id, uint32_
                                 uint64_t size, uint32_t crc);
 OwnedUpdate FailClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                         const std::string& error, bool user_error = true,
-                        bool infrastructure = false);
+                        bool infrastructure = false, bool deadline_exceeded = false);
 OwnedUpdate CancelClosure(uint64_t closure_id);
 OwnedUpdate PutBackClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                            bool transient = false);

@@ -448,7 +448,10 @@ bool UpdateGenerator::TryClosures(Which kind, const DispatcherState& state, Owne
       }
       if (live.empty()) return false;
       const Closure* c = Pick(live);
-      if (by_dispatcher) {
+      if (by_dispatcher && c->deadline_micros != 0 && OneIn(2)) {
+        out = FailClosure(c->id, 0, 0, "closure " + std::to_string(c->id) + ": deadline exceeded",
+                          false, false, /*deadline_exceeded=*/true);
+      } else if (by_dispatcher) {
         out = FailClosure(c->id, 0, 0, "too many attempts for closure " + std::to_string(c->id),
                           false);
       } else {
@@ -500,8 +503,12 @@ bool UpdateGenerator::TryOneItemBatch(int item, const DispatcherState& state, Ow
         std::advance(it, Uniform(state.resources().size()));
         resources.push_back(it->first);
       }
+      // Priorities among a few values (so ties and FIFO within one show up);
+      // deadlines on some.
+      const int32_t priority = OneIn(2) ? 0 : static_cast<int32_t>(Uniform(5)) - 2;
+      const int64_t deadline = OneIn(3) ? now_micros_ + 1 + static_cast<int64_t>(Uniform(1000000)) : 0;
       out = ScheduleClosure(state.NextClosureId() + (OneIn(5) ? Uniform(3) : 0), coordinator,
-                            Pick(kFunctions), args, request_id, resources);
+                            Pick(kFunctions), args, request_id, resources, priority, deadline);
       return true;
     }
     case 1: {  // assign

@@ -1,0 +1,61 @@
+#include "state/closure_endings.h"
+
+#include <set>
+#include <string>
+
+namespace dispatch::state {
+
+Result<CancelPlan> PlanCancel(const DispatcherState& state, uint64_t coordinator_id,
+                              const std::vector<uint64_t>& closure_ids,
+                              const std::set<uint64_t>& releasing, const Stamp& stamp) {
+  CancelPlan plan;
+  plan.states.reserve(closure_ids.size());
+  std::vector<uint64_t> cancel;
+  std::set<uint64_t> seen;
+  for (uint64_t id : closure_ids) {
+    const Closure* closure = state.FindClosure(id);
+    if (closure == nullptr || closure->coordinator_id != coordinator_id ||
+        releasing.contains(id)) {
+      return NotFoundError("closure " + std::to_string(id) + " of coordinator " +
+                           std::to_string(coordinator_id) +
+                           " is unknown (never scheduled, or released): nothing was cancelled");
+    }
+    if (IsClosureDone(closure->state)) {
+      plan.states.push_back(closure->state);  // left as it is
+      continue;
+    }
+    plan.states.push_back(ClosureState::CANCELLED);
+    if (!seen.insert(id).second) continue;
+    cancel.push_back(id);
+    if (closure->state == ClosureState::ASSIGNED)
+      plan.ending.running[closure->worker_id].push_back(id);
+  }
+  plan.ending.num_ended = cancel.size();
+  AddCancelled(plan.ending.updates, stamp, cancel);
+  return plan;
+}
+
+std::string DeadlineExceededText(const Closure& closure) {
+  const int64_t timeout_ms = (closure.deadline_micros - closure.scheduled_micros) / 1000;
+  return "closure " + std::to_string(closure.id) + ": deadline exceeded: its timeout of " +
+         std::to_string(timeout_ms) + " ms passed while it was " +
+         (closure.state == ClosureState::ASSIGNED
+              ? "running (attempt " + std::to_string(closure.attempts) + ")"
+              : std::string("queued"));
+}
+
+EndingPlan PlanDeadlines(const DispatcherState& state, const Stamp& stamp) {
+  EndingPlan plan;
+  // Each failure touches only its own closure (a deadline failure cancels
+  // nothing), so all are planned against the state before any of them.
+  for (const Closure* closure : state.ClosuresPastDeadline(stamp.time_micros)) {
+    if (closure->state == ClosureState::ASSIGNED)
+      plan.running[closure->worker_id].push_back(closure->id);
+    AddFailed(plan.updates, stamp, {closure->id, 0, closure->attempts},
+              DeadlineExceededText(*closure), FailureKind::kDeadlineExceeded);
+    ++plan.num_ended;
+  }
+  return plan;
+}
+
+}  // namespace dispatch::state
