@@ -64,6 +64,9 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setResultsRead(durable.results_read);
   stats.setResultsDamaged(durable.results_damaged);
   stats.setQueuedWithoutWorker(data.closures().NumUnrunnable());
+  stats.setWaiting(state.NumClosuresInState(state::ClosureState::WAITING));
+  stats.setInputBytesPushed(data.closures().counters().input_bytes_pushed);
+  stats.setInputsOverLimit(data.closures().counters().inputs_over_limit);
   context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

@@ -55,7 +55,14 @@ struct NewClosure {
   capnp::Data::Reader args;
   capnp::List<uint64_t>::Reader resources;
   uint64_t request_id = 0;
+  // Input closures (ClosureSpec.inputs): as the request has them (an entry
+  // >= kInputInCall is an index into the request), then, in a plan, ids.
+  std::vector<uint64_t> inputs;
 };
+
+// ClosureSpec.inputs entries at or above this name the closure at index
+// (entry - kInputInCall) of the same schedule call.
+inline constexpr uint64_t kInputInCall = uint64_t{1} << 63;
 
 // (closure, worker, attempt): an assignment, or the run a report is about.
 struct ClosureRun {

@@ -170,7 +170,7 @@ uint64_t DispatcherState::Digest() const {
   for (const auto& [id, c] : closures_) {
     const auto& [c_id, coordinator_id, request_id, function_name, args, state, worker_id, attempts,
                  queue_position, result, result_stored, result_size, result_crc, error, user_error,
-                 scheduled_micros, done_micros, resources, transient_failures] = c;
+                 scheduled_micros, done_micros, resources, transient_failures, inputs] = c;
     h.U64(id);
     h.U64(coordinator_id);
     h.U64(request_id);
@@ -191,6 +191,8 @@ uint64_t DispatcherState::Digest() const {
     h.Bool(result_stored);
     h.U64(result_size);
     h.U64(result_crc);
+    h.U64(inputs.size());
+    for (uint64_t input : inputs) h.U64(input);
   }
 
   h.Tag('R');

@@ -146,6 +146,9 @@ struct Closure {
   int64_t done_micros = 0;  // when finished, failed or cancelled
   std::vector<uint64_t> resources;  // per-worker resources the function receives
   uint32_t transient_failures = 0;  // put back because the worker called the error transient
+  // Closures whose results the function receives, in order (kept until this
+  // one is released). While one is not finished, this closure is WAITING.
+  std::vector<uint64_t> inputs;
 };
 
 // What a closure needs of a worker: its function, and its per-worker

@@ -164,6 +164,7 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     r.setResultStored(c.result_stored);
     r.setResultSize(c.result_size);
     r.setResultCrc(c.result_crc);
+    FillU64(r.initInputs(c.inputs.size()), c.inputs);
   }
 
   auto resources = s.initResources(resources_.size());
@@ -306,6 +307,7 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     c.result_stored = r.getResultStored();
     c.result_size = r.getResultSize();
     c.result_crc = r.getResultCrc();
+    for (uint64_t input : r.getInputs()) c.inputs.push_back(input);
     DISPATCH_RETURN_IF_ERROR(Insert(state.closures_, c.id, std::move(c), "closure"));
   }
   for (auto r : s.getResources()) {
