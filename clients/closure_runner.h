@@ -59,6 +59,7 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
     std::string function;
     std::string args;
     std::vector<uint64_t> resources;
+    std::vector<std::string> inputs;  // the input closures' results
   };
   struct Outcome {
     uint64_t closure_id;

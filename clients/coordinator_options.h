@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "clients/remote_value.h"
 #include "common/status.h"
 
 namespace dispatch::clients {
@@ -18,6 +19,13 @@ struct ScheduleOptions {
   // Per-worker resources the function receives: each is replaced by the
   // running worker's own component.
   std::vector<ResourceId> resources;
+  // Dependencies: closures of the same Coordinator whose results the
+  // function receives, in order (ClosureCall::inputs). The closure runs once
+  // they all finished; when one fails or is cancelled it fails, naming that
+  // input. An input must not have been fetched before this Schedule (Fetch
+  // releases it at the dispatcher): FailedPrecondition. Fetching it later,
+  // or dropping it, is fine.
+  std::vector<RemoteValue> inputs;
 };
 
 struct CoordinatorOptions {

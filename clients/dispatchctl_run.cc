@@ -10,6 +10,10 @@ namespace dispatch::clients {
 
 void DeclareRunFlags(FlagParser& parser, RunFlags& flags) {
   parser.AddUint("count", "run: how many closures to schedule", &flags.count, 1, 1000000);
+  parser.AddBool("chain",
+                 "run: a dependency chain: each closure after the first gets the previous "
+                 "one's result as its input",
+                 &flags.chain);
 }
 
 std::string CheckRunArgs(const std::vector<std::string>& args) {
@@ -34,7 +38,9 @@ int RunClosures(const std::string& dispatcher, const std::string& token,
   const std::string closure_args = args.size() > 2 ? args[2] : "";
   std::vector<RemoteValue> values;
   for (uint64_t i = 0; i < flags.count; ++i) {
-    Result<RemoteValue> value = (*coordinator)->Schedule(function, closure_args);
+    ScheduleOptions schedule;
+    if (flags.chain && !values.empty()) schedule.inputs.push_back(values.back());
+    Result<RemoteValue> value = (*coordinator)->Schedule(function, closure_args, schedule);
     if (!value.ok()) {
       fprintf(stderr, "dispatchctl: scheduling %s failed: %s\n", function.c_str(),
               value.status().ToString().c_str());

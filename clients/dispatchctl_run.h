@@ -2,6 +2,9 @@
 // Coordinator client (--count of them, each with ARGS), waits for all of them
 // (Join) and prints each closure's id and result, one per line, then a
 // summary. A failed closure is printed with its error and makes the exit code 1.
+// With --chain each closure after the first takes the previous one's result
+// as its input (ScheduleOptions.inputs): `run --chain --count=N sum 1` sums
+// to N.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,7 @@ namespace dispatch::clients {
 
 struct RunFlags {
   uint64_t count = 1;
+  bool chain = false;  // each closure's input is the previous one
 };
 
 void DeclareRunFlags(FlagParser& parser, RunFlags& flags);

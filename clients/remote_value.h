@@ -42,6 +42,7 @@ class RemoteValue {
   Result<std::string> FetchFor(std::chrono::milliseconds timeout) const;
 
  private:
+  friend class Coordinator;  // reads the cell of an input (ScheduleOptions.inputs)
   std::shared_ptr<ClosureBook> book_;
   std::shared_ptr<ClosureCell> cell_;
 };

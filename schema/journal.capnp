@@ -361,7 +361,8 @@ struct ClosureBatch {
     cancelled @3 :List(UInt64);
     # Closure ids. Precondition: each closure is queued, waiting or assigned.
     # Effect: it is cancelled (its args are dropped; a later result for it is
-    # refused); its waiting dependants fail (ClosureScheduled.inputs).
+    # refused); its waiting dependants fail (ClosureScheduled.inputs). An item
+    # that an earlier item's failure reached that way stays failed.
     released @4 :List(UInt64);
     # Closure ids. Precondition: each closure is finished, failed or
     # cancelled, and is no input of a closure that is not. Effect: it and its result are forgotten (fetched, or

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/closure_limits.h"
 #include "schema/journal.capnp.h"
 
 namespace dispatch::state {
@@ -60,9 +61,6 @@ struct NewClosure {
   std::vector<uint64_t> inputs;
 };
 
-// ClosureSpec.inputs entries at or above this name the closure at index
-// (entry - kInputInCall) of the same schedule call.
-inline constexpr uint64_t kInputInCall = uint64_t{1} << 63;
 
 // (closure, worker, attempt): an assignment, or the run a report is about.
 struct ClosureRun {

@@ -486,7 +486,11 @@ void DispatcherState::ApplyClosureBatch(journal::ClosureBatch::Reader u, int64_t
       for (auto item : u.getFinished()) ApplyClosureFinished(item, now);
       return;
     case journal::ClosureBatch::CANCELLED:
-      for (uint64_t id : u.getCancelled()) CancelClosure(id, now);
+      for (uint64_t id : u.getCancelled()) {
+        // Checked not done before the batch: done now only because an
+        // earlier item was its input (it failed with that input).
+        if (!IsClosureDone(closures_.at(id).state)) CancelClosure(id, now);
+      }
       return;
     case journal::ClosureBatch::RELEASED:
       for (uint64_t id : u.getReleased()) ReleaseClosure(id);

@@ -183,7 +183,8 @@ OwnedUpdate FinishTask(uint64_t task_id) {
 // form a closure's schedule, assignment and finish take in the journal.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name, const std::string& args,
-                            uint64_t request_id, const std::vector<uint64_t>& resources) {
+                            uint64_t request_id, const std::vector<uint64_t>& resources,
+                            const std::vector<uint64_t>& inputs) {
   OwnedUpdate u;
   auto r = u.builder().initClosureBatch().initScheduled(1)[0];
   r.setClosureId(closure_id);
@@ -193,6 +194,8 @@ OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
   r.setRequestId(request_id);
   auto list = r.initResources(static_cast<unsigned>(resources.size()));
   for (size_t i = 0; i < resources.size(); ++i) list.set(static_cast<unsigned>(i), resources[i]);
+  auto in = r.initInputs(static_cast<unsigned>(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) in.set(static_cast<unsigned>(i), inputs[i]);
   return u;
 }
 
@@ -262,7 +265,8 @@ OwnedUpdate CreateResource(uint64_t resource_id, uint64_t coordinator_id,
 }
 
 OwnedUpdate ScheduleClosures(const std::vector<uint64_t>& ids, uint64_t coordinator_id,
-                             const std::vector<uint64_t>& request_ids) {
+                             const std::vector<uint64_t>& request_ids,
+                             const std::vector<std::vector<uint64_t>>& inputs) {
   OwnedUpdate u;
   auto list = u.builder().initClosureBatch().initScheduled(static_cast<unsigned>(ids.size()));
   for (unsigned i = 0; i < ids.size(); ++i) {
@@ -270,6 +274,10 @@ OwnedUpdate ScheduleClosures(const std::vector<uint64_t>& ids, uint64_t coordina
     list[i].setCoordinatorId(coordinator_id);
     list[i].setFunctionName("noop");
     if (i < request_ids.size()) list[i].setRequestId(request_ids[i]);
+    if (i < inputs.size()) {
+      auto in = list[i].initInputs(static_cast<unsigned>(inputs[i].size()));
+      for (unsigned j = 0; j < inputs[i].size(); ++j) in.set(j, inputs[i][j]);
+    }
   }
   return u;
 }
@@ -430,7 +438,7 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
             static_cast<journal::ClosureBatch::Which>(kind.getProto().getDiscriminantValue())));
       }
       // Batches of one, as a single closure's changes are journaled.
-      out.push_back(ScheduleClosure(7, 3, "fn", "args", 21, {1}));
+      out.push_back(ScheduleClosure(7, 3, "fn", "args", 21, {1}, {5}));
       out.push_back(AssignClosure(7, 2, 1));
       out.push_back(FinishClosure(7, 2, 1, "result"));
       out.push_back(FinishClosureStored(7, 2, 1, 6, 0xc0ffee));
@@ -462,7 +470,9 @@ std::vector<journal::Update::Which> AllTransitionVariants() {
 }
 
 std::set<std::string> NoTransitionMembers() {
-  std::set<std::string> out;
+  // Fields reserved for another branch of issue 14 (priority, timeout), not
+  // merged here yet: nothing fills them.
+  std::set<std::string> out = {"ClosureScheduled.priority", "ClosureScheduled.deadlineMicros"};
   for (capnp::StructSchema::Field field : capnp::Schema::from<journal::Update>().getUnionFields()) {
     if (field.getType().isVoid()) out.insert("Update." + std::string(field.getProto().getName()));
   }
