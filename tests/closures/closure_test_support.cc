@@ -112,6 +112,9 @@ ClosureCounters GetClosureCounters(const std::string& dispatcher) {
   c.released_total = s.getReleasedTotal();
   c.schedule_waits = s.getScheduleWaits();
   c.queued_without_worker = s.getQueuedWithoutWorker();
+  c.waiting = s.getWaiting();
+  c.input_bytes_pushed = s.getInputBytesPushed();
+  c.inputs_over_limit = s.getInputsOverLimit();
   return c;
 }
 

@@ -66,6 +66,7 @@ struct ClosureCounters {
   uint64_t transient_retries = 0, attempts_exhausted = 0, released_total = 0;
   uint64_t schedule_waits = 0;
   uint64_t queued_without_worker = 0;
+  uint64_t waiting = 0, input_bytes_pushed = 0, inputs_over_limit = 0;
 };
 ClosureCounters GetClosureCounters(const std::string& dispatcher);
 // Polls the counters until `condition` holds or the deadline passes.

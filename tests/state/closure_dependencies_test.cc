@@ -172,7 +172,7 @@ TEST(ClosureDependencies, InputsMustBeEarlierClosuresOfTheSameCoordinator) {
   EXPECT_FALSE(Applies(state, ScheduleClosure(4, 7, "sum", "", 0, {}, {4})));
   // An earlier item of the same batch is fine; a later one is not.
   EXPECT_TRUE(Applies(state, ScheduleClosures({4, 5}, 7, {}, {{}, {4}})));
-  EXPECT_EQ(StateOf(state, 5), ClosureState::QUEUED);
+  EXPECT_EQ(StateOf(state, 5), ClosureState::WAITING);
   EXPECT_FALSE(Applies(state, ScheduleClosures({6, 7}, 7, {}, {{7}, {}})));
   EXPECT_FALSE(Applies(state, ScheduleClosures({6, 7}, 8, {}, {{}, {6, 1}})));
 }
