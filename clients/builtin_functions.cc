@@ -30,7 +30,10 @@ const char kBuiltinFunctionsHelp[] =
     "                 ARGS (a line per build) and returns it\n"
     "  use_resource   returns the per-worker components it received, joined by ';'\n"
     "  bytes          args = N or N:SEED; returns N bytes (at most 1 GiB) of a pattern\n"
-    "                 fixed by SEED (for tests of large results)\n";
+    "                 fixed by SEED (for tests of large results)\n"
+    "  sum            args and each input result are signed decimals (empty: 0); returns\n"
+    "                 their sum in decimal (for dependency chains: --after)\n"
+    "  concat         returns its inputs' results, then its args, concatenated\n";
 
 namespace {
 
@@ -126,6 +129,35 @@ ClosureOutput Bytes(const ClosureCall& call) {
   return ClosureOutput::Result(PatternBytes(*n, seed));
 }
 
+// The sum of args and the inputs, each a signed decimal (empty counts as 0).
+ClosureOutput Sum(const ClosureCall& call) {
+  int64_t total = 0;
+  auto add = [&total](std::string_view text, const char* what) -> bool {
+    if (text.empty()) return true;
+    const bool negative = text.front() == '-';
+    Result<uint64_t> n = ParseDecimal(negative ? text.substr(1) : text, what);
+    if (!n.ok() || *n > static_cast<uint64_t>(INT64_MAX)) return false;
+    const int64_t term = negative ? -static_cast<int64_t>(*n) : static_cast<int64_t>(*n);
+    return !__builtin_add_overflow(total, term, &total);
+  };
+  if (!add(call.args(), "sum's args"))
+    return ClosureOutput::UserError("sum's args must be a signed decimal number (in range)");
+  for (size_t i = 0; i < call.inputs().size(); ++i) {
+    if (!add(call.inputs()[i], "sum's input")) {
+      return ClosureOutput::UserError("sum's input " + std::to_string(i) +
+                                      " is not a signed decimal number (or the sum overflows)");
+    }
+  }
+  return ClosureOutput::Result(std::to_string(total));
+}
+
+ClosureOutput Concat(const ClosureCall& call) {
+  std::string out;
+  for (const std::string& input : call.inputs()) out += input;
+  out += call.args();
+  return ClosureOutput::Result(std::move(out));
+}
+
 }  // namespace
 
 Status RegisterBuiltinFunctions(WorkerAgent& agent) {
@@ -166,6 +198,8 @@ Status RegisterBuiltinFunctions(WorkerAgent& agent) {
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("log_resource", LogResource));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("use_resource", UseResource, inline_options));
   DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("bytes", Bytes));
+  DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("sum", Sum, inline_options));
+  DISPATCH_RETURN_IF_ERROR(agent.RegisterFunction("concat", Concat, inline_options));
   return Status::Ok();
 }
 

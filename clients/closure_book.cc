@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/closure_limits.h"
+
 namespace dispatch::clients {
 
 const char* RemoteValueStatusName(RemoteValueStatus status) {
@@ -22,12 +24,20 @@ Status ClosureFailedError(uint64_t closure_id, const std::string& message) {
   return FailedPreconditionError("closure " + std::to_string(closure_id) + " failed: " + message);
 }
 
-Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(std::string function, std::string args,
-                                                      std::vector<uint64_t> resources,
-                                                      int32_t priority, uint32_t timeout_ms) {
+Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(
+    std::string function, std::string args, std::vector<uint64_t> resources, int32_t priority,
+    uint32_t timeout_ms, std::vector<std::shared_ptr<ClosureCell>> inputs) {
   std::unique_lock<std::mutex> lock(mu_);
   room_changed_.wait(lock, [this] { return closed_ || unacknowledged_.size() < window_; });
   if (closed_) return UnavailableError("the coordinator is closed");
+  for (const auto& input : inputs) {
+    if (input->fetched && input->closure_id != 0) {
+      return FailedPreconditionError(
+          "input closure " + std::to_string(input->closure_id) +
+          " was fetched, which released it at the dispatcher: schedule its dependants first");
+    }
+  }
+  for (const auto& input : inputs) ++input->unacknowledged_dependants;
   auto cell = std::make_shared<ClosureCell>();
   cell->request_id = TakeRequestId();
   uint64_t sequence = next_sequence_++;
@@ -35,8 +45,19 @@ Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(std::string function, std:
   pending.closure = Outgoing{sequence, cell->request_id, std::move(function), std::move(args),
                              std::move(resources), priority, timeout_ms};
   pending.cell = cell;
+  pending.inputs = std::move(inputs);
   unacknowledged_.emplace(sequence, std::move(pending));
   return cell;
+}
+
+void ClosureBook::DropInputs(Pending& pending) {
+  for (const auto& input : pending.inputs) {
+    if (--input->unacknowledged_dependants == 0 && input->release_deferred) {
+      input->release_deferred = false;
+      Release(input->closure_id);
+    }
+  }
+  pending.inputs.clear();
 }
 
 uint64_t ClosureBook::NextRequestId() {
@@ -154,7 +175,11 @@ Result<std::string> ClosureBook::Fetch(ClosureCell& cell,
     cell.fetched = true;
     if (cell.closure_id != 0) {
       by_id_.erase(cell.closure_id);
-      Release(cell.closure_id);
+      if (cell.unacknowledged_dependants > 0) {
+        cell.release_deferred = true;  // DropInputs releases it
+      } else {
+        Release(cell.closure_id);
+      }
     }
   }
   if (cell.status == RemoteValueStatus::kReady) return cell.result;
@@ -164,16 +189,59 @@ Result<std::string> ClosureBook::Fetch(ClosureCell& cell,
 std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max, uint64_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Outgoing> out;
+  std::vector<const ClosureCell*> out_cells;  // out[i]'s cell: in-call inputs
   uint64_t bytes = 0;
-  for (auto& [sequence, pending] : unacknowledged_) {
+  bool failed = false;
+  for (auto it = unacknowledged_.begin(); it != unacknowledged_.end();) {
+    Pending& pending = it->second;
     if (out.size() >= max) break;
-    if (pending.sent) continue;
-    const Outgoing& c = pending.closure;
-    const uint64_t size = ClosureBytes(c.function, c.args, c.resources.size());
+    if (pending.sent) {
+      ++it;
+      continue;
+    }
+    Outgoing& c = pending.closure;
+    const uint64_t size = ClosureBytes(c.function, c.args, c.resources.size(), pending.inputs.size());
     if (!out.empty() && bytes + size > max_bytes) break;  // the next call takes it, in order
+    // Inputs: an id, or a closure earlier in this call; else wait for it.
+    c.inputs.clear();
+    bool ready = true;
+    std::string refused;
+    for (const auto& input : pending.inputs) {
+      if (input->closure_id != 0) {
+        c.inputs.push_back(input->closure_id);
+        continue;
+      }
+      if (input->status != RemoteValueStatus::kPending) {
+        refused = input->error.ToString();
+        break;
+      }
+      auto in_call = std::find(out_cells.begin(), out_cells.end(), input.get());
+      if (in_call == out_cells.end()) {
+        ready = false;  // in a call not answered yet
+        break;
+      }
+      c.inputs.push_back(kInputInCall + static_cast<uint64_t>(in_call - out_cells.begin()));
+    }
+    if (!refused.empty()) {
+      // Its input was never scheduled: it cannot be either.
+      pending.cell->status = RemoteValueStatus::kFailed;
+      pending.cell->error =
+          FailedPreconditionError("an input of this closure was not scheduled: " + refused);
+      DropInputs(pending);
+      it = unacknowledged_.erase(it);
+      failed = true;
+      continue;
+    }
+    if (!ready) break;  // in order: the rest waits too
     bytes += size;
     pending.sent = true;
     out.push_back(c);
+    out_cells.push_back(pending.cell.get());
+    ++it;
+  }
+  if (failed) {
+    room_changed_.notify_all();
+    outcome_changed_.notify_all();
   }
   return out;
 }
@@ -194,6 +262,7 @@ void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
     auto it = unacknowledged_.find(sequences[i]);
     if (it == unacknowledged_.end()) continue;  // acknowledged already (a resend)
     std::shared_ptr<ClosureCell> cell = std::move(it->second.cell);
+    DropInputs(it->second);
     unacknowledged_.erase(it);
     uint64_t id = ids[i];
     cell->closure_id = id;
@@ -216,6 +285,7 @@ void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
     it->second.cell->error =
         InternalError("the dispatcher returned " + std::to_string(ids.size()) +
                       " ids for a schedule of " + std::to_string(sequences.size()) + " closures");
+    DropInputs(it->second);
     unacknowledged_.erase(it);
     outcomes = true;
   }
@@ -234,6 +304,7 @@ void ClosureBook::OnRefused(const std::vector<uint64_t>& sequences, const Status
     cell.status = why.code() == StatusCode::kCancelled ? RemoteValueStatus::kCancelled
                                                        : RemoteValueStatus::kFailed;
     cell.error = why;
+    DropInputs(it->second);
     unacknowledged_.erase(it);
   }
   if (!first_error.ok()) first_error_ = first_error;

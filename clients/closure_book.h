@@ -45,6 +45,11 @@ struct ClosureCell {
   std::string result;  // kReady
   Status error;        // kFailed, kCancelled
   bool fetched = false;
+  // Dependency bookkeeping (guarded by the book's mutex): closures not yet
+  // acknowledged that name this one as an input. Its release (Fetch) waits
+  // for them, so the dispatcher has it when their schedule arrives.
+  uint32_t unacknowledged_dependants = 0;
+  bool release_deferred = false;
 };
 
 class ClosureBook {
@@ -58,6 +63,9 @@ class ClosureBook {
     std::vector<uint64_t> resources;
     int32_t priority = 0;
     uint32_t timeout_ms = 0;
+    // ClosureSpec.inputs as sent: ids, or kInputInCall + index in the call
+    // (filled by TakeUnsent).
+    std::vector<uint64_t> inputs;
   };
 
   ClosureBook(uint32_t window, uint64_t first_request_id)
@@ -71,9 +79,12 @@ class ClosureBook {
   uint64_t NextRequestId();
   // Waits while `window` closures are unacknowledged (back-pressure), then
   // records the closure to be sent. Unavailable once closed.
+  // `inputs`: cells of this book (ScheduleOptions.inputs); an input that
+  // was fetched already (released at the dispatcher) is FailedPrecondition.
   Result<std::shared_ptr<ClosureCell>> Add(std::string function, std::string args,
                                            std::vector<uint64_t> resources, int32_t priority = 0,
-                                           uint32_t timeout_ms = 0);
+                                           uint32_t timeout_ms = 0,
+                                           std::vector<std::shared_ptr<ClosureCell>> inputs = {});
   // The first error a schedule reply carried, once; ok when there is none.
   Status TakeError();
   // Whether a failed outcome arrived since the last call (the dispatcher may
@@ -101,12 +112,15 @@ class ClosureBook {
 
   // ---- Loop thread.
   // Unsent closures in order: at most `max` of them and, beyond the first,
-  // at most `max_bytes` of ClosureBytes in all.
+  // at most `max_bytes` of ClosureBytes in all. They stop before a closure
+  // with an input whose id is not known yet and that is not earlier in the
+  // same list (it goes once that input is acknowledged); a closure whose
+  // input was refused fails here, naming it.
   std::vector<Outgoing> TakeUnsent(size_t max, uint64_t max_bytes = UINT64_MAX);
   // What a closure weighs in a schedule call: function, args, 8 per resource.
   static uint64_t ClosureBytes(const std::string& function, const std::string& args,
-                               size_t resources) {
-    return function.size() + args.size() + 8 * resources;
+                               size_t resources, size_t inputs = 0) {
+    return function.size() + args.size() + 8 * (resources + inputs);
   }
   bool has_unsent() const;
   // The dispatcher returned `ids` for the closures `sequences` (in order).
@@ -129,7 +143,13 @@ class ClosureBook {
     Outgoing closure;
     std::shared_ptr<ClosureCell> cell;
     bool sent = false;
+    // Its input closures (held: a dropped RemoteValue must not release one
+    // before this closure reaches the dispatcher).
+    std::vector<std::shared_ptr<ClosureCell>> inputs;
   };
+  // REQUIRES: mu_ held. The pending closure left the unacknowledged set:
+  // its inputs' deferred releases may go.
+  void DropInputs(Pending& pending);
   // REQUIRES: mu_ held.
   uint64_t TakeRequestId();
   // REQUIRES: mu_ held. True if a RemoteValue someone may wait on changed.

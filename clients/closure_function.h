@@ -1,6 +1,7 @@
 // Closure functions: what a worker registers by name and runs when the
-// dispatcher pushes a closure. A function gets the closure's argument bytes and
-// this worker's components of the per-worker resources it lists, and returns
+// dispatcher pushes a closure. A function gets the closure's argument bytes,
+// the results of its input closures (ScheduleOptions.inputs) and this
+// worker's components of the per-worker resources it lists, and returns
 // result bytes or an error whose kind decides what the dispatcher does next
 // (a user error is final; transient and unavailable ones are retried
 // elsewhere). Functions may run on executor threads, several at once.
@@ -54,6 +55,9 @@ class ClosureCall {
   virtual std::string_view args() const = 0;
   // This worker's component of each resource the closure lists, in order.
   virtual const std::vector<std::string>& resources() const = 0;
+  // The result of each input closure the closure lists, in order (the
+  // dispatcher sends them with the assignment).
+  virtual const std::vector<std::string>& inputs() const = 0;
   // The worker's own address (as it registered).
   virtual const std::string& worker_address() const = 0;
   // Waits up to `duration`; returns false early when the worker is stopping

@@ -17,6 +17,7 @@ class ClosureRunner::Call final : public ClosureCall {
       : job_(job), components_(components), address_(address), executor_(executor) {}
   std::string_view args() const override { return job_.args; }
   const std::vector<std::string>& resources() const override { return components_; }
+  const std::vector<std::string>& inputs() const override { return job_.inputs; }
   const std::string& worker_address() const override { return address_; }
   bool SleepFor(std::chrono::milliseconds duration) const override {
     return executor_.SleepFor(duration, job_.cancelled.get());
@@ -108,6 +109,8 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
     auto args = assignment.getArgs();
     job.args.assign(reinterpret_cast<const char*>(args.begin()), args.size());
     for (uint64_t id : assignment.getResources()) job.resources.push_back(id);
+    for (auto input : assignment.getInputs())
+      job.inputs.emplace_back(reinterpret_cast<const char*>(input.begin()), input.size());
 
     auto found = functions_.find(job.function);
     if (found == functions_.end()) {

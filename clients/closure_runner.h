@@ -69,6 +69,7 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
     std::vector<uint64_t> resources;
     // Set by OnCancelClosures; read by the executor thread running it.
     std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+    std::vector<std::string> inputs;  // the input closures' results
   };
   struct Outcome {
     uint64_t closure_id;

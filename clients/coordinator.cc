@@ -217,7 +217,18 @@ Result<RemoteValue> Coordinator::Schedule(std::string function, std::string args
     return InvalidArgumentError("a closure timeout of " + std::to_string(timeout_ms) +
                                 " ms is outside 0 (none) .. " + std::to_string(UINT32_MAX) + " ms");
   }
-  const uint64_t bytes = ClosureBook::ClosureBytes(function, args, resources.size());
+  std::vector<std::shared_ptr<ClosureCell>> inputs;
+  inputs.reserve(options.inputs.size());
+  for (size_t i = 0; i < options.inputs.size(); ++i) {
+    const RemoteValue& input = options.inputs[i];
+    if (input.cell_ == nullptr || input.book_ != book_) {
+      return InvalidArgumentError("input " + std::to_string(i) +
+                                  " is not a closure of this coordinator");
+    }
+    inputs.push_back(input.cell_);
+  }
+  const uint64_t bytes =
+      ClosureBook::ClosureBytes(function, args, resources.size(), inputs.size());
   if (bytes > options_.max_closure_bytes) {
     return ResourceExhaustedError("a closure of " + std::to_string(bytes) +
                                   " bytes (function, args, resources) is over the limit of " +
@@ -229,7 +240,7 @@ Result<RemoteValue> Coordinator::Schedule(std::string function, std::string args
   if (book_->TakeFailureHint()) DISPATCH_RETURN_IF_ERROR(CheckFirstError());
   Result<std::shared_ptr<ClosureCell>> cell =
       book_->Add(std::move(function), std::move(args), std::move(resources), options.priority,
-                 static_cast<uint32_t>(timeout_ms));
+                 static_cast<uint32_t>(timeout_ms), std::move(inputs));
   if (!cell.ok()) return cell.status();
   RequestFlush();
   return RemoteValue(book_, std::move(cell).value());

@@ -49,10 +49,11 @@ class Coordinator {
                                ScheduleOptions options);
   Result<RemoteValue> Schedule(std::string function, std::string args = "",
                                std::vector<ResourceId> resources = {}) {
-    return Schedule(std::move(function), std::move(args),
-                    ScheduleOptions{.resources = std::move(resources)});
+    ScheduleOptions options;
+    options.resources = std::move(resources);
+    return Schedule(std::move(function), std::move(args), std::move(options));
   }
-  // Waits until none of this coordinator's closures is queued or running.
+  // Waits until none of this coordinator's closures is waiting, queued or running.
   // Returns the first error instead when there is one (once).
   Status Join();
   // Whether none is queued or running now (or the first error, once).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "clients/remote_value.h"
 #include "common/status.h"
 
 namespace dispatch::clients {
@@ -26,6 +27,13 @@ struct ScheduleOptions {
   // with DeadlineExceeded (ClosureSpec.timeoutMs). 0: none. At most
   // 4294967295 ms (the wire's UInt32), else Schedule() is InvalidArgument.
   std::chrono::milliseconds timeout{0};
+  // Dependencies: closures of the same Coordinator whose results the
+  // function receives, in order (ClosureCall::inputs). The closure runs once
+  // they all finished; when one fails or is cancelled it fails, naming that
+  // input. An input must not have been fetched before this Schedule (Fetch
+  // releases it at the dispatcher): FailedPrecondition. Fetching it later,
+  // or dropping it, is fine.
+  std::vector<RemoteValue> inputs;
 };
 
 struct CoordinatorOptions {

@@ -174,6 +174,10 @@ void CoordinatorSession::Flush() {
       for (size_t j = 0; j < c.resources.size(); ++j) resources.set(j, c.resources[j]);
       spec.setPriority(c.priority);
       spec.setTimeoutMs(c.timeout_ms);
+      if (!c.inputs.empty()) {
+        auto inputs = spec.initInputs(c.inputs.size());
+        for (size_t j = 0; j < c.inputs.size(); ++j) inputs.set(j, c.inputs[j]);
+      }
       sequences.push_back(c.sequence);
     }
     ++schedules_in_flight_;

@@ -35,6 +35,10 @@ void DeclareRunFlags(FlagParser& parser, RunFlags& flags) {
   parser.AddUint("cancel-after-ms", "run: this long after scheduling, cancel every closure not "
                  "done yet (Coordinator.cancel; 0: never)",
                  &flags.cancel_after_ms, 0, 24ull * 3600 * 1000);
+  parser.AddBool("chain",
+                 "run: a dependency chain: each closure after the first gets the previous "
+                 "one's result as its input",
+                 &flags.chain);
 }
 
 std::string CheckRunArgs(const std::vector<std::string>& args) {
@@ -62,6 +66,7 @@ int RunClosures(const std::string& dispatcher, const std::string& token,
     ScheduleOptions schedule;
     schedule.priority = static_cast<int32_t>(flags.priority);
     schedule.timeout = std::chrono::milliseconds(flags.timeout_ms);
+    if (flags.chain && !values.empty()) schedule.inputs.push_back(values.back());
     Result<RemoteValue> value = (*coordinator)->Schedule(function, closure_args, schedule);
     if (!value.ok()) {
       fprintf(stderr, "dispatchctl: scheduling %s failed: %s\n", function.c_str(),

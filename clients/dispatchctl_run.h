@@ -3,6 +3,9 @@
 // (Join) and prints each closure's id and result, one per line, then a
 // summary. A failed closure is printed with its error and makes the exit code 1;
 // a closure cancelled by --cancel-after-ms is printed as cancelled and does not.
+// With --chain each closure after the first takes the previous one's result
+// as its input (ScheduleOptions.inputs): `run --chain --count=N sum 1` sums
+// to N.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@ struct RunFlags {
   int64_t priority = 0;     // ScheduleOptions.priority (an Int32)
   uint64_t timeout_ms = 0;  // ScheduleOptions.timeout (0: none)
   uint64_t cancel_after_ms = 0;  // cancel what is not done this long after scheduling (0: never)
+  bool chain = false;  // each closure's input is the previous one
 };
 
 void DeclareRunFlags(FlagParser& parser, RunFlags& flags);

@@ -51,6 +51,7 @@ class RemoteValue {
   Status Cancel() const;
 
  private:
+  friend class Coordinator;  // reads the cell of an input (ScheduleOptions.inputs)
   std::shared_ptr<ClosureBook> book_;
   std::shared_ptr<ClosureCell> cell_;
 };

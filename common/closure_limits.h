@@ -13,6 +13,10 @@ namespace dispatch {
 
 inline constexpr size_t kMaxClosureErrorTextBytes = 64 << 10;
 
+// ClosureSpec.inputs entries at or above this name the closure at index
+// (entry - kInputInCall) of the same schedule call (closure ids stay below).
+inline constexpr uint64_t kInputInCall = uint64_t{1} << 63;
+
 // A worker's error text as kept: at most 64 KiB, the rest cut with a note.
 std::string BoundedErrorText(std::string_view text);
 

@@ -78,9 +78,50 @@ Status ClosureDispatcher::Carry(const state::UpdateList& updates) {
 }
 
 Status ClosureDispatcher::SubmitAndObserve(journal::Update::Reader update) {
+  std::vector<uint64_t> moved = DependantsMoved(update);
   DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
   Observe(update);
+  ObserveDependants(moved);
   return Status::Ok();
+}
+
+std::vector<uint64_t> ClosureDispatcher::DependantsMoved(journal::Update::Reader update) const {
+  // Cheap for closures without inputs: one lookup per done closure in an
+  // index that holds only closures with dependants.
+  if (!state().HasDependants()) return {};
+  std::vector<uint64_t> done;
+  switch (update.which()) {
+    case journal::Update::CLOSURE_FAILED:
+      done.push_back(update.getClosureFailed().getClosureId());
+      break;
+    case journal::Update::CLOSURE_BATCH: {
+      auto batch = update.getClosureBatch();
+      if (batch.isCancelled()) {
+        for (uint64_t id : batch.getCancelled()) done.push_back(id);
+      } else if (batch.isFinished()) {
+        for (auto item : batch.getFinished()) done.push_back(item.getClosureId());
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  if (done.empty()) return {};
+  return state().WaitingDependants(done);
+}
+
+void ClosureDispatcher::ObserveDependants(const std::vector<uint64_t>& moved) {
+  bool queued = false;
+  for (uint64_t id : moved) {
+    const state::Closure* closure = state().FindClosure(id);
+    if (closure == nullptr) continue;
+    if (state::IsClosureDone(closure->state)) {
+      NotifyDone(closure->coordinator_id, id);
+    } else if (closure->state == state::ClosureState::QUEUED) {
+      queued = true;
+    }
+  }
+  if (queued && !live_.empty()) Kick();
 }
 
 void ClosureDispatcher::Observe(journal::Update::Reader update) {
@@ -110,6 +151,13 @@ void ClosureDispatcher::Observe(journal::Update::Reader update) {
         case journal::ClosureBatch::SCHEDULED:
           counters_.scheduled += batch.getScheduled().size();
           ArmDeadlineTimer();
+          for (auto item : batch.getScheduled()) {
+            // Failed at once: an input had failed or was cancelled.
+            if (item.getInputs().size() == 0) continue;
+            const state::Closure* closure = state().FindClosure(item.getClosureId());
+            if (closure->state == state::ClosureState::FAILED)
+              NotifyDone(closure->coordinator_id, closure->id);
+          }
           Kick();
           return;
         case journal::ClosureBatch::ASSIGNED:
@@ -272,6 +320,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     state::AddFinished(finished, Stamp(), results);
     size_t next = 0;
     for (size_t i = 0; i < finished.size(); ++i) {
+      std::vector<uint64_t> moved = DependantsMoved(finished[i]);
       DISPATCH_RETURN_IF_ERROR(durable_.Submit(finished[i]));
       for (size_t n = finished[i].getClosureBatch().getFinished().size(); n > 0; --n, ++next) {
         capnp::Data::Reader bytes = result_bytes[next];
@@ -280,6 +329,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
                            std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
       }
       Observe(finished[i]);
+      ObserveDependants(moved);
     }
   }
   counters_.reports_ignored += ignored;
@@ -359,7 +409,9 @@ void ClosureDispatcher::PushFailed(uint64_t worker_id, const std::vector<state::
 // ---- Coordinators ----------------------------------------------------------
 
 uint64_t ClosureDispatcher::QueuedOrReserved() const {
-  return state().NumClosuresInState(state::ClosureState::QUEUED) + reserved_;
+  // Waiting closures count: they become queued without asking for room.
+  return state().NumClosuresInState(state::ClosureState::QUEUED) +
+         state().NumClosuresInState(state::ClosureState::WAITING) + reserved_;
 }
 
 kj::Own<ClosureDispatcher::Room> ClosureDispatcher::Reserve(uint64_t n) {
@@ -409,9 +461,12 @@ Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
     closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(), spec.getResources(),
                                          spec.getRequestId(), spec.getPriority(),
                                          spec.getTimeoutMs()});
+    if (spec.hasInputs()) {
+      for (uint64_t input : spec.getInputs()) closures.back().inputs.push_back(input);
+    }
   }
-  Result<state::SchedulePlan> plan =
-      state::PlanSchedule(state(), coordinator_id, std::move(closures), Stamp());
+  Result<state::SchedulePlan> plan = state::PlanSchedule(
+      state(), coordinator_id, std::move(closures), Stamp(), pending_releases_);
   if (!plan.ok()) {
     ids.clear();
     return plan.status();
@@ -441,7 +496,9 @@ Result<bool> ClosureDispatcher::RetryUnderError(uint64_t coordinator_id,
   closures.reserve(specs.size());
   for (auto spec : specs) {
     closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(), spec.getResources(),
-                                         spec.getRequestId()});
+                                         spec.getRequestId(), spec.getPriority(),
+                                         spec.getTimeoutMs()});
+    for (uint64_t input : spec.getInputs()) closures.back().inputs.push_back(input);
   }
   Result<std::optional<state::SchedulePlan>> plan =
       state::PlanScheduleRetryUnderError(state(), coordinator_id, std::move(closures), Stamp());
@@ -465,28 +522,40 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
   if (pending_releases_.size() >= kMaxPendingReleases) {
     FlushReleases();
   } else if (!pending_releases_.empty()) {
-    if (release_timer_ == nullptr) {
-      release_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, kReleaseDelayMs,
-                                                                [this]() { FlushReleases(); });
-      release_timer_->Unref();
-    }
-    release_timer_->Start();
+    StartReleaseTimer();
   }
   return Status::Ok();
+}
+
+void ClosureDispatcher::StartReleaseTimer() {
+  if (closed_) return;
+  if (release_timer_ == nullptr) {
+    release_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, kReleaseDelayMs,
+                                                              [this]() { FlushReleases(); });
+    release_timer_->Unref();
+  }
+  release_timer_->Start();
 }
 
 void ClosureDispatcher::FlushReleases() {
   if (release_timer_ != nullptr) release_timer_->Stop();
   std::vector<uint64_t> release;
   std::set<uint64_t> stored;  // their rows go in the release's transaction
+  std::set<uint64_t> held;    // inputs of closures not done yet: released after them
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state().FindClosure(id);
     if (closure != nullptr && state::IsClosureDone(closure->state)) {
+      if (state().IsNeededAsInput(id)) {
+        held.insert(id);
+        continue;
+      }
       release.push_back(id);
       if (closure->result_stored && closure->result_size > 0) stored.insert(id);
     }
   }
-  pending_releases_.clear();
+  pending_releases_ = std::move(held);
+  // Held ones are looked at again every kReleaseDelayMs until they go.
+  if (!pending_releases_.empty()) StartReleaseTimer();
   if (release.empty()) return;
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);

@@ -65,6 +65,8 @@ struct ClosureCounters {
   uint64_t cancelled_running = 0;   // of those, running ones (their worker told)
   uint64_t deadlines_exceeded = 0;  // closures failed by their deadline
   uint64_t late_reports_ignored = 0;  // reports for closures cancelled or timed out while running
+  uint64_t input_bytes_pushed = 0;  // input results read back and pushed to workers
+  uint64_t inputs_over_limit = 0;   // closures failed: inputs over kMaxPushBytes
 };
 
 class ClosureDispatcher final : public kj::Refcounted {
@@ -144,6 +146,9 @@ class ClosureDispatcher final : public kj::Refcounted {
   // release is journaled with the next update that commits anyway (or within
   // kReleaseDelayMs): a release acknowledges nothing, and one lost in a crash
   // only means the outcome is reported again to the coordinator, which has it.
+  // A closure that is the input of a closure not done yet is held back (gone
+  // for the coordinator, kept in the state with its result) until its last
+  // dependant is done: its dependants' pushes read its result.
   Status Release(uint64_t coordinator_id, capnp::List<uint64_t>::Reader closure_ids);
   // Journals the pending releases (also run at shutdown).
   void FlushReleases();
@@ -188,6 +193,12 @@ class ClosureDispatcher final : public kj::Refcounted {
   // the first refused one.
   Status Carry(const state::UpdateList& updates);
   Status SubmitAndObserve(journal::Update::Reader update);
+  // The waiting closures that `update` moves on besides its own items
+  // (ClosureScheduled.inputs), read before it is submitted; and, after,
+  // what that means: the sessions of those now done are woken, assignment
+  // runs for those now queued.
+  std::vector<uint64_t> DependantsMoved(journal::Update::Reader update) const;
+  void ObserveDependants(const std::vector<uint64_t>& moved);
   // What an Update just applied means on the loop: the sessions it concerns
   // are woken, assignment runs again when slots or closures came free, the
   // counters count.
@@ -200,6 +211,10 @@ class ClosureDispatcher final : public kj::Refcounted {
   void AddTask(kj::Promise<void> task);
   void AssignQueued();
   kj::Promise<void> Push(uint64_t worker_id, std::vector<uint64_t> closure_ids);
+  // The results of the closure's inputs, in order; ResourceExhausted when
+  // they with its function and args exceed kMaxPushBytes, DataLoss when a
+  // stored one is missing or damaged (each naming the closure).
+  Result<std::vector<std::string>> ReadInputs(const state::Closure& closure);
   // Pushes the committed per-worker resources this worker's connection has
   // not had yet and can build (no closures), so that it builds them at once.
   void SendResources(uint64_t worker_id);
@@ -218,6 +233,8 @@ class ClosureDispatcher final : public kj::Refcounted {
   void NotifyDone(uint64_t coordinator_id, uint64_t closure_id);
   void NotifyError(uint64_t coordinator_id);
   void WakeRoomWaiters();
+  // Runs FlushReleases within kReleaseDelayMs (and again while some are held).
+  void StartReleaseTimer();
   kj::Own<Room> Reserve(uint64_t n);
   void ReleaseRoom(uint64_t n);
   uint64_t QueuedOrReserved() const;
@@ -231,8 +248,9 @@ class ClosureDispatcher final : public kj::Refcounted {
   uint64_t next_worker_turn_ = 0;          // round robin start among workers
   bool kick_pending_ = false;
   static constexpr uint64_t kReleaseDelayMs = 10;
-  // Most closure bytes (function, args) in one runClosures push; a worker
-  // with many slots gets several pushes rather than one past its limit.
+  // Most closure bytes (function, args, input results) in one runClosures
+  // push; a worker with many slots gets several pushes rather than one past
+  // its limit. A closure whose own bytes exceed it fails (ResourceExhausted).
   static constexpr size_t kMaxPushBytes = 16u << 20;
   static constexpr size_t kMaxPendingReleases = 4096;
   bool closed_ = false;

@@ -28,14 +28,34 @@ void FillResourceSpec(rpc::ResourceSpec::Builder spec, const state::PerWorkerRes
 kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64_t> closure_ids) {
   std::vector<state::ClosureRun> runs;
   std::vector<const state::Closure*> closures;
+  // The input results of closures[i] (empty for most), read back from the
+  // store before anything is sent: a closure whose inputs cannot be read
+  // intact, or do not fit one push, fails instead of running.
+  std::vector<std::vector<std::string>> inputs;
+  std::vector<uint64_t> input_words;
   for (uint64_t id : closure_ids) {
     const state::Closure* closure = state().FindClosure(id);
     if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
         closure->worker_id != worker_id) {
       continue;  // lost its worker or was cancelled meanwhile
     }
+    const state::ClosureRun run{id, worker_id, closure->attempts};
+    std::vector<std::string> bytes;
+    uint64_t words = 0;
+    if (!closure->inputs.empty()) {
+      Result<std::vector<std::string>> read = ReadInputs(*closure);
+      if (!read.ok()) {
+        Status failed = Carry(state::PlanUserError(state(), run, read.status().ToString(), Stamp()));
+        if (!failed.ok()) Log(LogLevel::kWarning, "closure input: ", failed.ToString().c_str());
+        continue;
+      }
+      bytes = std::move(*read);
+      for (const std::string& input : bytes) words += 1 + (input.size() + 7) / 8;
+    }
     closures.push_back(closure);
-    runs.push_back({id, worker_id, closure->attempts});
+    runs.push_back(run);
+    inputs.push_back(std::move(bytes));
+    input_words.push_back(words);
   }
   if (closures.empty()) return kj::READY_NOW;
   auto entry = live_.find(worker_id);
@@ -50,7 +70,8 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
   // a message past its limit.
   auto pushes = state::SplitIntoRecords(closures.size(), 0, kMaxPushBytes, [&](size_t i) {
     return state::ScheduledItemWords(closures[i]->function_name, closures[i]->args.size(),
-                                     closures[i]->resources.size());
+                                     closures[i]->resources.size()) +
+           input_words[i];
   });
   auto sends = kj::heapArrayBuilder<kj::Promise<void>>(pushes.size());
   for (auto [begin, end] : pushes) {
@@ -67,6 +88,13 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
       auto resources = item.initResources(static_cast<unsigned>(closure.resources.size()));
       for (unsigned r = 0; r < closure.resources.size(); ++r)
         resources.set(r, closure.resources[r]);
+      if (!inputs[i].empty()) {
+        auto list = item.initInputs(static_cast<unsigned>(inputs[i].size()));
+        for (unsigned j = 0; j < inputs[i].size(); ++j) {
+          list.set(j, state::AsData(inputs[i][j]));
+          counters_.input_bytes_pushed += inputs[i][j].size();
+        }
+      }
       for (uint64_t id : closure.resources) {
         // Those this connection has had already (SendResources) stay out:
         // a closure of many large resources still makes a small push.
@@ -85,6 +113,39 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
                                   }));
   }
   return kj::joinPromises(sends.finish());
+}
+
+Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(const state::Closure& closure) {
+  uint64_t total = closure.function_name.size() + closure.args.size();
+  for (uint64_t id : closure.inputs) {
+    // The state keeps every input of a closure not done (finished, not
+    // released: releases wait for the dependants).
+    const state::Closure* input = state().FindClosure(id);
+    KJ_ASSERT(input != nullptr && input->state == state::ClosureState::FINISHED,
+              "closure runs before its input", closure.id, id);
+    total += DurableState::ResultSize(*input);
+  }
+  if (total > kMaxPushBytes) {
+    ++counters_.inputs_over_limit;
+    return ResourceExhaustedError(
+        "closure " + std::to_string(closure.id) + " with its " +
+        std::to_string(closure.inputs.size()) + " input results takes " + std::to_string(total) +
+        " bytes, over the limit of " + std::to_string(kMaxPushBytes) +
+        " bytes per push to a worker");
+  }
+  std::vector<std::string> out;
+  out.reserve(closure.inputs.size());
+  for (uint64_t id : closure.inputs) {
+    // Read on the loop, as replies' results are (a page-cached SQLite row).
+    Result<std::string> bytes = durable_.GetResult(*state().FindClosure(id));
+    if (!bytes.ok()) {
+      return Status(bytes.status().code(), "input closure " + std::to_string(id) + " of closure " +
+                                               std::to_string(closure.id) + ": " +
+                                               bytes.status().message());
+    }
+    out.push_back(std::move(*bytes));
+  }
+  return out;
 }
 
 void ClosureDispatcher::SendResources(uint64_t worker_id) {

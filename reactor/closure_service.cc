@@ -68,6 +68,9 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setCancelledRunning(counters.cancelled_running);
   stats.setDeadlinesExceeded(counters.deadlines_exceeded);
   stats.setLateReportsIgnored(counters.late_reports_ignored);
+  stats.setWaiting(state.NumClosuresInState(state::ClosureState::WAITING));
+  stats.setInputBytesPushed(data.closures().counters().input_bytes_pushed);
+  stats.setInputsOverLimit(data.closures().counters().inputs_over_limit);
   context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

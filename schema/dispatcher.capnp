@@ -210,6 +210,22 @@ struct ClosureSpec @0xc973afec194526ae {
   # fails within a few milliseconds after it. A timed-out closure is not its
   # coordinator's first error and cancels nothing: the timeout was the
   # caller's choice for that closure, and its RemoteValue reports it.
+  inputs @6 :List(UInt64);
+  # Dependencies: closures whose results the function receives, in order
+  # (ClosureAssignment.inputs). Each entry is the id of a closure of the same
+  # coordinator that is scheduled and not released, or, with the top bit set
+  # (kInputInCall = 2^63 + i), the closure at index i (< this one's) of the
+  # same schedule call. An unknown or released input is NotFound naming it;
+  # nothing of the call is queued. The closure waits (ClosureStats.waiting:
+  # not queued, not runnable) until every input is finished, then joins the
+  # back of the queue. An input that fails or is cancelled fails it (and
+  # transitively its own dependants) with an error naming that input; such a
+  # failure is not the coordinator's first error (the input's own failure, if
+  # the function's, already is) and cancels nothing. A release of an input
+  # while a dependant is not done is held back: the input is gone for the
+  # coordinator at once, but its result stays until its last dependant is
+  # done. A closure whose inputs with its function and args exceed the push
+  # limit (16 MiB) fails when assigned, with ResourceExhausted naming it.
 }
 
 struct ClosureError @0xcdc710afdef07590 {
@@ -233,6 +249,7 @@ struct ClosureAssignment @0xf488b43ede8969ca {
   function @2 :Text;
   args @3 :Data;
   resources @4 :List(UInt64);    # replace by this worker's components, in order
+  inputs @5 :List(Data);         # the results of ClosureSpec.inputs, in order
 }
 
 struct ResourceSpec @0x9e56ed593e66bc79 {
@@ -286,6 +303,11 @@ struct ClosureStats @0xe18a76620813c516 {
   # Reports for a closure cancelled or timed out while it ran: ignored (and
   # counted in reportsIgnored too). One arriving after the closure was
   # released counts in reportsIgnored only.
+  waiting @23 :UInt64;
+  # Closures waiting for their inputs (ClosureSpec.inputs) to finish: not
+  # queued, not runnable, but they count against --max-queued-closures.
+  inputBytesPushed @24 :UInt64;  # input result bytes read back and pushed to workers
+  inputsOverLimit @25 :UInt64;   # closures failed: inputs over the push limit
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {

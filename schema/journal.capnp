@@ -35,6 +35,7 @@ enum ClosureState {
   finished @2;   # a result is held until fetched
   failed @3;     # an error is held until fetched
   cancelled @4;  # cancelled before it produced a result
+  waiting @5;    # some input (ClosureScheduled.inputs) is not finished yet
 }
 
 # ---------------------------------------------------------------------------
@@ -245,6 +246,19 @@ struct ClosureScheduled {
   deadlineMicros @7 :Int64;
   # 0: none. Otherwise the update's time plus the closure's timeoutMs: past
   # it the dispatcher fails the closure (ClosureFailed.deadlineExceeded).
+  inputs @8 :List(UInt64);
+  # Closures whose results the function receives, in order. Precondition:
+  # each is a closure of `coordinatorId` that exists (not released) and has
+  # an id below `closureId`. Effect: when every input is finished the closure
+  # is queued as above, else it is waiting. The effects on waiting closures
+  # belong to their inputs' records: when its last unfinished input finishes
+  # (ClosureFinished), a waiting closure joins the back of the queue, or is
+  # cancelled when its coordinator has a pending first error (as a put back
+  # is); when an input fails or is cancelled, the waiting closure fails (not
+  # a user error, not the first error) with an error naming that input, and
+  # so on to its own waiting dependants. A closure stays (and its stored
+  # result with it) while any dependant is not done: the reactor holds back
+  # its release until then.
 }
 
 struct ClosureAssigned {
@@ -280,11 +294,12 @@ struct ClosureFinished {
 struct ClosureFailed {
   # Precondition: with `workerId` != 0, closure `closureId` is assigned to that
   # worker as `attempt`; with `workerId` == 0 (the dispatcher fails it, e.g. too
-  # many attempts), the closure is queued or assigned. With
+  # many attempts), the closure is queued, waiting or assigned. With
   # `deadlineExceeded`, `workerId` is 0 and the closure has a deadline.
   # Effect: the closure is failed (its args are dropped) and holds `error`
   # until released. Unless `infrastructure` or `deadlineExceeded`, when its
-  # coordinator has no pending first error, this becomes it.
+  # coordinator has no pending first error, this becomes it. Its waiting
+  # dependants fail with it (ClosureScheduled.inputs).
   closureId @0 :UInt64;
   workerId @1 :UInt64;
   attempt @2 :UInt32;
@@ -346,19 +361,24 @@ struct ClosureBatch {
   # A batch of one item is how a single closure makes these transitions.
   # Precondition: the items name distinct closures (and, for `scheduled`,
   # distinct nonzero request ids, in increasing closure id order), and each
-  # meets its item's precondition against the state before the batch.
+  # meets its item's precondition against the state before the batch (a
+  # `scheduled` item's inputs may also be earlier items of the same batch).
   # Effect: each item's effect, applied in list order.
   union {
     scheduled @0 :List(ClosureScheduled);
     assigned @1 :List(ClosureAssigned);
     finished @2 :List(ClosureFinished);
+    # Effect (besides each item's): a waiting closure whose last unfinished
+    # input this is joins the queue (ClosureScheduled.inputs).
     cancelled @3 :List(UInt64);
-    # Closure ids. Precondition: each closure is queued or assigned.
+    # Closure ids. Precondition: each closure is queued, waiting or assigned.
     # Effect: it is cancelled (its args are dropped; a later result for it is
-    # refused). A cancel is never its coordinator's first error.
+    # refused); its waiting dependants fail (ClosureScheduled.inputs). An item
+    # that an earlier item's failure reached that way stays failed. A cancel is
+    # never its coordinator's first error.
     released @4 :List(UInt64);
     # Closure ids. Precondition: each closure is finished, failed or
-    # cancelled. Effect: it and its result are forgotten (fetched, or
+    # cancelled, and is no input of a closure that is not. Effect: it and its result are forgotten (fetched, or
     # dropped); a stored result's row is deleted in the same transaction.
   }
 }
@@ -528,6 +548,7 @@ struct ClosureRecord {
   deadlineMicros @20 :Int64;
   # Queued or assigned: its deadline (0: none). Done: nonzero only for a
   # closure failed because its deadline passed.
+  inputs @21 :List(UInt64);  # ClosureScheduled.inputs (kept until released)
 }
 
 struct ResourceRecord {

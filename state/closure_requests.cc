@@ -9,15 +9,15 @@
 namespace dispatch::state {
 
 Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordinator_id,
-                                  std::vector<NewClosure> closures, const Stamp& stamp) {
+                                  std::vector<NewClosure> closures, const Stamp& stamp,
+                                  const std::set<uint64_t>& released) {
   SchedulePlan plan;
   plan.ids.assign(closures.size(), 0);
   const uint64_t overhead = ClosureBatchOverheadWords();
   std::set<uint64_t> request_ids;
   std::vector<NewClosure> fresh;
-  std::vector<size_t> fresh_index;
   fresh.reserve(closures.size());
-  fresh_index.reserve(closures.size());
+  uint64_t next_id = state.NextClosureId();
   for (size_t i = 0; i < closures.size(); ++i) {
     NewClosure& closure = closures[i];
     auto index = [i] { return "closure " + std::to_string(i) + " of the batch"; };
@@ -38,8 +38,27 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
       if (state.FindResource(resource) == nullptr)
         return NotFoundError("per-worker resource " + std::to_string(resource) + " is unknown");
     }
+    for (uint64_t& input : closure.inputs) {
+      if (input >= kInputInCall) {
+        const uint64_t j = input - kInputInCall;
+        if (j >= i) {
+          return InvalidArgumentError(index() + " names closure " + std::to_string(j) +
+                                      " of the batch as its input: only an earlier one may be");
+        }
+        input = plan.ids[j];
+        continue;
+      }
+      const Closure* found = state.FindClosure(input);
+      if (found == nullptr || found->coordinator_id != coordinator_id || released.contains(input)) {
+        return NotFoundError("input closure " + std::to_string(input) + " of " + index() +
+                             " is unknown (never scheduled by coordinator " +
+                             std::to_string(coordinator_id) +
+                             ", or released); nothing of the batch was scheduled");
+      }
+    }
     const uint64_t bytes =
-        (overhead + ScheduledItemWords(function, closure.args.size(), closure.resources.size())) *
+        (overhead + ScheduledItemWords(function, closure.args.size(),
+                                       closure.resources.size() + closure.inputs.size())) *
         8;
     if (bytes > stamp.max_record_bytes) {
       return ResourceExhaustedError(
@@ -53,13 +72,9 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
         closure.timeout_ms == 0
             ? 0
             : stamp.time_micros + static_cast<int64_t>(closure.timeout_ms) * 1000;
-    fresh.push_back(closure);
-    fresh_index.push_back(i);
-  }
-  uint64_t next_id = state.NextClosureId();
-  for (size_t k = 0; k < fresh.size(); ++k) {
-    fresh[k].closure_id = next_id++;
-    plan.ids[fresh_index[k]] = fresh[k].closure_id;
+    closure.closure_id = next_id++;
+    plan.ids[i] = closure.closure_id;
+    fresh.push_back(std::move(closure));
   }
   plan.num_new = fresh.size();
   AddScheduled(plan.updates, stamp, coordinator_id, fresh);

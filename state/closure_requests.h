@@ -25,11 +25,15 @@ struct SchedulePlan {
   uint64_t num_new = 0;
 };
 // `closures` as read from the request (their closure_id is ignored). Refused
-// with InvalidArgument (no function, a request id twice), NotFound (an
-// unknown per-worker resource) or ResourceExhausted (a closure that alone
-// does not fit one journal record), each naming the closure's index.
+// with InvalidArgument (no function, a request id twice, an in-call input
+// that is not an earlier closure of the call), NotFound (an unknown
+// per-worker resource; an input closure that is unknown, another
+// coordinator's, or released: gone from the state or in `released`) or
+// ResourceExhausted (a closure that alone does not fit one journal record),
+// each naming the closure's index.
 Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordinator_id,
-                                  std::vector<NewClosure> closures, const Stamp& stamp);
+                                  std::vector<NewClosure> closures, const Stamp& stamp,
+                                  const std::set<uint64_t>& released = {});
 
 // A schedule while the coordinator has a pending first error. When no
 // closure of the call carries a request id that names one of the

@@ -28,7 +28,7 @@ void AddScheduled(UpdateList& out, const Stamp& stamp, uint64_t coordinator_id,
   auto words = [&](size_t k) {
     const NewClosure& c = closures[k];
     return ScheduledItemWords(std::string_view(c.function.cStr(), c.function.size()), c.args.size(),
-                              c.resources.size());
+                              c.resources.size() + c.inputs.size());
   };
   for (auto [begin, end] : SplitIntoRecords(closures.size(), ClosureBatchOverheadWords(),
                                             stamp.max_record_bytes, words)) {
@@ -46,6 +46,10 @@ void AddScheduled(UpdateList& out, const Stamp& stamp, uint64_t coordinator_id,
       item.setResources(c.resources);
       item.setPriority(c.priority);
       item.setDeadlineMicros(c.deadline_micros);
+      if (!c.inputs.empty()) {
+        auto inputs = item.initInputs(static_cast<unsigned>(c.inputs.size()));
+        for (unsigned j = 0; j < c.inputs.size(); ++j) inputs.set(j, c.inputs[j]);
+      }
     }
   }
 }

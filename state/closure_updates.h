@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/closure_limits.h"
 #include "schema/journal.capnp.h"
 
 namespace dispatch::state {
@@ -58,7 +59,11 @@ struct NewClosure {
   int32_t priority = 0;
   uint32_t timeout_ms = 0;      // as asked (0: none); PlanSchedule turns it into the deadline
   int64_t deadline_micros = 0;  // what the record carries (0: none)
+  // Input closures (ClosureSpec.inputs): as the request has them (an entry
+  // >= kInputInCall is an index into the request), then, in a plan, ids.
+  std::vector<uint64_t> inputs;
 };
+
 
 // (closure, worker, attempt): an assignment, or the run a report is about.
 struct ClosureRun {

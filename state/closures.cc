@@ -23,9 +23,26 @@ Status WrongState(const Closure& closure, const char* wanted) {
                                  ClosureStateName(closure.state) + ", not " + wanted);
 }
 
+// Most bytes of the error a dependant gets from its failed input: a chain
+// of failures must not grow the text one level at a time. The front names
+// the input; the end, the failure where the chain broke.
+constexpr size_t kMaxInputErrorBytes = 1024;
+
+std::string InputFailedError(const Closure& input) {
+  std::string text = "input " + ClosureName(input.id);
+  if (input.state == ClosureState::CANCELLED) return text + " was cancelled";
+  text += " failed: " + input.error;
+  if (text.size() <= kMaxInputErrorBytes) return text;
+  constexpr std::string_view kCut = " ... ";
+  const size_t front = 256;
+  const size_t back = kMaxInputErrorBytes - front - kCut.size();
+  return text.substr(0, front) + std::string(kCut) + text.substr(text.size() - back);
+}
+
 }  // namespace
 
-Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader u) const {
+Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader u,
+                                              const ScheduledSoFar& batch) const {
   const uint64_t id = u.getClosureId();
   if (id == 0) return InvalidArgumentError("closure id 0 is reserved");
   if (closures_.contains(id)) return AlreadyExistsError(ClosureName(id) + " already exists");
@@ -39,6 +56,19 @@ Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader 
     if (!resources_.contains(resource)) {
       return NotFoundError(ClosureName(id) + " uses unknown per-worker resource " +
                            std::to_string(resource));
+    }
+  }
+  for (uint64_t input : u.getInputs()) {
+    auto earlier = std::lower_bound(batch.ids.begin(), batch.ids.end(), input);
+    if (earlier != batch.ids.end() && *earlier == input &&
+        batch.coordinators[earlier - batch.ids.begin()] == u.getCoordinatorId()) {
+      continue;  // an earlier item of the batch
+    }
+    const Closure* closure = FindClosure(input);
+    if (closure == nullptr || closure->coordinator_id != u.getCoordinatorId() || input >= id) {
+      return NotFoundError(ClosureName(id) + " needs input " + ClosureName(input) +
+                           ", which is no earlier closure of coordinator " +
+                           std::to_string(u.getCoordinatorId()));
     }
   }
   if (u.getRequestId() != 0) {
@@ -59,20 +89,41 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   closure.request_id = u.getRequestId();
   closure.function_name = ToString(u.getFunctionName());
   closure.args = ToString(u.getArgs());
-  closure.state = ClosureState::QUEUED;
   closure.scheduled_micros = now;
   closure.priority = u.getPriority();
   closure.deadline_micros = u.getDeadlineMicros();
   for (uint64_t resource : u.getResources()) closure.resources.push_back(resource);
-  Enqueue(closure);
+  // Waiting while an input is not finished; failed at once when one failed
+  // or was cancelled already (as if that had happened now).
+  const Closure* failed_input = nullptr;
+  closure.state = ClosureState::QUEUED;
+  for (uint64_t input_id : u.getInputs()) {
+    closure.inputs.push_back(input_id);
+    const Closure& input = closures_.at(input_id);
+    if (input.state == ClosureState::FAILED || input.state == ClosureState::CANCELLED) {
+      if (failed_input == nullptr) failed_input = &input;
+    } else if (input.state != ClosureState::FINISHED) {
+      closure.state = ClosureState::WAITING;
+    }
+  }
+  if (failed_input != nullptr) {
+    closure.state = ClosureState::FAILED;
+    closure.error = InputFailedError(*failed_input);
+    closure.done_micros = now;
+    std::string().swap(closure.args);
+  }
+  if (closure.state == ClosureState::QUEUED) Enqueue(closure);
+  if (!IsClosureDone(closure.state)) {
+    AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
+    for (uint64_t input : closure.inputs) AddToIndex(indexes_.needed_by, input, closure.id);
+  }
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
-  AddToIndex(indexes_.closures_by_state, ClosureState::QUEUED, closure.id);
+  AddToIndex(indexes_.closures_by_state, closure.state, closure.id);
   if (closure.request_id != 0) {
     indexes_.closure_by_request.emplace(std::make_pair(closure.coordinator_id, closure.request_id),
                                         closure.id);
   }
-  AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
-  if (closure.deadline_micros != 0)
+  if (closure.deadline_micros != 0 && !IsClosureDone(closure.state))
     indexes_.closure_deadlines.emplace(closure.deadline_micros, closure.id);
   next_closure_id_ = closure.id + 1;
   closures_.emplace(closure.id, std::move(closure));
@@ -105,6 +156,7 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
   }
   if (IsClosureDone(state)) {
     RemoveFromIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
+    for (uint64_t input : closure.inputs) RemoveFromIndex(indexes_.needed_by, input, closure.id);
     // A done closure never runs again: its args would only take memory
     // while its outcome waits to be fetched.
     std::string().swap(closure.args);
@@ -180,12 +232,13 @@ void DispatcherState::ApplyClosureFinished(journal::ClosureFinished::Reader u, i
   closure.result_crc = u.getResultStored() ? u.getResultCrc() : 0;
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::FINISHED);
+  ResolveDependants(closure.id, now);
 }
 
 Status DispatcherState::CheckNotDone(uint64_t closure_id) const {
   const Closure* closure = FindClosure(closure_id);
   if (closure == nullptr) return NotFoundError(ClosureName(closure_id) + " is unknown");
-  if (IsClosureDone(closure->state)) return WrongState(*closure, "queued or assigned");
+  if (IsClosureDone(closure->state)) return WrongState(*closure, "waiting, queued or assigned");
   return Status::Ok();
 }
 
@@ -230,12 +283,67 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
     coordinator_errors_.emplace(closure.coordinator_id,
                                 CoordinatorError{closure.id, closure.error});
   }
+  ResolveDependants(closure.id, now);
 }
 
 void DispatcherState::CancelClosure(uint64_t closure_id, int64_t now) {
   Closure& closure = closures_.at(closure_id);
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::CANCELLED);
+  ResolveDependants(closure_id, now);
+}
+
+void DispatcherState::ResolveDependants(uint64_t closure_id, int64_t now) {
+  // A work list, not recursion: a chain of a million closures may fail at once.
+  std::vector<uint64_t> work{closure_id};
+  while (!work.empty()) {
+    const Closure& input = closures_.at(work.back());
+    work.pop_back();
+    auto needed = indexes_.needed_by.find(input.id);
+    if (needed == indexes_.needed_by.end()) continue;
+    std::vector<uint64_t> waiting;  // copied: moving them on edits the index
+    for (uint64_t id : needed->second) {
+      if (closures_.at(id).state == ClosureState::WAITING) waiting.push_back(id);
+    }
+    for (uint64_t id : waiting) {
+      Closure& dependant = closures_.at(id);
+      if (input.state == ClosureState::FINISHED) {
+        bool ready = true;
+        for (uint64_t other : dependant.inputs)
+          ready = ready && closures_.at(other).state == ClosureState::FINISHED;
+        if (!ready) continue;
+        if (!coordinator_errors_.contains(dependant.coordinator_id)) {
+          SetClosureState(dependant, ClosureState::QUEUED);
+          continue;
+        }
+        // As a put back is while its coordinator has a pending first error.
+        dependant.done_micros = now;
+        SetClosureState(dependant, ClosureState::CANCELLED);
+      } else {
+        dependant.error = InputFailedError(input);
+        dependant.user_error = false;
+        dependant.done_micros = now;
+        SetClosureState(dependant, ClosureState::FAILED);
+      }
+      work.push_back(id);
+    }
+  }
+}
+
+std::vector<uint64_t> DispatcherState::WaitingDependants(
+    const std::vector<uint64_t>& closure_ids) const {
+  std::set<uint64_t> found;
+  std::vector<uint64_t> work(closure_ids.begin(), closure_ids.end());
+  while (!work.empty()) {
+    auto needed = indexes_.needed_by.find(work.back());
+    work.pop_back();
+    if (needed == indexes_.needed_by.end()) continue;
+    for (uint64_t id : needed->second) {
+      if (closures_.at(id).state == ClosureState::WAITING && found.insert(id).second)
+        work.push_back(id);
+    }
+  }
+  return std::vector<uint64_t>(found.begin(), found.end());
 }
 
 Status DispatcherState::CheckClosurePutBack(journal::ClosurePutBack::Reader u) const {
@@ -327,8 +435,9 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
     case journal::ClosureBatch::SCHEDULED: {
       std::set<std::pair<uint64_t, uint64_t>> requests;
       uint64_t previous = 0;
+      ScheduledSoFar batch;
       for (auto item : u.getScheduled()) {
-        DISPATCH_RETURN_IF_ERROR(CheckClosureScheduled(item));
+        DISPATCH_RETURN_IF_ERROR(CheckClosureScheduled(item, batch));
         // Increasing ids keep the next closure id moving forward item by item.
         if (item.getClosureId() <= previous) {
           return InvalidArgumentError("a closure batch schedules " +
@@ -336,6 +445,8 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
                                       ClosureName(previous) + ": ids must increase");
         }
         previous = item.getClosureId();
+        batch.ids.push_back(previous);
+        batch.coordinators.push_back(item.getCoordinatorId());
         // Read what Apply reads, so that a damaged item fails here, before
         // any item of the batch is applied.
         (void)item.getArgs();
@@ -371,6 +482,12 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
       for (uint64_t id : u.getReleased()) {
         DISPATCH_RETURN_IF_ERROR(CheckDistinct(seen, id));
         DISPATCH_RETURN_IF_ERROR(CheckDone(id));
+        if (IsNeededAsInput(id)) {
+          return FailedPreconditionError(
+              ClosureName(id) + " is an input of " +
+              ClosureName(*indexes_.needed_by.at(id).begin()) +
+              ", which is not done: it is released after its dependants");
+        }
       }
       return Status::Ok();
   }
@@ -390,7 +507,11 @@ void DispatcherState::ApplyClosureBatch(journal::ClosureBatch::Reader u, int64_t
       for (auto item : u.getFinished()) ApplyClosureFinished(item, now);
       return;
     case journal::ClosureBatch::CANCELLED:
-      for (uint64_t id : u.getCancelled()) CancelClosure(id, now);
+      for (uint64_t id : u.getCancelled()) {
+        // Checked not done before the batch: done now only because an
+        // earlier item was its input (it failed with that input).
+        if (!IsClosureDone(closures_.at(id).state)) CancelClosure(id, now);
+      }
       return;
     case journal::ClosureBatch::RELEASED:
       for (uint64_t id : u.getReleased()) ReleaseClosure(id);

@@ -171,7 +171,7 @@ uint64_t DispatcherState::Digest() const {
     const auto& [c_id, coordinator_id, request_id, function_name, args, state, worker_id, attempts,
                  queue_position, result, result_stored, result_size, result_crc, error, user_error,
                  scheduled_micros, done_micros, resources, transient_failures, priority,
-                 deadline_micros] = c;
+                 deadline_micros, inputs] = c;
     h.U64(id);
     h.U64(coordinator_id);
     h.U64(request_id);
@@ -194,6 +194,8 @@ uint64_t DispatcherState::Digest() const {
     h.U64(result_crc);
     h.I64(priority);
     h.I64(deadline_micros);
+    h.U64(inputs.size());
+    for (uint64_t input : inputs) h.U64(input);
   }
 
   h.Tag('R');

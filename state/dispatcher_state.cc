@@ -53,6 +53,8 @@ const char* ClosureStateName(ClosureState state) {
       return "failed";
     case ClosureState::CANCELLED:
       return "cancelled";
+    case ClosureState::WAITING:
+      return "waiting";
   }
   return "unknown";
 }

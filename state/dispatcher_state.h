@@ -121,14 +121,14 @@ class DispatcherState {
   size_t NumClosuresOnWorker(uint64_t worker_id) const;
   // Every closure of the coordinator that is not released, by id.
   std::vector<const Closure*> ClosuresForCoordinator(uint64_t coordinator_id) const;
-  // How many of the coordinator's closures are queued or assigned (Done/Join).
+  // How many of the coordinator's closures are waiting, queued or assigned (Done/Join).
   size_t NumUnfinishedClosures(uint64_t coordinator_id) const;
   // Closures assigned to the worker, by id.
   std::vector<const Closure*> ClosuresOnWorker(uint64_t worker_id) const;
   // The closure when it runs on `worker_id` as `attempt`; else nullptr (a
   // report about any other run is stale).
   const Closure* FindRunning(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) const;
-  // Queued and assigned closures of the coordinator, by id.
+  // Waiting, queued and assigned closures of the coordinator, by id.
   std::vector<const Closure*> UnfinishedClosures(uint64_t coordinator_id) const;
   // The queue by kind of closure, each kind's in queue order: which closures
   // a worker could take is a question per kind (closure_planner.h).
@@ -145,6 +145,17 @@ class DispatcherState {
   const PerWorkerResource* FindResourceByRequest(uint64_t coordinator_id,
                                                  uint64_t request_id) const;
   const std::map<uint64_t, PerWorkerResource>& resources() const { return resources_; }
+  // Whether a closure that is not done has `closure_id` among its inputs (so
+  // `closure_id` may not be released yet).
+  bool IsNeededAsInput(uint64_t closure_id) const {
+    return indexes_.needed_by.contains(closure_id);
+  }
+  // Whether any closure that is not done has inputs.
+  bool HasDependants() const { return !indexes_.needed_by.empty(); }
+  // The waiting closures that failing or cancelling `closure_ids` would fail
+  // with them (their dependants, transitively), by id: what such an Update
+  // does besides its own items (ClosureScheduled.inputs).
+  std::vector<uint64_t> WaitingDependants(const std::vector<uint64_t>& closure_ids) const;
 
   // ---- Whole state -------------------------------------------------------
 
@@ -195,6 +206,9 @@ class DispatcherState {
     std::map<ClosureState, std::set<uint64_t>> closures_by_state;
     // Queued and assigned closures with a deadline: (deadline, id).
     std::set<std::pair<int64_t, uint64_t>> closure_deadlines;
+    // Input closure -> its dependants (Closure::inputs) that are not done: an
+    // input stays (not released) while it has any.
+    std::map<uint64_t, std::set<uint64_t>> needed_by;
 
     bool operator==(const Indexes&) const = default;
   };
@@ -243,7 +257,14 @@ class DispatcherState {
   void ConsumeOutstandingSplits(uint64_t task_id);
 
   // Items of closure batches (closures.cc).
-  Status CheckClosureScheduled(journal::ClosureScheduled::Reader u) const;
+  // The earlier items of a `scheduled` batch (inputs may name them): ids
+  // increasing, with their coordinators.
+  struct ScheduledSoFar {
+    std::vector<uint64_t> ids;
+    std::vector<uint64_t> coordinators;
+  };
+  Status CheckClosureScheduled(journal::ClosureScheduled::Reader u,
+                               const ScheduledSoFar& batch) const;
   void ApplyClosureScheduled(journal::ClosureScheduled::Reader u, int64_t now);
   Status CheckClosureAssigned(journal::ClosureAssigned::Reader u) const;
   void ApplyClosureAssigned(journal::ClosureAssigned::Reader u);
@@ -273,6 +294,10 @@ class DispatcherState {
   void Enqueue(Closure& closure);
   void Dequeue(Closure& closure);
   void ReleaseClosure(uint64_t closure_id);
+  // After `closure_id` became done: its waiting dependants move on (queued
+  // when all their inputs are finished, failed when this one is not), and
+  // so on transitively (ClosureScheduled.inputs in the journal schema).
+  void ResolveDependants(uint64_t closure_id, int64_t now);
 
   // Rebuilds `indexes_` from the records.
   void RebuildIndexes();

@@ -42,9 +42,10 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
     AddToIndex(x.closures_by_coordinator, c.coordinator_id, id);
     if (c.request_id != 0)
       x.closure_by_request.emplace(std::make_pair(c.coordinator_id, c.request_id), id);
-    if (c.state == ClosureState::QUEUED || c.state == ClosureState::ASSIGNED) {
+    if (!IsClosureDone(c.state)) {
       AddToIndex(x.unfinished_by_coordinator, c.coordinator_id, id);
       if (c.deadline_micros != 0) x.closure_deadlines.emplace(c.deadline_micros, id);
+      for (uint64_t input : c.inputs) AddToIndex(x.needed_by, input, id);
     }
     AddToIndex(x.closures_by_state, c.state, id);
   }
@@ -84,6 +85,7 @@ Status DispatcherState::CheckIndexes() const {
   if (x.closure_deadlines != indexes_.closure_deadlines) return differs("closure_deadlines");
   if (x.resource_by_request != indexes_.resource_by_request)
     return differs("resource_by_request");
+  if (x.needed_by != indexes_.needed_by) return differs("needed_by");
   // An index added to Indexes but not named above is still compared.
   if (x != indexes_) return differs("not named in CheckIndexes");
   return Status::Ok();
@@ -110,6 +112,23 @@ Status DispatcherState::CheckReferences() const {
         return DataLossError("closure " + std::to_string(id) + " uses unknown resource " +
                              std::to_string(resource));
       }
+    }
+    // A closure that is not done needs its inputs: they exist, are older, and
+    // it waits exactly while one of them is not finished.
+    if (IsClosureDone(c.state)) continue;
+    bool inputs_finished = true;
+    for (uint64_t input : c.inputs) {
+      auto it = closures_.find(input);
+      if (input >= id || it == closures_.end() || it->second.coordinator_id != c.coordinator_id) {
+        return DataLossError("closure " + std::to_string(id) + " needs unknown input closure " +
+                             std::to_string(input));
+      }
+      if (it->second.state != ClosureState::FINISHED) inputs_finished = false;
+    }
+    if (inputs_finished == (c.state == ClosureState::WAITING)) {
+      return DataLossError("closure " + std::to_string(id) + " is " +
+                           ClosureStateName(c.state) + " but its inputs are " +
+                           (inputs_finished ? "" : "not ") + "all finished");
     }
   }
   for (const auto& [id, r] : resources_)
@@ -190,7 +209,7 @@ Status DispatcherState::CheckReferences() const {
   std::set<uint64_t> positions;
   for (const auto& [id, c] : closures_) {
     const std::string name = "closure " + std::to_string(id);
-    if (c.state > ClosureState::CANCELLED) return DataLossError(name + " has an unknown state");
+    if (c.state > ClosureState::WAITING) return DataLossError(name + " has an unknown state");
     if (c.state == ClosureState::ASSIGNED && !workers_.contains(c.worker_id)) {
       return DataLossError(name + " is assigned to unknown worker " + std::to_string(c.worker_id));
     }

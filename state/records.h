@@ -148,6 +148,9 @@ struct Closure {
   uint32_t transient_failures = 0;  // put back because the worker called the error transient
   int32_t priority = 0;             // higher is assigned first (FIFO within a priority)
   int64_t deadline_micros = 0;      // past it the closure fails (DeadlineExceeded); 0: none
+  // Closures whose results the function receives, in order (kept until this
+  // one is released). While one is not finished, this closure is WAITING.
+  std::vector<uint64_t> inputs;
 };
 
 // What a closure needs of a worker: its function, and its per-worker

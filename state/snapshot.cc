@@ -166,6 +166,7 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     r.setResultCrc(c.result_crc);
     r.setPriority(c.priority);
     r.setDeadlineMicros(c.deadline_micros);
+    FillU64(r.initInputs(c.inputs.size()), c.inputs);
   }
 
   auto resources = s.initResources(resources_.size());
@@ -310,6 +311,7 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     c.result_crc = r.getResultCrc();
     c.priority = r.getPriority();
     c.deadline_micros = r.getDeadlineMicros();
+    for (uint64_t input : r.getInputs()) c.inputs.push_back(input);
     DISPATCH_RETURN_IF_ERROR(Insert(state.closures_, c.id, std::move(c), "closure"));
   }
   for (auto r : s.getResources()) {

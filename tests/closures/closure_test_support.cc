@@ -116,6 +116,9 @@ ClosureCounters GetClosureCounters(const std::string& dispatcher) {
   c.cancelled_running = s.getCancelledRunning();
   c.deadlines_exceeded = s.getDeadlinesExceeded();
   c.late_reports_ignored = s.getLateReportsIgnored();
+  c.waiting = s.getWaiting();
+  c.input_bytes_pushed = s.getInputBytesPushed();
+  c.inputs_over_limit = s.getInputsOverLimit();
   return c;
 }
 

@@ -68,6 +68,7 @@ struct ClosureCounters {
   uint64_t queued_without_worker = 0;
   uint64_t cancel_requested = 0, cancelled_running = 0, deadlines_exceeded = 0;
   uint64_t late_reports_ignored = 0;
+  uint64_t waiting = 0, input_bytes_pushed = 0, inputs_over_limit = 0;
 };
 ClosureCounters GetClosureCounters(const std::string& dispatcher);
 // Polls the counters until `condition` holds or the deadline passes.

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <memory>
 
+#include "common/closure_limits.h"
 #include "tests/dataservice/ds_test_util.h"
 
 namespace dispatch::testing {
@@ -22,6 +23,7 @@ struct Pushed {
   uint32_t attempt = 0;
   std::string function;
   std::string args;
+  std::vector<std::string> inputs;  // ClosureAssignment.inputs
 };
 
 // Records every runClosures push.
@@ -35,7 +37,10 @@ class RecordingControl final : public rpc::WorkerControl::Server {
   kj::Promise<void> runClosures(RunClosuresContext context) override {
     for (auto c : context.getParams().getClosures()) {
       log_->push_back({c.getClosureId(), c.getAttempt(), c.getFunction().cStr(),
-                       std::string(c.getArgs().asChars().begin(), c.getArgs().size())});
+                       std::string(c.getArgs().asChars().begin(), c.getArgs().size()),
+                       {}});
+      for (auto input : c.getInputs())
+        log_->back().inputs.emplace_back(input.asChars().begin(), input.size());
     }
     return kj::READY_NOW;
   }
@@ -152,6 +157,21 @@ class Coordinator {
   Result<Scheduled> Schedule(const std::vector<std::string>& functions,
                              uint64_t first_request_id = 0) {
     return Try(loop_, ScheduleAsync(functions, first_request_id));
+  }
+  // Schedules "echo" closures, item i with `inputs[i]` (ClosureSpec.inputs as sent).
+  Result<Scheduled> ScheduleWithInputs(const std::vector<std::vector<uint64_t>>& inputs) {
+    auto request = session_.scheduleRequest();
+    auto list = request.initClosures(static_cast<unsigned>(inputs.size()));
+    for (unsigned i = 0; i < inputs.size(); ++i) {
+      list[i].setFunction("echo");
+      auto in = list[i].initInputs(static_cast<unsigned>(inputs[i].size()));
+      for (unsigned j = 0; j < inputs[i].size(); ++j) in.set(j, inputs[i][j]);
+    }
+    return Try(loop_, request.send().then([](auto response) {
+      Scheduled out;
+      for (uint64_t id : response.getClosureIds()) out.ids.push_back(id);
+      return out;
+    }));
   }
 
   Result<std::vector<Outcome>> Await(const std::vector<uint64_t>& release = {}) {
@@ -325,6 +345,53 @@ TEST(ClosureProtocol, CancelOfARunningClosureTellsItsWorkerAndFencesItsLateRepor
   EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(over.status().message().find("limit of 2"), std::string::npos)
       << over.status().ToString();
+}
+
+// Dependencies on the wire: inputs by id or by index in the same call; the
+// worker gets the inputs' result bytes with the assignment; an unknown or
+// released input is NotFound naming it and schedules nothing of the call.
+TEST(ClosureProtocol, InputsArePushedWithTheAssignmentAndUnknownOnesAreNotFound) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker worker(loop, dispatcher.address(), "w1", 4);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 42);
+  auto first = coordinator.ScheduleWithInputs({{}});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const uint64_t a = first->ids[0];
+  ASSERT_TRUE(worker.WaitForPushes(1));
+  EXPECT_TRUE(worker.pushed()[0].inputs.empty());
+  auto chained = coordinator.ScheduleWithInputs({{a}, {kInputInCall + 0, a}});
+  ASSERT_TRUE(chained.ok()) << chained.status().ToString();
+  const uint64_t b = chained->ids[0], c = chained->ids[1];
+  EXPECT_EQ(*worker.Report(a, 1, "x"), 0u);
+  ASSERT_TRUE(worker.WaitForPushes(2));
+  EXPECT_EQ(worker.pushed()[1].closure_id, b);
+  EXPECT_EQ(worker.pushed()[1].inputs, (std::vector<std::string>{"x"}));
+  EXPECT_EQ(*worker.Report(b, 1, "y"), 0u);
+  ASSERT_TRUE(worker.WaitForPushes(3));
+  EXPECT_EQ(worker.pushed()[2].closure_id, c);
+  EXPECT_EQ(worker.pushed()[2].inputs, (std::vector<std::string>{"y", "x"}));
+
+  auto unknown = coordinator.ScheduleWithInputs({{}, {999}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("input closure 999"), std::string::npos)
+      << unknown.status().ToString();
+  auto later = coordinator.ScheduleWithInputs({{kInputInCall + 1}, {}});
+  ASSERT_FALSE(later.ok());
+  EXPECT_EQ(later.status().code(), StatusCode::kInvalidArgument);
+  // Nothing of the refused calls was scheduled: the next id follows c.
+  auto next = coordinator.ScheduleWithInputs({{}});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->ids[0], c + 1);
+
+  // Released: gone as an input, at once.
+  EXPECT_EQ(*worker.Report(c, 1, "z"), 0u);
+  ASSERT_TRUE(coordinator.Await({a}).ok());
+  auto released = coordinator.ScheduleWithInputs({{a}});
+  ASSERT_FALSE(released.ok());
+  EXPECT_EQ(released.status().code(), StatusCode::kNotFound);
 }
 
 TEST(ClosureProtocol, LostWorkerPutsItsClosureBackAndItsLateReportIsFenced) {

@@ -216,7 +216,7 @@ TEST(DispatcherState, FailingClosureRejectsEmptyErrorAndFinishedClosure) {
                       "closure 1 is queued"));
   ASSERT_TRUE(Applies(state, CancelClosure(1)));
   EXPECT_TRUE(Rejects(state, FailClosure(1, 0, 0, "x"), StatusCode::kFailedPrecondition,
-                      "closure 1 is cancelled, not queued or assigned"));
+                      "closure 1 is cancelled, not waiting, queued or assigned"));
 }
 
 TEST(DispatcherState, CancellingClosureFreesItsWorkerSlot) {

@@ -69,6 +69,7 @@ DispatcherState RichState() {
   apply(CancelClosure(3));
   apply(AssignClosure(4, 1, 1));
   apply(PutBackClosure(4, 1, 1));
+  apply(ScheduleClosureAfter(7, 9, "fn-7", "args", 107, {}, {4}));  // waits for closure 4
   apply(AssignClosure(5, 2, 1));
   apply(CreateResource(1, 9, "make", "resource-args", 77));
   apply(RemoveWorker(1));  // requeues split 0 and 1 of provider 0 (task 1 held them)
@@ -309,7 +310,9 @@ TEST(DispatcherStateSnapshot, ChangingAnySnapshotFieldChangesTheDigestOrIsRefuse
     const bool noticed = !restored.ok() || restored->Digest() != state.Digest();
     detected[GroupName(path)] = detected[GroupName(path)] || noticed;
   }
-  for (const auto& [group, noticed] : detected) EXPECT_TRUE(noticed) << group << " is ignored";
+  for (const auto& [group, noticed] : detected) {
+    EXPECT_TRUE(noticed) << group << " is ignored";
+  }
 }
 
 // Walks the snapshot's schema, so a collection or counter added later cannot

@@ -184,7 +184,8 @@ OwnedUpdate FinishTask(uint64_t task_id) {
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name, const std::string& args,
                             uint64_t request_id, const std::vector<uint64_t>& resources,
-                            int32_t priority, int64_t deadline_micros) {
+                            int32_t priority, int64_t deadline_micros,
+                            const std::vector<uint64_t>& inputs) {
   OwnedUpdate u;
   auto r = u.builder().initClosureBatch().initScheduled(1)[0];
   r.setClosureId(closure_id);
@@ -196,7 +197,17 @@ OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
   for (size_t i = 0; i < resources.size(); ++i) list.set(static_cast<unsigned>(i), resources[i]);
   r.setPriority(priority);
   r.setDeadlineMicros(deadline_micros);
+  auto in = r.initInputs(static_cast<unsigned>(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) in.set(static_cast<unsigned>(i), inputs[i]);
   return u;
+}
+
+OwnedUpdate ScheduleClosureAfter(uint64_t closure_id, uint64_t coordinator_id,
+                                 const std::string& function_name, const std::string& args,
+                                 uint64_t request_id, const std::vector<uint64_t>& resources,
+                                 const std::vector<uint64_t>& inputs) {
+  return ScheduleClosure(closure_id, coordinator_id, function_name, args, request_id, resources, 0,
+                         0, inputs);
 }
 
 OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) {
@@ -267,7 +278,8 @@ OwnedUpdate CreateResource(uint64_t resource_id, uint64_t coordinator_id,
 }
 
 OwnedUpdate ScheduleClosures(const std::vector<uint64_t>& ids, uint64_t coordinator_id,
-                             const std::vector<uint64_t>& request_ids) {
+                             const std::vector<uint64_t>& request_ids,
+                             const std::vector<std::vector<uint64_t>>& inputs) {
   OwnedUpdate u;
   auto list = u.builder().initClosureBatch().initScheduled(static_cast<unsigned>(ids.size()));
   for (unsigned i = 0; i < ids.size(); ++i) {
@@ -275,6 +287,10 @@ OwnedUpdate ScheduleClosures(const std::vector<uint64_t>& ids, uint64_t coordina
     list[i].setCoordinatorId(coordinator_id);
     list[i].setFunctionName("noop");
     if (i < request_ids.size()) list[i].setRequestId(request_ids[i]);
+    if (i < inputs.size()) {
+      auto in = list[i].initInputs(static_cast<unsigned>(inputs[i].size()));
+      for (unsigned j = 0; j < inputs[i].size(); ++j) in.set(j, inputs[i][j]);
+    }
   }
   return u;
 }
@@ -436,7 +452,7 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
             static_cast<journal::ClosureBatch::Which>(kind.getProto().getDiscriminantValue())));
       }
       // Batches of one, as a single closure's changes are journaled.
-      out.push_back(ScheduleClosure(7, 3, "fn", "args", 21, {1}));
+      out.push_back(ScheduleClosure(7, 3, "fn", "args", 21, {1}, 0, 0, {5}));
       out.push_back(ScheduleClosure(8, 3, "fn", "args", 22, {}, -5, 9'000'000));
       out.push_back(AssignClosure(7, 2, 1));
       out.push_back(FinishClosure(7, 2, 1, "result"));

@@ -74,7 +74,13 @@ OwnedUpdate FinishTask(uint64_t task_id);
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
                             const std::string& function_name = "noop", const std::string& args = "",
                             uint64_t request_id = 0, const std::vector<uint64_t>& resources = {},
-                            int32_t priority = 0, int64_t deadline_micros = 0);
+                            int32_t priority = 0, int64_t deadline_micros = 0,
+                            const std::vector<uint64_t>& inputs = {});
+// The same with inputs (ClosureScheduled.inputs), default priority, no deadline.
+OwnedUpdate ScheduleClosureAfter(uint64_t closure_id, uint64_t coordinator_id,
+                                 const std::string& function_name, const std::string& args,
+                                 uint64_t request_id, const std::vector<uint64_t>& resources,
+                                 const std::vector<uint64_t>& inputs);
 OwnedUpdate AssignClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt);
 OwnedUpdate FinishClosure(uint64_t closure_id, uint64_t worker_id, uint32_t attempt,
                           const std::string& result);
@@ -102,8 +108,10 @@ struct ClosureRef {
 };
 // Closures `ids` of `coordinator_id` running "noop"; request ids when given
 // (same length as ids).
+// `inputs[i]`, when given, are item i's input closures.
 OwnedUpdate ScheduleClosures(const std::vector<uint64_t>& ids, uint64_t coordinator_id,
-                             const std::vector<uint64_t>& request_ids = {});
+                             const std::vector<uint64_t>& request_ids = {},
+                             const std::vector<std::vector<uint64_t>>& inputs = {});
 OwnedUpdate AssignClosures(const std::vector<ClosureRef>& refs);
 // Each result is "result-<closure id>".
 OwnedUpdate FinishClosures(const std::vector<ClosureRef>& refs);

@@ -374,7 +374,13 @@ bool UpdateGenerator::TryManyItemBatch(const DispatcherState& state, OwnedUpdate
           ++next_request_id_;
         request_ids.push_back(next_request_id_++);
       }
-      out = ScheduleClosures(ids, coordinator, request_ids);
+      // Sometimes a dependency on an earlier item of the same batch.
+      std::vector<std::vector<uint64_t>> inputs;
+      if (ids.size() > 1 && OneIn(3)) {
+        inputs.resize(ids.size());
+        inputs.back().push_back(ids[Uniform(ids.size() - 1)]);
+      }
+      out = ScheduleClosures(ids, coordinator, request_ids, inputs);
       return true;
     }
     case journal::ClosureBatch::ASSIGNED: {
@@ -398,8 +404,10 @@ bool UpdateGenerator::TryManyItemBatch(const DispatcherState& state, OwnedUpdate
     }
     case journal::ClosureBatch::CANCELLED: {
       std::vector<uint64_t> ids;
-      for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) {
-        if (ids.size() < max_items) ids.push_back(c->id);
+      for (ClosureState s : {ClosureState::QUEUED, ClosureState::WAITING}) {
+        for (const Closure* c : state.ClosuresInState(s)) {
+          if (ids.size() < max_items) ids.push_back(c->id);
+        }
       }
       if (ids.empty()) return false;
       out = CancelClosures(ids);
@@ -410,7 +418,8 @@ bool UpdateGenerator::TryManyItemBatch(const DispatcherState& state, OwnedUpdate
       for (ClosureState s :
            {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
         for (const Closure* c : state.ClosuresInState(s)) {
-          if (ids.size() < max_items) ids.push_back(c->id);
+          // An input of a closure not done stays until that one is.
+          if (ids.size() < max_items && !state.IsNeededAsInput(c->id)) ids.push_back(c->id);
         }
       }
       if (ids.empty()) return false;
@@ -507,8 +516,17 @@ bool UpdateGenerator::TryOneItemBatch(int item, const DispatcherState& state, Ow
       // deadlines on some.
       const int32_t priority = OneIn(2) ? 0 : static_cast<int32_t>(Uniform(5)) - 2;
       const int64_t deadline = OneIn(3) ? now_micros_ + 1 + static_cast<int64_t>(Uniform(1000000)) : 0;
+      // Dependencies: up to two of the coordinator's closures, whatever
+      // their state (waiting, running, finished, failed: each path).
+      std::vector<uint64_t> inputs;
+      std::vector<const Closure*> mine = state.ClosuresForCoordinator(coordinator);
+      if (!mine.empty() && OneIn(3)) {
+        inputs.push_back(Pick(mine)->id);
+        if (OneIn(3)) inputs.push_back(Pick(mine)->id);
+      }
       out = ScheduleClosure(state.NextClosureId() + (OneIn(5) ? Uniform(3) : 0), coordinator,
-                            Pick(kFunctions), args, request_id, resources, priority, deadline);
+                            Pick(kFunctions), args, request_id, resources, priority, deadline,
+                            inputs);
       return true;
     }
     case 1: {  // assign
@@ -532,6 +550,7 @@ bool UpdateGenerator::TryOneItemBatch(int item, const DispatcherState& state, Ow
     case 3: {  // cancel, queued or running
       std::vector<const Closure*> live = state.ClosuresInState(ClosureState::ASSIGNED);
       for (const Closure* c : state.ClosuresInState(ClosureState::QUEUED)) live.push_back(c);
+      for (const Closure* c : state.ClosuresInState(ClosureState::WAITING)) live.push_back(c);
       if (live.empty()) return false;
       out = CancelClosure(Pick(live)->id);
       return true;
@@ -540,7 +559,9 @@ bool UpdateGenerator::TryOneItemBatch(int item, const DispatcherState& state, Ow
       std::vector<const Closure*> done;
       for (ClosureState s :
            {ClosureState::FINISHED, ClosureState::FAILED, ClosureState::CANCELLED}) {
-        for (const Closure* c : state.ClosuresInState(s)) done.push_back(c);
+        for (const Closure* c : state.ClosuresInState(s)) {
+          if (!state.IsNeededAsInput(c->id)) done.push_back(c);
+        }
       }
       if (done.empty()) return false;
       out = ReleaseClosure(Pick(done)->id);

@@ -1,0 +1,241 @@
+// Closure dependencies (ClosureScheduled.inputs) in the pure state and its
+// planners: a closure waits until its inputs are finished, is queued when the
+// last one finishes, fails (transitively, naming the input) when one fails or
+// is cancelled; inputs must be earlier closures of the same coordinator; an
+// input is not released while a dependant is not done; a snapshot keeps it all.
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "state/closure_planner.h"
+#include "state/closure_requests.h"
+#include "state/dispatcher_state.h"
+#include "tests/state/state_matchers.h"
+#include "tests/state/update_builders.h"
+
+namespace dispatch::state {
+namespace {
+
+using namespace ::dispatch::state::testing;  // NOLINT: builders read like a table
+
+constexpr Stamp kStamp{1000, 16u << 20};
+
+::testing::AssertionResult AppliesAll(DispatcherState& state, const UpdateList& updates) {
+  for (size_t i = 0; i < updates.size(); ++i) {
+    Status status = state.Apply(updates[i]);
+    if (!status.ok())
+      return ::testing::AssertionFailure() << "update " << i << ": " << status.ToString();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+ClosureState StateOf(const DispatcherState& state, uint64_t id) {
+  return state.FindClosure(id)->state;
+}
+
+// Worker 1; closure 1 of coordinator 7 queued, 2 waiting on 1, 3 waiting on 2.
+DispatcherState Chain() {
+  DispatcherState state;
+  EXPECT_TRUE(Applies(state, RegisterWorker(1, "a")));
+  EXPECT_TRUE(Applies(state, ScheduleClosure(1, 7, "sum")));
+  EXPECT_TRUE(Applies(state, ScheduleClosureAfter(2, 7, "sum", "", 0, {}, {1})));
+  EXPECT_TRUE(Applies(state, ScheduleClosureAfter(3, 7, "sum", "", 0, {}, {2})));
+  return state;
+}
+
+TEST(ClosureDependencies, AClosureWaitsForItsInputsAndIsQueuedWhenTheLastFinishes) {
+  DispatcherState state = Chain();
+  EXPECT_EQ(StateOf(state, 1), ClosureState::QUEUED);
+  EXPECT_EQ(StateOf(state, 2), ClosureState::WAITING);
+  EXPECT_EQ(StateOf(state, 3), ClosureState::WAITING);
+  EXPECT_EQ(state.NumClosuresInState(ClosureState::QUEUED), 1u);
+  EXPECT_EQ(state.NumClosuresInState(ClosureState::WAITING), 2u);
+  EXPECT_EQ(state.NumUnfinishedClosures(7), 3u);  // join waits for waiting closures
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, FinishClosure(1, 1, 1, "1")));
+  EXPECT_EQ(StateOf(state, 2), ClosureState::QUEUED);
+  EXPECT_EQ(StateOf(state, 3), ClosureState::WAITING);
+  EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+
+  // Two inputs: queued only once both are finished.
+  ASSERT_TRUE(Applies(state, ScheduleClosure(4, 7, "sum")));
+  ASSERT_TRUE(Applies(state, ScheduleClosureAfter(5, 7, "sum", "", 0, {}, {1, 4})));
+  EXPECT_EQ(StateOf(state, 5), ClosureState::WAITING);
+  ASSERT_TRUE(Applies(state, AssignClosure(4, 1, 1)));
+  ASSERT_TRUE(Applies(state, FinishClosure(4, 1, 1, "4")));
+  EXPECT_EQ(StateOf(state, 5), ClosureState::QUEUED);
+
+  // Inputs finished already: queued at once.
+  ASSERT_TRUE(Applies(state, ScheduleClosureAfter(6, 7, "sum", "", 0, {}, {1, 4})));
+  EXPECT_EQ(StateOf(state, 6), ClosureState::QUEUED);
+  EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+}
+
+TEST(ClosureDependencies, WaitingClosuresAreNotRunnable) {
+  DispatcherState state = Chain();
+  LiveWorker worker;
+  worker.worker_id = 1;
+  worker.slots = 8;
+  worker.functions = std::make_shared<const FunctionSet>(FunctionSet{"sum"});
+  AssignmentPlan plan = PlanAssignments(state, {worker}, 0, 0, kStamp);
+  ASSERT_EQ(plan.runs.size(), 1u);
+  EXPECT_EQ(plan.runs[0].closure_id, 1u);
+  EXPECT_EQ(CountUnrunnable(state, {}), 1u);  // only the queued one counts
+}
+
+TEST(ClosureDependencies, AFailedInputFailsItsDependantsTransitivelyNamingIt) {
+  DispatcherState state = Chain();
+  ASSERT_TRUE(Applies(state, ScheduleClosure(4, 7)));  // independent
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  UpdateList plan = PlanUserError(state, {1, 1, 1}, "boom", kStamp);
+  ASSERT_TRUE(AppliesAll(state, plan));
+  const Closure* two = state.FindClosure(2);
+  const Closure* three = state.FindClosure(3);
+  EXPECT_EQ(two->state, ClosureState::FAILED);
+  EXPECT_EQ(two->error, "input closure 1 failed: boom");
+  EXPECT_FALSE(two->user_error);
+  EXPECT_EQ(three->state, ClosureState::FAILED);
+  EXPECT_EQ(three->error, "input closure 2 failed: input closure 1 failed: boom");
+  // The input's own failure is the first error; the dependants' are not.
+  ASSERT_NE(state.FindCoordinatorError(7), nullptr);
+  EXPECT_EQ(state.FindCoordinatorError(7)->closure_id, 1u);
+  EXPECT_EQ(StateOf(state, 4), ClosureState::CANCELLED);  // cancel on first error, as before
+  EXPECT_EQ(state.NumUnfinishedClosures(7), 0u);
+  EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+}
+
+TEST(ClosureDependencies, TheDependantsOfACancelledInputFailAndAreNoFirstError) {
+  DispatcherState state = Chain();
+  const std::vector<uint64_t> moved = state.WaitingDependants({1});
+  EXPECT_EQ(moved, (std::vector<uint64_t>{2, 3}));
+  ASSERT_TRUE(Applies(state, CancelClosure(1)));
+  EXPECT_EQ(StateOf(state, 2), ClosureState::FAILED);
+  EXPECT_EQ(state.FindClosure(2)->error, "input closure 1 was cancelled");
+  EXPECT_EQ(StateOf(state, 3), ClosureState::FAILED);
+  EXPECT_EQ(state.FindCoordinatorError(7), nullptr);
+  EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+}
+
+TEST(ClosureDependencies, ACancelBatchNamingAnInputAndItsDependantApplies) {
+  DispatcherState state = Chain();
+  ASSERT_TRUE(Applies(state, CancelClosures({1, 2, 3})));
+  EXPECT_EQ(StateOf(state, 1), ClosureState::CANCELLED);
+  EXPECT_EQ(StateOf(state, 2), ClosureState::FAILED);  // its input's cancel came first
+  EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+}
+
+TEST(ClosureDependencies, ADependantOfAFailedInputFailsWhenScheduled) {
+  DispatcherState state = Chain();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, FailClosure(1, 1, 1, "boom", /*user_error=*/false,
+                                         /*infrastructure=*/true)));
+  ASSERT_TRUE(Applies(state, ScheduleClosureAfter(4, 7, "sum", "", 0, {}, {1})));
+  EXPECT_EQ(StateOf(state, 4), ClosureState::FAILED);
+  EXPECT_EQ(state.FindClosure(4)->error, "input closure 1 failed: boom");
+  EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+}
+
+TEST(ClosureDependencies, InputsFinishingWhileAFirstErrorIsPendingCancelTheDependant) {
+  DispatcherState state = Chain();
+  ASSERT_TRUE(Applies(state, ScheduleClosure(4, 7)));
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, AssignClosure(4, 1, 1)));
+  ASSERT_TRUE(Applies(state, FailClosure(4, 1, 1, "boom")));  // the first error
+  ASSERT_TRUE(Applies(state, FinishClosure(1, 1, 1, "1")));
+  EXPECT_EQ(StateOf(state, 2), ClosureState::CANCELLED);
+  EXPECT_EQ(StateOf(state, 3), ClosureState::FAILED);
+  EXPECT_EQ(state.FindClosure(3)->error, "input closure 2 was cancelled");
+  EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+}
+
+TEST(ClosureDependencies, AFailureChainKeepsItsErrorBounded) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, RegisterWorker(1, "a")));
+  ASSERT_TRUE(Applies(state, ScheduleClosure(1, 7)));
+  for (uint64_t id = 2; id <= 200; ++id)
+    ASSERT_TRUE(Applies(state, ScheduleClosureAfter(id, 7, "noop", "", 0, {}, {id - 1})));
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, FailClosure(1, 1, 1, "root cause")));
+  const std::string& last = state.FindClosure(200)->error;
+  EXPECT_LE(last.size(), 1024u);
+  EXPECT_EQ(last.rfind("input closure 199 failed: ", 0), 0u) << last;
+  EXPECT_NE(last.find("input closure 1 failed: root cause"), std::string::npos) << last;
+  EXPECT_EQ(state.NumClosuresInState(ClosureState::FAILED), 200u);
+}
+
+TEST(ClosureDependencies, InputsMustBeEarlierClosuresOfTheSameCoordinator) {
+  DispatcherState state = Chain();
+  // Unknown, another coordinator's, or not older.
+  EXPECT_FALSE(Applies(state, ScheduleClosureAfter(4, 7, "sum", "", 0, {}, {99})));
+  EXPECT_FALSE(Applies(state, ScheduleClosureAfter(4, 8, "sum", "", 0, {}, {1})));
+  EXPECT_FALSE(Applies(state, ScheduleClosureAfter(4, 7, "sum", "", 0, {}, {4})));
+  // An earlier item of the same batch is fine; a later one is not.
+  EXPECT_TRUE(Applies(state, ScheduleClosures({4, 5}, 7, {}, {{}, {4}})));
+  EXPECT_EQ(StateOf(state, 5), ClosureState::WAITING);
+  EXPECT_FALSE(Applies(state, ScheduleClosures({6, 7}, 7, {}, {{7}, {}})));
+  EXPECT_FALSE(Applies(state, ScheduleClosures({6, 7}, 8, {}, {{}, {6, 1}})));
+}
+
+TEST(ClosureDependencies, AnInputIsNotReleasedWhileADependantIsNotDone) {
+  DispatcherState state = Chain();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, FinishClosure(1, 1, 1, "1")));
+  EXPECT_TRUE(state.IsNeededAsInput(1));
+  const uint64_t digest = state.Digest();
+  EXPECT_FALSE(Applies(state, ReleaseClosure(1)));
+  EXPECT_EQ(state.Digest(), digest);
+  ASSERT_TRUE(Applies(state, AssignClosure(2, 1, 1)));
+  ASSERT_TRUE(Applies(state, FinishClosure(2, 1, 1, "2")));
+  EXPECT_FALSE(state.IsNeededAsInput(1));
+  EXPECT_TRUE(Applies(state, ReleaseClosure(1)));
+  EXPECT_EQ(StateOf(state, 3), ClosureState::QUEUED);  // its input 2 is still there
+}
+
+TEST(ClosureDependencies, PlanScheduleResolvesInCallInputsAndRefusesUnknownOnesNamingThem) {
+  DispatcherState state = Chain();
+  capnp::MallocMessageBuilder message;
+  auto text = capnp::Text::Reader("sum");
+  std::vector<NewClosure> closures(3);
+  for (NewClosure& c : closures) c.function = text;
+  closures[1].inputs = {kInputInCall + 0, 1};
+  closures[2].inputs = {kInputInCall + 1};
+  Result<SchedulePlan> plan = PlanSchedule(state, 7, closures, kStamp);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->ids, (std::vector<uint64_t>{4, 5, 6}));
+  ASSERT_TRUE(AppliesAll(state, plan->updates));
+  EXPECT_EQ(state.FindClosure(5)->inputs, (std::vector<uint64_t>{4, 1}));
+  EXPECT_EQ(state.FindClosure(6)->inputs, (std::vector<uint64_t>{5}));
+  EXPECT_EQ(StateOf(state, 6), ClosureState::WAITING);
+
+  closures[2].inputs = {kInputInCall + 2};  // itself: not earlier
+  EXPECT_EQ(PlanSchedule(state, 7, closures, kStamp).status().code(),
+            StatusCode::kInvalidArgument);
+  closures[2].inputs = {42};
+  Result<SchedulePlan> unknown = PlanSchedule(state, 7, closures, kStamp);
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("input closure 42"), std::string::npos);
+  closures[2].inputs = {1};
+  EXPECT_EQ(PlanSchedule(state, 8, closures, kStamp).status().code(), StatusCode::kNotFound);
+  // Released (a release pending in the reactor counts).
+  EXPECT_EQ(PlanSchedule(state, 7, closures, kStamp, {1}).status().code(), StatusCode::kNotFound);
+}
+
+TEST(ClosureDependencies, ASnapshotKeepsWaitingClosuresAndTheirInputs) {
+  DispatcherState state = Chain();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  capnp::MallocMessageBuilder message;
+  state.WriteSnapshot(message.initRoot<journal::StateSnapshot>());
+  Result<DispatcherState> restored =
+      DispatcherState::FromSnapshot(message.getRoot<journal::StateSnapshot>().asReader());
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(restored->Digest(), state.Digest());
+  EXPECT_EQ(StateOf(*restored, 3), ClosureState::WAITING);
+  EXPECT_TRUE(restored->IsNeededAsInput(2));
+  // Replayed on from there, the chain continues.
+  ASSERT_TRUE(Applies(*restored, FinishClosure(1, 1, 1, "1")));
+  EXPECT_EQ(StateOf(*restored, 2), ClosureState::QUEUED);
+}
+
+}  // namespace
+}  // namespace dispatch::state
