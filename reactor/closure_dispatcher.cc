@@ -450,23 +450,26 @@ void ClosureDispatcher::WakeRoomWaiters() {
   }
 }
 
-Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
-                                   capnp::List<rpc::ClosureSpec>::Reader specs,
-                                   std::vector<uint64_t>& ids) {
-  // Each field read once: the RPC server's traversal limit is the message
-  // size limit, so a schedule near that size can be read only once.
+// The schedule's closures as the planners take them. Each field is read
+// once: the RPC server's traversal limit is the message size limit, so a
+// schedule near that size can be read only once.
+static std::vector<state::NewClosure> NewClosuresOf(capnp::List<rpc::ClosureSpec>::Reader specs) {
   std::vector<state::NewClosure> closures;
   closures.reserve(specs.size());
   for (auto spec : specs) {
     closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(), spec.getResources(),
                                          spec.getRequestId(), spec.getPriority(),
                                          spec.getTimeoutMs()});
-    if (spec.hasInputs()) {
-      for (uint64_t input : spec.getInputs()) closures.back().inputs.push_back(input);
-    }
+    for (uint64_t input : spec.getInputs()) closures.back().inputs.push_back(input);
   }
+  return closures;
+}
+
+Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
+                                   capnp::List<rpc::ClosureSpec>::Reader specs,
+                                   std::vector<uint64_t>& ids) {
   Result<state::SchedulePlan> plan = state::PlanSchedule(
-      state(), coordinator_id, std::move(closures), Stamp(), pending_releases_);
+      state(), coordinator_id, NewClosuresOf(specs), Stamp(), pending_releases_);
   if (!plan.ok()) {
     ids.clear();
     return plan.status();
@@ -492,16 +495,8 @@ Result<bool> ClosureDispatcher::RetryUnderError(uint64_t coordinator_id,
       known = true;
   }
   if (!known) return false;
-  std::vector<state::NewClosure> closures;
-  closures.reserve(specs.size());
-  for (auto spec : specs) {
-    closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(), spec.getResources(),
-                                         spec.getRequestId(), spec.getPriority(),
-                                         spec.getTimeoutMs()});
-    for (uint64_t input : spec.getInputs()) closures.back().inputs.push_back(input);
-  }
   Result<std::optional<state::SchedulePlan>> plan =
-      state::PlanScheduleRetryUnderError(state(), coordinator_id, std::move(closures), Stamp());
+      state::PlanScheduleRetryUnderError(state(), coordinator_id, NewClosuresOf(specs), Stamp());
   if (!plan.ok()) return plan.status();
   if (!plan->has_value()) return false;
   if ((*plan)->num_new > 0) FlushReleases();

@@ -11,6 +11,7 @@
 #include "state/closure_planner.h"
 #include "state/closure_requests.h"
 #include "state/dispatcher_state.h"
+#include "tests/state/planner_test_support.h"
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
 
@@ -18,17 +19,6 @@ namespace dispatch::state {
 namespace {
 
 using namespace ::dispatch::state::testing;  // NOLINT: builders read like a table
-
-constexpr Stamp kStamp{1000, 16u << 20};
-
-::testing::AssertionResult AppliesAll(DispatcherState& state, const UpdateList& updates) {
-  for (size_t i = 0; i < updates.size(); ++i) {
-    Status status = state.Apply(updates[i]);
-    if (!status.ok())
-      return ::testing::AssertionFailure() << "update " << i << ": " << status.ToString();
-  }
-  return ::testing::AssertionSuccess();
-}
 
 ClosureState StateOf(const DispatcherState& state, uint64_t id) {
   return state.FindClosure(id)->state;

@@ -13,6 +13,7 @@
 
 #include "state/closure_requests.h"
 #include "state/dispatcher_state.h"
+#include "tests/state/planner_test_support.h"
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
 #include "tests/state/update_generator.h"
@@ -22,29 +23,6 @@ namespace dispatch::state {
 namespace {
 
 using namespace ::dispatch::state::testing;  // NOLINT: builders read like a table
-
-constexpr Stamp kStamp{1000, 16u << 20};
-
-LiveWorker Live(uint64_t id, uint32_t slots, FunctionSet functions = {"noop", "echo"}) {
-  LiveWorker worker;
-  worker.worker_id = id;
-  worker.slots = slots;
-  worker.functions = std::make_shared<const FunctionSet>(std::move(functions));
-  return worker;
-}
-
-// Applies every update of `updates` in order.
-::testing::AssertionResult AppliesAll(DispatcherState& state, const UpdateList& updates) {
-  for (size_t i = 0; i < updates.size(); ++i) {
-    Status status = state.Apply(updates[i]);
-    if (!status.ok())
-      return ::testing::AssertionFailure() << "update " << i << ": " << status.ToString();
-    status = state.CheckIndexes();
-    if (!status.ok())
-      return ::testing::AssertionFailure() << "after update " << i << ": " << status.ToString();
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // (closure, worker) of each run.
 std::vector<std::pair<uint64_t, uint64_t>> Pairs(const std::vector<ClosureRun>& runs) {
