@@ -592,6 +592,51 @@ Status ClosureDispatcher::TakeFirstError(uint64_t coordinator_id,
   return Carry(cleared);
 }
 
+namespace {
+
+std::vector<uint64_t> RequestIdsOf(capnp::List<rpc::ClosureSpec>::Reader specs) {
+  std::vector<uint64_t> ids;
+  ids.reserve(specs.size());
+  for (auto spec : specs) ids.push_back(spec.getRequestId());
+  return ids;
+}
+
+}  // namespace
+
+Status ClosureDispatcher::RefuseSchedule(uint64_t coordinator_id,
+                                         capnp::List<rpc::ClosureSpec>::Reader specs,
+                                         rpc::ClosureError::Builder error) {
+  const state::CoordinatorError* pending = state().FindCoordinatorError(coordinator_id);
+  if (pending != nullptr && specs.size() > 0) {
+    refused_.Record(coordinator_id, RequestIdsOf(specs), {pending->closure_id, pending->error});
+  }
+  return TakeFirstError(coordinator_id, error);
+}
+
+Result<bool> ClosureDispatcher::ScheduleAfterRefusal(uint64_t coordinator_id,
+                                                  capnp::List<rpc::ClosureSpec>::Reader specs,
+                                                  std::vector<uint64_t>& ids,
+                                                  std::optional<state::RefusedSchedules::Refusal>& refusal) {
+  if (refused_.requests() == 0) return false;  // the common case: no lookup per closure
+  const state::RefusedSchedules::Refusal* earlier =
+      refused_.Find(coordinator_id, RequestIdsOf(specs));
+  if (earlier == nullptr) return false;
+  Result<std::optional<state::SchedulePlan>> plan = state::PlanScheduleAfterRefusal(
+      state(), coordinator_id, NewClosuresOf(specs),
+      [&](uint64_t request_id) { return refused_.Find(coordinator_id, {request_id}) != nullptr; },
+      Stamp(), pending_releases_);
+  if (!plan.ok()) return plan.status();
+  ++counters_.refusals_repeated;
+  if (!plan->has_value()) {
+    refusal = *earlier;
+    return true;
+  }
+  if ((*plan)->num_new > 0) FlushReleases();
+  DISPATCH_RETURN_IF_ERROR(Carry((*plan)->updates));
+  ids = std::move((*plan)->ids);
+  return true;
+}
+
 void ClosureDispatcher::AddSession(CoordinatorSession* session) {
   sessions_.emplace(session->coordinator_id(), session);
 }

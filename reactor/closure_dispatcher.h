@@ -32,6 +32,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -45,6 +46,7 @@
 #include "schema/dispatcher.capnp.h"
 #include "state/closure_planner.h"
 #include "state/closure_updates.h"
+#include "state/refused_schedules.h"
 
 namespace dispatch::reactor {
 
@@ -65,6 +67,7 @@ struct ClosureCounters {
   uint64_t cancelled_running = 0;   // of those, running ones (their worker told)
   uint64_t deadlines_exceeded = 0;  // closures failed by their deadline
   uint64_t late_reports_ignored = 0;  // reports for closures cancelled or timed out while running
+  uint64_t refusals_repeated = 0;     // schedule calls answered with an earlier refusal
   uint64_t input_bytes_pushed = 0;  // input results read back and pushed to workers
   uint64_t inputs_over_limit = 0;   // closures failed: inputs over kMaxPushBytes
 };
@@ -167,6 +170,19 @@ class ClosureDispatcher final : public kj::Refcounted {
                 std::vector<state::ClosureState>& states);
   // Raises the pending first error once: fills `error` and clears it.
   Status TakeFirstError(uint64_t coordinator_id, rpc::ClosureError::Builder error);
+  // TakeFirstError for a schedule call, remembering the refusal of its
+  // request ids (state::RefusedSchedules).
+  Status RefuseSchedule(uint64_t coordinator_id, capnp::List<rpc::ClosureSpec>::Reader specs,
+                        rpc::ClosureError::Builder error);
+  // When one of the call's request ids was refused before, answers the call
+  // and returns true (state::PlanScheduleAfterRefusal): sets `refusal` to
+  // that refusal (nothing scheduled), or, for a call that also retries
+  // closures that were scheduled, fills `ids` (the refused ones cancelled).
+  Result<bool> ScheduleAfterRefusal(uint64_t coordinator_id,
+                                    capnp::List<rpc::ClosureSpec>::Reader specs,
+                                    std::vector<uint64_t>& ids,
+                                    std::optional<state::RefusedSchedules::Refusal>& refusal);
+  const state::RefusedSchedules& refused_schedules() const { return refused_; }
 
   void AddSession(CoordinatorSession* session);
   void RemoveSession(CoordinatorSession* session);
@@ -255,6 +271,7 @@ class ClosureDispatcher final : public kj::Refcounted {
   static constexpr size_t kMaxPendingReleases = 4096;
   bool closed_ = false;
   std::set<uint64_t> pending_releases_;
+  state::RefusedSchedules refused_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;
   // Closures pushed under the current commit hold whose reports are awaited.
   std::set<uint64_t> awaiting_reports_;

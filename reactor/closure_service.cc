@@ -71,6 +71,8 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setWaiting(state.NumClosuresInState(state::ClosureState::WAITING));
   stats.setInputBytesPushed(data.closures().counters().input_bytes_pushed);
   stats.setInputsOverLimit(data.closures().counters().inputs_over_limit);
+  stats.setRefusalsRepeated(counters.refusals_repeated);
+  stats.setRefusalsForgotten(data.closures().refused_schedules().evicted());
   context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

@@ -2,6 +2,9 @@
 
 #include <kj/debug.h>
 
+#include <optional>
+#include <vector>
+
 #include "common/log.h"
 #include "reactor/closure_dispatcher.h"
 #include "reactor/service_util.h"
@@ -93,18 +96,23 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
                                      " closures is over the limit of " +
                                      std::to_string(closures.options().max_closures_per_call)));
   }
+  if (n > 0 && AnsweredAfterRefusal(closures, context)) return closures.durable().Barrier();
   if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr || n == 0) {
     if (n > 0 && RetriedUnderError(closures, context)) return closures.durable().Barrier();
-    ThrowIfError(closures.TakeFirstError(coordinator_id_, context.getResults().initError()));
+    ThrowIfError(closures.RefuseSchedule(coordinator_id_, context.getParams().getClosures(),
+                                         context.getResults().initError()));
     return closures.durable().Barrier();
   }
   return closures.CancelOnClose(closures.WaitForRoom(n).then([this, context](
                                                                 kj::Own<ClosureDispatcher::Room> room) mutable {
     ClosureDispatcher& closures = Dispatcher();
+    // A copy of this call refused while this one waited is refused alike.
+    if (AnsweredAfterRefusal(closures, context)) return closures.durable().Barrier();
     // An error that arrived while waiting is raised instead of scheduling.
     if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr) {
       if (RetriedUnderError(closures, context)) return closures.durable().Barrier();
-      ThrowIfError(closures.TakeFirstError(coordinator_id_, context.getResults().initError()));
+      ThrowIfError(closures.RefuseSchedule(coordinator_id_, context.getParams().getClosures(),
+                                           context.getResults().initError()));
       return closures.durable().Barrier();
     }
     std::vector<uint64_t> ids;
@@ -114,6 +122,24 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
     for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
     return closures.durable().Barrier();
   }));
+}
+
+bool CoordinatorSession::AnsweredAfterRefusal(ClosureDispatcher& closures,
+                                              ScheduleContext& context) {
+  std::vector<uint64_t> ids;
+  std::optional<state::RefusedSchedules::Refusal> refusal;
+  if (!ValueOrThrow(closures.ScheduleAfterRefusal(
+          coordinator_id_, context.getParams().getClosures(), ids, refusal)))
+    return false;
+  if (refusal.has_value()) {
+    auto error = context.getResults().initError();
+    error.setClosureId(refusal->closure_id);
+    error.setMessage(refusal->error);
+    return true;
+  }
+  auto list = context.getResults().initClosureIds(static_cast<unsigned>(ids.size()));
+  for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+  return true;
 }
 
 bool CoordinatorSession::RetriedUnderError(ClosureDispatcher& closures, ScheduleContext& context) {

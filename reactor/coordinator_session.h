@@ -49,6 +49,8 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
   // a call whose reply was lost: answered with its closures' ids (true), the
   // error left for the next call. False: raise the error.
   bool RetriedUnderError(ClosureDispatcher& closures, ScheduleContext& context);
+  // A call with a request id refused before (ClosureDispatcher::ScheduleAfterRefusal).
+  bool AnsweredAfterRefusal(ClosureDispatcher& closures, ScheduleContext& context);
   // Fills the results with up to `max` undelivered outcomes.
   void FillResults(AwaitResultsContext& context, uint32_t max);
   kj::Promise<void> Join(JoinContext context);

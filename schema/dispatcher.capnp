@@ -130,6 +130,16 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   # cancelled at once) and the error waits for the next call.
   # A closure whose `requestId` the coordinator already used (a retry after a
   # lost reply) is not queued again: its existing id is returned.
+  # A call with a `requestId` that an earlier call had when a first error
+  # refused it gets that same refusal again (the same `error`, nothing
+  # scheduled), so a late copy of a refused call never queues closures the
+  # client was told were not queued. If the call also retries a closure that
+  # was scheduled (a client resending several unanswered calls as one), it
+  # gets every id instead, and the refused closures are cancelled at once
+  # (they never run). Refusals are remembered in memory for the newest
+  # 65,536 refused request ids (ClosureStats.refusalsForgotten counts the
+  # rest), and not across a dispatcher restart (which ends every connection
+  # a late copy could come on).
   # All or nothing: every closure is checked before any is queued. A closure
   # that alone does not fit one 16 MiB journal record (function, args,
   # resources) fails the whole call with ResourceExhausted naming its index,
@@ -308,6 +318,12 @@ struct ClosureStats @0xe18a76620813c516 {
   # queued, not runnable, but they count against --max-queued-closures.
   inputBytesPushed @24 :UInt64;  # input result bytes read back and pushed to workers
   inputsOverLimit @25 :UInt64;   # closures failed: inputs over the push limit
+  refusalsRepeated @26 :UInt64;
+  # Schedule calls answered with an earlier refusal of one of their request
+  # ids (see Coordinator.schedule): late copies, or retries of a lost reply.
+  refusalsForgotten @27 :UInt64;
+  # Request ids whose refusal the dispatcher no longer remembers (its bound:
+  # the newest 65,536 request ids and 8 MiB of error text).
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {

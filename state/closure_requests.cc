@@ -1,6 +1,7 @@
 #include "state/closure_requests.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -81,22 +82,54 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
   return plan;
 }
 
-Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const DispatcherState& state,
-                                                                uint64_t coordinator_id,
-                                                                std::vector<NewClosure> closures,
-                                                                const Stamp& stamp) {
+namespace {
+
+// A call that retries (some of) an earlier one: when none of its request ids
+// names a closure of the coordinator, nullopt. Otherwise PlanSchedule's plan,
+// with the closures it schedules anew whose request id `cancel` picks
+// cancelled in the same updates.
+Result<std::optional<SchedulePlan>> PlanRetry(const DispatcherState& state,
+                                              uint64_t coordinator_id,
+                                              std::vector<NewClosure> closures,
+                                              const std::function<bool(uint64_t)>& cancel,
+                                              const Stamp& stamp,
+                                              const std::set<uint64_t>& released) {
   const bool retry = std::any_of(closures.begin(), closures.end(), [&](const NewClosure& c) {
     return c.request_id != 0 && state.FindClosureByRequest(coordinator_id, c.request_id) != nullptr;
   });
   if (!retry) return std::optional<SchedulePlan>();
+  std::vector<uint64_t> request_ids;
+  request_ids.reserve(closures.size());
+  for (const NewClosure& c : closures) request_ids.push_back(c.request_id);
   const uint64_t first_new = state.NextClosureId();
-  Result<SchedulePlan> plan = PlanSchedule(state, coordinator_id, std::move(closures), stamp);
+  Result<SchedulePlan> plan =
+      PlanSchedule(state, coordinator_id, std::move(closures), stamp, released);
   if (!plan.ok()) return plan.status();
-  std::vector<uint64_t> fresh;
-  for (uint64_t id : plan->ids)
-    if (id >= first_new) fresh.push_back(id);
-  AddCancelled(plan->updates, stamp, fresh);
+  std::vector<uint64_t> cancelled;
+  for (size_t i = 0; i < plan->ids.size(); ++i)
+    if (plan->ids[i] >= first_new && cancel(request_ids[i])) cancelled.push_back(plan->ids[i]);
+  AddCancelled(plan->updates, stamp, cancelled);
   return std::optional<SchedulePlan>(std::move(*plan));
+}
+
+}  // namespace
+
+Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const DispatcherState& state,
+                                                                uint64_t coordinator_id,
+                                                                std::vector<NewClosure> closures,
+                                                                const Stamp& stamp) {
+  return PlanRetry(
+      state, coordinator_id, std::move(closures), [](uint64_t) { return true; }, stamp, {});
+}
+
+Result<std::optional<SchedulePlan>> PlanScheduleAfterRefusal(
+    const DispatcherState& state, uint64_t coordinator_id, std::vector<NewClosure> closures,
+    const std::function<bool(uint64_t)>& refused, const Stamp& stamp,
+    const std::set<uint64_t>& released) {
+  const bool under_error = state.FindCoordinatorError(coordinator_id) != nullptr;
+  return PlanRetry(
+      state, coordinator_id, std::move(closures),
+      [&](uint64_t request_id) { return under_error || refused(request_id); }, stamp, released);
 }
 
 Result<ResourcePlan> PlanResource(const DispatcherState& state, uint64_t coordinator_id,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -50,6 +51,20 @@ Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const Dispatcher
                                                                 uint64_t coordinator_id,
                                                                 std::vector<NewClosure> closures,
                                                                 const Stamp& stamp);
+
+// A schedule call with a request id that a first error refused before
+// (RefusedSchedules). When none of its request ids names one of the
+// coordinator's unreleased closures: nullopt (the caller repeats the
+// refusal and schedules nothing). Otherwise the call merges the refused
+// call with others (a client resending every unanswered closure in one call
+// after lost replies): known request ids keep their closures, refused ones
+// are scheduled and cancelled at once (never run, yet the reply names every
+// closure), and the rest are scheduled (and cancelled too under a pending
+// first error, as PlanScheduleRetryUnderError does). Errors as PlanSchedule's.
+Result<std::optional<SchedulePlan>> PlanScheduleAfterRefusal(
+    const DispatcherState& state, uint64_t coordinator_id, std::vector<NewClosure> closures,
+    const std::function<bool(uint64_t request_id)>& refused, const Stamp& stamp,
+    const std::set<uint64_t>& released = {});
 
 struct ResourcePlan {
   uint64_t resource_id = 0;

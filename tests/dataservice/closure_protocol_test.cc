@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <iterator>
 #include <memory>
@@ -582,6 +583,51 @@ TEST(ClosureProtocol, AScheduleRetriedUnderAPendingFirstErrorGetsItsIdsAndTheErr
   ASSERT_TRUE(raised.ok());
   EXPECT_EQ(raised->error, "boom");
   EXPECT_TRUE(raised->ids.empty());
+}
+
+// Found by the simulation (tests/sim, pinned seeds 9557, 9623): a copy of a
+// schedule call that reached the dispatcher after the call was refused with
+// the first error (a late copy from a connection the client gave up on) used
+// to queue the closures the client was told were not queued.
+TEST(ClosureProtocol, ALateCopyOfARefusedScheduleGetsTheSameRefusalAndQueuesNothing) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker worker(loop, dispatcher.address(), "w", 1);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 14);
+  auto failing = coordinator.Schedule({"fail"});
+  ASSERT_TRUE(failing.ok());
+  ASSERT_TRUE(worker.WaitForPushes(1));
+  EXPECT_EQ(*worker.Report(failing->ids[0], 1, "", "boom"), 0u);
+  DsClient admin(loop, dispatcher.address());
+  auto stats = [&] {
+    return Try(loop, admin.dispatcher().getClosureStatsRequest().send().then([](auto r) {
+      return std::array<uint64_t, 3>{r.getStats().getFailed(), r.getStats().getScheduledTotal(),
+                                     r.getStats().getRefusalsRepeated()};
+    }));
+  };
+  ASSERT_TRUE(WaitUntil([&] { return stats().ok() && (*stats())[0] == 1; }, loop));
+
+  auto refused = coordinator.Schedule({"noop", "noop"}, 300);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->error, "boom");
+  EXPECT_TRUE(refused->ids.empty());
+  // The copy, on another session as a late one would be: refused alike, even
+  // though the error itself was cleared by the first refusal.
+  Coordinator late_connection(loop, dispatcher.address(), 14);
+  auto copy = late_connection.Schedule({"noop", "noop"}, 300);
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(copy->error, "boom");
+  EXPECT_TRUE(copy->ids.empty());
+  auto counters = stats();
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ((*counters)[1], 1u) << "the copy queued closures";
+  EXPECT_EQ((*counters)[2], 1u);
+  // A call with new request ids is not refused: the error was raised once.
+  auto next = coordinator.Schedule({"noop"}, 400);
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(next->error.empty()) << next->error;
+  EXPECT_EQ(next->ids.size(), 1u);
 }
 
 // Found by the simulation (tests/sim, pinned seeds 27, 216, 226, 255): a

@@ -149,6 +149,7 @@ void SimDispatcher::Crash(bool commit_first) {
   batch_results_.clear();
   parked_.clear();
   parked_pushes_.clear();
+  refused_ = state::RefusedSchedules();
   ctx_.net.CloseAll();  // every connection was to this process
   ++incarnation_;
   Recover();
@@ -394,10 +395,25 @@ void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
     return closures;
   };
   // As CoordinatorSession::schedule.
+  std::vector<uint64_t> request_ids;
+  for (const ClosureSpec& spec : specs) request_ids.push_back(spec.request_id);
+  const state::RefusedSchedules::Refusal* refusal =
+      ctx_.bug == SimBug::kForgetRefusals ? nullptr : refused_.Find(coordinator_id, request_ids);
   Result<std::optional<state::SchedulePlan>> plan = std::optional<state::SchedulePlan>();
-  if (state_.FindCoordinatorError(coordinator_id) != nullptr || specs.empty()) {
+  if (refusal != nullptr) {
+    plan = state::PlanScheduleAfterRefusal(
+        state_, coordinator_id, closures_of(),
+        [&](uint64_t request_id) { return refused_.Find(coordinator_id, {request_id}) != nullptr; },
+        Stamp());
+    if (plan.ok() && !plan->has_value()) {
+      out.raised_error = true;
+      out.error_closure = refusal->closure_id;
+    }
+  } else if (state_.FindCoordinatorError(coordinator_id) != nullptr || specs.empty()) {
     plan = state::PlanScheduleRetryUnderError(state_, coordinator_id, closures_of(), Stamp());
     if (plan.ok() && !plan->has_value()) {
+      if (const state::CoordinatorError* error = state_.FindCoordinatorError(coordinator_id))
+        refused_.Record(coordinator_id, request_ids, {error->closure_id, error->error});
       out.raised_error = TakeFirstError(coordinator_id, &out.error_closure);
     }
   } else {

@@ -25,6 +25,7 @@
 #include "state/closure_planner.h"
 #include "state/closure_updates.h"
 #include "state/dispatcher_state.h"
+#include "state/refused_schedules.h"
 #include "tests/sim/sim_context.h"
 #include "tests/sim/sim_messages.h"
 
@@ -141,6 +142,7 @@ class SimDispatcher {
   uint64_t workers_attached_ = 0;
   uint64_t turn_ = 0;
   std::set<uint64_t> pending_releases_;
+  state::RefusedSchedules refused_;  // in memory: a restart forgets it
   std::map<uint64_t, Session> sessions_;  // by connection
   std::map<uint64_t, int64_t> client_seen_ms_;
   int64_t next_gc_ms_ = 0;

@@ -22,6 +22,7 @@ enum class SimBug {
   kForgetOutcome,            // a coordinator session drops an outcome instead of sending it
   kRetryForever,             // the planner is given max_closure_attempts 0 (unlimited)
   kSplitRetryNotIdempotent,  // a getSplit retry is answered with fresh splits
+  kForgetRefusals,           // a late copy of a refused schedule is not refused again
 };
 const char* SimBugName(SimBug bug);
 

@@ -39,6 +39,8 @@ const char* SimBugName(SimBug bug) {
       return "RetryForever";
     case SimBug::kSplitRetryNotIdempotent:
       return "SplitRetryNotIdempotent";
+    case SimBug::kForgetRefusals:
+      return "ForgetRefusals";
   }
   return "unknown";
 }

@@ -121,6 +121,11 @@ const Pinned kPinned[] = {
     {"ScheduleRetryUnderErrorLostItsClosures", 294},
     // Both of the above in one run.
     {"ReattachAndScheduleRetry", 41},
+    // A client resent a refused call and a scheduled one (both replies lost)
+    // as one call: refusing all of it again (an early fix for the refused
+    // copies below) hid the scheduled closures from their coordinator.
+    // state::PlanScheduleAfterRefusal answers such a call with every id.
+    {"RefusedAndScheduledResentAsOneCall", 138},
 };
 
 class SimulationPinned : public ::testing::TestWithParam<Pinned> {};
@@ -136,19 +141,29 @@ INSTANTIATE_TEST_SUITE_P(Seeds, SimulationPinned, ::testing::ValuesIn(kPinned),
                                   std::to_string(info.param.seed);
                          });
 
-// Seeds that found a bug not fixed yet, disabled until it is (run them with
-// --gtest_also_run_disabled_tests). A schedule refused with the coordinator's
-// first error is not idempotent: a second copy of the call (here a duplicate;
-// in production a copy read late from a half-open connection after the
-// client retried on a new one) arrives after the error was raised and
-// cleared, and schedules the closures the coordinator was told were not
-// scheduled; they run and are never released.
-const Pinned kOpen[] = {
+// A schedule refused with the coordinator's first error was not idempotent:
+// a second copy of the call (here a duplicate; in production a copy read
+// late from a connection the client gave up on, or a retry of a lost reply)
+// arrived after the error was raised and cleared, and scheduled the closures
+// the coordinator was told were not scheduled; they ran and were never
+// released. Fixed by state::RefusedSchedules. Each seed holds, and fails
+// with the fix turned off (so the pin still covers it).
+const Pinned kRefusalPins[] = {
     {"RefusedScheduleCopyScheduledLater", 9557},
     {"RefusedScheduleCopyScheduledLater", 9623},
 };
 
-INSTANTIATE_TEST_SUITE_P(DISABLED_Open, SimulationPinned, ::testing::ValuesIn(kOpen),
+class SimulationRefusalPinned : public ::testing::TestWithParam<Pinned> {};
+
+TEST_P(SimulationRefusalPinned, HoldsAndFailsWithoutTheFix) {
+  const SimResult fixed = RunSeed(GetParam().seed);
+  EXPECT_TRUE(fixed.ok) << Describe(fixed);
+  const SimResult unfixed = RunSeed(GetParam().seed, SimBug::kForgetRefusals);
+  EXPECT_FALSE(unfixed.ok) << "seed " << GetParam().seed
+                           << " no longer reaches the refused-copy path";
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, SimulationRefusalPinned, ::testing::ValuesIn(kRefusalPins),
                          [](const ::testing::TestParamInfo<Pinned>& info) {
                            return std::string(info.param.name) + "_" +
                                   std::to_string(info.param.seed);

@@ -286,6 +286,38 @@ TEST(ClosurePlanner, AScheduleRetriedUnderAFirstErrorGetsItsIdsAndCancelsWhatIsN
   EXPECT_NE(state.FindCoordinatorError(7), nullptr);  // still pending, for the next call
 }
 
+// A late copy of a call the first error refused (tests/sim seeds 9557,
+// 9623), alone or resent in one call with a scheduled one (seed 138).
+TEST(ClosurePlanner, AfterARefusalOnlyACallThatAlsoRetriesScheduledClosuresGetsIds) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, ScheduleClosure(1, 7, "noop", "", /*request_id=*/50)));
+  const std::string noop = "noop";
+  auto closure = [&](uint64_t request_id) {
+    return NewClosure{0, capnp::Text::Reader(noop.data(), noop.size()), {}, {}, request_id};
+  };
+  auto refused = [](uint64_t request_id) { return request_id == 60 || request_id == 61; };
+
+  // Only refused and new request ids: the refusal is repeated, nothing planned.
+  Result<std::optional<SchedulePlan>> copy =
+      PlanScheduleAfterRefusal(state, 7, {closure(60), closure(61), closure(62)}, refused, kStamp);
+  ASSERT_TRUE(copy.ok());
+  EXPECT_FALSE(copy->has_value());
+
+  // With a scheduled one: every closure gets its id; refused ones never run,
+  // a new one is queued.
+  Result<std::optional<SchedulePlan>> merged =
+      PlanScheduleAfterRefusal(state, 7, {closure(50), closure(60), closure(62)}, refused, kStamp);
+  ASSERT_TRUE(merged.ok());
+  ASSERT_TRUE(merged->has_value());
+  ASSERT_EQ((*merged)->ids.size(), 3u);
+  EXPECT_EQ((*merged)->ids[0], 1u);
+  ASSERT_TRUE(AppliesAll(state, (*merged)->updates));
+  EXPECT_EQ(state.FindClosure(1)->state, ClosureState::QUEUED);  // left as it was
+  EXPECT_EQ(state.FindClosure((*merged)->ids[1])->state, ClosureState::CANCELLED);
+  EXPECT_EQ(state.FindClosure((*merged)->ids[2])->state, ClosureState::QUEUED);
+  EXPECT_EQ(state.FindClosureByRequest(7, 60)->id, (*merged)->ids[1]);
+}
+
 TEST(ClosurePlanner, ALostWorkersClosuresAreEachPlannedThenItCanBeRemoved) {
   ClosurePolicy policy;
   policy.max_closure_attempts = 2;
