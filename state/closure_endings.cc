@@ -1,5 +1,6 @@
 #include "state/closure_endings.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -46,9 +47,15 @@ std::string DeadlineExceededText(const Closure& closure) {
 
 EndingPlan PlanDeadlines(const DispatcherState& state, const Stamp& stamp) {
   EndingPlan plan;
-  // Each failure touches only its own closure (a deadline failure cancels
-  // nothing), so all are planned against the state before any of them.
-  for (const Closure* closure : state.ClosuresPastDeadline(stamp.time_micros)) {
+  // A deadline failure cancels nothing, but fails the closure's waiting
+  // dependants with it. A dependant always has a higher id than its inputs,
+  // so failing the highest ids first keeps every planned item not done
+  // when it applies (each with its own deadline error), and all are planned
+  // against the state before any of them.
+  std::vector<const Closure*> expired = state.ClosuresPastDeadline(stamp.time_micros);
+  std::sort(expired.begin(), expired.end(),
+            [](const Closure* a, const Closure* b) { return a->id > b->id; });
+  for (const Closure* closure : expired) {
     if (closure->state == ClosureState::ASSIGNED)
       plan.running[closure->worker_id].push_back(closure->id);
     AddFailed(plan.updates, stamp, {closure->id, 0, closure->attempts},

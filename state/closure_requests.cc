@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 
+#include "common/closure_limits.h"
 #include "state/record_budget.h"
 
 namespace dispatch::state {
@@ -99,15 +101,38 @@ Result<std::optional<SchedulePlan>> PlanRetry(const DispatcherState& state,
   });
   if (!retry) return std::optional<SchedulePlan>();
   std::vector<uint64_t> request_ids;
+  std::vector<std::vector<uint64_t>> inputs;  // as asked (in-call indexes)
   request_ids.reserve(closures.size());
-  for (const NewClosure& c : closures) request_ids.push_back(c.request_id);
+  inputs.reserve(closures.size());
+  for (const NewClosure& c : closures) {
+    request_ids.push_back(c.request_id);
+    inputs.push_back(c.inputs);
+  }
   const uint64_t first_new = state.NextClosureId();
   Result<SchedulePlan> plan =
       PlanSchedule(state, coordinator_id, std::move(closures), stamp, released);
   if (!plan.ok()) return plan.status();
+  // A new closure with a failed or cancelled input fails as it is scheduled
+  // (and so does one whose in-call input does): it is done, not cancelled
+  // (found by the simulation: the cancel of it was refused).
+  std::set<uint64_t> failing;
   std::vector<uint64_t> cancelled;
-  for (size_t i = 0; i < plan->ids.size(); ++i)
-    if (plan->ids[i] >= first_new && cancel(request_ids[i])) cancelled.push_back(plan->ids[i]);
+  for (size_t i = 0; i < plan->ids.size(); ++i) {
+    if (plan->ids[i] < first_new) continue;
+    bool fails = false;
+    for (uint64_t input : inputs[i]) {
+      const uint64_t id = input >= kInputInCall ? plan->ids[input - kInputInCall] : input;
+      const Closure* closure = state.FindClosure(id);
+      fails = fails || failing.contains(id) ||
+              (closure != nullptr && (closure->state == ClosureState::FAILED ||
+                                      closure->state == ClosureState::CANCELLED));
+    }
+    if (fails) {
+      failing.insert(plan->ids[i]);
+    } else if (cancel(request_ids[i])) {
+      cancelled.push_back(plan->ids[i]);
+    }
+  }
   AddCancelled(plan->updates, stamp, cancelled);
   return std::optional<SchedulePlan>(std::move(*plan));
 }

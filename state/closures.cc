@@ -277,7 +277,11 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   if (u.getDeadlineExceeded()) {
     // Kept, so that the outcome says why (a snapshot carries it as well).
     closure.deadline_micros = deadline;
-    return;  // the caller's timeout: not the coordinator's first error
+    // The caller's timeout: not the coordinator's first error, but its
+    // waiting dependants fail with it (found by the simulation: they used to
+    // wait for ever).
+    ResolveDependants(closure.id, now);
+    return;
   }
   if (!u.getInfrastructure() && !coordinator_errors_.contains(closure.coordinator_id)) {
     coordinator_errors_.emplace(closure.coordinator_id,
@@ -286,11 +290,10 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   ResolveDependants(closure.id, now);
 }
 
-void DispatcherState::CancelClosure(uint64_t closure_id, int64_t now) {
+void DispatcherState::MarkCancelled(uint64_t closure_id, int64_t now) {
   Closure& closure = closures_.at(closure_id);
   closure.done_micros = now;
   SetClosureState(closure, ClosureState::CANCELLED);
-  ResolveDependants(closure_id, now);
 }
 
 void DispatcherState::ResolveDependants(uint64_t closure_id, int64_t now) {
@@ -507,11 +510,12 @@ void DispatcherState::ApplyClosureBatch(journal::ClosureBatch::Reader u, int64_t
       for (auto item : u.getFinished()) ApplyClosureFinished(item, now);
       return;
     case journal::ClosureBatch::CANCELLED:
-      for (uint64_t id : u.getCancelled()) {
-        // Checked not done before the batch: done now only because an
-        // earlier item was its input (it failed with that input).
-        if (!IsClosureDone(closures_.at(id).state)) CancelClosure(id, now);
-      }
+      // Every item is cancelled before any dependant moves on: a closure
+      // cancelled with its input is cancelled, as its caller was told
+      // (PlanCancel's states), not failed by that input (found by the
+      // simulation).
+      for (uint64_t id : u.getCancelled()) MarkCancelled(id, now);
+      for (uint64_t id : u.getCancelled()) ResolveDependants(id, now);
       return;
     case journal::ClosureBatch::RELEASED:
       for (uint64_t id : u.getReleased()) ReleaseClosure(id);

@@ -272,7 +272,9 @@ class DispatcherState {
   void ApplyClosureFinished(journal::ClosureFinished::Reader u, int64_t now);
   // Ok when the closure exists and is queued or assigned (not done yet).
   Status CheckNotDone(uint64_t closure_id) const;
-  void CancelClosure(uint64_t closure_id, int64_t now);
+  // Cancels the closure without moving its dependants on (the caller does,
+  // once every item of its batch is cancelled).
+  void MarkCancelled(uint64_t closure_id, int64_t now);
   // Ok when the closure exists and is finished, failed or cancelled.
   Status CheckDone(uint64_t closure_id) const;
   Status CheckClosureFailed(journal::ClosureFailed::Reader u) const;

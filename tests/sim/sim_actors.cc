@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/closure_limits.h"
+
 namespace dispatch::sim {
 namespace {
 
@@ -117,6 +119,10 @@ void SimWorker::OnPush(uint64_t conn, const std::vector<RunPush>& runs) {
   (void)conn;
   const auto& functions = *functions_[incarnation_];
   for (const RunPush& push : runs) {
+    if (push.cancel) {
+      runs_.erase(push.closure_id);  // not started, or its result will be ignored
+      continue;
+    }
     if (!functions.contains(push.function)) {
       ctx_.observer->Fail("worker " + address_ + " was pushed closure " +
                           std::to_string(push.closure_id) + " of function " + push.function +
@@ -127,8 +133,9 @@ void SimWorker::OnPush(uint64_t conn, const std::vector<RunPush>& runs) {
     if (it != runs_.end() && it->second.attempt == push.attempt &&
         it->second.worker_id == push.worker_id)
       continue;  // pushed again
-    runs_[push.closure_id] =
-        Run{push.worker_id, push.attempt, ctx_.net.now_ms() + ctx_.Uniform(1, 40), push.args, conn};
+    runs_[push.closure_id] = Run{push.worker_id, push.attempt,
+                                 ctx_.net.now_ms() + ctx_.Uniform(1, 40), push.args, push.inputs,
+                                 conn};
   }
 }
 
@@ -160,7 +167,7 @@ void SimWorker::ReportDone() {
       report.kind = ClosureReport::Kind::kUnavailable;
       report.payload = "busy";
     } else {
-      report.payload = "r:" + run.args;
+      report.payload = ClosureResult(run.args, run.inputs);
     }
     by_registration[run.worker_id].push_back(std::move(report));
     it = runs_.erase(it);
@@ -276,7 +283,10 @@ void SimCoordinator::SendSchedule(std::vector<ClosureSpec> specs) {
 void SimCoordinator::OnScheduled(const std::vector<ClosureSpec>& specs, const ScheduleReply& r) {
   if (r.raised_error) {
     // The first error came instead: the call scheduled nothing.
-    for (const ClosureSpec& spec : specs) unacknowledged_.erase(spec.request_id);
+    for (const ClosureSpec& spec : specs) {
+      if (unacknowledged_.contains(spec.request_id)) Unpin(spec);
+      unacknowledged_.erase(spec.request_id);
+    }
     return;
   }
   if (!r.status.ok()) {
@@ -293,6 +303,7 @@ void SimCoordinator::OnScheduled(const std::vector<ClosureSpec>& specs, const Sc
                           std::to_string(it->second) + " and then closure " +
                           std::to_string(r.ids[i]));
     }
+    if (unacknowledged_.contains(request_id)) Unpin(specs[i]);
     unacknowledged_.erase(request_id);
     if (outcomes_.contains(r.ids[i])) to_release_.insert(r.ids[i]);
   }
@@ -318,23 +329,29 @@ void SimCoordinator::Step() {
   if (!healed_ && scheduled_ < ctx_.params.max_closures && ctx_.Chance(0.15)) {
     std::vector<ClosureSpec> specs;
     for (int64_t n = ctx_.Uniform(1, 3); n > 0; --n) {
-      ClosureSpec spec;
-      spec.request_id = next_request_id_++;
-      spec.function = FunctionName(ctx_.Uniform(0, ctx_.params.num_functions - 1));
-      const double kind = std::uniform_real_distribution<double>(0, 1)(ctx_.rng);
-      const char mode = kind < 0.04 ? 'u' : kind < 0.25 ? 't' : 'o';
-      spec.args = "c" + std::to_string(id_) + "-" + std::to_string(spec.request_id) + "-" + mode;
+      ClosureSpec spec = NewSpec(specs);
       unacknowledged_[spec.request_id] = spec;
+      for (uint64_t input : spec.inputs)
+        if (input < kInputInCall) pinned_inputs_.insert(input);
       specs.push_back(std::move(spec));
       ++scheduled_;
     }
     SendSchedule(std::move(specs));
   }
+  if (!healed_ && ctx_.Chance(0.02)) MaybeCancel();
   SimDispatcher* d = &dispatcher_;
   const uint64_t conn = conn_, id = id_;
   if (!awaiting_ && now >= next_poll_) {
-    std::vector<uint64_t> release(to_release_.begin(), to_release_.end());
-    to_release_.clear();  // a lost call breaks the connection: the next session reports them again
+    std::vector<uint64_t> release;
+    for (auto it = to_release_.begin(); it != to_release_.end();) {
+      if (pinned_inputs_.contains(*it)) {
+        ++it;
+        continue;
+      }
+      release.push_back(*it);
+      // A lost call breaks the connection: the next session reports them again.
+      it = to_release_.erase(it);
+    }
     awaiting_ = true;
     auto reply = [this, conn](const std::vector<Outcome>& outcomes) { OnOutcomes(conn, outcomes); };
     ctx_.Send(
@@ -344,6 +361,66 @@ void SimCoordinator::Step() {
     ctx_.Send(
         conn_, [d, conn, id] { d->Join(conn, id, [](const JoinReply&) {}); }, true);
   }
+}
+
+ClosureSpec SimCoordinator::NewSpec(const std::vector<ClosureSpec>& earlier_in_call) {
+  ClosureSpec spec;
+  spec.request_id = next_request_id_++;
+  spec.function = FunctionName(ctx_.Uniform(0, ctx_.params.num_functions - 1));
+  const double kind = std::uniform_real_distribution<double>(0, 1)(ctx_.rng);
+  const char mode = kind < 0.04 ? 'u' : kind < 0.25 ? 't' : 'o';
+  spec.args = "c" + std::to_string(id_) + "-" + std::to_string(spec.request_id) + "-" + mode;
+  if (ctx_.Chance(0.3)) spec.priority = static_cast<int32_t>(ctx_.Uniform(-2, 3));
+  if (ctx_.Chance(0.1)) spec.timeout_ms = static_cast<uint32_t>(ctx_.Uniform(5, 60));
+  if (ctx_.Chance(0.2)) {
+    // Inputs: closures whose outcome has not come yet (so not released),
+    // or an earlier closure of this call.
+    std::vector<uint64_t> candidates;
+    for (const auto& [request_id, closure_id] : acknowledged_)
+      if (!outcomes_.contains(closure_id)) candidates.push_back(closure_id);
+    for (size_t j = 0; j < earlier_in_call.size(); ++j) candidates.push_back(kInputInCall + j);
+    for (int64_t n = ctx_.Uniform(1, 2); n > 0 && !candidates.empty(); --n) {
+      const size_t pick = static_cast<size_t>(ctx_.Uniform(0, candidates.size() - 1));
+      spec.inputs.push_back(candidates[pick]);
+    }
+  }
+  return spec;
+}
+
+void SimCoordinator::Unpin(const ClosureSpec& spec) {
+  for (uint64_t input : spec.inputs) {
+    if (input >= kInputInCall) continue;
+    auto it = pinned_inputs_.find(input);
+    if (it != pinned_inputs_.end()) pinned_inputs_.erase(it);
+  }
+}
+
+void SimCoordinator::MaybeCancel() {
+  std::vector<uint64_t> candidates;
+  for (const auto& [request_id, closure_id] : acknowledged_)
+    if (!outcomes_.contains(closure_id)) candidates.push_back(closure_id);
+  if (candidates.empty()) return;
+  std::vector<uint64_t> ids;
+  for (int64_t n = ctx_.Uniform(1, 3); n > 0; --n)
+    ids.push_back(candidates[static_cast<size_t>(ctx_.Uniform(0, candidates.size() - 1))]);
+  SimDispatcher* d = &dispatcher_;
+  const uint64_t conn = conn_, id = id_;
+  auto reply = [this, ids](const CancelReply& r) {
+    // A copy that arrives after the coordinator released one is NotFound.
+    if (r.status.code() == StatusCode::kNotFound) return;
+    if (!r.status.ok()) {
+      ctx_.observer->Fail("coordinator " + std::to_string(id_) +
+                          ": cancel refused: " + r.status.ToString());
+      return;
+    }
+    for (size_t i = 0; i < r.states.size(); ++i) {
+      if (!state::IsClosureDone(r.states[i]))
+        ctx_.observer->Fail("cancel left closure " + std::to_string(ids[i]) + " " +
+                            state::ClosureStateName(r.states[i]));
+    }
+  };
+  ctx_.Send(
+      conn_, [d, conn, id, ids, reply] { d->Cancel(conn, id, ids, reply); }, true);
 }
 
 // ---- Consumer -------------------------------------------------------------------

@@ -39,6 +39,7 @@ class SimWorker {
     uint32_t attempt = 0;
     int64_t done_at = 0;
     std::string args;
+    std::vector<std::string> inputs;
     uint64_t conn = 0;  // pushed on; an outcome of an earlier connection is dropped
   };
   struct TaskRun {
@@ -91,6 +92,11 @@ class SimCoordinator {
   void SendSchedule(std::vector<ClosureSpec> specs);
   void OnScheduled(const std::vector<ClosureSpec>& specs, const ScheduleReply& reply);
   void OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes);
+  ClosureSpec NewSpec(const std::vector<ClosureSpec>& earlier_in_call);
+  void MaybeCancel();
+  // The spec left unacknowledged_ (acknowledged or refused): its inputs may
+  // be released again.
+  void Unpin(const ClosureSpec& spec);
 
   SimContext& ctx_;
   SimDispatcher& dispatcher_;
@@ -104,6 +110,9 @@ class SimCoordinator {
   std::map<uint64_t, uint64_t> acknowledged_;       // request id -> closure id
   std::map<uint64_t, Outcome> outcomes_;            // by closure id
   std::set<uint64_t> to_release_;
+  // Closures named as inputs by a schedule not acknowledged yet: not
+  // released until it is (a released input is NotFound).
+  std::multiset<uint64_t> pinned_inputs_;
   bool awaiting_ = false;
   int64_t next_poll_ = 0;
 };

@@ -33,6 +33,13 @@ class SimObserver {
   virtual void AfterCommit(const state::DispatcherState& after, journal::Update::Reader update) = 0;
   // The planner assigned `run` (applied to the live state).
   virtual void Assigned(const state::DispatcherState& state, const state::ClosureRun& run) = 0;
+  // One assignment pass planned `runs` for `workers`; `before` is the state
+  // the planner read (the runs not applied yet).
+  virtual void PassPlanned(const state::DispatcherState& before,
+                           const std::vector<state::LiveWorker>& workers,
+                           const std::vector<state::ClosureRun>& runs) = 0;
+  // A coordinator's cancel of `closure_ids` was planned.
+  virtual void CancelAsked(const std::vector<uint64_t>& closure_ids) = 0;
   // The dispatcher restarted; `recovered` is the state rebuilt from the
   // journal, before PlanRecovery's updates.
   virtual void Restarted(const state::DispatcherState& recovered) = 0;

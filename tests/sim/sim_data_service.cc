@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "state/closure_endings.h"
 #include "tests/sim/sim_dispatcher.h"
 
 namespace dispatch::sim {
@@ -325,6 +326,10 @@ void SimDispatcher::RunTimers() {
       u.initReleaseJobClient().setJobClientId(client_id);
     }).ok();
   }
+  // Closure deadlines (ClosureDispatcher's deadline timer).
+  state::EndingPlan deadlines = state::PlanDeadlines(state_, Stamp());
+  if (!deadlines.updates.empty() && Carry(deadlines.updates).ok())
+    TellWorkersToDrop(deadlines.running);
   // Job GC, every 50 ms.
   if (now < next_gc_ms_) return;
   next_gc_ms_ = now + 50;

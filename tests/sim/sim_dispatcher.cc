@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/checksum.h"
+#include "state/closure_endings.h"
 #include "state/closure_requests.h"
 #include "state/codec.h"
 
@@ -56,12 +57,13 @@ Status SimDispatcher::Submit(journal::Update::Reader update) {
   Status checked = state_.Check(update);
   if (!checked.ok()) {
     // Every update here was planned or validated first: a refusal is a bug.
-    ctx_.observer->Fail("a planned update was refused: " + checked.ToString());
+    ctx_.observer->Fail("a planned update (kind " + std::to_string(static_cast<int>(update.which())) + ") was refused: " + checked.ToString());
     return checked;
   }
   capnp::MallocMessageBuilder message;
   message.setRoot(update);
   std::string bytes = state::EncodeMessage(message);
+  const std::vector<uint64_t> moved = DependantsMoved(update);
   Status applied = state::ApplyEncodedUpdate(state_, bytes);
   if (!applied.ok()) {
     ctx_.observer->Fail("a checked update did not apply from its bytes: " + applied.ToString());
@@ -72,7 +74,28 @@ Status SimDispatcher::Submit(journal::Update::Reader update) {
                            update.getClosureBatch().which() == journal::ClosureBatch::RELEASED;
   if (!unjournaled) batch_.push_back(std::move(bytes));
   Observe(update);
+  for (uint64_t id : moved) {
+    const state::Closure* closure = state_.FindClosure(id);
+    if (closure != nullptr && state::IsClosureDone(closure->state)) NotifyDone(id);
+  }
   return Status::Ok();
+}
+
+std::vector<uint64_t> SimDispatcher::DependantsMoved(journal::Update::Reader update) const {
+  if (!state_.HasDependants()) return {};
+  std::vector<uint64_t> done;
+  if (update.which() == journal::Update::CLOSURE_FAILED) {
+    done.push_back(update.getClosureFailed().getClosureId());
+  } else if (update.which() == journal::Update::CLOSURE_BATCH) {
+    auto batch = update.getClosureBatch();
+    if (batch.isCancelled()) {
+      for (uint64_t id : batch.getCancelled()) done.push_back(id);
+    } else if (batch.isFinished()) {
+      for (auto item : batch.getFinished()) done.push_back(item.getClosureId());
+    }
+  }
+  if (done.empty()) return {};
+  return state_.WaitingDependants(done);
 }
 
 Status SimDispatcher::Carry(const state::UpdateList& updates) {
@@ -246,15 +269,30 @@ std::vector<state::LiveWorker> SimDispatcher::LiveWorkers() const {
 
 void SimDispatcher::AssignQueued() {
   if (state_.NumClosuresInState(state::ClosureState::QUEUED) == 0 || live_.empty()) return;
+  const std::vector<state::LiveWorker> workers = LiveWorkers();
   state::AssignmentPlan plan = state::PlanAssignments(
-      state_, LiveWorkers(), static_cast<uint64_t>(ctx_.net.now_ms()), turn_++, Stamp());
+      state_, workers, static_cast<uint64_t>(ctx_.net.now_ms()), turn_++, Stamp());
+  ctx_.observer->PassPlanned(state_, workers, plan.runs);
   if (!Carry(plan.updates).ok()) return;
   std::map<uint64_t, std::vector<RunPush>> per_worker;
   for (const state::ClosureRun& run : plan.runs) {
     ctx_.observer->Assigned(state_, run);
     const state::Closure* closure = state_.FindClosure(run.closure_id);
-    per_worker[run.worker_id].push_back(
-        RunPush{run.closure_id, run.worker_id, run.attempt, closure->function_name, closure->args});
+    RunPush push{run.closure_id, run.worker_id, run.attempt, closure->function_name,
+                 closure->args};
+    // As ClosureDispatcher's push: the inputs' result bytes go with it.
+    for (uint64_t input : closure->inputs) {
+      const state::Closure* done = state_.FindClosure(input);
+      if (done == nullptr || done->state != state::ClosureState::FINISHED) {
+        ctx_.observer->Fail("closure " + std::to_string(run.closure_id) +
+                            " was assigned before its input " + std::to_string(input) +
+                            " finished");
+        return;
+      }
+      push.inputs.push_back(OutcomeOf(*done).result);
+    }
+    if (ctx_.bug == SimBug::kPushNoInputs) push.inputs.clear();
+    per_worker[run.worker_id].push_back(std::move(push));
   }
   for (auto& [worker_id, runs] : per_worker) {
     if (ctx_.params.commit_hold) {
@@ -361,7 +399,14 @@ void SimDispatcher::Observe(journal::Update::Reader update) {
   }
   if (update.which() != journal::Update::CLOSURE_BATCH) return;
   auto batch = update.getClosureBatch();
-  if (batch.which() == journal::ClosureBatch::FINISHED) {
+  if (batch.which() == journal::ClosureBatch::SCHEDULED) {
+    // Failed (or cancelled) at once: an input had failed or was cancelled.
+    for (auto item : batch.getScheduled()) {
+      if (item.getInputs().size() == 0) continue;
+      const state::Closure* closure = state_.FindClosure(item.getClosureId());
+      if (state::IsClosureDone(closure->state)) NotifyDone(closure->id);
+    }
+  } else if (batch.which() == journal::ClosureBatch::FINISHED) {
     for (auto item : batch.getFinished()) NotifyDone(item.getClosureId());
   } else if (batch.which() == journal::ClosureBatch::CANCELLED) {
     for (uint64_t id : batch.getCancelled()) NotifyDone(id);
@@ -390,8 +435,11 @@ void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
   ScheduleReply out;
   auto closures_of = [&] {
     std::vector<state::NewClosure> closures;
-    for (const ClosureSpec& spec : specs)
-      closures.push_back({0, TextOf(spec.function), DataOf(spec.args), {}, spec.request_id});
+    for (const ClosureSpec& spec : specs) {
+      closures.push_back({0, TextOf(spec.function), DataOf(spec.args), {}, spec.request_id,
+                          spec.priority, spec.timeout_ms});
+      closures.back().inputs = spec.inputs;
+    }
     return closures;
   };
   // As CoordinatorSession::schedule.
@@ -499,12 +547,17 @@ void SimDispatcher::Join(uint64_t conn, uint64_t coordinator_id,
 
 void SimDispatcher::FlushReleases() {
   std::vector<uint64_t> release;
+  std::set<uint64_t> held;  // inputs of closures not done yet: released after them
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state_.FindClosure(id);
     if (closure == nullptr || !state::IsClosureDone(closure->state)) continue;
+    if (state_.IsNeededAsInput(id)) {
+      held.insert(id);
+      continue;
+    }
     release.push_back(id);
   }
-  pending_releases_.clear();
+  pending_releases_ = std::move(held);
   if (release.empty()) return;
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
@@ -513,6 +566,44 @@ void SimDispatcher::FlushReleases() {
     if (closure->result_stored && closure->result_size > 0) batch_results_[id] = std::nullopt;
   }
   Carry(updates).ok();
+}
+
+void SimDispatcher::TellWorkersToDrop(
+    const std::map<uint64_t, std::vector<uint64_t>>& running) {
+  for (const auto& [worker_id, closure_ids] : running) {
+    std::vector<RunPush> drops;
+    for (uint64_t id : closure_ids) {
+      RunPush drop;
+      drop.closure_id = id;
+      drop.worker_id = worker_id;
+      drop.cancel = true;
+      drops.push_back(std::move(drop));
+    }
+    auto live = live_.find(worker_id);
+    auto entry = live == live_.end() ? registry_.end() : registry_.find(live->second.address);
+    if (entry == registry_.end() || !entry->second.control) continue;  // best effort
+    auto control = entry->second.control;
+    ctx_.Send(entry->second.conn, [control, drops] { control(drops); }, false);
+  }
+}
+
+void SimDispatcher::Cancel(uint64_t conn, uint64_t coordinator_id,
+                           const std::vector<uint64_t>& closure_ids,
+                           std::function<void(const CancelReply&)> reply) {
+  SessionOf(conn, coordinator_id);
+  CancelReply out;
+  // As ClosureDispatcher::Cancel.
+  Result<state::CancelPlan> plan =
+      state::PlanCancel(state_, coordinator_id, closure_ids, pending_releases_, Stamp());
+  if (!plan.ok()) {
+    out.status = plan.status();
+  } else {
+    ctx_.observer->CancelAsked(closure_ids);
+    out.status = Carry(plan->ending.updates);
+    out.states = plan->states;
+    TellWorkersToDrop(plan->ending.running);
+  }
+  Park(conn, [reply, out] { reply(out); });
 }
 
 }  // namespace dispatch::sim

@@ -56,6 +56,8 @@ class SimDispatcher {
   void AwaitResults(uint64_t conn, uint64_t coordinator_id, const std::vector<uint64_t>& release,
                     std::function<void(const std::vector<Outcome>&)> reply);
   void Join(uint64_t conn, uint64_t coordinator_id, std::function<void(const JoinReply&)> reply);
+  void Cancel(uint64_t conn, uint64_t coordinator_id, const std::vector<uint64_t>& closure_ids,
+              std::function<void(const CancelReply&)> reply);
 
   // ---- Consumers (dataset_service.cc, job_service.cc) ---------------------
   void RegisterDataset(uint64_t conn, uint64_t fingerprint, uint64_t num_splits,
@@ -105,6 +107,11 @@ class SimDispatcher {
   void Park(uint64_t conn, std::function<void()> deliver);
   void Commit();
   void Observe(journal::Update::Reader update);
+  // The waiting closures `update` moves on (ends, or queues) besides its
+  // own items (ClosureDispatcher::DependantsMoved).
+  std::vector<uint64_t> DependantsMoved(journal::Update::Reader update) const;
+  // Tells the workers running them to drop these closures (cancelClosures).
+  void TellWorkersToDrop(const std::map<uint64_t, std::vector<uint64_t>>& running);
   void NotifyDone(uint64_t closure_id);
   void Recover();
 

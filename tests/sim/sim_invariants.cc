@@ -33,6 +33,19 @@ void SimInvariants::Require(bool ok, const std::function<std::string()>& what) {
 
 void SimInvariants::BeforeCommit(const state::DispatcherState& before,
                                  journal::Update::Reader update) {
+  dependants_moved_.clear();
+  std::vector<uint64_t> done;
+  if (update.which() == journal::Update::CLOSURE_FAILED) {
+    done.push_back(update.getClosureFailed().getClosureId());
+  } else if (update.which() == journal::Update::CLOSURE_BATCH) {
+    auto batch = update.getClosureBatch();
+    if (batch.isCancelled()) {
+      for (uint64_t id : batch.getCancelled()) done.push_back(id);
+    } else if (batch.isFinished()) {
+      for (auto item : batch.getFinished()) done.push_back(item.getClosureId());
+    }
+  }
+  if (!done.empty()) dependants_moved_ = before.WaitingDependants(done);
   if (update.which() != journal::Update::REMOVE_WORKER) return;
   // RemoveWorker may requeue the worker's outstanding splits: remember the
   // requeue lists to see what it added.
@@ -48,6 +61,7 @@ void SimInvariants::BeforeCommit(const state::DispatcherState& before,
 void SimInvariants::Ended(uint64_t closure_id, state::ClosureState state,
                           const std::string& error) {
   ShadowClosure& closure = closures_[closure_id];
+  ended_by_update_.insert(closure_id);
   ++closure.ends;
   Require(closure.ends == 1, [&] { return Name(closure_id) + " ended twice"; });
   closure.state = state;
@@ -57,6 +71,26 @@ void SimInvariants::Ended(uint64_t closure_id, state::ClosureState state,
 void SimInvariants::AfterCommit(const state::DispatcherState& after,
                                 journal::Update::Reader update) {
   ++checks_;
+  ended_by_update_.clear();
+  CheckUpdate(after, update);
+  // Dependants the update ended besides its own items (a failed or
+  // cancelled input fails them; a cancel under a first error cancels them).
+  for (uint64_t id : dependants_moved_) {
+    const state::Closure* closure = after.FindClosure(id);
+    if (ended_by_update_.contains(id)) continue;  // one of the update's own items too
+    if (closure != nullptr && state::IsClosureDone(closure->state)) {
+      if (closure->state == state::ClosureState::CANCELLED) {
+        Require(coordinators_with_error_.contains(closure->coordinator_id),
+                [&] { return Name(id) + " was cancelled with its input, without a first error"; });
+      }
+      Ended(id, closure->state, closure->error);
+    }
+  }
+  dependants_moved_.clear();
+}
+
+void SimInvariants::CheckUpdate(const state::DispatcherState& after,
+                                journal::Update::Reader update) {
   switch (update.which()) {
     case journal::Update::CLOSURE_BATCH: {
       auto batch = update.getClosureBatch();
@@ -69,6 +103,20 @@ void SimInvariants::AfterCommit(const state::DispatcherState& after,
             closure.coordinator_id = item.getCoordinatorId();
             closure.args = std::string(reinterpret_cast<const char*>(item.getArgs().begin()),
                                        item.getArgs().size());
+            closure.deadline_micros = item.getDeadlineMicros();
+            for (uint64_t input : item.getInputs()) {
+              Require(closures_.contains(input) && input < id, [&] {
+                return Name(id) + " names " + Name(input) + " as its input, which is not earlier";
+              });
+              closure.inputs.push_back(input);
+            }
+            // Ended at once: an input had failed or was cancelled.
+            const state::Closure* now = after.FindClosure(id);
+            if (now != nullptr && state::IsClosureDone(now->state)) {
+              Require(!closure.inputs.empty(),
+                      [&] { return Name(id) + " without inputs ended as it was scheduled"; });
+              Ended(id, now->state, now->error);
+            }
           }
           break;
         case journal::ClosureBatch::ASSIGNED:
@@ -91,10 +139,12 @@ void SimInvariants::AfterCommit(const state::DispatcherState& after,
         case journal::ClosureBatch::CANCELLED:
           for (uint64_t id : batch.getCancelled()) {
             const uint64_t coordinator = closures_[id].coordinator_id;
-            Require(coordinators_with_error_.contains(coordinator), [&] {
-              return Name(id) + " was cancelled, but coordinator " + std::to_string(coordinator) +
-                     " never had a first error";
-            });
+            Require(coordinators_with_error_.contains(coordinator) || cancel_asked_.contains(id),
+                    [&] {
+                      return Name(id) + " was cancelled, but coordinator " +
+                             std::to_string(coordinator) +
+                             " never asked for it nor had a first error";
+                    });
             Ended(id, state::ClosureState::CANCELLED, "");
           }
           break;
@@ -113,8 +163,15 @@ void SimInvariants::AfterCommit(const state::DispatcherState& after,
     case journal::Update::CLOSURE_FAILED: {
       auto failed = update.getClosureFailed();
       const uint64_t id = failed.getClosureId();
-      if (!failed.getInfrastructure())
+      if (failed.getDeadlineExceeded()) {
+        const int64_t deadline = closures_[id].deadline_micros;
+        Require(deadline != 0 && update.getTimeMicros() >= deadline, [&] {
+          return Name(id) + " failed its deadline " + std::to_string(deadline) + " at " +
+                 std::to_string(update.getTimeMicros());
+        });
+      } else if (!failed.getInfrastructure()) {
         coordinators_with_error_.insert(closures_[id].coordinator_id);
+      }
       Ended(id, state::ClosureState::FAILED, failed.getError());
       return;
     }
@@ -185,6 +242,51 @@ void SimInvariants::Assigned(const state::DispatcherState& state, const state::C
   });
 }
 
+std::string SimInvariants::ExpectedResult(uint64_t closure_id) const {
+  const ShadowClosure& closure = closures_.at(closure_id);
+  std::vector<std::string> inputs;
+  for (uint64_t input : closure.inputs) inputs.push_back(ExpectedResult(input));
+  return ClosureResult(closure.args, inputs);
+}
+
+void SimInvariants::CancelAsked(const std::vector<uint64_t>& closure_ids) {
+  cancel_asked_.insert(closure_ids.begin(), closure_ids.end());
+}
+
+void SimInvariants::PassPlanned(const state::DispatcherState& before,
+                                const std::vector<state::LiveWorker>& workers,
+                                const std::vector<state::ClosureRun>& runs) {
+  if (runs.empty()) return;
+  // Order of the queue: higher priority first, then earlier position.
+  auto first = [](const state::Closure& a, const state::Closure& b) {
+    if (a.priority != b.priority) return a.priority > b.priority;
+    return a.queue_position < b.queue_position;
+  };
+  std::set<uint64_t> taken;
+  for (const state::ClosureRun& run : runs) taken.insert(run.closure_id);
+  for (const state::LiveWorker& worker : workers) {
+    // The last (in queue order) closure the pass gave this worker.
+    const state::Closure* last = nullptr;
+    for (const state::ClosureRun& run : runs) {
+      if (run.worker_id != worker.worker_id) continue;
+      const state::Closure* closure = before.FindClosure(run.closure_id);
+      if (closure != nullptr && (last == nullptr || first(*last, *closure))) last = closure;
+    }
+    if (last == nullptr) continue;
+    for (const state::Closure* left : before.ClosuresInState(state::ClosureState::QUEUED)) {
+      if (taken.contains(left->id) || !first(*left, *last)) continue;
+      const state::ClosureKind kind{left->function_name, left->resources};
+      if (!state::CanRun(*worker.functions, state::NeededFunctions(before, kind))) continue;
+      Fail("the assignment pass gave worker " + std::to_string(worker.worker_id) + " " +
+           Name(last->id) + " (priority " + std::to_string(last->priority) + ") but left " +
+           Name(left->id) + " (priority " + std::to_string(left->priority) +
+           ", queued before) that it could run");
+      return;
+    }
+    ++checks_;
+  }
+}
+
 void SimInvariants::Restarted(const state::DispatcherState& recovered) {
   for (const state::Closure* closure : recovered.ClosuresInState(state::ClosureState::ASSIGNED))
     ++closures_[closure->id].recoveries;
@@ -230,7 +332,7 @@ void SimInvariants::OutcomeDelivered(uint64_t coordinator_id, const Outcome& out
            " but journaled as " + state::ClosureStateName(closure.state);
   });
   if (outcome.state == state::ClosureState::FINISHED) {
-    Require(outcome.result == "r:" + closure.args,
+    Require(outcome.result == ExpectedResult(id),
             [&] { return Name(id) + " was delivered with the wrong result " + outcome.result; });
   }
   if (outcome.state == state::ClosureState::FAILED) {

@@ -8,7 +8,13 @@
 //   dispatcher restart that found it running: PlanRecovery uses none up);
 //   every assignment goes to a worker process that registered the functions;
 //   every outcome delivered is the one journaled (a result is the function's
-//   result, read back intact), and never changes;
+//   result, read back intact, computed from its inputs' results), and never
+//   changes; a cancelled closure was asked to be, or its coordinator had a
+//   first error; a deadline fails a closure only once it has passed; a
+//   closure runs only once its inputs finished, and a failed input ends its
+//   dependants; an assignment pass never leaves a closure queued that a
+//   worker it fed could run and that comes first (higher priority, or the
+//   same and queued earlier);
 // - splits: per (job, repetition) each split is granted, and received by a
 //   worker, at most once plus once per requeue of it; a retried getSplit
 //   (same task and sequence) gets the same answer; a repetition that ended
@@ -41,6 +47,10 @@ class SimInvariants : public SimObserver {
   void BeforeCommit(const state::DispatcherState& before, journal::Update::Reader update) override;
   void AfterCommit(const state::DispatcherState& after, journal::Update::Reader update) override;
   void Assigned(const state::DispatcherState& state, const state::ClosureRun& run) override;
+  void PassPlanned(const state::DispatcherState& before,
+                   const std::vector<state::LiveWorker>& workers,
+                   const std::vector<state::ClosureRun>& runs) override;
+  void CancelAsked(const std::vector<uint64_t>& closure_ids) override;
   void Restarted(const state::DispatcherState& recovered) override;
   void SplitAnswered(uint64_t job_id, uint64_t task_id, uint64_t sequence,
                      const SplitReply& reply) override;
@@ -68,10 +78,16 @@ class SimInvariants : public SimObserver {
     uint32_t recoveries = 0;  // restarts that found it running
     bool delivered = false;
     bool released = false;
+    std::vector<uint64_t> inputs;
+    int64_t deadline_micros = 0;
   };
   using SplitKey = std::tuple<uint64_t, int64_t, uint64_t>;  // job, repetition, index
 
   void Ended(uint64_t closure_id, state::ClosureState state, const std::string& error);
+  void CheckUpdate(const state::DispatcherState& after, journal::Update::Reader update);
+  // The closure's result as the function computes it from its args and its
+  // inputs' results.
+  std::string ExpectedResult(uint64_t closure_id) const;
   void Require(bool ok, const std::function<std::string()>& what);
 
   const state::ClosurePolicy policy_;
@@ -80,6 +96,9 @@ class SimInvariants : public SimObserver {
   uint64_t checks_ = 0;
   std::map<uint64_t, ShadowClosure> closures_;
   std::set<uint64_t> coordinators_with_error_;
+  std::set<uint64_t> cancel_asked_;
+  std::vector<uint64_t> dependants_moved_;  // by the update being committed
+  std::set<uint64_t> ended_by_update_;       // its own items
   // Splits.
   std::map<SplitKey, int> granted_, received_, requeued_;
   std::map<uint64_t, std::vector<std::vector<uint64_t>>> requeue_before_;  // job -> providers

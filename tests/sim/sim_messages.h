@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/checksum.h"
 #include "common/status.h"
 #include "state/closure_planner.h"
 #include "state/records.h"
@@ -23,7 +24,23 @@ struct RunPush {
   uint32_t attempt = 0;
   std::string function;
   std::string args;
+  std::vector<std::string> inputs;  // the input closures' results, in order
+  bool cancel = false;  // WorkerControl.cancelClosures: drop this run (best effort)
 };
+
+// What every simulated function returns: its args, and a digest of its
+// inputs' results in order (so a result pushed wrong, or in the wrong order,
+// shows in the dependant's result).
+inline std::string ClosureResult(const std::string& args, const std::vector<std::string>& inputs) {
+  std::string out = "r:" + args;
+  if (inputs.empty()) return out;
+  uint32_t crc = 0;
+  for (const std::string& input : inputs) {
+    crc = Crc32cExtend(crc, input.data(), input.size());
+    crc = Crc32cExtend(crc, "|", 1);
+  }
+  return out + "|" + std::to_string(crc);
+}
 
 struct ClosureReport {
   enum class Kind { kResult, kUserError, kTransientError, kUnavailable };
@@ -77,6 +94,14 @@ struct ClosureSpec {
   uint64_t request_id = 0;
   std::string function;
   std::string args;
+  int32_t priority = 0;
+  uint32_t timeout_ms = 0;
+  std::vector<uint64_t> inputs;  // closure ids, or state::kInputInCall + an earlier index
+};
+
+struct CancelReply {
+  Status status;
+  std::vector<state::ClosureState> states;  // per asked id
 };
 
 struct ScheduleReply {

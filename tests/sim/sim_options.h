@@ -23,6 +23,7 @@ enum class SimBug {
   kRetryForever,             // the planner is given max_closure_attempts 0 (unlimited)
   kSplitRetryNotIdempotent,  // a getSplit retry is answered with fresh splits
   kForgetRefusals,           // a late copy of a refused schedule is not refused again
+  kPushNoInputs,             // closures are pushed without their inputs' results
 };
 const char* SimBugName(SimBug bug);
 

@@ -41,6 +41,8 @@ const char* SimBugName(SimBug bug) {
       return "SplitRetryNotIdempotent";
     case SimBug::kForgetRefusals:
       return "ForgetRefusals";
+    case SimBug::kPushNoInputs:
+      return "PushNoInputs";
   }
   return "unknown";
 }

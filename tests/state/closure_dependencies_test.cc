@@ -8,6 +8,7 @@
 
 #include <set>
 
+#include "state/closure_endings.h"
 #include "state/closure_planner.h"
 #include "state/closure_requests.h"
 #include "state/dispatcher_state.h"
@@ -109,10 +110,48 @@ TEST(ClosureDependencies, TheDependantsOfACancelledInputFailAndAreNoFirstError) 
 
 TEST(ClosureDependencies, ACancelBatchNamingAnInputAndItsDependantApplies) {
   DispatcherState state = Chain();
-  ASSERT_TRUE(Applies(state, CancelClosures({1, 2, 3})));
+  ASSERT_TRUE(Applies(state, CancelClosures({1, 2})));
+  // Each item is cancelled, as PlanCancel told the caller, even one listed
+  // after its input (found by the simulation: it used to fail with it);
+  // a dependant not in the batch fails with its input.
   EXPECT_EQ(StateOf(state, 1), ClosureState::CANCELLED);
-  EXPECT_EQ(StateOf(state, 2), ClosureState::FAILED);  // its input's cancel came first
+  EXPECT_EQ(StateOf(state, 2), ClosureState::CANCELLED);
+  EXPECT_EQ(StateOf(state, 3), ClosureState::FAILED);
+  EXPECT_EQ(state.FindClosure(3)->error, "input closure 2 was cancelled");
   EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+}
+
+// Found by the simulation: a deadline failure left its dependants waiting
+// for ever.
+TEST(ClosureDependencies, TheDependantsOfAnInputPastItsDeadlineFail) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, ScheduleClosure(1, 7, "sum", "", 0, {}, 0, 2000)));
+  ASSERT_TRUE(Applies(state, ScheduleClosureAfter(2, 7, "sum", "", 0, {}, {1})));
+  ASSERT_TRUE(AppliesAll(state, PlanDeadlines(state, Stamp{3000, 16u << 20}).updates));
+  EXPECT_EQ(StateOf(state, 1), ClosureState::FAILED);
+  EXPECT_EQ(StateOf(state, 2), ClosureState::FAILED);
+  EXPECT_NE(state.FindClosure(2)->error.find("input closure 1"), std::string::npos)
+      << state.FindClosure(2)->error;
+  EXPECT_EQ(state.FindCoordinatorError(7), nullptr);  // a timeout is no first error
+  EXPECT_TRUE(state.CheckIndexes().ok()) << state.CheckIndexes().ToString();
+}
+
+// Found by the simulation (seed 296): an input and its dependant past their
+// deadlines at once; the input's failure failed the dependant before the
+// dependant's own deadline update, which was then refused.
+TEST(ClosureDependencies, AnInputAndItsDependantPastTheirDeadlinesBothFailAsDeadlineExceeded) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, ScheduleClosure(1, 7, "sum", "", 0, {}, 0, 2000)));
+  ASSERT_TRUE(Applies(state, ScheduleClosure(2, 7, "sum", "", 0, {}, 0, 2500, {1})));
+  ASSERT_EQ(StateOf(state, 2), ClosureState::WAITING);
+  EndingPlan plan = PlanDeadlines(state, Stamp{3000, 16u << 20});
+  EXPECT_EQ(plan.num_ended, 2u);
+  ASSERT_TRUE(AppliesAll(state, plan.updates));
+  for (uint64_t id : {1, 2}) {
+    EXPECT_EQ(StateOf(state, id), ClosureState::FAILED);
+    EXPECT_NE(state.FindClosure(id)->error.find("deadline exceeded"), std::string::npos)
+        << state.FindClosure(id)->error;
+  }
 }
 
 TEST(ClosureDependencies, ADependantOfAFailedInputFailsWhenScheduled) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "common/closure_limits.h"
 #include "state/closure_requests.h"
 #include "state/dispatcher_state.h"
 #include "tests/state/planner_test_support.h"
@@ -316,6 +317,34 @@ TEST(ClosurePlanner, AfterARefusalOnlyACallThatAlsoRetriesScheduledClosuresGetsI
   EXPECT_EQ(state.FindClosure((*merged)->ids[1])->state, ClosureState::CANCELLED);
   EXPECT_EQ(state.FindClosure((*merged)->ids[2])->state, ClosureState::QUEUED);
   EXPECT_EQ(state.FindClosureByRequest(7, 60)->id, (*merged)->ids[1]);
+}
+
+// Found by the simulation (seed 361): a retry under a first error whose new
+// closure names a failed input. That closure fails as it is scheduled, and
+// the plan's cancel of it was refused.
+TEST(ClosurePlanner, ARetryUnderAFirstErrorDoesNotCancelANewClosureWhoseInputFailed) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, RegisterWorker(1, "a")));
+  ASSERT_TRUE(Applies(state, ScheduleClosure(1, 7, "noop", "", /*request_id=*/50)));
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(AppliesAll(state, PlanUserError(state, {1, 1, 1}, "boom", kStamp)));
+  const std::string noop = "noop";
+  auto closure = [&](uint64_t request_id, std::vector<uint64_t> inputs) {
+    NewClosure c{0, capnp::Text::Reader(noop.data(), noop.size()), {}, {}, request_id};
+    c.inputs = std::move(inputs);
+    return c;
+  };
+  Result<std::optional<SchedulePlan>> retry = PlanScheduleRetryUnderError(
+      state, 7, {closure(50, {}), closure(51, {1}), closure(52, {kInputInCall + 1}),
+                 closure(53, {})},
+      kStamp);
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  ASSERT_TRUE(retry->has_value());
+  ASSERT_TRUE(AppliesAll(state, (*retry)->updates));
+  const std::vector<uint64_t>& ids = (*retry)->ids;
+  EXPECT_EQ(state.FindClosure(ids[1])->state, ClosureState::FAILED);  // its input failed
+  EXPECT_EQ(state.FindClosure(ids[2])->state, ClosureState::FAILED);  // and so did its input
+  EXPECT_EQ(state.FindClosure(ids[3])->state, ClosureState::CANCELLED);
 }
 
 TEST(ClosurePlanner, ALostWorkersClosuresAreEachPlannedThenItCanBeRemoved) {
