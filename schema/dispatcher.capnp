@@ -5,9 +5,37 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("dispatch::rpc");
 
-using Journal = import "/schema/journal.capnp";
-using ProcessingMode = Journal.ProcessingMode;
-using TargetWorkers = Journal.TargetWorkers;
+# This file and data_transfer.capnp are the whole wire protocol: they import
+# nothing but the standard /capnp/c++.capnp, so a client in any language
+# compiles them alone. The journal schema (journal.capnp) is internal and
+# imports the enums below from here, never the reverse.
+
+# ---- Enumerations (the journal records them too: ordinals never change) ----
+# Their type ids are pinned to the ones they had when journal.capnp defined them.
+
+enum ProcessingMode @0xc6b3d0fe50c07487 {
+  off @0;         # every worker reads the whole dataset
+  dynamic @1;     # distributed epoch: splits handed out one by one (getSplit)
+  file @2;        # static sharding by file
+  data @3;        # static sharding by element
+  fileOrData @4;  # by file when possible, else by element
+  hint @5;        # sharding where the pipeline says
+}
+
+enum TargetWorkers @0x80c63cd3b9373fa3 {
+  auto @0;   # the dispatcher decides (ANY unless configured otherwise)
+  any @1;    # any worker may serve the job
+  local @2;  # only workers on the consumer's host
+}
+
+enum ClosureState @0xc890776138c3ce17 {
+  queued @0;     # waiting for a worker slot
+  assigned @1;   # running on a worker (one attempt in flight)
+  finished @2;   # a result is held until fetched
+  failed @3;     # an error is held until fetched
+  cancelled @4;  # cancelled before it produced a result
+  waiting @5;    # some input (ClosureSpec.inputs) is not finished yet
+}
 
 interface Gateway @0xd63b3058ab2548ee {
   authenticate @0 (token :Data) -> (dispatcher :Dispatcher);
@@ -170,7 +198,7 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   # whose results together exceed --max-result-bytes-per-call is
   # ResourceExhausted naming the limit (ask for fewer at a time).
 
-  cancel @5 (closureIds :List(UInt64)) -> (states :List(Journal.ClosureState));
+  cancel @5 (closureIds :List(UInt64)) -> (states :List(ClosureState));
   # Cancels each closure that is queued or running: it becomes `cancelled`
   # (journaled; its outcome is reported like any other, and it is not its
   # coordinator's first error). A queued one never runs. A running one's
@@ -235,7 +263,7 @@ struct ClosureError @0xcdc710afdef07590 {
 
 struct ClosureOutcome @0xa97ae1f22c757e88 {
   closureId @0 :UInt64;
-  state @1 :Journal.ClosureState;
+  state @1 :ClosureState;
   result @2 :Data;               # finished
   error @3 :Text;                # failed
   userError @4 :Bool;            # failed by the function itself (not retried)

@@ -116,7 +116,7 @@ class ClosureWorker {
 
 struct Outcome {
   uint64_t closure_id = 0;
-  journal::ClosureState state = journal::ClosureState::QUEUED;
+  rpc::ClosureState state = rpc::ClosureState::QUEUED;
   std::string result;
   std::string error;
 };
@@ -208,12 +208,12 @@ class Coordinator {
   }
 
   // cancel: each closure's state after the call.
-  Result<std::vector<journal::ClosureState>> Cancel(const std::vector<uint64_t>& ids) {
+  Result<std::vector<rpc::ClosureState>> Cancel(const std::vector<uint64_t>& ids) {
     auto request = session_.cancelRequest();
     auto list = request.initClosureIds(static_cast<unsigned>(ids.size()));
     for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
     return Try(loop_, request.send().then([](auto response) {
-      std::vector<journal::ClosureState> out;
+      std::vector<rpc::ClosureState> out;
       for (auto state : response.getStates()) out.push_back(state);
       return out;
     }));
@@ -270,7 +270,7 @@ TEST(ClosureProtocol, ResultIsAcceptedOnceAndStaleOrRepeatedReportsAreIgnoredAnd
   auto outcomes = coordinator.Await();
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
   ASSERT_EQ(outcomes->size(), 1u);
-  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FINISHED);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::FINISHED);
   EXPECT_EQ((*outcomes)[0].result, "first");
   auto done = coordinator.Done();
   ASSERT_TRUE(done.ok());
@@ -304,7 +304,7 @@ TEST(ClosureProtocol, CancelOfARunningClosureTellsItsWorkerAndFencesItsLateRepor
 
   auto states = coordinator.Cancel({running, queued, running});
   ASSERT_TRUE(states.ok()) << states.status().ToString();
-  EXPECT_EQ(*states, (std::vector<journal::ClosureState>(3, journal::ClosureState::CANCELLED)));
+  EXPECT_EQ(*states, (std::vector<rpc::ClosureState>(3, rpc::ClosureState::CANCELLED)));
   // The worker hears of its closure (not of the queued one) and gets the
   // next closure in the freed slot (in either order: the push of an
   // assignment may go before its commit, a cancel goes after its own).
@@ -326,11 +326,11 @@ TEST(ClosureProtocol, CancelOfARunningClosureTellsItsWorkerAndFencesItsLateRepor
   ASSERT_TRUE(WaitUntil([&] { return coordinator.Done()->first; }, loop));
   auto after = coordinator.Cancel({scheduled->ids[2], running});
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(*after, (std::vector<journal::ClosureState>{journal::ClosureState::FINISHED,
-                                                        journal::ClosureState::CANCELLED}));
+  EXPECT_EQ(*after, (std::vector<rpc::ClosureState>{rpc::ClosureState::FINISHED,
+                                                        rpc::ClosureState::CANCELLED}));
   auto outcomes = coordinator.Outcomes({running, scheduled->ids[2]});
   ASSERT_TRUE(outcomes.ok());
-  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::CANCELLED);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::CANCELLED);
   EXPECT_EQ((*outcomes)[1].result, "r");
   // An unknown id: NotFound naming it, and nothing cancelled.
   auto unknown = coordinator.Cancel({scheduled->ids[2], 424242});
@@ -436,7 +436,7 @@ TEST(ClosureProtocol, LostWorkersUseUpTheAttemptsAndFailTheClosureButNotTheCoord
   auto outcomes = coordinator.Await();
   ASSERT_TRUE(outcomes.ok());
   ASSERT_EQ(outcomes->size(), 1u);
-  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FAILED);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::FAILED);
   EXPECT_NE((*outcomes)[0].error.find("ran 2 times (max_closure_attempts 2)"), std::string::npos)
       << (*outcomes)[0].error;
   // Its workers failed, not the function: no first error for the coordinator.
@@ -466,10 +466,10 @@ TEST(ClosureProtocol, UserErrorCancelsQueuedClosuresAndIsRaisedOnceBySchedule) {
         return seen.size() == 3;
       },
       loop));
-  EXPECT_EQ(seen[scheduled->ids[0]].state, journal::ClosureState::FAILED);
+  EXPECT_EQ(seen[scheduled->ids[0]].state, rpc::ClosureState::FAILED);
   EXPECT_EQ(seen[scheduled->ids[0]].error, "boom");
-  EXPECT_EQ(seen[scheduled->ids[1]].state, journal::ClosureState::CANCELLED);
-  EXPECT_EQ(seen[scheduled->ids[2]].state, journal::ClosureState::CANCELLED);
+  EXPECT_EQ(seen[scheduled->ids[1]].state, rpc::ClosureState::CANCELLED);
+  EXPECT_EQ(seen[scheduled->ids[2]].state, rpc::ClosureState::CANCELLED);
 
   auto raised = coordinator.Schedule({"noop"});
   ASSERT_TRUE(raised.ok());
@@ -576,7 +576,7 @@ TEST(ClosureProtocol, AScheduleRetriedUnderAPendingFirstErrorGetsItsIdsAndTheErr
   EXPECT_EQ(retry->ids[1], first->ids[1]);
   auto outcomes = coordinator.Outcomes(retry->ids);
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
-  for (const Outcome& o : *outcomes) EXPECT_EQ(o.state, journal::ClosureState::CANCELLED);
+  for (const Outcome& o : *outcomes) EXPECT_EQ(o.state, rpc::ClosureState::CANCELLED);
   // The error is raised by the next call that is not such a retry.
   auto raised = coordinator.Schedule({"noop"});
   ASSERT_TRUE(raised.ok());
@@ -671,9 +671,9 @@ TEST(ClosureProtocol, ScheduledClosuresAndUnfetchedResultsSurviveKillNine) {
   auto outcomes = coordinator.Outcomes(ids);
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
   ASSERT_EQ(outcomes->size(), 3u);
-  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FINISHED);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::FINISHED);
   EXPECT_EQ((*outcomes)[0].result, "kept");
-  EXPECT_EQ((*outcomes)[1].state, journal::ClosureState::QUEUED);
+  EXPECT_EQ((*outcomes)[1].state, rpc::ClosureState::QUEUED);
   // A new session reports the unreleased outcome again; the rest still run.
   auto again = coordinator.Await();
   ASSERT_TRUE(again.ok());

@@ -87,7 +87,7 @@ struct JobView {
   uint64_t job_id = 0;
   uint64_t dataset_id = 0;
   std::string name;
-  journal::ProcessingMode processing_mode = journal::ProcessingMode::OFF;
+  rpc::ProcessingMode processing_mode = rpc::ProcessingMode::OFF;
   uint32_t num_clients = 0;
   bool finished = false;
   bool garbage_collected = false;
@@ -105,11 +105,11 @@ struct DatasetSpec {
 
 struct JobSpec {
   uint64_t dataset_id = 0;
-  journal::ProcessingMode mode = journal::ProcessingMode::OFF;
+  rpc::ProcessingMode mode = rpc::ProcessingMode::OFF;
   std::string name;
   int64_t name_index = 0;
   uint32_t num_consumers = 0;
-  journal::TargetWorkers target = journal::TargetWorkers::AUTO;
+  rpc::TargetWorkers target = rpc::TargetWorkers::AUTO;
   bool requeue_unfinished_splits = false;
 };
 

@@ -14,7 +14,7 @@
 namespace dispatch::testing {
 namespace {
 
-using journal::ProcessingMode;
+using rpc::ProcessingMode;
 
 struct DynamicJob {
   JobIds ids;
