@@ -11,6 +11,7 @@
 #include <deque>
 #include <iterator>
 #include <memory>
+#include <tuple>
 
 #include "common/closure_limits.h"
 #include "tests/dataservice/ds_test_util.h"
@@ -57,9 +58,10 @@ class RecordingControl final : public rpc::WorkerControl::Server {
 // A worker with closure slots that answers by hand.
 class ClosureWorker {
  public:
+  // `send_control` false: its heartbeats carry no WorkerControl.
   ClosureWorker(ClientLoop& loop, const std::string& dispatcher, std::string address,
-                uint32_t slots)
-      : loop_(loop), address_(std::move(address)), slots_(slots),
+                uint32_t slots, bool send_control = true)
+      : loop_(loop), address_(std::move(address)), slots_(slots), send_control_(send_control),
         log_(std::make_shared<std::deque<Pushed>>()), conn_(loop.Connect(dispatcher)) {}
 
   Status Heartbeat() {
@@ -72,7 +74,7 @@ class ClosureWorker {
     static const char* const kFunctions[] = {"echo", "noop", "sleep", "crash", "fail"};
     auto functions = r.initFunctions(std::size(kFunctions));
     for (unsigned i = 0; i < std::size(kFunctions); ++i) functions.set(i, kFunctions[i]);
-    r.setControl(kj::heap<RecordingControl>(log_));
+    if (send_control_) r.setControl(kj::heap<RecordingControl>(log_));
     auto reply = Try(loop_, request.send().then([](auto response) {
       return response.getResponse().getWorkerId();
     }));
@@ -109,6 +111,7 @@ class ClosureWorker {
   ClientLoop& loop_;
   std::string address_;
   uint32_t slots_;
+  bool send_control_;
   std::shared_ptr<std::deque<Pushed>> log_;
   kj::Own<clients::DispatcherConnection> conn_;
   uint64_t worker_id_ = 0;
@@ -444,6 +447,43 @@ TEST(ClosureProtocol, LostWorkersUseUpTheAttemptsAndFailTheClosureButNotTheCoord
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(done->first);
   EXPECT_TRUE(done->second.empty()) << done->second;
+}
+
+// Closures travel only by runClosures: a worker that announces slots and
+// functions but hands over no WorkerControl is given none (before, each push
+// failed and burned one of the closure's attempts), and they wait, counted as
+// queuedWithoutWorker, for a worker that can take them.
+TEST(ClosureProtocol, AWorkerWithoutAWorkerControlIsGivenNoClosures) {
+  DispatcherProcess dispatcher({.extra_flags = {"--max-closure-attempts=2"}});
+  ClientLoop loop;
+  DsClient admin(loop, dispatcher.address());
+  ClosureWorker mute(loop, dispatcher.address(), "mute", 4, /*send_control=*/false);
+  ASSERT_TRUE(mute.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 13);
+  auto scheduled = coordinator.Schedule({"echo"});
+  ASSERT_TRUE(scheduled.ok());
+  auto stats = [&]() {
+    return *Try(loop, admin.dispatcher().getClosureStatsRequest().send().then([](auto r) {
+      return std::make_tuple(r.getStats().getQueuedWithoutWorker(), r.getStats().getPushesFailed(),
+                             r.getStats().getPutBack());
+    }));
+  };
+  ASSERT_TRUE(WaitUntil([&]() { return std::get<0>(stats()) == 1; }, loop))
+      << "the closure should wait for a worker that can take it";
+  ASSERT_TRUE(mute.Heartbeat().ok());
+  EXPECT_EQ(std::get<1>(stats()), 0u) << "no push to a worker without a WorkerControl";
+  EXPECT_EQ(std::get<2>(stats()), 0u);
+
+  ClosureWorker able(loop, dispatcher.address(), "able", 1);
+  ASSERT_TRUE(able.Heartbeat().ok());
+  ASSERT_TRUE(able.WaitForPushes(1));
+  EXPECT_EQ(able.pushed().front().closure_id, scheduled->ids[0]);
+  EXPECT_EQ(able.pushed().front().attempt, 1u) << "no attempt was used up before";
+  EXPECT_EQ(*able.Report(scheduled->ids[0], 1, "ok"), 0u);
+  auto outcomes = coordinator.Await();
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].result, "ok");
 }
 
 TEST(ClosureProtocol, UserErrorCancelsQueuedClosuresAndIsRaisedOnceBySchedule) {

@@ -259,7 +259,7 @@ Status SimWorker::Heartbeat() {
   body.setTransferAddress(address_ + "/transfer");
   body.initTags(1).set(0, "sim");
   body.setWorkerIncarnation(incarnation_);
-  body.setControl(kj::heap<RecordingControl>(pushes_));
+  if (send_control_) body.setControl(kj::heap<RecordingControl>(pushes_));
   auto current = body.initCurrentTasks(static_cast<unsigned>(tasks_.size()));
   unsigned i = 0;
   for (const auto& [id, task] : tasks_) current.set(i++, id);

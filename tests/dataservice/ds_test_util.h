@@ -168,6 +168,8 @@ class SimWorker {
   void Reconnect(const std::string& dispatcher_address, bool keep_old = false);
   // Drops the connection (the dispatcher sees EOF).
   void Disconnect();
+  // false: its heartbeats carry no WorkerControl (tasks come in replies only).
+  void set_send_control(bool send) { send_control_ = send; }
 
   const std::string& address() const { return address_; }
   uint64_t worker_id() const { return worker_id_; }
@@ -192,6 +194,7 @@ class SimWorker {
   uint64_t worker_id_ = 0;
   uint64_t last_incarnation_ = 0;
   uint32_t heartbeat_interval_ms_ = 0;
+  bool send_control_ = true;
 };
 
 }  // namespace dispatch::testing

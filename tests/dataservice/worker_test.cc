@@ -110,6 +110,30 @@ TEST(Workers, NewTasksArePushedOverWorkerControlWithoutWaitingForAHeartbeat) {
   }
 }
 
+// Heartbeat replies are authoritative for tasks; startTasks only makes them
+// arrive sooner. A worker that hands over no WorkerControl still gets every
+// task, from its heartbeat replies (until it lists the task as current).
+TEST(Workers, AWorkerWithoutAWorkerControlGetsItsTasksFromHeartbeatRepliesAlone) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker worker(loop, dispatcher.address(), "mute");
+  worker.set_send_control(false);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  uint64_t dataset = *client.RegisterDataset({.definition = "d"});
+  auto first = *client.GetOrCreateJob({.dataset_id = dataset});
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  ASSERT_TRUE(worker.TaskOf(first.job_id).has_value());
+  auto second = *client.GetOrCreateJob({.dataset_id = dataset});
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  ASSERT_TRUE(worker.TaskOf(second.job_id).has_value());
+  EXPECT_EQ(worker.tasks().size(), 2u);
+  EXPECT_TRUE(worker.pushes().started.empty());
+  auto workers = *client.GetWorkers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].num_tasks, 2u);
+}
+
 TEST(Workers, APushThatFailedIsRedoneWhenTheWorkerComesBack) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
