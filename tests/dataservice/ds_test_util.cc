@@ -300,6 +300,12 @@ void SimWorker::Reconnect(const std::string& dispatcher_address, bool keep_old) 
   conn_ = kj::mv(fresh);
 }
 
+Status SimWorker::PingOldConnection() {
+  if (old_conn_.get() == nullptr) return FailedPreconditionError("no old connection kept");
+  return Try(loop_, old_conn_->dispatcher().pingRequest().send().then([](auto) { return true; }))
+      .status();
+}
+
 void SimWorker::Disconnect() {
   conn_ = nullptr;
   old_conn_ = nullptr;

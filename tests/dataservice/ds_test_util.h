@@ -170,6 +170,9 @@ class SimWorker {
   void Disconnect();
   // false: its heartbeats carry no WorkerControl (tasks come in replies only).
   void set_send_control(bool send) { send_control_ = send; }
+  // A round trip on the connection kept by Reconnect(keep_old = true): what
+  // the dispatcher sent on it before its reply (pushes) has arrived after.
+  Status PingOldConnection();
 
   const std::string& address() const { return address_; }
   uint64_t worker_id() const { return worker_id_; }

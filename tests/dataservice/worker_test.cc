@@ -134,6 +134,28 @@ TEST(Workers, AWorkerWithoutAWorkerControlGetsItsTasksFromHeartbeatRepliesAlone)
   EXPECT_EQ(workers[0].num_tasks, 2u);
 }
 
+// The WorkerControl is the one of the worker's current connection: a worker
+// that attaches on a new connection without sending one has none, even while
+// its old connection (and the capability on it) still works. Before, pushes
+// kept going to the old connection's capability.
+TEST(Workers, AControlFromAnEarlierConnectionIsNotUsedAfterTheWorkerAttachesAnew) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker worker(loop, dispatcher.address(), "w");
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  worker.Reconnect(dispatcher.address(), /*keep_old=*/true);
+  worker.set_send_control(false);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
+  // A push would have been sent before the job's reply; a round trip on the
+  // old connection brings it in.
+  ASSERT_TRUE(worker.PingOldConnection().ok());
+  EXPECT_TRUE(worker.pushes().started.empty()) << "pushed over the earlier connection";
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  EXPECT_TRUE(worker.TaskOf(job.job_id).has_value()) << "heartbeat replies still list it";
+}
+
 TEST(Workers, APushThatFailedIsRedoneWhenTheWorkerComesBack) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
