@@ -192,6 +192,11 @@ class Coordinator {
     }));
   }
 
+  // An awaitResults left waiting (nothing released); settles when it returns.
+  kj::Promise<void> AwaitPending() {
+    return session_.awaitResultsRequest().send().ignoreResult();
+  }
+
   // join(wait=false): done, and the raised error if any.
   Result<std::pair<bool, std::string>> Done() {
     auto request = session_.joinRequest();
@@ -290,6 +295,32 @@ TEST(ClosureProtocol, ResultIsAcceptedOnceAndStaleOrRepeatedReportsAreIgnoredAnd
   auto gone = coordinator.Outcomes({pushed.closure_id});
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+}
+
+// One awaitResults may wait per session; a second one is FailedPrecondition,
+// but only after it made its release (PROTOCOL.md says so: a client must not
+// count on a refused call having released nothing).
+TEST(ClosureProtocol, ASecondWaitingAwaitResultsIsRefusedAfterItsReleaseWasMade) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker worker(loop, dispatcher.address(), "w1", 1);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 43);
+  auto scheduled = coordinator.Schedule({"echo"});
+  ASSERT_TRUE(scheduled.ok());
+  ASSERT_TRUE(worker.WaitForPushes(1));
+  EXPECT_EQ(*worker.Report(scheduled->ids[0], 1, "r"), 0u);
+  ASSERT_EQ(coordinator.Await()->size(), 1u);
+  auto waiting = coordinator.AwaitPending().eagerlyEvaluate(nullptr);
+  // The waiting call reached the dispatcher before this one (same connection).
+  auto second = coordinator.Await({scheduled->ids[0]});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("already has an awaitResults waiting"),
+            std::string::npos)
+      << second.status().message();
+  auto gone = coordinator.Outcomes({scheduled->ids[0]});
+  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound) << "the refused call released it";
 }
 
 TEST(ClosureProtocol, CancelOfARunningClosureTellsItsWorkerAndFencesItsLateReport) {
