@@ -224,7 +224,7 @@ uint64_t RegisterDataset(ClientLoop& loop, rpc::Dispatcher::Client& d, uint64_t 
 }
 
 kj::Promise<uint64_t> CreateJob(rpc::Dispatcher::Client& d, uint64_t dataset,
-                                journal::ProcessingMode mode) {
+                                rpc::ProcessingMode mode) {
   auto request = d.getOrCreateJobRequest();
   auto job = request.initRequest();
   job.setDatasetId(dataset);
@@ -253,7 +253,7 @@ SplitFigures MeasureSplits(const DsFlags& flags) {
   auto& d = client->dispatcher();
   loop.Wait(SendHeartbeat(worker, 0));
   uint64_t dataset = RegisterDataset(loop, d, 1ull << 40);
-  uint64_t job = loop.Wait(CreateJob(d, dataset, journal::ProcessingMode::DYNAMIC));
+  uint64_t job = loop.Wait(CreateJob(d, dataset, rpc::ProcessingMode::DYNAMIC));
   // The worker's next heartbeat lists its new task.
   uint64_t task = 0;
   {
@@ -309,14 +309,14 @@ JobFigures MeasureJobs(const DsFlags& flags) {
   JobFigures f;
   auto start = Clock::now();
   for (uint64_t i = 0; i < flags.jobs_sequential; ++i)
-    loop.Wait(CreateJob(d, dataset, journal::ProcessingMode::OFF));
+    loop.Wait(CreateJob(d, dataset, rpc::ProcessingMode::OFF));
   f.sequential_per_s = flags.jobs_sequential / SecondsSince(start);
 
   uint64_t sent = 0;
   std::function<kj::Promise<void>()> chain = [&]() -> kj::Promise<void> {
     if (sent >= flags.jobs_pipelined) return kj::READY_NOW;
     ++sent;
-    return CreateJob(d, dataset, journal::ProcessingMode::OFF).then([&](uint64_t) {
+    return CreateJob(d, dataset, rpc::ProcessingMode::OFF).then([&](uint64_t) {
       return chain();
     });
   };

@@ -136,7 +136,7 @@ ServiceFigures ReadThroughService(const std::string& dispatcher, uint64_t size, 
   options.dispatcher_address = dispatcher;
   options.dataset = *clients::BuiltinDatasetSpec(def);
   options.job.processing_mode =
-      flags.mode == "off" ? journal::ProcessingMode::OFF : journal::ProcessingMode::DYNAMIC;
+      flags.mode == "off" ? rpc::ProcessingMode::OFF : rpc::ProcessingMode::DYNAMIC;
   if (flags.batch_kib > 0) options.max_bytes_per_call = flags.batch_kib << 10;
   if (flags.buffer_mib > 0) options.max_buffered_bytes = flags.buffer_mib << 20;
   options.calls_per_task = static_cast<uint32_t>(flags.calls);

@@ -334,18 +334,18 @@ bool ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
   ClosureCell done;
   done.closure_id = id;
   switch (outcome.getState()) {
-    case journal::ClosureState::FINISHED: {
+    case rpc::ClosureState::FINISHED: {
       auto bytes = outcome.getResult();
       done.status = RemoteValueStatus::kReady;
       done.result.assign(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
       break;
     }
-    case journal::ClosureState::FAILED:
+    case rpc::ClosureState::FAILED:
       done.status = RemoteValueStatus::kFailed;
       done.error = ClosureFailedError(id, outcome.getError().cStr());
       if (outcome.getDeadlineExceeded()) done.error = DeadlineExceededError(done.error.message());
       break;
-    case journal::ClosureState::CANCELLED: {
+    case rpc::ClosureState::CANCELLED: {
       done.status = RemoteValueStatus::kCancelled;
       std::string why = outcome.getError().cStr();
       done.error = CancelledError("closure " + std::to_string(id) + " was cancelled" +

@@ -342,8 +342,8 @@ Result<std::vector<RemoteValueStatus>> Coordinator::Cancel(
             return request.send().then([](capnp::Response<rpc::Coordinator::CancelResults> r) {
               States states;
               for (auto state : r.getStates()) {
-                states.push_back(state == journal::ClosureState::FINISHED ? RemoteValueStatus::kReady
-                                 : state == journal::ClosureState::FAILED
+                states.push_back(state == rpc::ClosureState::FINISHED ? RemoteValueStatus::kReady
+                                 : state == rpc::ClosureState::FAILED
                                      ? RemoteValueStatus::kFailed
                                      : RemoteValueStatus::kCancelled);
               }

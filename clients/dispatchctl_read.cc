@@ -14,8 +14,8 @@
 namespace dispatch::clients {
 namespace {
 
-std::optional<journal::ProcessingMode> ParseMode(const std::string& name) {
-  using M = journal::ProcessingMode;
+std::optional<rpc::ProcessingMode> ParseMode(const std::string& name) {
+  using M = rpc::ProcessingMode;
   if (name == "off") return M::OFF;
   if (name == "dynamic") return M::DYNAMIC;
   if (name == "file") return M::FILE;

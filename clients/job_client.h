@@ -23,11 +23,11 @@ namespace dispatch::clients {
 
 struct JobOptions {
   uint64_t dataset_id = 0;
-  journal::ProcessingMode processing_mode = journal::ProcessingMode::OFF;
+  rpc::ProcessingMode processing_mode = rpc::ProcessingMode::OFF;
   std::string job_name;  // empty: an anonymous job (always new)
   int64_t job_name_index = 0;
   uint32_t num_consumers = 0;  // > 0: round robin across that many consumers
-  journal::TargetWorkers target_workers = journal::TargetWorkers::AUTO;
+  rpc::TargetWorkers target_workers = rpc::TargetWorkers::AUTO;
   bool requeue_unfinished_splits = false;
   uint32_t heartbeat_interval_ms = 1000;
 };

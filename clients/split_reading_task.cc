@@ -16,7 +16,7 @@ class SplitReadingTask final : public TaskHandler {
   kj::Promise<void> Run(TaskContext& context) override {
     const TaskDescription& task = context.task();
     kj::Promise<void> work = kj::READY_NOW;
-    if (task.processing_mode == journal::ProcessingMode::DYNAMIC) {
+    if (task.processing_mode == rpc::ProcessingMode::DYNAMIC) {
       uint32_t providers = std::max<uint32_t>(1, task.num_split_providers);
       for (uint32_t p = 0; p < providers; ++p) {
         work = work.then([this, &context, p]() { return ReadProvider(context, p); });

@@ -20,31 +20,31 @@ TaskDescription TaskDescription::FromReader(rpc::TaskInfo::Reader info) {
   return task;
 }
 
-const char* ProcessingModeName(journal::ProcessingMode mode) {
+const char* ProcessingModeName(rpc::ProcessingMode mode) {
   switch (mode) {
-    case journal::ProcessingMode::OFF:
+    case rpc::ProcessingMode::OFF:
       return "off";
-    case journal::ProcessingMode::DYNAMIC:
+    case rpc::ProcessingMode::DYNAMIC:
       return "dynamic";
-    case journal::ProcessingMode::FILE:
+    case rpc::ProcessingMode::FILE:
       return "file";
-    case journal::ProcessingMode::DATA:
+    case rpc::ProcessingMode::DATA:
       return "data";
-    case journal::ProcessingMode::FILE_OR_DATA:
+    case rpc::ProcessingMode::FILE_OR_DATA:
       return "file_or_data";
-    case journal::ProcessingMode::HINT:
+    case rpc::ProcessingMode::HINT:
       return "hint";
   }
   return "unknown";
 }
 
-const char* TargetWorkersName(journal::TargetWorkers target) {
+const char* TargetWorkersName(rpc::TargetWorkers target) {
   switch (target) {
-    case journal::TargetWorkers::AUTO:
+    case rpc::TargetWorkers::AUTO:
       return "auto";
-    case journal::TargetWorkers::ANY:
+    case rpc::TargetWorkers::ANY:
       return "any";
-    case journal::TargetWorkers::LOCAL:
+    case rpc::TargetWorkers::LOCAL:
       return "local";
   }
   return "unknown";

@@ -18,7 +18,7 @@ struct TaskDescription {
   std::string worker_address;
   std::string transfer_address;
   int64_t starting_round = 0;
-  journal::ProcessingMode processing_mode = journal::ProcessingMode::OFF;
+  rpc::ProcessingMode processing_mode = rpc::ProcessingMode::OFF;
   // Static sharding: this worker's place in the configured list; -1 / 0 otherwise.
   int64_t worker_index = -1;
   uint32_t num_workers = 0;
@@ -32,8 +32,8 @@ struct TaskDescription {
 };
 
 // "off", "dynamic", "file", "data", "file_or_data", "hint".
-const char* ProcessingModeName(journal::ProcessingMode mode);
+const char* ProcessingModeName(rpc::ProcessingMode mode);
 // "auto", "any", "local".
-const char* TargetWorkersName(journal::TargetWorkers target);
+const char* TargetWorkersName(rpc::TargetWorkers target);
 
 }  // namespace dispatch::clients

@@ -56,7 +56,7 @@ kj::Promise<void> TaskProducer::Run(TaskContext& context) {
   return context.GetDatasetDef()
       .then([this, &context](DatasetDefinition&& def) -> kj::Promise<void> {
         definition_ = kj::mv(def.definition);
-        if (task_.processing_mode == journal::ProcessingMode::DYNAMIC) {
+        if (task_.processing_mode == rpc::ProcessingMode::DYNAMIC) {
           return ProduceDynamic(context);
         }
         // Static sharding when the dispatcher placed this worker in its list.

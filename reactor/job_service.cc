@@ -53,12 +53,12 @@ Status CheckMatchingJob(const state::Job& job, rpc::JobRequest::Reader request) 
 }
 
 Status CheckNewJob(DataService& data, rpc::JobRequest::Reader request) {
-  const journal::ProcessingMode mode = request.getProcessingMode();
-  if (mode > journal::ProcessingMode::HINT) {
+  const rpc::ProcessingMode mode = request.getProcessingMode();
+  if (mode > rpc::ProcessingMode::HINT) {
     return InvalidArgumentError("processing mode " + std::to_string(static_cast<unsigned>(mode)) +
                                 " is unknown");
   }
-  if (request.getTargetWorkers() > journal::TargetWorkers::LOCAL) {
+  if (request.getTargetWorkers() > rpc::TargetWorkers::LOCAL) {
     return InvalidArgumentError("target workers " +
                                 std::to_string(static_cast<unsigned>(request.getTargetWorkers())) +
                                 " is unknown");
@@ -69,12 +69,12 @@ Status CheckNewJob(DataService& data, rpc::JobRequest::Reader request) {
         " shards by worker index and needs a fixed worker list, but none is "
         "configured: start the dispatcher with --worker-addresses");
   }
-  if (request.getRequeueUnfinishedSplits() && mode != journal::ProcessingMode::DYNAMIC) {
+  if (request.getRequeueUnfinishedSplits() && mode != rpc::ProcessingMode::DYNAMIC) {
     return InvalidArgumentError(
         std::string("requeueUnfinishedSplits needs processing mode DYNAMIC, not ") +
         ProcessingModeName(mode));
   }
-  if (mode == journal::ProcessingMode::DYNAMIC) {
+  if (mode == rpc::ProcessingMode::DYNAMIC) {
     auto source = data.datasets().SplitSource(request.getDatasetId());
     if (!source.ok()) return source.status();
     if ((*source)->kind == SplitSourceInfo::Kind::kNone) {
@@ -138,7 +138,7 @@ kj::Promise<void> DispatcherService::getOrCreateJob(GetOrCreateJobContext contex
     create.setNumConsumers(request.getNumConsumers());
     create.setTargetWorkers(request.getTargetWorkers());
     create.setNumSplitProviders(
-        request.getProcessingMode() == journal::ProcessingMode::DYNAMIC ? 1 : 0);
+        request.getProcessingMode() == rpc::ProcessingMode::DYNAMIC ? 1 : 0);
     create.setRequeueUnfinishedSplits(request.getRequeueUnfinishedSplits());
   }));
   results.setJobId(job_id);

@@ -6,12 +6,12 @@
 
 namespace dispatch::reactor {
 
-bool IsStaticSharding(journal::ProcessingMode mode) {
+bool IsStaticSharding(rpc::ProcessingMode mode) {
   switch (mode) {
-    case journal::ProcessingMode::FILE:
-    case journal::ProcessingMode::DATA:
-    case journal::ProcessingMode::FILE_OR_DATA:
-    case journal::ProcessingMode::HINT:
+    case rpc::ProcessingMode::FILE:
+    case rpc::ProcessingMode::DATA:
+    case rpc::ProcessingMode::FILE_OR_DATA:
+    case rpc::ProcessingMode::HINT:
       return true;
     default:
       return false;

@@ -47,6 +47,9 @@ bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::Connectio
     entry.generation += 1;
     entry.pushes_in_flight = 0;  // answers to the old link's pushes no longer count
     by_connection_[connection].insert(worker.address);
+    // A capability of an earlier connection is dead with it: a worker that
+    // attaches without one has none until it sends one.
+    entry.control = nullptr;
   }
   if (has_control) entry.control = kj::mv(control);
   if (attached) {

@@ -51,7 +51,9 @@ class WorkerRegistry {
   // The registered worker at `address` heartbeated over `connection`, with
   // its control capability when it sent one. Returns true when the worker was
   // not attached to this connection before (first heartbeat since it
-  // registered, reconnected or the dispatcher restarted).
+  // registered, reconnected or the dispatcher restarted); such an attachment
+  // starts without a control capability (one of an earlier connection is
+  // dropped) until a heartbeat brings one.
   bool Heartbeat(const state::Worker& worker, RpcServer::ConnectionId connection, bool has_control,
                  rpc::WorkerControl::Client control);
 

@@ -72,8 +72,12 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
     // Tasks for every unfinished job it lacks (pending for round robin).
     ValueOrThrow(data.CreateMissingTasks(address));
   }
-  data.closures().OnWorkerHeartbeat(*worker, request.getMaxClosures(), functions,
-                                    registered || attached);
+  // Closures are pushed (runClosures): a worker that has handed us no
+  // WorkerControl on this connection is given none, whatever slots it
+  // announces, rather than have each push fail and burn an attempt.
+  const uint32_t slots =
+      data.workers().ControlOf(address) != nullptr ? request.getMaxClosures() : 0;
+  data.closures().OnWorkerHeartbeat(*worker, slots, functions, registered || attached);
 
   // What to start and what to delete, with sorted vectors rather than sets:
   // a worker runs a handful of tasks and this runs on every heartbeat.

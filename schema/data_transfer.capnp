@@ -4,6 +4,8 @@
 # connection to that address is a WorkerData. Replies are acknowledged by the
 # consumer's next request for the same task (its `sequence`), so a worker
 # knows which elements have arrived before it reports their splits finished.
+# There is no gateway and no token on a transfer address in this version.
+# PROTOCOL.md (the consumer life cycle) says how a consumer reads a job.
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("dispatch::rpc");

@@ -5,15 +5,48 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("dispatch::rpc");
 
-using Journal = import "/schema/journal.capnp";
-using ProcessingMode = Journal.ProcessingMode;
-using TargetWorkers = Journal.TargetWorkers;
+# This file and data_transfer.capnp are the whole wire protocol: they import
+# nothing but the standard /capnp/c++.capnp, so a client in any language
+# compiles them alone (PROTOCOL.md at the repository root says how to use
+# them). The journal schema (journal.capnp) is internal and imports the enums
+# below from here, never the reverse.
+
+# ---- Enumerations (the journal records them too: ordinals never change) ----
+# Their type ids are pinned to the ones they had when journal.capnp defined them.
+
+enum ProcessingMode @0xc6b3d0fe50c07487 {
+  off @0;         # every worker reads the whole dataset
+  dynamic @1;     # distributed epoch: splits handed out one by one (getSplit)
+  file @2;        # static sharding by file
+  data @3;        # static sharding by element
+  fileOrData @4;  # by file when possible, else by element
+  hint @5;        # sharding where the pipeline says
+}
+
+enum TargetWorkers @0x80c63cd3b9373fa3 {
+  auto @0;   # the dispatcher decides (ANY unless configured otherwise)
+  any @1;    # any worker may serve the job
+  local @2;  # only workers on the consumer's host
+}
+
+enum ClosureState @0xc890776138c3ce17 {
+  queued @0;     # waiting for a worker slot
+  assigned @1;   # running on a worker (one attempt in flight)
+  finished @2;   # a result is held until fetched
+  failed @3;     # an error is held until fetched
+  cancelled @4;  # cancelled before it produced a result
+  waiting @5;    # some input (ClosureSpec.inputs) is not finished yet
+}
 
 interface Gateway @0xd63b3058ab2548ee {
   authenticate @0 (token :Data) -> (dispatcher :Dispatcher);
   # Hands out the dispatcher when `token` matches the one the dispatcher was
   # started with (any token, when it was started without one). A wrong token
-  # fails with an Unauthenticated error and the connection stays at the gate.
+  # fails with an Unauthenticated error and the connection stays at the gate,
+  # where the right token may still be sent; the third failed authenticate
+  # on one connection (successes in between do not reset the count) closes
+  # it. A connection not authenticated within --handshake-timeout-ms is
+  # closed. PROTOCOL.md describes the whole protocol.
 }
 
 struct Version @0xe589421a1e9f449e {
@@ -71,7 +104,12 @@ interface Dispatcher @0x8f74785fcea7bbcc {
 
   getSplit @10 (request :SplitRequest) -> (response :SplitResponse);
   # DYNAMIC jobs: the next split(s) of one provider for one task. Idempotent
-  # by `sequence`: a retry gets the same answer, across dispatcher restarts.
+  # by `sequence`: a retry gets the same answer, across dispatcher restarts
+  # (it is recognised by its sequence alone; only the latest sequence of a
+  # (task, provider) is kept, an older one is FailedPrecondition). After
+  # `endOfSplits` for repetition r, every request for r gets end of splits;
+  # a worker that repeats the dataset asks for r + 1 (from index 0), one that
+  # does not stops and reports its task complete.
   # A batch holds at most what one 16 MiB journal record can (about 2 million
   # indices) and --max-splits-per-call: fewer than `maxSplits` may come.
 
@@ -80,6 +118,9 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   workerHeartbeat @11 (request :WorkerHeartbeatRequest) -> (response :WorkerHeartbeatResponse);
   # The first heartbeat of an address registers the worker (and its
   # WorkerControl); every heartbeat answers the tasks to start and to delete.
+  # These replies are authoritative for tasks: WorkerControl.startTasks only
+  # brings them sooner, and a worker without a WorkerControl gets its tasks
+  # from the replies alone (and no closures, whatever its maxClosures).
   # `newTasks` holds at most 16 MiB of tasks: a worker that joins thousands of
   # jobs gets the rest with its next heartbeats (a task missing from
   # `currentTasks` is new again).
@@ -180,7 +221,7 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   # whose results together exceed --max-result-bytes-per-call is
   # ResourceExhausted naming the limit (ask for fewer at a time).
 
-  cancel @5 (closureIds :List(UInt64)) -> (states :List(Journal.ClosureState));
+  cancel @5 (closureIds :List(UInt64)) -> (states :List(ClosureState));
   # Cancels each closure that is queued or running: it becomes `cancelled`
   # (journaled; its outcome is reported like any other, and it is not its
   # coordinator's first error). A queued one never runs. A running one's
@@ -245,7 +286,7 @@ struct ClosureError @0xcdc710afdef07590 {
 
 struct ClosureOutcome @0xa97ae1f22c757e88 {
   closureId @0 :UInt64;
-  state @1 :Journal.ClosureState;
+  state @1 :ClosureState;
   result @2 :Data;               # finished
   error @3 :Text;                # failed
   userError @4 :Bool;            # failed by the function itself (not retried)
@@ -389,9 +430,10 @@ struct ClientHeartbeatResponse @0xde0e439dc89a9422 {
 
 struct SplitRequest @0x82e4c944167a0533 {
   taskId @0 :UInt64;
-  repetition @1 :Int64;
+  repetition @1 :Int64;          # 0 first; r + 1 after end of splits for r, to repeat
   providerIndex @2 :UInt32;
-  sequence @3 :UInt64;           # per (task, provider), strictly increasing
+  sequence @3 :UInt64;           # per (task, provider): nonzero, any first value, then
+                                 # strictly increasing (gaps allowed); a retry repeats it
   maxSplits @4 :UInt32;          # 0 or 1: one split; more: a batch in one update
 }
 
@@ -412,7 +454,10 @@ struct WorkerHeartbeatRequest @0xcb578b95f651f783 {
   transferAddress @1 :Text;      # where consumers read elements
   tags @2 :List(Text);
   workerIncarnation @3 :UInt64;  # random per worker process start
-  control @4 :WorkerControl;     # tasks and closures are pushed here
+  control @4 :WorkerControl;
+  # Tasks and closures are pushed here. Send it with every heartbeat: after a
+  # reconnect or a new registration, a heartbeat without it leaves the worker
+  # with none (no pushes, no closures) until one comes.
   currentTasks @5 :List(UInt64);
   maxClosures @6 :UInt32;        # closure slots (0: runs no closures)
   functions @7 :List(Text);

@@ -12,31 +12,15 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("dispatch::journal");
 
 # ---------------------------------------------------------------------------
-# Enumerations shared by updates, snapshots and (later) the wire protocol.
+# Enumerations shared by updates, snapshots and the wire protocol. They are
+# defined in the wire schema (dispatcher.capnp), which must compile alone for
+# clients in other languages; the journal depends on it, never the reverse.
+# Their ordinals are the journal's too: they are only ever appended to.
 
-enum ProcessingMode {
-  off @0;         # every worker reads the whole dataset
-  dynamic @1;     # distributed epoch: splits handed out one by one (getSplit)
-  file @2;        # static sharding by file
-  data @3;        # static sharding by element
-  fileOrData @4;  # by file when possible, else by element
-  hint @5;        # sharding where the pipeline says
-}
-
-enum TargetWorkers {
-  auto @0;   # the dispatcher decides (ANY unless configured otherwise)
-  any @1;    # any worker may serve the job
-  local @2;  # only workers on the consumer's host
-}
-
-enum ClosureState {
-  queued @0;     # waiting for a worker slot
-  assigned @1;   # running on a worker (one attempt in flight)
-  finished @2;   # a result is held until fetched
-  failed @3;     # an error is held until fetched
-  cancelled @4;  # cancelled before it produced a result
-  waiting @5;    # some input (ClosureScheduled.inputs) is not finished yet
-}
+using Wire = import "dispatcher.capnp";
+using ProcessingMode = Wire.ProcessingMode;
+using TargetWorkers = Wire.TargetWorkers;
+using ClosureState = Wire.ClosureState;
 
 # ---------------------------------------------------------------------------
 # Data service transitions.

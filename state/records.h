@@ -18,9 +18,9 @@
 
 namespace dispatch::state {
 
-using journal::ClosureState;
-using journal::ProcessingMode;
-using journal::TargetWorkers;
+using rpc::ClosureState;
+using rpc::ProcessingMode;
+using rpc::TargetWorkers;
 
 // "OFF", "DYNAMIC", ...: for error messages and tools.
 const char* ProcessingModeName(ProcessingMode mode);

@@ -21,7 +21,7 @@ clients::DatasetSpec DatasetOf(std::string definition, uint64_t num_splits) {
   return spec;
 }
 
-clients::JobOptions JobOf(uint64_t dataset_id, journal::ProcessingMode mode, std::string name,
+clients::JobOptions JobOf(uint64_t dataset_id, rpc::ProcessingMode mode, std::string name,
                           int64_t name_index) {
   clients::JobOptions options;
   options.dataset_id = dataset_id;
@@ -119,7 +119,7 @@ class RecordingTask final : public clients::TaskHandler {
   }
 
   kj::Promise<void> Run(clients::TaskContext& context) override {
-    if (context.task().processing_mode != journal::ProcessingMode::DYNAMIC) return kj::NEVER_DONE;
+    if (context.task().processing_mode != rpc::ProcessingMode::DYNAMIC) return kj::NEVER_DONE;
     return Read(context);
   }
 

@@ -28,7 +28,7 @@ namespace dispatch::testing {
 // Specs without designated initializers (which -Wextra flags when partial).
 clients::DatasetSpec DatasetOf(std::string definition, uint64_t num_splits = 0);
 clients::JobOptions JobOf(uint64_t dataset_id,
-                          journal::ProcessingMode mode = journal::ProcessingMode::OFF,
+                          rpc::ProcessingMode mode = rpc::ProcessingMode::OFF,
                           std::string name = "", int64_t name_index = 0);
 
 const char* DispatchWorkerBinary();

@@ -25,7 +25,7 @@ class DispatchctlTest : public ::testing::Test {
         loop_.Wait(clients::RegisterDataset(conn_->dispatcher(), DatasetOf("ctl", 10))).dataset_id;
     job_ = loop_.Wait(
         clients::JobClient::Create(conn_->dispatcher(), loop_.io().timer(),
-                                   JobOf(dataset_, journal::ProcessingMode::OFF, "ctl-job")));
+                                   JobOf(dataset_, rpc::ProcessingMode::OFF, "ctl-job")));
     ASSERT_TRUE(WaitUntil([&] { return !job_->tasks().empty(); }, loop_));
   }
 

@@ -70,11 +70,11 @@ class JobClientTest : public ::testing::Test {
 
 TEST_F(JobClientTest, JoiningANamedJobGivesTheSameJobAndANewJobClient) {
   uint64_t dataset = Dataset("named");
-  auto first = Job(JobOf(dataset, journal::ProcessingMode::OFF, "train"));
-  auto second = Job(JobOf(dataset, journal::ProcessingMode::OFF, "train"));
+  auto first = Job(JobOf(dataset, rpc::ProcessingMode::OFF, "train"));
+  auto second = Job(JobOf(dataset, rpc::ProcessingMode::OFF, "train"));
   EXPECT_EQ(first->job_id(), second->job_id());
   EXPECT_NE(first->job_client_id(), second->job_client_id());
-  auto other_index = Job(JobOf(dataset, journal::ProcessingMode::OFF, "train", 1));
+  auto other_index = Job(JobOf(dataset, rpc::ProcessingMode::OFF, "train", 1));
   EXPECT_NE(other_index->job_id(), first->job_id());
   auto anonymous_a = Job(JobOf(dataset));
   auto anonymous_b = Job(JobOf(dataset));
@@ -83,8 +83,8 @@ TEST_F(JobClientTest, JoiningANamedJobGivesTheSameJobAndANewJobClient) {
 
 TEST_F(JobClientTest, ANamedJobReusedWithAnotherModeIsRefused) {
   uint64_t dataset = Dataset("modes");
-  auto first = Job(JobOf(dataset, journal::ProcessingMode::OFF, "eval"));
-  JobOptions options = JobOf(dataset, journal::ProcessingMode::DYNAMIC, "eval");
+  auto first = Job(JobOf(dataset, rpc::ProcessingMode::OFF, "eval"));
+  JobOptions options = JobOf(dataset, rpc::ProcessingMode::DYNAMIC, "eval");
   KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] { Job(options); })) {
     Status status = StatusFromException(*e);
     EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
@@ -97,7 +97,7 @@ TEST_F(JobClientTest, FollowsTheTaskListAsWorkersJoinAndLeave) {
   WorkerProcess w1(dispatcher_.address(), {"--hold-tasks"});
   ASSERT_NE(w1.WaitRegistered(), 0u);
   uint64_t dataset = Dataset("follow");
-  auto client = Job(JobOf(dataset, journal::ProcessingMode::OFF, "follow"));
+  auto client = Job(JobOf(dataset, rpc::ProcessingMode::OFF, "follow"));
   ASSERT_TRUE(WaitUntil([&] { return Workers(*client).count(w1.address()) == 1; }, loop_));
 
   WorkerProcess w2(dispatcher_.address(), {"--hold-tasks"});
@@ -132,7 +132,7 @@ TEST_F(JobClientTest, FollowsTheTaskListAsWorkersJoinAndLeave) {
 
 TEST_F(JobClientTest, CloseReleasesTheJobClient) {
   uint64_t dataset = Dataset("release");
-  auto client = Job(JobOf(dataset, journal::ProcessingMode::OFF, "release"));
+  auto client = Job(JobOf(dataset, rpc::ProcessingMode::OFF, "release"));
   uint64_t id = client->job_client_id();
   auto listed = [&] {
     auto reply = loop_.Wait(conn_->dispatcher().listJobClientsRequest().send());
@@ -168,7 +168,7 @@ TEST(JobClientRestart, KeepsItsJobClientAcrossADispatcherKill9) {
   uint64_t dataset =
       loop.Wait(clients::RegisterDataset(connection.dispatcher(), DatasetOf("rc"))).dataset_id;
   auto client = loop.Wait(clients::JobClient::Create(
-      connection, loop.io().timer(), JobOf(dataset, journal::ProcessingMode::OFF, "survivor")));
+      connection, loop.io().timer(), JobOf(dataset, rpc::ProcessingMode::OFF, "survivor")));
   ASSERT_TRUE(WaitUntil([&] { return client->tasks().size() == 1; }, loop));
   uint64_t incarnation = client->dispatcher_incarnation();
   uint64_t reads = client->task_list_reads();

@@ -104,7 +104,7 @@ TEST(WorkerAgent, TwoWorkersFetchEverySplitOnceAndReportCompletion) {
   ClientLoop loop;
   auto conn = loop.Connect(dispatcher.address());
   uint64_t dataset = RegisterDataset(loop, *conn, DatasetOf("range", kSplits));
-  auto job = MakeJob(loop, *conn, JobOf(dataset, journal::ProcessingMode::DYNAMIC));
+  auto job = MakeJob(loop, *conn, JobOf(dataset, rpc::ProcessingMode::DYNAMIC));
   auto done = [](const RecordingFactory::Record& r) { return r.completed.size() == 1; };
   ASSERT_TRUE(a.records->WaitFor(done));
   ASSERT_TRUE(b.records->WaitFor(done));

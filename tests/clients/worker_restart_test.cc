@@ -82,7 +82,7 @@ TEST(WorkerAgentRestart, EverySplitOnceAcrossAKill9MidEpoch) {
         loop.Wait(clients::RegisterDataset(conn->dispatcher(), DatasetOf("range-3000", kSplits)));
     auto job = loop.Wait(
         clients::JobClient::Create(conn->dispatcher(), loop.io().timer(),
-                                   JobOf(dataset.dataset_id, journal::ProcessingMode::DYNAMIC)));
+                                   JobOf(dataset.dataset_id, rpc::ProcessingMode::DYNAMIC)));
   }
   ASSERT_TRUE(a.records->WaitFor([](const auto& r) { return r.splits.size() >= 200; }));
   dispatcher.Kill9();

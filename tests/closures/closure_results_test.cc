@@ -161,9 +161,9 @@ TEST(ClosureResults, HeldResultsLiveInTheStoreNotInMemoryAndAllAreFetchedAfterKi
               static_cast<unsigned long long>(rss_recovered >> 20));
   EXPECT_LT(rss_recovered, kHeld / 4);
 
-  auto check = [&](uint64_t id, journal::ClosureState state, std::string_view result,
+  auto check = [&](uint64_t id, rpc::ClosureState state, std::string_view result,
                    const std::string& error) {
-    ASSERT_EQ(state, journal::ClosureState::FINISHED) << "closure " << id << ": " << error;
+    ASSERT_EQ(state, rpc::ClosureState::FINISHED) << "closure " << id << ": " << error;
     ASSERT_EQ(seed_of.count(id), 1u) << "closure " << id;
     ASSERT_TRUE(result == clients::PatternBytes(kBytes, seed_of[id])) << "closure " << id;
     seed_of.erase(id);

@@ -35,13 +35,13 @@ void Acknowledge(ClosureBook& book, const std::vector<ClosureBook::Outgoing>& ba
   book.OnAcknowledged(SequencesOf(batch), results.asReader().getClosureIds());
 }
 
-void Outcome(ClosureBook& book, uint64_t id, journal::ClosureState state, std::string data) {
+void Outcome(ClosureBook& book, uint64_t id, rpc::ClosureState state, std::string data) {
   capnp::MallocMessageBuilder message;
   auto results = message.initRoot<rpc::Coordinator::AwaitResultsResults>();
   auto outcome = results.initResults(1)[0];
   outcome.setClosureId(id);
   outcome.setState(state);
-  if (state == journal::ClosureState::FINISHED) {
+  if (state == rpc::ClosureState::FINISHED) {
     outcome.setResult(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
   } else {
     outcome.setError(data);
@@ -116,7 +116,7 @@ TEST(ClosureBook, AFetchReleasesTheClosureOnceAndLaterCopiesAreIgnored) {
   auto book = std::make_shared<ClosureBook>(10, 100);
   auto cell = book->Add("echo", "a", {});
   Acknowledge(*book, book->TakeUnsent(10), 41);
-  Outcome(*book, 41, journal::ClosureState::FINISHED, "result");
+  Outcome(*book, 41, rpc::ClosureState::FINISHED, "result");
   clients::RemoteValue value(book, *cell);
   EXPECT_EQ(value.status(), RemoteValueStatus::kReady);
   EXPECT_EQ(*value.Fetch(), "result");
@@ -124,7 +124,7 @@ TEST(ClosureBook, AFetchReleasesTheClosureOnceAndLaterCopiesAreIgnored) {
   EXPECT_EQ(book->TakeReleases(), std::vector<uint64_t>{41});
   // A new session re-sends it before the release went through: ignored.
   book->OnSessionStart();
-  Outcome(*book, 41, journal::ClosureState::FINISHED, "result");
+  Outcome(*book, 41, rpc::ClosureState::FINISHED, "result");
   EXPECT_EQ(book->TakeReleases(), std::vector<uint64_t>{41});
   book->OnReleased({41});
   EXPECT_TRUE(book->TakeReleases().empty());
@@ -136,13 +136,13 @@ TEST(ClosureBook, AnOutcomeOfADroppedRemoteValueIsReleasedAtOnce) {
     auto cell = book.Add("echo", "a", {});
     Acknowledge(book, book.TakeUnsent(10), 5);
   }
-  Outcome(book, 5, journal::ClosureState::FINISHED, "nobody wants me");
+  Outcome(book, 5, rpc::ClosureState::FINISHED, "nobody wants me");
   EXPECT_EQ(book.TakeReleases(), std::vector<uint64_t>{5});
 }
 
 TEST(ClosureBook, AnOutcomeOfAnEarlierProcessWaitsForAttach) {
   ClosureBook book(10, 100);
-  Outcome(book, 9, journal::ClosureState::FAILED, "old failure");
+  Outcome(book, 9, rpc::ClosureState::FAILED, "old failure");
   EXPECT_TRUE(book.TakeFailureHint());
   EXPECT_FALSE(book.TakeFailureHint());
   bool lookup = true;

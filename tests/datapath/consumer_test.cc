@@ -53,7 +53,7 @@ TEST(Consumer, FollowsAWorkerThatJoinsMidRead) {
   constexpr uint64_t kCount = 30000;
   DataCluster cluster;
   cluster.StartWorker(0);
-  auto options = cluster.ReaderOf("range count=30000 splits=300", journal::ProcessingMode::DYNAMIC);
+  auto options = cluster.ReaderOf("range count=30000 splits=300", rpc::ProcessingMode::DYNAMIC);
   options.max_buffered_elements = 128;
   options.max_elements_per_call = 32;
   BackgroundRead read(options);
@@ -76,7 +76,7 @@ TEST(Consumer, ReadsLargeElementsIntact) {
   DataCluster cluster;
   cluster.StartWorker(0);
   auto options =
-      cluster.ReaderOf("synthetic size=300000 count=40 splits=4", journal::ProcessingMode::OFF);
+      cluster.ReaderOf("synthetic size=300000 count=40 splits=4", rpc::ProcessingMode::OFF);
   options.max_bytes_per_call = 1 << 20;  // several replies
   BackgroundRead read(options);
   Status status = read.Join();
@@ -96,7 +96,7 @@ TEST(Consumer, ClosingAReaderReleasesItsJobClient) {
   DataCluster cluster;
   cluster.StartWorker(0);
   auto options =
-      cluster.ReaderOf("range count=100000000 splits=100", journal::ProcessingMode::DYNAMIC);
+      cluster.ReaderOf("range count=100000000 splits=100", rpc::ProcessingMode::DYNAMIC);
   auto reader = clients::DatasetReader::Open(options);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   clients::Element element;

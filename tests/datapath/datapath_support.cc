@@ -35,7 +35,7 @@ std::string DataCluster::SocketAddress(size_t i) const {
 }
 
 clients::ReaderOptions DataCluster::ReaderOf(const std::string& definition,
-                                             journal::ProcessingMode mode) const {
+                                             rpc::ProcessingMode mode) const {
   clients::ReaderOptions options;
   options.dispatcher_address = dispatcher();
   Result<clients::KindDefinition> parsed = clients::ParseKindDefinition(definition);

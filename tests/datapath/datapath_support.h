@@ -39,7 +39,7 @@ class DataCluster {
 
   // A reader of `definition` (a built-in kind, e.g. "range count=10 splits=2").
   clients::ReaderOptions ReaderOf(const std::string& definition,
-                                  journal::ProcessingMode mode) const;
+                                  rpc::ProcessingMode mode) const;
 
  private:
   TempDir dir_;

@@ -48,7 +48,7 @@ void StartFourWorkersOneRestartable(DataCluster& cluster, const std::string& fla
 
 std::vector<uint64_t> ReadWithTwoConsumers(DataCluster& cluster, const std::string& definition,
                                            bool requeue, int kill_worker_after) {
-  auto options = cluster.ReaderOf(definition, journal::ProcessingMode::DYNAMIC);
+  auto options = cluster.ReaderOf(definition, rpc::ProcessingMode::DYNAMIC);
   options.job.job_name = "shared";
   options.job.requeue_unfinished_splits = requeue;
   // A small read-ahead keeps the workers paced by the consumers, so a kill
@@ -138,7 +138,7 @@ TEST(DynamicSharding, LinesDatasetsReadEveryLineOfEveryFileOnce) {
   cluster.StartWorker(0, {"--split-batch=1"});
   cluster.StartWorker(1, {"--split-batch=1"});
   auto options =
-      cluster.ReaderOf(clients::FormatKindDefinition(def), journal::ProcessingMode::DYNAMIC);
+      cluster.ReaderOf(clients::FormatKindDefinition(def), rpc::ProcessingMode::DYNAMIC);
   BackgroundRead read(options);
   Status status = read.Join();
   ASSERT_TRUE(status.ok()) << status.ToString();

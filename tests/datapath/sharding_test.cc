@@ -23,7 +23,7 @@ TEST(ProcessingModeOff, EveryConsumerSeesEveryWorkersFullSequence) {
   cluster.StartWorker(0);
   cluster.StartWorker(1);
   // Two consumers, each with a job of its own (anonymous jobs).
-  auto options = cluster.ReaderOf("range count=3000 splits=7", journal::ProcessingMode::OFF);
+  auto options = cluster.ReaderOf("range count=3000 splits=7", rpc::ProcessingMode::OFF);
   BackgroundRead a(options);
   options.seed += 1;
   BackgroundRead b(options);
@@ -52,7 +52,7 @@ TEST(StaticSharding, WorkerIOfNReadsItsShardOnly) {
   }
   DataCluster cluster({"--worker-addresses=" + list});
   for (uint64_t i = 0; i < kWorkers; ++i) cluster.StartWorker(i, {}, addresses[i]);
-  auto options = cluster.ReaderOf("range count=3000 splits=12", journal::ProcessingMode::FILE);
+  auto options = cluster.ReaderOf("range count=3000 splits=12", rpc::ProcessingMode::FILE);
   BackgroundRead read(options);
   Status status = read.Join();
   ASSERT_TRUE(status.ok()) << status.ToString();
@@ -80,7 +80,7 @@ TEST(RoundRobin, ConsumersGetElementsInRoundOrder) {
   DataCluster cluster;
   cluster.StartWorker(0);
   cluster.StartWorker(1);
-  auto options = cluster.ReaderOf("range count=1000000 splits=1", journal::ProcessingMode::OFF);
+  auto options = cluster.ReaderOf("range count=1000000 splits=1", rpc::ProcessingMode::OFF);
   options.job.job_name = "round-robin";
   options.job.num_consumers = 2;
   std::vector<std::vector<clients::Element>> read(2);
@@ -122,7 +122,7 @@ TEST(RoundRobin, ConsumersGetElementsInRoundOrder) {
 TEST(RoundRobin, AWorkerThatJoinsStartsAtARoundEveryConsumerAgreedOn) {
   DataCluster cluster;
   cluster.StartWorker(0);
-  auto options = cluster.ReaderOf("range count=100000000 splits=1", journal::ProcessingMode::OFF);
+  auto options = cluster.ReaderOf("range count=100000000 splits=1", rpc::ProcessingMode::OFF);
   options.job.job_name = "round-robin-join";
   options.job.num_consumers = 2;
   options.max_buffered_elements = 16;  // consumers stay close to the rounds they report

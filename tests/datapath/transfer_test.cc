@@ -83,7 +83,7 @@ TEST(TransferService, AnswersBadRequestsWithClearErrorsAndRepeatsALostReply) {
   const std::string worker = cluster.StartWorker(0);
   // A consumer of its own keeps a task running on the worker.
   auto reader = clients::DatasetReader::Open(
-      cluster.ReaderOf("range count=100000000 splits=10", journal::ProcessingMode::OFF));
+      cluster.ReaderOf("range count=100000000 splits=10", rpc::ProcessingMode::OFF));
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   clients::Element element;
   ASSERT_TRUE((*reader)->Next(&element, kTestDeadline).ok());
@@ -153,7 +153,7 @@ TEST(TransferService, ClosesConnectionsBeyondItsLimitAndServesTheOthers) {
   DataCluster cluster;
   const std::string worker = cluster.StartWorker(0, {"--max-transfer-connections=2"});
   auto reader = clients::DatasetReader::Open(
-      cluster.ReaderOf("range count=100000000 splits=10", journal::ProcessingMode::OFF));
+      cluster.ReaderOf("range count=100000000 splits=10", rpc::ProcessingMode::OFF));
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   clients::Element element;
   ASSERT_TRUE((*reader)->Next(&element, kTestDeadline).ok());  // the reader holds one connection

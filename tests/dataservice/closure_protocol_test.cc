@@ -12,6 +12,7 @@
 #include <deque>
 #include <iterator>
 #include <memory>
+#include <tuple>
 
 #include "common/closure_limits.h"
 #include "tests/dataservice/ds_test_util.h"
@@ -58,9 +59,10 @@ class RecordingControl final : public rpc::WorkerControl::Server {
 // A worker with closure slots that answers by hand.
 class ClosureWorker {
  public:
+  // `send_control` false: its heartbeats carry no WorkerControl.
   ClosureWorker(ClientLoop& loop, const std::string& dispatcher, std::string address,
-                uint32_t slots)
-      : loop_(loop), address_(std::move(address)), slots_(slots),
+                uint32_t slots, bool send_control = true)
+      : loop_(loop), address_(std::move(address)), slots_(slots), send_control_(send_control),
         log_(std::make_shared<std::deque<Pushed>>()), conn_(loop.Connect(dispatcher)) {}
 
   Status Heartbeat() {
@@ -73,7 +75,7 @@ class ClosureWorker {
     static const char* const kFunctions[] = {"echo", "noop", "sleep", "crash", "fail"};
     auto functions = r.initFunctions(std::size(kFunctions));
     for (unsigned i = 0; i < std::size(kFunctions); ++i) functions.set(i, kFunctions[i]);
-    r.setControl(kj::heap<RecordingControl>(log_));
+    if (send_control_) r.setControl(kj::heap<RecordingControl>(log_));
     auto reply = Try(loop_, request.send().then([](auto response) {
       return response.getResponse().getWorkerId();
     }));
@@ -110,6 +112,7 @@ class ClosureWorker {
   ClientLoop& loop_;
   std::string address_;
   uint32_t slots_;
+  bool send_control_;
   std::shared_ptr<std::deque<Pushed>> log_;
   kj::Own<clients::DispatcherConnection> conn_;
   uint64_t worker_id_ = 0;
@@ -117,7 +120,7 @@ class ClosureWorker {
 
 struct Outcome {
   uint64_t closure_id = 0;
-  journal::ClosureState state = journal::ClosureState::QUEUED;
+  rpc::ClosureState state = rpc::ClosureState::QUEUED;
   std::string result;
   std::string error;
 };
@@ -190,6 +193,11 @@ class Coordinator {
     }));
   }
 
+  // An awaitResults left waiting (nothing released); settles when it returns.
+  kj::Promise<void> AwaitPending() {
+    return session_.awaitResultsRequest().send().ignoreResult();
+  }
+
   // join(wait=false): done, and the raised error if any.
   Result<std::pair<bool, std::string>> Done() {
     auto request = session_.joinRequest();
@@ -209,12 +217,12 @@ class Coordinator {
   }
 
   // cancel: each closure's state after the call.
-  Result<std::vector<journal::ClosureState>> Cancel(const std::vector<uint64_t>& ids) {
+  Result<std::vector<rpc::ClosureState>> Cancel(const std::vector<uint64_t>& ids) {
     auto request = session_.cancelRequest();
     auto list = request.initClosureIds(static_cast<unsigned>(ids.size()));
     for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
     return Try(loop_, request.send().then([](auto response) {
-      std::vector<journal::ClosureState> out;
+      std::vector<rpc::ClosureState> out;
       for (auto state : response.getStates()) out.push_back(state);
       return out;
     }));
@@ -271,7 +279,7 @@ TEST(ClosureProtocol, ResultIsAcceptedOnceAndStaleOrRepeatedReportsAreIgnoredAnd
   auto outcomes = coordinator.Await();
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
   ASSERT_EQ(outcomes->size(), 1u);
-  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FINISHED);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::FINISHED);
   EXPECT_EQ((*outcomes)[0].result, "first");
   auto done = coordinator.Done();
   ASSERT_TRUE(done.ok());
@@ -290,6 +298,32 @@ TEST(ClosureProtocol, ResultIsAcceptedOnceAndStaleOrRepeatedReportsAreIgnoredAnd
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
 }
 
+// One awaitResults may wait per session; a second one is FailedPrecondition,
+// but only after it made its release (PROTOCOL.md says so: a client must not
+// count on a refused call having released nothing).
+TEST(ClosureProtocol, ASecondWaitingAwaitResultsIsRefusedAfterItsReleaseWasMade) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker worker(loop, dispatcher.address(), "w1", 1);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 43);
+  auto scheduled = coordinator.Schedule({"echo"});
+  ASSERT_TRUE(scheduled.ok());
+  ASSERT_TRUE(worker.WaitForPushes(1));
+  EXPECT_EQ(*worker.Report(scheduled->ids[0], 1, "r"), 0u);
+  ASSERT_EQ(coordinator.Await()->size(), 1u);
+  auto waiting = coordinator.AwaitPending().eagerlyEvaluate(nullptr);
+  // The waiting call reached the dispatcher before this one (same connection).
+  auto second = coordinator.Await({scheduled->ids[0]});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("already has an awaitResults waiting"),
+            std::string::npos)
+      << second.status().message();
+  auto gone = coordinator.Outcomes({scheduled->ids[0]});
+  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound) << "the refused call released it";
+}
+
 TEST(ClosureProtocol, CancelOfARunningClosureTellsItsWorkerAndFencesItsLateReport) {
   DispatcherProcess dispatcher;
   ClientLoop loop;
@@ -305,7 +339,7 @@ TEST(ClosureProtocol, CancelOfARunningClosureTellsItsWorkerAndFencesItsLateRepor
 
   auto states = coordinator.Cancel({running, queued, running});
   ASSERT_TRUE(states.ok()) << states.status().ToString();
-  EXPECT_EQ(*states, (std::vector<journal::ClosureState>(3, journal::ClosureState::CANCELLED)));
+  EXPECT_EQ(*states, (std::vector<rpc::ClosureState>(3, rpc::ClosureState::CANCELLED)));
   // The worker hears of its closure (not of the queued one) and gets the
   // next closure in the freed slot (in either order: the push of an
   // assignment may go before its commit, a cancel goes after its own).
@@ -327,11 +361,11 @@ TEST(ClosureProtocol, CancelOfARunningClosureTellsItsWorkerAndFencesItsLateRepor
   ASSERT_TRUE(WaitUntil([&] { return coordinator.Done()->first; }, loop));
   auto after = coordinator.Cancel({scheduled->ids[2], running});
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(*after, (std::vector<journal::ClosureState>{journal::ClosureState::FINISHED,
-                                                        journal::ClosureState::CANCELLED}));
+  EXPECT_EQ(*after, (std::vector<rpc::ClosureState>{rpc::ClosureState::FINISHED,
+                                                        rpc::ClosureState::CANCELLED}));
   auto outcomes = coordinator.Outcomes({running, scheduled->ids[2]});
   ASSERT_TRUE(outcomes.ok());
-  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::CANCELLED);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::CANCELLED);
   EXPECT_EQ((*outcomes)[1].result, "r");
   // An unknown id: NotFound naming it, and nothing cancelled.
   auto unknown = coordinator.Cancel({scheduled->ids[2], 424242});
@@ -437,7 +471,7 @@ TEST(ClosureProtocol, LostWorkersUseUpTheAttemptsAndFailTheClosureButNotTheCoord
   auto outcomes = coordinator.Await();
   ASSERT_TRUE(outcomes.ok());
   ASSERT_EQ(outcomes->size(), 1u);
-  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FAILED);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::FAILED);
   EXPECT_NE((*outcomes)[0].error.find("ran 2 times (max_closure_attempts 2)"), std::string::npos)
       << (*outcomes)[0].error;
   // Its workers failed, not the function: no first error for the coordinator.
@@ -445,6 +479,43 @@ TEST(ClosureProtocol, LostWorkersUseUpTheAttemptsAndFailTheClosureButNotTheCoord
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(done->first);
   EXPECT_TRUE(done->second.empty()) << done->second;
+}
+
+// Closures travel only by runClosures: a worker that announces slots and
+// functions but hands over no WorkerControl is given none (before, each push
+// failed and burned one of the closure's attempts), and they wait, counted as
+// queuedWithoutWorker, for a worker that can take them.
+TEST(ClosureProtocol, AWorkerWithoutAWorkerControlIsGivenNoClosures) {
+  DispatcherProcess dispatcher({.extra_flags = {"--max-closure-attempts=2"}});
+  ClientLoop loop;
+  DsClient admin(loop, dispatcher.address());
+  ClosureWorker mute(loop, dispatcher.address(), "mute", 4, /*send_control=*/false);
+  ASSERT_TRUE(mute.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 13);
+  auto scheduled = coordinator.Schedule({"echo"});
+  ASSERT_TRUE(scheduled.ok());
+  auto stats = [&]() {
+    return *Try(loop, admin.dispatcher().getClosureStatsRequest().send().then([](auto r) {
+      return std::make_tuple(r.getStats().getQueuedWithoutWorker(), r.getStats().getPushesFailed(),
+                             r.getStats().getPutBack());
+    }));
+  };
+  ASSERT_TRUE(WaitUntil([&]() { return std::get<0>(stats()) == 1; }, loop))
+      << "the closure should wait for a worker that can take it";
+  ASSERT_TRUE(mute.Heartbeat().ok());
+  EXPECT_EQ(std::get<1>(stats()), 0u) << "no push to a worker without a WorkerControl";
+  EXPECT_EQ(std::get<2>(stats()), 0u);
+
+  ClosureWorker able(loop, dispatcher.address(), "able", 1);
+  ASSERT_TRUE(able.Heartbeat().ok());
+  ASSERT_TRUE(able.WaitForPushes(1));
+  EXPECT_EQ(able.pushed().front().closure_id, scheduled->ids[0]);
+  EXPECT_EQ(able.pushed().front().attempt, 1u) << "no attempt was used up before";
+  EXPECT_EQ(*able.Report(scheduled->ids[0], 1, "ok"), 0u);
+  auto outcomes = coordinator.Await();
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].result, "ok");
 }
 
 TEST(ClosureProtocol, UserErrorCancelsQueuedClosuresAndIsRaisedOnceBySchedule) {
@@ -467,10 +538,10 @@ TEST(ClosureProtocol, UserErrorCancelsQueuedClosuresAndIsRaisedOnceBySchedule) {
         return seen.size() == 3;
       },
       loop));
-  EXPECT_EQ(seen[scheduled->ids[0]].state, journal::ClosureState::FAILED);
+  EXPECT_EQ(seen[scheduled->ids[0]].state, rpc::ClosureState::FAILED);
   EXPECT_EQ(seen[scheduled->ids[0]].error, "boom");
-  EXPECT_EQ(seen[scheduled->ids[1]].state, journal::ClosureState::CANCELLED);
-  EXPECT_EQ(seen[scheduled->ids[2]].state, journal::ClosureState::CANCELLED);
+  EXPECT_EQ(seen[scheduled->ids[1]].state, rpc::ClosureState::CANCELLED);
+  EXPECT_EQ(seen[scheduled->ids[2]].state, rpc::ClosureState::CANCELLED);
 
   auto raised = coordinator.Schedule({"noop"});
   ASSERT_TRUE(raised.ok());
@@ -577,7 +648,7 @@ TEST(ClosureProtocol, AScheduleRetriedUnderAPendingFirstErrorGetsItsIdsAndTheErr
   EXPECT_EQ(retry->ids[1], first->ids[1]);
   auto outcomes = coordinator.Outcomes(retry->ids);
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
-  for (const Outcome& o : *outcomes) EXPECT_EQ(o.state, journal::ClosureState::CANCELLED);
+  for (const Outcome& o : *outcomes) EXPECT_EQ(o.state, rpc::ClosureState::CANCELLED);
   // The error is raised by the next call that is not such a retry.
   auto raised = coordinator.Schedule({"noop"});
   ASSERT_TRUE(raised.ok());
@@ -717,9 +788,9 @@ TEST(ClosureProtocol, ScheduledClosuresAndUnfetchedResultsSurviveKillNine) {
   auto outcomes = coordinator.Outcomes(ids);
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
   ASSERT_EQ(outcomes->size(), 3u);
-  EXPECT_EQ((*outcomes)[0].state, journal::ClosureState::FINISHED);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::FINISHED);
   EXPECT_EQ((*outcomes)[0].result, "kept");
-  EXPECT_EQ((*outcomes)[1].state, journal::ClosureState::QUEUED);
+  EXPECT_EQ((*outcomes)[1].state, rpc::ClosureState::QUEUED);
   // A new session reports the unreleased outcome again; the rest still run.
   auto again = coordinator.Await();
   ASSERT_TRUE(again.ok());

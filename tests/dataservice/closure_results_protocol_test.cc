@@ -18,7 +18,7 @@
 namespace dispatch::testing {
 namespace {
 
-using journal::ClosureState;
+using rpc::ClosureState;
 
 struct Assignment {
   uint64_t closure_id = 0;

@@ -259,7 +259,7 @@ Status SimWorker::Heartbeat() {
   body.setTransferAddress(address_ + "/transfer");
   body.initTags(1).set(0, "sim");
   body.setWorkerIncarnation(incarnation_);
-  body.setControl(kj::heap<RecordingControl>(pushes_));
+  if (send_control_) body.setControl(kj::heap<RecordingControl>(pushes_));
   auto current = body.initCurrentTasks(static_cast<unsigned>(tasks_.size()));
   unsigned i = 0;
   for (const auto& [id, task] : tasks_) current.set(i++, id);
@@ -298,6 +298,12 @@ void SimWorker::Reconnect(const std::string& dispatcher_address, bool keep_old) 
   auto fresh = loop_.Connect(dispatcher_address);
   if (keep_old) old_conn_ = kj::mv(conn_);
   conn_ = kj::mv(fresh);
+}
+
+Status SimWorker::PingOldConnection() {
+  if (old_conn_.get() == nullptr) return FailedPreconditionError("no old connection kept");
+  return Try(loop_, old_conn_->dispatcher().pingRequest().send().then([](auto) { return true; }))
+      .status();
 }
 
 void SimWorker::Disconnect() {

@@ -87,7 +87,7 @@ struct JobView {
   uint64_t job_id = 0;
   uint64_t dataset_id = 0;
   std::string name;
-  journal::ProcessingMode processing_mode = journal::ProcessingMode::OFF;
+  rpc::ProcessingMode processing_mode = rpc::ProcessingMode::OFF;
   uint32_t num_clients = 0;
   bool finished = false;
   bool garbage_collected = false;
@@ -105,11 +105,11 @@ struct DatasetSpec {
 
 struct JobSpec {
   uint64_t dataset_id = 0;
-  journal::ProcessingMode mode = journal::ProcessingMode::OFF;
+  rpc::ProcessingMode mode = rpc::ProcessingMode::OFF;
   std::string name;
   int64_t name_index = 0;
   uint32_t num_consumers = 0;
-  journal::TargetWorkers target = journal::TargetWorkers::AUTO;
+  rpc::TargetWorkers target = rpc::TargetWorkers::AUTO;
   bool requeue_unfinished_splits = false;
 };
 
@@ -168,6 +168,11 @@ class SimWorker {
   void Reconnect(const std::string& dispatcher_address, bool keep_old = false);
   // Drops the connection (the dispatcher sees EOF).
   void Disconnect();
+  // false: its heartbeats carry no WorkerControl (tasks come in replies only).
+  void set_send_control(bool send) { send_control_ = send; }
+  // A round trip on the connection kept by Reconnect(keep_old = true): what
+  // the dispatcher sent on it before its reply (pushes) has arrived after.
+  Status PingOldConnection();
 
   const std::string& address() const { return address_; }
   uint64_t worker_id() const { return worker_id_; }
@@ -192,6 +197,7 @@ class SimWorker {
   uint64_t worker_id_ = 0;
   uint64_t last_incarnation_ = 0;
   uint32_t heartbeat_interval_ms_ = 0;
+  bool send_control_ = true;
 };
 
 }  // namespace dispatch::testing

@@ -14,8 +14,8 @@
 namespace dispatch::testing {
 namespace {
 
-using journal::ProcessingMode;
-using journal::TargetWorkers;
+using rpc::ProcessingMode;
+using rpc::TargetWorkers;
 
 bool Contains(const Status& status, const std::string& text) {
   return status.message().find(text) != std::string::npos;

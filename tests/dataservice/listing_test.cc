@@ -10,7 +10,7 @@
 namespace dispatch::testing {
 namespace {
 
-using journal::ProcessingMode;
+using rpc::ProcessingMode;
 
 TEST(Listings, ShowWorkersDatasetsJobsTasksAndClients) {
   DispatcherProcess dispatcher;

@@ -18,7 +18,7 @@
 namespace dispatch::testing {
 namespace {
 
-using journal::ProcessingMode;
+using rpc::ProcessingMode;
 
 struct Request {
   size_t worker = 0;

@@ -14,7 +14,7 @@
 namespace dispatch::testing {
 namespace {
 
-using journal::ProcessingMode;
+using rpc::ProcessingMode;
 
 struct DynamicJob {
   JobIds ids;
@@ -83,6 +83,33 @@ TEST(Splits, ARetryWithTheSameSequenceGetsTheSameAnswer) {
   auto stale = client.GetSplit(job.tasks[0], 0, 1);
   EXPECT_EQ(stale.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(stale.status().message().find("older"), std::string::npos) << stale.status().message();
+}
+
+// The sequence rules PROTOCOL.md states: any nonzero first value (a worker
+// process that takes over a task continues above the old one's numbers),
+// gaps allowed, a retry recognised by its sequence alone (the answer of the
+// first request, whatever the retry's other fields), and only the latest
+// sequence kept: an older one, even one answered before, is refused.
+TEST(Splits, SequencesStartAnywhereAboveZeroMaySkipAndOnlyTheLatestIsAnsweredAgain) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  auto job = StartDynamicJob(loop, client, dispatcher.address(), 1,
+                             {.definition = "d", .indexed_splits = 100});
+  const uint64_t task = job.tasks[0];
+  EXPECT_EQ(client.GetSplit(task, 0, 1000)->indices, std::vector<uint64_t>{0});
+  EXPECT_EQ(client.GetSplit(task, 0, 5000)->indices, std::vector<uint64_t>{1});
+  auto retry = *client.GetSplit(task, 0, 5000, /*max_splits=*/10);
+  EXPECT_EQ(retry.indices, std::vector<uint64_t>{1}) << "a retry gets the first answer";
+  EXPECT_EQ(retry.repetition, 0);
+  for (uint64_t older : {4999u, 1000u}) {
+    auto refused = client.GetSplit(task, 0, older);
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << older;
+    EXPECT_NE(refused.status().message().find("older than its last request, sequence 5000"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  EXPECT_EQ(client.GetSplit(task, 0, 5001)->indices, std::vector<uint64_t>{2});
 }
 
 TEST(Splits, ExplicitSplitSourcesHandOutTheirPayloads) {

@@ -243,7 +243,7 @@ std::vector<SweepCase> Cases() {
                      SimWorker worker(p.loop, p.dispatcher.address(), "w1");
                      DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
                      auto job = p.client.GetOrCreateJob(
-                         {.dataset_id = *id, .mode = journal::ProcessingMode::DYNAMIC});
+                         {.dataset_id = *id, .mode = rpc::ProcessingMode::DYNAMIC});
                      if (!job.ok()) return job.status();
                      DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
                      auto task = worker.TaskOf(job->job_id);
@@ -263,7 +263,7 @@ std::vector<SweepCase> Cases() {
          SimWorker worker(p.loop, p.dispatcher.address(), "w1");
          DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
          auto job =
-             p.client.GetOrCreateJob({.dataset_id = *id, .mode = journal::ProcessingMode::DYNAMIC});
+             p.client.GetOrCreateJob({.dataset_id = *id, .mode = rpc::ProcessingMode::DYNAMIC});
          if (!job.ok()) return job.status();
          DISPATCH_RETURN_IF_ERROR(worker.Heartbeat());
          auto task = worker.TaskOf(job->job_id);

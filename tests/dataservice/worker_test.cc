@@ -110,6 +110,52 @@ TEST(Workers, NewTasksArePushedOverWorkerControlWithoutWaitingForAHeartbeat) {
   }
 }
 
+// Heartbeat replies are authoritative for tasks; startTasks only makes them
+// arrive sooner. A worker that hands over no WorkerControl still gets every
+// task, from its heartbeat replies (until it lists the task as current).
+TEST(Workers, AWorkerWithoutAWorkerControlGetsItsTasksFromHeartbeatRepliesAlone) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker worker(loop, dispatcher.address(), "mute");
+  worker.set_send_control(false);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  uint64_t dataset = *client.RegisterDataset({.definition = "d"});
+  auto first = *client.GetOrCreateJob({.dataset_id = dataset});
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  ASSERT_TRUE(worker.TaskOf(first.job_id).has_value());
+  auto second = *client.GetOrCreateJob({.dataset_id = dataset});
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  ASSERT_TRUE(worker.TaskOf(second.job_id).has_value());
+  EXPECT_EQ(worker.tasks().size(), 2u);
+  EXPECT_TRUE(worker.pushes().started.empty());
+  auto workers = *client.GetWorkers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].num_tasks, 2u);
+}
+
+// The WorkerControl is the one of the worker's current connection: a worker
+// that attaches on a new connection without sending one has none, even while
+// its old connection (and the capability on it) still works. Before, pushes
+// kept going to the old connection's capability.
+TEST(Workers, AControlFromAnEarlierConnectionIsNotUsedAfterTheWorkerAttachesAnew) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  DsClient client(loop, dispatcher.address());
+  SimWorker worker(loop, dispatcher.address(), "w");
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  worker.Reconnect(dispatcher.address(), /*keep_old=*/true);
+  worker.set_send_control(false);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  auto job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
+  // A push would have been sent before the job's reply; a round trip on the
+  // old connection brings it in.
+  ASSERT_TRUE(worker.PingOldConnection().ok());
+  EXPECT_TRUE(worker.pushes().started.empty()) << "pushed over the earlier connection";
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  EXPECT_TRUE(worker.TaskOf(job.job_id).has_value()) << "heartbeat replies still list it";
+}
+
 TEST(Workers, APushThatFailedIsRedoneWhenTheWorkerComesBack) {
   DispatcherProcess dispatcher;
   ClientLoop loop;

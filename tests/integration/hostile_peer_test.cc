@@ -155,6 +155,39 @@ TEST(HostilePeer, RepeatedWrongTokensCloseTheConnection) {
   loop.Wait(client.onDisconnect());
 }
 
+// The rule PROTOCOL.md states: each wrong token is Unauthenticated and leaves
+// the connection at the gate, where the right token still passes; the third
+// failed authenticate of a connection closes it, successes in between
+// notwithstanding.
+TEST(HostilePeer, TwoWrongTokensLeaveTheConnectionAtTheGateAndTheThirdClosesIt) {
+  DispatcherProcess dispatcher({.extra_flags = {"--token=sesame"}});
+  ClientLoop loop;
+  auto stream = loop.Wait(loop.io().network().parseAddress(dispatcher.address().substr(4).c_str()))->connect();
+  auto connection = loop.Wait(kj::mv(stream));
+  capnp::TwoPartyClient client(*connection);
+  auto gateway = client.bootstrap().castAs<rpc::Gateway>();
+  auto authenticate = [&](const std::string& token) {
+    auto request = gateway.authenticateRequest();
+    request.setToken(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(token.data()), token.size()));
+    return request.send();
+  };
+  for (int i = 0; i < 2; ++i) {
+    try {
+      loop.Wait(authenticate("wrong"));
+      FAIL() << "a wrong token was admitted";
+    } catch (const kj::Exception& e) {
+      EXPECT_EQ(StatusFromException(e).code(), StatusCode::kUnauthenticated) << e.getDescription().cStr();
+    }
+  }
+  // Still at the gate: the right token passes on the same connection.
+  auto dispatcher_cap = loop.Wait(authenticate("sesame")).getDispatcher();
+  auto ping = dispatcher_cap.pingRequest();
+  loop.Wait(ping.send());
+  // The third failure on this connection closes it.
+  EXPECT_ANY_THROW(loop.Wait(authenticate("wrong")));
+  loop.Wait(client.onDisconnect());
+}
+
 TEST(HostilePeer, SilentConnectionIsClosedAfterTheHandshakeTimeout) {
   DispatcherProcess dispatcher({.extra_flags = {"--handshake-timeout-ms=200"}});
   RawSocket silent(dispatcher.address());

@@ -259,8 +259,8 @@ void SimDispatcher::GetOrCreateJob(uint64_t conn, const JobRequest& request,
       auto create = u.initCreateJob();
       create.setJobId(job_id);
       create.setDatasetId(request.dataset_id);
-      create.setProcessingMode(request.dynamic ? journal::ProcessingMode::DYNAMIC
-                                               : journal::ProcessingMode::OFF);
+      create.setProcessingMode(request.dynamic ? rpc::ProcessingMode::DYNAMIC
+                                               : rpc::ProcessingMode::OFF);
       if (named) {
         auto key = create.getNamedKey().initNamed();
         key.setName(request.name);
