@@ -68,6 +68,14 @@ ClosureDispatcher& CoordinatorSession::Dispatcher() {
   return *closures_;
 }
 
+capnp::Capability::Server::DispatchCallResult CoordinatorSession::dispatchCall(
+    uint64_t interface_id, uint16_t method_id,
+    capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {
+  return DispatchWithPeerErrors([&]() {
+    return rpc::Coordinator::Server::dispatchCall(interface_id, method_id, context);
+  });
+}
+
 void CoordinatorSession::OnClosureDone(uint64_t closure_id) {
   undelivered_.push_back(closure_id);
   KJ_IF_MAYBE (waiter, results_waiter_) {
