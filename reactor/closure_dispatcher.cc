@@ -513,11 +513,10 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
   Result<std::vector<uint64_t>> release =
       state::PlanRelease(state(), coordinator_id, asked, pending_releases_);
   if (!release.ok()) return release.status();
-  if (release->empty()) return Status::Ok();
   pending_releases_.insert(release->begin(), release->end());
-  // Journaled in this pass: the caller's reply waits for this pass's commit,
-  // so an acknowledged release survives a crash (held ones excepted).
-  return FlushReleases();
+  if (pending_releases_.size() >= kMaxPendingReleases) return FlushReleases();
+  if (!pending_releases_.empty()) StartReleaseTimer();
+  return Status::Ok();
 }
 
 void ClosureDispatcher::StartReleaseTimer() {

@@ -142,10 +142,12 @@ class ClosureDispatcher final : public kj::Refcounted {
   Result<bool> RetryUnderError(uint64_t coordinator_id,
                                capnp::List<rpc::ClosureSpec>::Reader specs,
                                std::vector<uint64_t>& ids);
-  // Forgets finished, failed or cancelled closures of the coordinator: the
-  // release is journaled in this loop pass (the caller's reply waits for the
-  // pass's commit), so a release the coordinator saw acknowledged is never
-  // undone by a crash, and a new session never reports it again.
+  // Forgets finished, failed or cancelled closures of the coordinator. The
+  // release is journaled with the next update that commits anyway, within
+  // kReleaseDelayMs, or at once past kMaxPendingReleases; the caller makes it
+  // durable before it acknowledges it (FlushReleases before its reply's
+  // Barrier), so a release the coordinator saw acknowledged survives a crash
+  // and no later session reports it again.
   // Exception: a closure that is the input of a closure not done yet is held
   // back (gone for the coordinator, kept in the state with its result, not
   // journaled) until its last dependant is done: its dependants' pushes read
@@ -153,10 +155,10 @@ class ClosureDispatcher final : public kj::Refcounted {
   // reported again to the coordinator (which dedups it, clients/closure_book).
   Status Release(uint64_t coordinator_id, capnp::List<uint64_t>::Reader closure_ids);
   // Journals the pending releases that are no longer held (also run at
-  // shutdown, and every kReleaseDelayMs while some are held). Only a
+  // shutdown, and every kReleaseDelayMs while some are pending). Only a
   // storage failure (logged) makes it fail.
   Status FlushReleases();
-  // Released by the coordinator and held back (see Release): treated as gone.
+  // Not journaled yet, or held back (see Release): treated as gone.
   bool ReleasePending(uint64_t closure_id) const { return pending_releases_.contains(closure_id); }
   // Journals a per-worker resource and sends it to every worker with closure
   // slots once committed. A nonzero `request_id` already used by this
@@ -256,6 +258,7 @@ class ClosureDispatcher final : public kj::Refcounted {
   // push; a worker with many slots gets several pushes rather than one past
   // its limit. A closure whose own bytes exceed it fails (ResourceExhausted).
   static constexpr size_t kMaxPushBytes = 16u << 20;
+  static constexpr size_t kMaxPendingReleases = 4096;
   bool closed_ = false;
   std::set<uint64_t> pending_releases_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;

@@ -174,18 +174,26 @@ kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) 
       break;
     undelivered_.pop_front();
   }
+  // Whatever this call answers, its releases are journaled before the answer
+  // leaves (the Barrier waits for the commit), so an acknowledged release is
+  // durable (held ones excepted, see ClosureDispatcher::Release).
+  const bool releases = params.getRelease().size() > 0;
   if (!undelivered_.empty()) {
     FillResults(context, max);
+    if (releases) ThrowIfError(closures.FlushReleases());
     return closures.durable().Barrier();
   }
   if (results_waiter_ != nullptr) {
+    if (releases) ThrowIfError(closures.FlushReleases());
     ThrowStatus(FailedPreconditionError("coordinator " + std::to_string(coordinator_id_) +
                                         ": this session already has an awaitResults waiting"));
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   results_waiter_ = kj::mv(paf.fulfiller);
-  return closures.CancelOnClose(paf.promise.then([this, context, max]() mutable {
+  return closures.CancelOnClose(paf.promise.then([this, context, max, releases]() mutable {
     FillResults(context, max);
+    // Usually journaled meanwhile (kReleaseDelayMs); if not, with this pass.
+    if (releases) ThrowIfError(Dispatcher().FlushReleases());
     return Dispatcher().durable().Barrier();
   }));
 }
