@@ -19,6 +19,18 @@ std::optional<std::pair<StatusCode, size_t>> CodePrefix(const std::string& text)
   return std::make_pair(*code, colon + 2);
 }
 
+// Whether `file` (where an exception was thrown) is Cap'n Proto's code that
+// reads a message: its failures (an out-of-bounds pointer, text without its
+// NUL, the traversal or nesting limit) are the sender's, not ours.
+bool ReadingAMessage(const char* file) {
+  const std::string path(file == nullptr ? "" : file);
+  for (const char* reader : {"capnp/layout.c++", "capnp/arena.c++", "capnp/message.c++",
+                             "capnp/serialize.c++", "capnp/any.c++"}) {
+    if (path.find(reader) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 kj::Exception ExceptionFromStatus(const Status& status) {
@@ -48,7 +60,11 @@ Status StatusFromException(const kj::Exception& exception) {
 
 kj::Exception ExceptionForPeer(kj::Exception exception) {
   if (exception.getType() == kj::Exception::Type::UNIMPLEMENTED) return exception;
-  if (CodePrefix(exception.getDescription().cStr())) return exception;
+  const std::string text(exception.getDescription().cStr());
+  if (CodePrefix(text)) return exception;
+  if (exception.getType() == kj::Exception::Type::FAILED && ReadingAMessage(exception.getFile())) {
+    return ExceptionFromStatus(InvalidArgumentError("the message is malformed: " + text));
+  }
   return ExceptionFromStatus(StatusFromException(exception));
 }
 

@@ -23,8 +23,10 @@ kj::Exception ExceptionFromStatus(const Status& status);
 Status StatusFromException(const kj::Exception& exception);
 // What a server method's exception becomes before it leaves for the peer:
 // unchanged when its description already starts with "<CodeName>: ",
-// UNIMPLEMENTED unchanged (Cap'n Proto's own "method not implemented"), and
-// otherwise (a KJ_REQUIRE of a bug, a malformed message's Cap'n Proto error)
+// UNIMPLEMENTED unchanged (Cap'n Proto's own "method not implemented"),
+// "InvalidArgument: the message is malformed: ..." for a failure thrown by
+// Cap'n Proto's message reading (the peer's message: a bad pointer, the
+// traversal or nesting limit), and otherwise (a KJ_REQUIRE of a bug)
 // ExceptionFromStatus of StatusFromException: "Internal: ..." for FAILED,
 // "ResourceExhausted: ..." for OVERLOADED, "Unavailable: ..." for DISCONNECTED.
 kj::Exception ExceptionForPeer(kj::Exception exception);

@@ -15,8 +15,9 @@
 # runtimes hand over the reason as is. Branch on CodeName: the text before
 # the first ": " of the reason (after that "remote exception: ", if present).
 # Nothing else of the text is stable. Every failure of a Gateway, Dispatcher
-# or Coordinator method carries a CodeName (one the dispatcher did not
-# classify, a bug, is Internal). Failures without one come from the RPC
+# or Coordinator method carries a CodeName: a request Cap'n Proto cannot read
+# (a bad pointer, over the traversal or nesting limit) is InvalidArgument,
+# and a failure the dispatcher did not classify (a bug) is Internal. Failures without one come from the RPC
 # system, not from the dispatcher: `disconnected` when the connection dropped
 # or the dispatcher closed it for crossing a per-connection limit (see
 # ServerStats; reconnect, then retry), and `unimplemented` for a method this

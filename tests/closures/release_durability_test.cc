@@ -135,7 +135,9 @@ TEST(ReleaseDurability, ACoordinatorHandsEachResultOutOnceAcrossKill9) {
       << "the restarted dispatcher never reported the held release's outcome again";
   Result<std::string> again = coordinator->Attach(held_id).FetchFor(kFetchDeadline);
   EXPECT_FALSE(again.ok()) << "closure " << held_id << " was handed out twice: " << *again;
-  if (!again.ok()) EXPECT_EQ(again.status().code(), StatusCode::kNotFound) << again.status().ToString();
+  if (!again.ok()) {
+    EXPECT_EQ(again.status().code(), StatusCode::kNotFound) << again.status().ToString();
+  }
 
   // Once the dependant ran, the dispatcher forgets everything: the repeat
   // was released again, not kept as an orphan nobody releases.

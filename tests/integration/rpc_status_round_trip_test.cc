@@ -58,8 +58,9 @@ class Gateway final : public rpc::Gateway::Server {
   }
 };
 
-class RoundTrip : public ::testing::Test {
- protected:
+// A loopback connection from our client to the in-test Gateway, on one loop.
+class RoundTrip {
+ public:
   RoundTrip() {
     auto address = loop_.Wait(loop_.io().network().parseAddress("127.0.0.1", 0));
     listener_ = address->listen();
@@ -67,8 +68,9 @@ class RoundTrip : public ::testing::Test {
     connection_ = loop_.Connect("tcp:127.0.0.1:" + std::to_string(listener_->getPort()));
   }
 
-  // The Status our client makes of ping(payload)'s failure.
-  Status Ping(const std::string& payload) {
+  // The Status our client makes of ping(payload)'s failure; `description`
+  // gets the exception's text as received.
+  Status Ping(const std::string& payload, std::string* description = nullptr) {
     auto request = connection_->dispatcher().pingRequest();
     request.setPayload(
         kj::arrayPtr(reinterpret_cast<const kj::byte*>(payload.data()), payload.size()));
@@ -77,10 +79,12 @@ class RoundTrip : public ::testing::Test {
       EXPECT_EQ(std::string(e->getDescription().cStr()).rfind("remote exception: ", 0), 0u)
           << e->getDescription().cStr();
       status = StatusFromException(*e);
+      if (description != nullptr) *description = e->getDescription().cStr();
     }
     return status;
   }
 
+ private:
   ClientLoop loop_;
   capnp::TwoPartyServer server_{kj::heap<Gateway>()};
   kj::Own<kj::ConnectionReceiver> listener_;
@@ -88,21 +92,46 @@ class RoundTrip : public ::testing::Test {
   kj::Own<clients::DispatcherConnection> connection_;
 };
 
-TEST_F(RoundTrip, EveryStatusCodeComesBackAsTheSameStatus) {
+TEST(RpcStatusRoundTrip, EveryStatusCodeComesBackAsTheSameStatus) {
+  RoundTrip trip;
   for (size_t i = 0; i < sizeof(kCodes) / sizeof(kCodes[0]); ++i) {
     const Status sent(kCodes[i], std::string("thing 17: ") + StatusCodeName(kCodes[i]) + " here");
-    EXPECT_EQ(Ping(std::string(1, static_cast<char>(i))), sent) << sent.ToString();
+    EXPECT_EQ(trip.Ping(std::string(1, static_cast<char>(i))), sent) << sent.ToString();
   }
 }
 
-TEST_F(RoundTrip, AnExceptionWithoutACodeLeavesTheEdgeAsInternal) {
-  Status now = Ping("bug-now");
+TEST(RpcStatusRoundTrip, AnExceptionWithoutACodeLeavesTheEdgeAsInternal) {
+  RoundTrip trip;
+  // On the wire, not only after our client's mapping: a peer in another
+  // language sees the code too.
+  std::string wire;
+  Status now = trip.Ping("bug-now", &wire);
+  EXPECT_EQ(wire.rfind("remote exception: Internal: ", 0), 0u) << wire;
   EXPECT_EQ(now.code(), StatusCode::kInternal) << now.ToString();
   EXPECT_NE(now.message().find("a caller bug, thrown at once"), std::string::npos)
       << now.ToString();
-  Status later = Ping("bug-later");
+  Status later = trip.Ping("bug-later", &wire);
+  EXPECT_EQ(wire.rfind("remote exception: Internal: ", 0), 0u) << wire;
   EXPECT_EQ(later.code(), StatusCode::kInternal) << later.ToString();
   EXPECT_NE(later.message().find("our bug, thrown later"), std::string::npos) << later.ToString();
+}
+
+TEST(RpcStatus, AFailureOfReadingThePeersMessageLeavesAsInvalidArgument) {
+  // Where Cap'n Proto throws when a message is malformed or over its limits.
+  kj::Exception malformed(kj::Exception::Type::FAILED, "src/capnp/layout.c++", 2233,
+                          kj::str("Message contains out-of-bounds struct pointer."));
+  kj::Exception sent = ExceptionForPeer(kj::mv(malformed));
+  EXPECT_EQ(sent.getType(), kj::Exception::Type::FAILED);
+  EXPECT_EQ(std::string(sent.getDescription().cStr()),
+            "InvalidArgument: the message is malformed: Message contains out-of-bounds struct "
+            "pointer.");
+  // One with a code, or UNIMPLEMENTED, leaves unchanged.
+  kj::Exception coded = ExceptionFromStatus(NotFoundError("job 17 is unknown"));
+  EXPECT_EQ(std::string(ExceptionForPeer(coded).getDescription().cStr()),
+            "NotFound: job 17 is unknown");
+  kj::Exception unknown_method(kj::Exception::Type::UNIMPLEMENTED, __FILE__, __LINE__,
+                               kj::str("Method not implemented."));
+  EXPECT_EQ(ExceptionForPeer(unknown_method).getType(), kj::Exception::Type::UNIMPLEMENTED);
 }
 
 TEST(RpcStatus, ADescriptionWithoutAKnownCodeMapsByTheExceptionType) {

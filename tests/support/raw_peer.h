@@ -53,7 +53,7 @@ class RawPeer {
   std::optional<kj::Exception> Failure(kj::Promise<T> promise) {
     std::optional<kj::Exception> failure;
     KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { Wait(kj::mv(promise)); })) {
-      failure = kj::mv(*e);
+      failure.emplace(kj::mv(*e));
     }
     return failure;
   }
