@@ -298,10 +298,18 @@ void SimCoordinator::OnScheduled(const std::vector<ClosureSpec>& specs, const Sc
   }
 }
 
-void SimCoordinator::OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes) {
+void SimCoordinator::OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes,
+                                const std::vector<uint64_t>& released) {
   std::set<uint64_t> known;
   for (const auto& [request_id, closure_id] : acknowledged_) known.insert(closure_id);
+  // This reply acknowledges the releases its call carried.
+  release_acknowledged_.insert(released.begin(), released.end());
   for (const Outcome& outcome : outcomes) {
+    if (release_acknowledged_.contains(outcome.closure_id)) {
+      ctx_.observer->Fail("coordinator " + std::to_string(id_) + ": closure " +
+                          std::to_string(outcome.closure_id) +
+                          " was reported again after its release was acknowledged");
+    }
     ctx_.observer->OutcomeDelivered(id_, outcome);
     outcomes_[outcome.closure_id] = outcome;
     // Released once the coordinator knows whose it is (its schedule's reply).
@@ -336,7 +344,9 @@ void SimCoordinator::Step() {
     std::vector<uint64_t> release(to_release_.begin(), to_release_.end());
     to_release_.clear();  // a lost call breaks the connection: the next session reports them again
     awaiting_ = true;
-    auto reply = [this, conn](const std::vector<Outcome>& outcomes) { OnOutcomes(conn, outcomes); };
+    auto reply = [this, conn, release](const std::vector<Outcome>& outcomes) {
+      OnOutcomes(conn, outcomes, release);
+    };
     ctx_.Send(
         conn_, [d, conn, id, release, reply] { d->AwaitResults(conn, id, release, reply); }, true);
   }

@@ -90,7 +90,8 @@ class SimCoordinator {
   void Connect();
   void SendSchedule(std::vector<ClosureSpec> specs);
   void OnScheduled(const std::vector<ClosureSpec>& specs, const ScheduleReply& reply);
-  void OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes);
+  void OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes,
+                  const std::vector<uint64_t>& released);
 
   SimContext& ctx_;
   SimDispatcher& dispatcher_;
@@ -104,6 +105,9 @@ class SimCoordinator {
   std::map<uint64_t, uint64_t> acknowledged_;       // request id -> closure id
   std::map<uint64_t, Outcome> outcomes_;            // by closure id
   std::set<uint64_t> to_release_;
+  // Releases whose awaitResults reply arrived (acknowledged): the wire
+  // promises none of them is reported again, restarts included.
+  std::set<uint64_t> release_acknowledged_;
   bool awaiting_ = false;
   int64_t next_poll_ = 0;
 };
