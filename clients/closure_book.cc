@@ -105,6 +105,16 @@ std::shared_ptr<ClosureCell> ClosureBook::Attach(uint64_t closure_id, bool* look
   }
   auto cell = std::make_shared<ClosureCell>();
   cell->closure_id = closure_id;
+  if (Released(closure_id)) {
+    // Its outcome was handed out (or its RemoteValue dropped) and released:
+    // the dispatcher forgets it, and so does the user's second look.
+    cell->status = RemoteValueStatus::kFailed;
+    cell->error = NotFoundError("closure " + std::to_string(closure_id) +
+                                " was released by this coordinator (fetched, or its "
+                                "RemoteValue dropped): its outcome is handed out once");
+    cell->fetched = true;  // nothing to release
+    return cell;
+  }
   auto orphan = orphans_.find(closure_id);
   if (orphan != orphans_.end()) {
     *cell = std::move(orphan->second);
@@ -355,7 +365,18 @@ bool ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
     default:
       return false;  // queued or running: nothing to record yet
   }
-  if (releasing_.count(id) > 0) return false;  // fetched already; its release is on its way
+  if (releasing_.count(id) > 0) {
+    ++counters_.duplicate_outcomes_dropped;  // fetched already; its release is on its way
+    return false;
+  }
+  if (released_.count(id) > 0) {
+    // Released and acknowledged, yet reported again: the dispatcher lost the
+    // release (it was held back for a dependant, and the dispatcher
+    // restarted). Not handed out again; released again so it forgets it.
+    ++counters_.duplicate_outcomes_dropped;
+    Release(id);
+    return false;
+  }
   auto live = by_id_.find(id);
   if (live != by_id_.end()) {
     std::shared_ptr<ClosureCell> cell = live->second.lock();
@@ -413,7 +434,31 @@ void ClosureBook::OnReleased(const std::vector<uint64_t>& ids) {
   releases_in_flight_.erase(std::remove_if(releases_in_flight_.begin(), releases_in_flight_.end(),
                                            [&](uint64_t id) { return done.count(id) > 0; }),
                             releases_in_flight_.end());
-  for (uint64_t id : ids) releasing_.erase(id);
+  for (uint64_t id : ids) {
+    releasing_.erase(id);
+    RememberRelease(id);
+  }
+}
+
+bool ClosureBook::Released(uint64_t closure_id) const {
+  return releasing_.count(closure_id) > 0 || released_.count(closure_id) > 0;
+}
+
+void ClosureBook::RememberRelease(uint64_t closure_id) {
+  if (!released_.insert(closure_id).second) return;  // released again: remembered already
+  released_order_.push_back(closure_id);
+  while (released_order_.size() > max_remembered_releases_) {
+    released_.erase(released_order_.front());
+    released_order_.pop_front();
+    ++counters_.releases_forgotten;
+  }
+}
+
+ClosureBook::Counters ClosureBook::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Counters counters = counters_;
+  counters.releases_remembered = released_order_.size();
+  return counters;
 }
 
 }  // namespace dispatch::clients

@@ -6,11 +6,18 @@
 // returned its id (or refused it), and there are at most `window` of them;
 // an acknowledged closure whose outcome was fetched (or whose RemoteValue was
 // dropped) is released exactly once per dispatcher session that reports it.
+// Each outcome reaches the user once: an outcome reported again for a closure
+// this book released (a dispatcher restart that lost the release) is dropped
+// and released again, and Attach of it is NotFound. The ids of acknowledged
+// releases are remembered for that, the latest `max_remembered_releases` of
+// them (about 48 bytes each: the id in a deque and in a hash set, 3 MiB at
+// the default 65536); older ones are forgotten and counted.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +25,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "clients/remote_value.h"
@@ -68,8 +76,27 @@ class ClosureBook {
     std::vector<uint64_t> inputs;
   };
 
-  ClosureBook(uint32_t window, uint64_t first_request_id)
-      : window_(window), next_request_id_(first_request_id) {}
+  // What the book counts (for CoordinatorStatus and tests).
+  struct Counters {
+    // Outcomes reported again for a closure whose outcome the user was
+    // already handed (fetched or dropped): not handed out again.
+    uint64_t duplicate_outcomes_dropped = 0;
+    // Acknowledged releases remembered now, and those forgotten because
+    // more than max_remembered_releases were (an outcome of one of those,
+    // should a dispatcher ever report it again, is kept like one of an
+    // earlier process: for Attach).
+    uint64_t releases_remembered = 0;
+    uint64_t releases_forgotten = 0;
+  };
+
+  static constexpr size_t kDefaultMaxRememberedReleases = 65536;
+
+  // REQUIRES: max_remembered_releases > 0
+  ClosureBook(uint32_t window, uint64_t first_request_id,
+              size_t max_remembered_releases = kDefaultMaxRememberedReleases)
+      : window_(window),
+        max_remembered_releases_(max_remembered_releases),
+        next_request_id_(first_request_id) {}
   ClosureBook(const ClosureBook&) = delete;
   ClosureBook& operator=(const ClosureBook&) = delete;
 
@@ -94,10 +121,12 @@ class ClosureBook {
   void WaitAcknowledged();
   size_t unacknowledged() const;
   // The cell of `closure_id`: the live one, one made from an outcome that
-  // arrived before anyone asked, or a new pending one (*lookup set: ask the
-  // dispatcher whether it exists).
+  // arrived before anyone asked, a failed one (NotFound) for a closure this
+  // book released (its outcome was handed out already), or a new pending one
+  // (*lookup set: ask the dispatcher whether it exists).
   std::shared_ptr<ClosureCell> Attach(uint64_t closure_id, bool* lookup);
   void Close();
+  Counters counters() const;
   // Set by the Coordinator; held weakly (the Coordinator owns it).
   void SetCanceller(std::weak_ptr<ClosureCanceller> canceller);
   std::shared_ptr<ClosureCanceller> canceller() const;
@@ -155,8 +184,15 @@ class ClosureBook {
   // REQUIRES: mu_ held. True if a RemoteValue someone may wait on changed.
   bool ApplyOutcome(rpc::ClosureOutcome::Reader outcome);
   void Release(uint64_t closure_id);
+  // REQUIRES: mu_ held. Whether this book released `closure_id` (asked or
+  // acknowledged, and still remembered).
+  bool Released(uint64_t closure_id) const;
+  // REQUIRES: mu_ held. Remembers an acknowledged release, forgetting the
+  // oldest past max_remembered_releases_.
+  void RememberRelease(uint64_t closure_id);
 
   const uint32_t window_;
+  const size_t max_remembered_releases_;
   mutable std::mutex mu_;  // guards everything below
   // Two, so that an acknowledgement does not wake a Fetch for nothing (a
   // wake-up is a context switch on the critical path of a round trip).
@@ -171,6 +207,10 @@ class ClosureBook {
   std::vector<uint64_t> releases_;                     // to send with the next awaitResults
   std::vector<uint64_t> releases_in_flight_;
   std::set<uint64_t> releasing_;  // in releases_ or in flight: ignore their outcomes
+  // Acknowledged releases, oldest first, and the same ids for lookup.
+  std::deque<uint64_t> released_order_;
+  std::unordered_set<uint64_t> released_;
+  Counters counters_;
   Status first_error_;
   bool failure_hint_ = false;
   std::weak_ptr<ClosureCanceller> canceller_;

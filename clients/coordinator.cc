@@ -20,6 +20,8 @@ Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
     return InvalidArgumentError("max_schedule_calls_in_flight must be > 0");
   }
   if (o.max_unacknowledged == 0) return InvalidArgumentError("max_unacknowledged must be > 0");
+  if (o.max_remembered_releases == 0)
+    return InvalidArgumentError("max_remembered_releases must be > 0");
   if (o.max_schedule_bytes == 0) return InvalidArgumentError("max_schedule_bytes must be > 0");
   if (o.max_closure_bytes == 0 || o.max_closure_bytes > o.max_schedule_bytes) {
     return InvalidArgumentError("max_closure_bytes must be > 0 and at most max_schedule_bytes");
@@ -132,7 +134,8 @@ Coordinator::Coordinator(CoordinatorOptions options, uint64_t coordinator_id)
   // one's closures.
   uint64_t first = RandomU64() >> 1;  // room to count up without wrapping
   if (first == 0) first = 1;
-  book_ = std::make_shared<ClosureBook>(options_.max_unacknowledged, first);
+  book_ = std::make_shared<ClosureBook>(options_.max_unacknowledged, first,
+                                        options_.max_remembered_releases);
   canceller_ = std::make_shared<Canceller>(this);
   book_->SetCanceller(canceller_);
 }
@@ -168,8 +171,13 @@ void Coordinator::Close() {
 }
 
 CoordinatorStatus Coordinator::status() const {
+  ClosureBook::Counters counters = book_->counters();
   std::lock_guard<std::mutex> lock(mu_);
-  return status_;
+  CoordinatorStatus status = status_;
+  status.duplicate_outcomes_dropped = counters.duplicate_outcomes_dropped;
+  status.releases_remembered = counters.releases_remembered;
+  status.releases_forgotten = counters.releases_forgotten;
+  return status;
 }
 
 void Coordinator::RequestFlush() {

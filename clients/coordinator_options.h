@@ -60,6 +60,11 @@ struct CoordinatorOptions {
   // Schedule() waits: client memory stays bounded.
   uint32_t max_unacknowledged = 8192;
   uint32_t max_results_per_call = 0;  // awaitResults maxResults (0: all)
+  // Each outcome is handed to the user once, even when a restarted
+  // dispatcher reports it again: the ids of the latest this many
+  // acknowledged releases are remembered for that (about 48 bytes each).
+  // Counted in CoordinatorStatus (releases_remembered, releases_forgotten).
+  uint64_t max_remembered_releases = 65536;
   // Create() gives up when the first session is not open by then.
   uint32_t connect_timeout_ms = 10000;
   uint32_t backoff_initial_ms = 20;

@@ -32,6 +32,10 @@ struct CoordinatorStatus {
   uint64_t dispatcher_incarnation = 0;
   uint64_t dispatcher_restarts = 0;  // incarnation changes seen
   std::string last_error;            // why the latest session ended or failed to open
+  // Filled by Coordinator::status() from its ClosureBook (ClosureBook::Counters).
+  uint64_t duplicate_outcomes_dropped = 0;  // outcomes reported again, not handed out again
+  uint64_t releases_remembered = 0;         // acknowledged releases remembered now
+  uint64_t releases_forgotten = 0;          // past max_remembered_releases
 };
 
 class CoordinatorSession final : public kj::TaskSet::ErrorHandler {

@@ -313,7 +313,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     }
   }
   if (!results.empty()) {
-    FlushReleases();  // they share this pass's commit
+    (void)FlushReleases();  // they share this pass's commit (a failure is logged)
     // The records carry only ids, sizes and checksums; the bytes go to the
     // result table in the same transaction.
     state::UpdateList finished;
@@ -476,7 +476,7 @@ Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
   }
   ids = std::move(plan->ids);
   if (plan->num_new == 0) return Status::Ok();
-  FlushReleases();  // they share this pass's commit
+  (void)FlushReleases();  // they share this pass's commit (a failure is logged)
   // Should the process die between two records' commits (before the reply),
   // a retry with the same request ids queues only the rest.
   Status status = Carry(plan->updates);
@@ -499,7 +499,7 @@ Result<bool> ClosureDispatcher::RetryUnderError(uint64_t coordinator_id,
       state::PlanScheduleRetryUnderError(state(), coordinator_id, NewClosuresOf(specs), Stamp());
   if (!plan.ok()) return plan.status();
   if (!plan->has_value()) return false;
-  if ((*plan)->num_new > 0) FlushReleases();
+  if ((*plan)->num_new > 0) (void)FlushReleases();
   DISPATCH_RETURN_IF_ERROR(Carry((*plan)->updates));
   ids = std::move((*plan)->ids);
   return true;
@@ -514,11 +514,8 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
       state::PlanRelease(state(), coordinator_id, asked, pending_releases_);
   if (!release.ok()) return release.status();
   pending_releases_.insert(release->begin(), release->end());
-  if (pending_releases_.size() >= kMaxPendingReleases) {
-    FlushReleases();
-  } else if (!pending_releases_.empty()) {
-    StartReleaseTimer();
-  }
+  if (pending_releases_.size() >= kMaxPendingReleases) return FlushReleases();
+  if (!pending_releases_.empty()) StartReleaseTimer();
   return Status::Ok();
 }
 
@@ -526,13 +523,13 @@ void ClosureDispatcher::StartReleaseTimer() {
   if (closed_) return;
   if (release_timer_ == nullptr) {
     release_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, kReleaseDelayMs,
-                                                              [this]() { FlushReleases(); });
+                                                              [this]() { (void)FlushReleases(); });
     release_timer_->Unref();
   }
   release_timer_->Start();
 }
 
-void ClosureDispatcher::FlushReleases() {
+Status ClosureDispatcher::FlushReleases() {
   if (release_timer_ != nullptr) release_timer_->Stop();
   std::vector<uint64_t> release;
   std::set<uint64_t> stored;  // their rows go in the release's transaction
@@ -551,19 +548,20 @@ void ClosureDispatcher::FlushReleases() {
   pending_releases_ = std::move(held);
   // Held ones are looked at again every kReleaseDelayMs until they go.
   if (!pending_releases_.empty()) StartReleaseTimer();
-  if (release.empty()) return;
+  if (release.empty()) return Status::Ok();
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
   for (size_t i = 0; i < updates.size(); ++i) {
     Status status = SubmitAndObserve(updates[i]);
     if (!status.ok()) {
       Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
-      return;
+      return status;
     }
     for (uint64_t id : updates[i].getClosureBatch().getReleased()) {
       if (stored.count(id) != 0) durable_.DeleteResult(id);
     }
   }
+  return Status::Ok();
 }
 
 Result<uint64_t> ClosureDispatcher::CreateResource(uint64_t coordinator_id,

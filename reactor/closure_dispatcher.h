@@ -146,16 +146,22 @@ class ClosureDispatcher final : public kj::Refcounted {
                                capnp::List<rpc::ClosureSpec>::Reader specs,
                                std::vector<uint64_t>& ids);
   // Forgets finished, failed or cancelled closures of the coordinator. The
-  // release is journaled with the next update that commits anyway (or within
-  // kReleaseDelayMs): a release acknowledges nothing, and one lost in a crash
-  // only means the outcome is reported again to the coordinator, which has it.
-  // A closure that is the input of a closure not done yet is held back (gone
-  // for the coordinator, kept in the state with its result) until its last
-  // dependant is done: its dependants' pushes read its result.
+  // release is journaled with the next update that commits anyway, within
+  // kReleaseDelayMs, or at once past kMaxPendingReleases; the caller makes it
+  // durable before it acknowledges it (FlushReleases before its reply's
+  // Barrier), so a release the coordinator saw acknowledged survives a crash
+  // and no later session reports it again.
+  // Exception: a closure that is the input of a closure not done yet is held
+  // back (gone for the coordinator, kept in the state with its result, not
+  // journaled) until its last dependant is done: its dependants' pushes read
+  // its result. A crash before then forgets the held release: the outcome is
+  // reported again to the coordinator (which dedups it, clients/closure_book).
   Status Release(uint64_t coordinator_id, capnp::List<uint64_t>::Reader closure_ids);
-  // Journals the pending releases (also run at shutdown).
-  void FlushReleases();
-  // Released by the coordinator, not journaled yet: treated as gone.
+  // Journals the pending releases that are no longer held (also run at
+  // shutdown, and every kReleaseDelayMs while some are pending). Only a
+  // storage failure (logged) makes it fail.
+  Status FlushReleases();
+  // Not journaled yet, or held back (see Release): treated as gone.
   bool ReleasePending(uint64_t closure_id) const { return pending_releases_.contains(closure_id); }
   // Journals a per-worker resource and sends it to every worker with closure
   // slots once committed. A nonzero `request_id` already used by this

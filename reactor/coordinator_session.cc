@@ -71,6 +71,14 @@ ClosureDispatcher& CoordinatorSession::Dispatcher() {
   return *closures_;
 }
 
+capnp::Capability::Server::DispatchCallResult CoordinatorSession::dispatchCall(
+    uint64_t interface_id, uint16_t method_id,
+    capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {
+  return DispatchWithPeerErrors([&]() {
+    return rpc::Coordinator::Server::dispatchCall(interface_id, method_id, context);
+  });
+}
+
 void CoordinatorSession::OnClosureDone(uint64_t closure_id) {
   undelivered_.push_back(closure_id);
   KJ_IF_MAYBE (waiter, results_waiter_) {
@@ -192,18 +200,26 @@ kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) 
       break;
     undelivered_.pop_front();
   }
+  // Whatever this call answers, its releases are journaled before the answer
+  // leaves (the Barrier waits for the commit), so an acknowledged release is
+  // durable (held ones excepted, see ClosureDispatcher::Release).
+  const bool releases = params.getRelease().size() > 0;
   if (!undelivered_.empty()) {
     FillResults(context, max);
+    if (releases) ThrowIfError(closures.FlushReleases());
     return closures.durable().Barrier();
   }
   if (results_waiter_ != nullptr) {
+    if (releases) ThrowIfError(closures.FlushReleases());
     ThrowStatus(FailedPreconditionError("coordinator " + std::to_string(coordinator_id_) +
                                         ": this session already has an awaitResults waiting"));
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   results_waiter_ = kj::mv(paf.fulfiller);
-  return closures.CancelOnClose(paf.promise.then([this, context, max]() mutable {
+  return closures.CancelOnClose(paf.promise.then([this, context, max, releases]() mutable {
     FillResults(context, max);
+    // Usually journaled meanwhile (kReleaseDelayMs); if not, with this pass.
+    if (releases) ThrowIfError(Dispatcher().FlushReleases());
     return Dispatcher().durable().Barrier();
   }));
 }

@@ -34,6 +34,10 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
   // The coordinator has a first error now.
   void OnFirstError();
 
+  // Every failed call's exception carries a code (DispatchWithPeerErrors).
+  DispatchCallResult dispatchCall(uint64_t interface_id, uint16_t method_id,
+                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) override;
+
  protected:
   kj::Promise<void> schedule(ScheduleContext context) override;
   kj::Promise<void> awaitResults(AwaitResultsContext context) override;

@@ -36,7 +36,7 @@ void DataService::StartTimers() {
 void DataService::StopTimers() {
   if (job_gc_timer_) job_gc_timer_->Stop();
   if (liveness_timer_) liveness_timer_->Stop();
-  closures_->FlushReleases();  // journaled with the shutdown's last commit
+  (void)closures_->FlushReleases();  // journaled with the shutdown's last commit
 }
 
 void DataService::RunJobGc() {

@@ -4,8 +4,17 @@
 
 #include "common/rpc_status.h"
 #include "reactor/dispatcher_server.h"
+#include "reactor/service_util.h"
 
 namespace dispatch::reactor {
+
+capnp::Capability::Server::DispatchCallResult GatewayService::dispatchCall(
+    uint64_t interface_id, uint16_t method_id,
+    capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {
+  return DispatchWithPeerErrors([&]() {
+    return rpc::Gateway::Server::dispatchCall(interface_id, method_id, context);
+  });
+}
 
 kj::Promise<void> GatewayService::authenticate(AuthenticateContext context) {
   server_.loop_thread().Check();
@@ -28,16 +37,15 @@ capnp::Capability::Server::DispatchCallResult DispatcherService::dispatchCall(
   RpcServer& rpc = server_.rpc();
   if (!rpc.CallStarted(connection_)) {
     rpc.CallFinished(connection_);
-    return {KJ_EXCEPTION(OVERLOADED, "too many calls in flight on this connection"), false};
+    return {ExceptionFromStatus(ResourceExhaustedError(
+                "too many calls in flight on this connection (--max-calls-in-flight)")),
+            false};
   }
   RpcServer::ConnectionId id = connection_;
   auto finished = kj::defer([&rpc, id]() { rpc.CallFinished(id); });
-  DispatchCallResult result{nullptr, false};
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
-                result = rpc::Dispatcher::Server::dispatchCall(interface_id, method_id, context);
-              })) {
-    return {kj::mv(*e), false};
-  }
+  DispatchCallResult result = DispatchWithPeerErrors([&]() {
+    return rpc::Dispatcher::Server::dispatchCall(interface_id, method_id, context);
+  });
   result.promise = result.promise.attach(kj::mv(finished));
   return result;
 }

@@ -17,6 +17,9 @@ class GatewayService final : public rpc::Gateway::Server {
   GatewayService(DispatcherServer& server, RpcServer::ConnectionId connection)
       : server_(server), connection_(connection) {}
 
+  // Every failed call's exception carries a code (DispatchWithPeerErrors).
+  DispatchCallResult dispatchCall(uint64_t interface_id, uint16_t method_id,
+                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) override;
   kj::Promise<void> authenticate(AuthenticateContext context) override;
 
  private:

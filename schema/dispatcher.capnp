@@ -1,6 +1,71 @@
 @0xf082c3b2198b49aa;
 # The dispatcher's wire protocol. The bootstrap capability of every connection
 # is a Gateway; nothing else is reachable before it accepts the caller's token.
+#
+# ---- Errors: the contract ----------------------------------------------
+# A call the dispatcher refuses fails with a Cap'n Proto exception (rpc.capnp
+# `Exception`) whose `reason` is exactly
+#     CodeName ": " message
+# CodeName is an ErrorCode enumerant's name with its first letter in upper
+# case (`notFound` -> "NotFound"); `message` names the thing involved and the
+# limit crossed ("dataset 7 is unknown"), in words that may change. The
+# exception `type` is `overloaded` for ResourceExhausted, `disconnected` for
+# Unavailable and `failed` for every other code. Cap'n Proto's C++ runtime
+# hands a caller the description "remote exception: " + reason; other
+# runtimes hand over the reason as is. Branch on CodeName: the text before
+# the first ": " of the reason (after that "remote exception: ", if present).
+# Nothing else of the text is stable. Every failure of a Gateway, Dispatcher
+# or Coordinator method carries a CodeName: a request Cap'n Proto cannot read
+# (a bad pointer, over the traversal or nesting limit) is InvalidArgument,
+# and a failure the dispatcher did not classify (a bug) is Internal. Failures without one come from the RPC
+# system, not from the dispatcher: `disconnected` when the connection dropped
+# or the dispatcher closed it for crossing a per-connection limit (see
+# ServerStats; reconnect, then retry), and `unimplemented` for a method this
+# dispatcher does not have (an older one). Our C++ clients map an exception
+# without a CodeName by type: disconnected -> Unavailable, overloaded ->
+# ResourceExhausted, unimplemented -> InvalidArgument, failed -> Internal
+# (common/rpc_status.h). Text fields that carry errors (ClosureOutcome.error,
+# ClosureError.message) are prose, not this contract.
+
+enum ErrorCode @0xb3b48c34434b9924 {
+  # The CodeNames of the contract above, with what each means and how a
+  # client retries. Never sent as a number (the code travels as the reason's
+  # CodeName), so the ordinals mean nothing on the wire; the names are
+  # stable. A request refused with any code changed nothing.
+  invalidArgument @0;
+  # Malformed, or over a per-call limit (named, e.g. --max-closures-per-call).
+  # Do not retry the same request: fix it.
+  notFound @1;
+  # An id the dispatcher does not know (named): never issued, released, or
+  # from before a restart that forgot it. Do not retry the same id.
+  alreadyExists @2;
+  # Not sent by this dispatcher (getOrRegister* calls return the existing
+  # thing instead); reserved.
+  failedPrecondition @3;
+  # The request conflicts with the current state (named, e.g. a named job
+  # reused with another processing mode). Retrying it unchanged gets the same
+  # answer until the state changes: do not retry blindly.
+  resourceExhausted @4;
+  # Type `overloaded`. Over a size limit (named: one 16 MiB journal record,
+  # --max-result-bytes-per-call, ...). The same request fails the same way:
+  # send less (smaller bytes, fewer ids); back off only where the message
+  # says the limit is one of capacity.
+  unavailable @5;
+  # Type `disconnected`. The dispatcher is shutting down. Reconnect with
+  # backoff and retry: every method says its idempotency key.
+  dataLoss @6;
+  # Stored bytes the dispatcher cannot read back intact (named). Not
+  # retried: an operator must look.
+  internal @7;
+  # A bug in the dispatcher (the message says where). Not retried; report it.
+  unauthenticated @8;
+  # Gateway.authenticate: the token is wrong. Retry only with another token.
+  cancelled @9;
+  # Not sent in exceptions: our clients' code for a cancelled closure.
+  deadlineExceeded @10;
+  # Not sent in exceptions: our clients' code for a closure past its
+  # timeoutMs (ClosureOutcome.deadlineExceeded).
+}
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("dispatch::rpc");
@@ -145,7 +210,8 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # The closures of coordinator `coordinatorId` (nonzero, chosen by the
   # caller, e.g. at random). Opening the same id again (after a reconnect, a
   # dispatcher restart, or from a new process) sees the same closures. Each
-  # open is a session: it reports every result once (awaitResults).
+  # open is a session: it reports every outcome not released once
+  # (awaitResults, which says what survives a restart).
 
   reportClosures @20 (workerId :UInt64, reports :List(ClosureReport))
       -> (incarnation :UInt64, ignored :UInt32);
@@ -195,10 +261,25 @@ interface Coordinator @0xc5d6e9f18ef3a3ba {
   # stored results), then waits until this session has outcomes it has not
   # returned yet and returns up to `maxResults` (0: all, up to the
   # dispatcher's --max-results-per-call) of them, as many as fit in
-  # --max-result-bytes-per-call bytes of results (at least one). A new
-  # session starts with every outcome of the coordinator that is not
-  # released. A result the dispatcher cannot read back intact is never sent:
-  # its outcome comes as `failed` with a DataLoss error naming the closure.
+  # --max-result-bytes-per-call bytes of results (at least one). A result
+  # the dispatcher cannot read back intact is never sent: its outcome comes
+  # as `failed` with a DataLoss error naming the closure.
+  # Releases: idempotent (an id released before, or unknown, is skipped, so
+  # resending them after a lost reply is safe); a closure of another
+  # coordinator is NotFound, one not done FailedPrecondition, and then
+  # nothing is released. The release is journaled before the reply leaves:
+  # once the reply arrives it survives any crash, and no session reports
+  # those outcomes again. One exception: a closure that is an input
+  # (ClosureSpec.inputs) of a closure not done yet is gone for the caller at
+  # once, but kept with its result until its last dependant is done, and its
+  # release is journaled only then; a dispatcher restart before that reports
+  # its outcome again.
+  # Delivery: a session reports each outcome once. A new session (after a
+  # reconnect or a restart) starts with every outcome of the coordinator not
+  # released: those whose release was never sent or whose reply was lost, and
+  # held inputs as above. So outcomes are delivered at least once across
+  # sessions; a client that hands each to its user once dedups by closure id
+  # (and releases a repeated one again).
 
   join @2 (wait :Bool) -> (done :Bool, error :ClosureError, unfinished :UInt64);
   # done: none of the coordinator's closures is queued or running. With

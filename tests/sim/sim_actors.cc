@@ -303,16 +303,29 @@ void SimCoordinator::OnScheduled(const std::vector<ClosureSpec>& specs, const Sc
                           std::to_string(it->second) + " and then closure " +
                           std::to_string(r.ids[i]));
     }
+    for (uint64_t input : specs[i].inputs)
+      if (input >= kInputInCall) used_as_input_.insert(r.ids[input - kInputInCall]);
     if (unacknowledged_.contains(request_id)) Unpin(specs[i]);
     unacknowledged_.erase(request_id);
     if (outcomes_.contains(r.ids[i])) to_release_.insert(r.ids[i]);
   }
 }
 
-void SimCoordinator::OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes) {
+void SimCoordinator::OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes,
+                                const std::vector<uint64_t>& released) {
   std::set<uint64_t> known;
   for (const auto& [request_id, closure_id] : acknowledged_) known.insert(closure_id);
+  // This reply acknowledges the releases its call carried.
+  release_acknowledged_.insert(released.begin(), released.end());
   for (const Outcome& outcome : outcomes) {
+    // An input released while a dependant was not done is held in memory
+    // only (the awaitResults comment's exception): a restart may report it again.
+    if (release_acknowledged_.contains(outcome.closure_id) &&
+        !used_as_input_.contains(outcome.closure_id)) {
+      ctx_.observer->Fail("coordinator " + std::to_string(id_) + ": closure " +
+                          std::to_string(outcome.closure_id) +
+                          " was reported again after its release was acknowledged");
+    }
     ctx_.observer->OutcomeDelivered(id_, outcome);
     outcomes_[outcome.closure_id] = outcome;
     // Released once the coordinator knows whose it is (its schedule's reply).
@@ -331,8 +344,10 @@ void SimCoordinator::Step() {
     for (int64_t n = ctx_.Uniform(1, 3); n > 0; --n) {
       ClosureSpec spec = NewSpec(specs);
       unacknowledged_[spec.request_id] = spec;
-      for (uint64_t input : spec.inputs)
+      for (uint64_t input : spec.inputs) {
         if (input < kInputInCall) pinned_inputs_.insert(input);
+        if (input < kInputInCall) used_as_input_.insert(input);
+      }
       specs.push_back(std::move(spec));
       ++scheduled_;
     }
@@ -353,7 +368,9 @@ void SimCoordinator::Step() {
       it = to_release_.erase(it);
     }
     awaiting_ = true;
-    auto reply = [this, conn](const std::vector<Outcome>& outcomes) { OnOutcomes(conn, outcomes); };
+    auto reply = [this, conn, release](const std::vector<Outcome>& outcomes) {
+      OnOutcomes(conn, outcomes, release);
+    };
     ctx_.Send(
         conn_, [d, conn, id, release, reply] { d->AwaitResults(conn, id, release, reply); }, true);
   }

@@ -91,7 +91,8 @@ class SimCoordinator {
   void Connect();
   void SendSchedule(std::vector<ClosureSpec> specs);
   void OnScheduled(const std::vector<ClosureSpec>& specs, const ScheduleReply& reply);
-  void OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes);
+  void OnOutcomes(uint64_t conn, const std::vector<Outcome>& outcomes,
+                  const std::vector<uint64_t>& released);
   ClosureSpec NewSpec(const std::vector<ClosureSpec>& earlier_in_call);
   void MaybeCancel();
   // The spec left unacknowledged_ (acknowledged or refused): its inputs may
@@ -113,6 +114,10 @@ class SimCoordinator {
   // Closures named as inputs by a schedule not acknowledged yet: not
   // released until it is (a released input is NotFound).
   std::multiset<uint64_t> pinned_inputs_;
+  std::set<uint64_t> used_as_input_;  // closure ids named as inputs (not in-call ones)
+  // Releases whose awaitResults reply arrived (acknowledged): the wire
+  // promises none of them is reported again, restarts included.
+  std::set<uint64_t> release_acknowledged_;
   bool awaiting_ = false;
   int64_t next_poll_ = 0;
 };

@@ -532,6 +532,9 @@ void SimDispatcher::AwaitResults(uint64_t conn, uint64_t coordinator_id,
     if (ctx_.bug == SimBug::kForgetOutcome && ctx_.Chance(0.2)) continue;
     outcomes.push_back(OutcomeOf(*closure));
   }
+  // As coordinator_session.cc: the releases are journaled before the reply
+  // that acknowledges them leaves.
+  if (!release.empty()) FlushReleases();
   Park(conn, [reply, outcomes] { reply(outcomes); });
 }
 
