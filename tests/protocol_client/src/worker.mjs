@@ -1,0 +1,219 @@
+// A worker (PROTOCOL.md, "The worker life cycle"): registers by heartbeat with
+// its own WorkerControl, keeps heartbeating at the interval the dispatcher
+// asks for, runs the closures pushed to it with the functions it registered
+// and reports their outcomes, and runs each DYNAMIC task the way a worker's
+// task reads its splits: getSplit by increasing sequence until end of splits,
+// then workerUpdate(completed).
+
+import * as crypto from "node:crypto";
+import { DispatcherConnection, dataBytes, setData } from "./connection.mjs";
+import { Enums, Wire } from "./schema.mjs";
+
+// Thrown by a closure function for a failure of the function itself (the
+// wire's userError: not retried, its coordinator's first error).
+export class UserError extends Error {}
+
+function randomNonZeroU64() {
+  for (;;) {
+    const v = crypto.randomBytes(8).readBigUInt64LE(0);
+    if (v !== 0n) return v;
+  }
+}
+
+export class Worker {
+  // options: dispatcherAddress, address, token, maxClosures,
+  //          functions: { name: (args: Uint8Array, inputs: Uint8Array[]) => Uint8Array | Promise },
+  //          splitBatch (maxSplits per getSplit), onSplits(task, splits) (observer).
+  static async start(options) {
+    const w = new Worker(options);
+    await w.connect();
+    return w;
+  }
+
+  constructor(options) {
+    this.options = options;
+    this.functions = options.functions ?? {};
+    this.incarnation = randomNonZeroU64();
+    this.workerId = 0n;
+    this.dispatcherIncarnation = 0n;
+    this.intervalMs = 1000;
+    this.maxResultBytes = 0n;
+    this.tasks = new Map();          // taskId (bigint) -> { info, state, splits }
+    this.cancelled = new Set();      // closure ids told cancelled, not started yet
+    this.running = 0;
+    this.stopped = false;
+    this.heartbeats = 0;
+    this.pushes = { startTasks: 0, deleteTasks: 0, runClosures: 0, cancelClosures: 0 };
+    this.closuresRun = 0;
+    this.reportsIgnored = 0;
+    this.errors = [];
+  }
+
+  async connect() {
+    this.connection = await DispatcherConnection.open(this.options.dispatcherAddress,
+                                                      this.options.token);
+    this.dispatcher = this.connection.dispatcher;
+    this.control = new Wire.WorkerControl.Server(this.controlImpl());
+    await this.heartbeat();
+    this.scheduleHeartbeat();
+  }
+
+  controlImpl() {
+    const self = this;
+    return {
+      async startTasks(params) {
+        self.pushes.startTasks++;
+        for (const t of params.tasks) self.addTask(t);
+      },
+      async deleteTasks(params) {
+        self.pushes.deleteTasks++;
+        for (const id of params.taskIds) self.tasks.delete(id);
+      },
+      async runClosures(params) {
+        self.pushes.runClosures++;
+        // Copy out of the message now: the call's message is not ours after the reply.
+        const closures = [];
+        for (const a of params.closures) {
+          closures.push({
+            closureId: a.closureId, attempt: a.attempt, fn: a.function,
+            args: dataBytes(a.args), inputs: [...a.inputs].map(dataBytes),
+          });
+        }
+        // The reply only acknowledges receipt: run after it.
+        setImmediate(() => { for (const c of closures) self.runClosure(c); });
+      },
+      async cancelClosures(params) {
+        self.pushes.cancelClosures++;
+        for (const id of params.closureIds) self.cancelled.add(id);
+      },
+    };
+  }
+
+  async heartbeat() {
+    const answer = this.dispatcher.workerHeartbeat((p) => {
+      const req = p._initRequest();
+      req.address = this.options.address;
+      req.transferAddress = "";
+      req.workerIncarnation = this.incarnation;
+      req.control = new Wire.WorkerControl.Client(this.control);
+      const current = [...this.tasks.keys()];
+      const list = req._initCurrentTasks(current.length);
+      current.forEach((id, i) => list.set(i, id));
+      req.maxClosures = this.options.maxClosures ?? 0;
+      const names = Object.keys(this.functions);
+      const fl = req._initFunctions(names.length);
+      names.forEach((n, i) => fl.set(i, n));
+    });
+    const { response } = await this.connection.call(answer);
+    this.heartbeats++;
+    this.workerId = response.workerId;
+    this.dispatcherIncarnation = response.incarnation;
+    if (response.heartbeatIntervalMillis > 0) this.intervalMs = response.heartbeatIntervalMillis;
+    this.maxResultBytes = response.maxResultBytes;
+    for (const id of response.tasksToDelete) this.tasks.delete(id);
+    for (const t of response.newTasks) this.addTask(t);
+  }
+
+  scheduleHeartbeat() {
+    if (this.stopped) return;
+    this.timer = setTimeout(async () => {
+      try {
+        await this.heartbeat();
+      } catch (e) {
+        this.errors.push(e);
+      }
+      this.scheduleHeartbeat();
+    }, this.intervalMs);
+  }
+
+  // ---- Tasks and splits ---------------------------------------------------
+
+  addTask(t) {
+    if (this.tasks.has(t.taskId)) return;  // startTasks and heartbeats may both announce it
+    const info = {
+      taskId: t.taskId, jobId: t.jobId, datasetId: t.datasetId,
+      processingMode: t.processingMode, numSplitProviders: t.numSplitProviders,
+    };
+    const task = { info, state: "running", splits: [], repetition: 0n, error: null };
+    this.tasks.set(t.taskId, task);
+    if (info.processingMode === Enums.ProcessingMode.DYNAMIC) {
+      this.readSplits(task).catch((e) => { task.error = e; task.state = "failed"; });
+    }
+  }
+
+  async readSplits(task) {
+    const { taskId } = task.info;
+    let sequence = 1n;
+    for (;;) {
+      const answer = this.dispatcher.getSplit((p) => {
+        const r = p._initRequest();
+        r.taskId = taskId;
+        r.repetition = 0n;
+        r.providerIndex = 0;
+        r.sequence = sequence;
+        r.maxSplits = this.options.splitBatch ?? 1;
+      });
+      const { response } = await this.connection.call(answer);
+      sequence++;
+      for (const s of response.splits) {
+        task.splits.push({ index: s.index, payload: dataBytes(s.payload) });
+      }
+      if (response.endOfSplits) break;
+    }
+    task.lastSequence = sequence - 1n;
+    task.state = "read";
+    // Nothing is served here (no transfer address), so the task is done.
+    await this.connection.call(this.dispatcher.workerUpdate((p) => {
+      p.workerId = this.workerId;
+      const u = p._initUpdates(1).get(0);
+      u.taskId = taskId;
+      u.completed = true;
+    }));
+    task.state = "completed";
+  }
+
+  // ---- Closures -----------------------------------------------------------
+
+  async runClosure(c) {
+    if (this.cancelled.has(c.closureId)) return;  // cancelled before it started: no report
+    const fn = this.functions[c.fn];
+    let report;
+    this.running++;
+    try {
+      if (!fn) throw new UserError(`function "${c.fn}" is not registered on this worker`);
+      const result = await fn(c.args, c.inputs);
+      if (this.maxResultBytes > 0n && BigInt(result.length) > this.maxResultBytes) {
+        report = { userError: `result of ${result.length} bytes is over the dispatcher's ` +
+                              `limit of ${this.maxResultBytes} bytes (--max-result-bytes)` };
+      } else {
+        report = { result };
+      }
+    } catch (e) {
+      report = e instanceof UserError ? { userError: e.message }
+                                      : { transientError: String(e?.message ?? e) };
+    } finally {
+      this.running--;
+    }
+    this.closuresRun++;
+    try {
+      const reply = await this.connection.call(this.dispatcher.reportClosures((p) => {
+        p.workerId = this.workerId;
+        const r = p._initReports(1).get(0);
+        r.closureId = c.closureId;
+        r.attempt = c.attempt;
+        if (report.result) setData((n) => r._initResult(n), report.result);
+        else if (report.userError !== undefined) r.userError = report.userError;
+        else r.transientError = report.transientError;
+      }));
+      this.reportsIgnored += reply.ignored;
+    } catch (e) {
+      this.errors.push(e);
+    }
+  }
+
+  async stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.connection.close();
+  }
+}
