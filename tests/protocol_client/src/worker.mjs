@@ -7,6 +7,7 @@
 
 import * as crypto from "node:crypto";
 import { DispatcherConnection, dataBytes, setData } from "./connection.mjs";
+import { getSplit } from "./data_service.mjs";
 import { Enums, Wire } from "./schema.mjs";
 
 // Thrown by a closure function for a failure of the function itself (the
@@ -23,7 +24,8 @@ function randomNonZeroU64() {
 export class Worker {
   // options: dispatcherAddress, address, token, maxClosures,
   //          functions: { name: (args: Uint8Array, inputs: Uint8Array[]) => Uint8Array | Promise },
-  //          splitBatch (maxSplits per getSplit), onSplits(task, splits) (observer).
+  //          splitBatch (maxSplits per getSplit), readSplits (false: DYNAMIC tasks
+  //          are left to the caller, who reads and completes them by hand).
   static async start(options) {
     const w = new Worker(options);
     await w.connect();
@@ -47,6 +49,7 @@ export class Worker {
     this.closuresRun = 0;
     this.reportsIgnored = 0;
     this.errors = [];
+    this.registered = new Promise((resolve) => { this.onRegistered = resolve; });
   }
 
   async connect() {
@@ -63,7 +66,7 @@ export class Worker {
     return {
       async startTasks(params) {
         self.pushes.startTasks++;
-        for (const t of params.tasks) self.addTask(t);
+        for (const t of params.tasks) self.addTask(t, "startTasks");
       },
       async deleteTasks(params) {
         self.pushes.deleteTasks++;
@@ -107,11 +110,12 @@ export class Worker {
     const { response } = await this.connection.call(answer);
     this.heartbeats++;
     this.workerId = response.workerId;
+    this.onRegistered();
     this.dispatcherIncarnation = response.incarnation;
     if (response.heartbeatIntervalMillis > 0) this.intervalMs = response.heartbeatIntervalMillis;
     this.maxResultBytes = response.maxResultBytes;
     for (const id of response.tasksToDelete) this.tasks.delete(id);
-    for (const t of response.newTasks) this.addTask(t);
+    for (const t of response.newTasks) this.addTask(t, "heartbeat");
   }
 
   scheduleHeartbeat() {
@@ -128,48 +132,44 @@ export class Worker {
 
   // ---- Tasks and splits ---------------------------------------------------
 
-  addTask(t) {
+  addTask(t, via) {
     if (this.tasks.has(t.taskId)) return;  // startTasks and heartbeats may both announce it
     const info = {
       taskId: t.taskId, jobId: t.jobId, datasetId: t.datasetId,
       processingMode: t.processingMode, numSplitProviders: t.numSplitProviders,
     };
-    const task = { info, state: "running", splits: [], repetition: 0n, error: null };
+    const task = { info, via, state: "running", splits: [], error: null };
     this.tasks.set(t.taskId, task);
-    if (info.processingMode === Enums.ProcessingMode.DYNAMIC) {
+    if (info.processingMode === Enums.ProcessingMode.DYNAMIC && this.options.readSplits !== false) {
       this.readSplits(task).catch((e) => { task.error = e; task.state = "failed"; });
     }
   }
 
   async readSplits(task) {
     const { taskId } = task.info;
-    let sequence = 1n;
+    let sequence = 0n;
     for (;;) {
-      const answer = this.dispatcher.getSplit((p) => {
-        const r = p._initRequest();
-        r.taskId = taskId;
-        r.repetition = 0n;
-        r.providerIndex = 0;
-        r.sequence = sequence;
-        r.maxSplits = this.options.splitBatch ?? 1;
-      });
-      const { response } = await this.connection.call(answer);
-      sequence++;
-      for (const s of response.splits) {
-        task.splits.push({ index: s.index, payload: dataBytes(s.payload) });
-      }
-      if (response.endOfSplits) break;
+      sequence++;  // PROTOCOL.md: any nonzero start, strictly increasing per (task, provider)
+      const answer = await getSplit(this.connection, {
+        taskId, repetition: 0n, sequence, maxSplits: this.options.splitBatch ?? 1 });
+      task.splits.push(...answer.splits);
+      if (answer.endOfSplits) break;
     }
-    task.lastSequence = sequence - 1n;
+    task.lastSequence = sequence;
     task.state = "read";
     // Nothing is served here (no transfer address), so the task is done.
+    await this.completeTask(taskId);
+  }
+
+  async completeTask(taskId) {
     await this.connection.call(this.dispatcher.workerUpdate((p) => {
       p.workerId = this.workerId;
       const u = p._initUpdates(1).get(0);
       u.taskId = taskId;
       u.completed = true;
     }));
-    task.state = "completed";
+    const task = this.tasks.get(taskId);
+    if (task) task.state = "completed";
   }
 
   // ---- Closures -----------------------------------------------------------
@@ -196,6 +196,10 @@ export class Worker {
     }
     this.closuresRun++;
     try {
+      // runClosures may arrive before the reply of the heartbeat that
+      // registered us (the dispatcher pushes right after the registration):
+      // a report with workerId 0 would be ignored. Wait for our id.
+      await this.registered;
       const reply = await this.connection.call(this.dispatcher.reportClosures((p) => {
         p.workerId = this.workerId;
         const r = p._initReports(1).get(0);
