@@ -4,7 +4,7 @@
 // closures on them as a coordinator, and reads a dataset's splits as a
 // worker's task does.
 
-import { after, before, describe, test } from "node:test";
+import { after, before, describe, test as nodeTest } from "node:test";
 import assert from "node:assert/strict";
 import * as crypto from "node:crypto";
 
@@ -23,6 +23,10 @@ const encodePair = (a, b) => {
   return out;
 };
 const readInt = (bytes) => new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getInt32(0, true);
+// Every test fails (instead of hanging) if it is not done in this long: each
+// wait inside polls a condition with its own, shorter deadline.
+const kTestTimeoutMs = 120000;
+const test = (name, fn) => nodeTest(name, { timeout: kTestTimeoutMs }, fn);
 const randomId = () => crypto.randomBytes(8).readBigUInt64LE(0) | 1n;
 
 // The closure functions the workers register.
