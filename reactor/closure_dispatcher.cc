@@ -224,6 +224,10 @@ void ClosureDispatcher::OnWorkerHeartbeat(const state::Worker& worker, uint32_t 
     for (auto function : functions) set->emplace(View(function));
     entry.worker.functions = std::move(set);
   }
+  // Closures travel only by WorkerControl.runClosures: a worker that gave us
+  // none has no slots, whatever maxClosures says (else every push fails and
+  // burns the closure's attempts on it). Its next heartbeat with one adds them.
+  if (workers_.ControlOf(worker.address) == nullptr) slots = 0;
   const bool more = slots > entry.worker.slots || entry.worker.paused || new_functions;
   entry.worker.slots = slots;
   entry.worker.paused = false;

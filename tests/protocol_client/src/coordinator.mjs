@@ -90,6 +90,14 @@ export class Coordinator {
     return [...reply.outcomes].map(readOutcome);
   }
 
+  async cancel(ids) {
+    const reply = await this.connection.call(this.session.cancel((p) => {
+      const l = p._initClosureIds(ids.length);
+      ids.forEach((id, i) => l.set(i, id));
+    }));
+    return [...reply.states].map((v) => kStateNames[v] ?? `state ${v}`);
+  }
+
   close() { this.connection.close(); }
 }
 

@@ -98,7 +98,9 @@ export class Worker {
       req.address = this.options.address;
       req.transferAddress = "";
       req.workerIncarnation = this.incarnation;
-      req.control = new Wire.WorkerControl.Client(this.control);
+      // Every heartbeat carries it (PROTOCOL.md); `noControl` leaves it out,
+      // to see what a worker without one gets.
+      if (!this.options.noControl) req.control = new Wire.WorkerControl.Client(this.control);
       const current = [...this.tasks.keys()];
       const list = req._initCurrentTasks(current.length);
       current.forEach((id, i) => list.set(i, id));

@@ -246,4 +246,39 @@ describe("protocol client", () => {
                     "the job to finish once its tasks completed");
     await releaseJobClient(consumer, jobClientId);
   });
+
+  test("a worker without a WorkerControl gets no closures; a queued closure is cancelled", async () => {
+    const coordinator = await Coordinator.open(dispatcher.address, randomId(), token);
+    cleanup.push(() => coordinator.close());
+    const statsConnection = await open();
+    const closureStats = async () => (await statsConnection.call(statsConnection.dispatcher.getClosureStats())).stats;
+    const withoutWorkerBefore = (await closureStats()).queuedWithoutWorker;
+    const { ids } = await coordinator.schedule([{ fn: "solo", args: encodePair(1, 2) }]);
+    await startWorker({ address: "node-worker-without-control", maxClosures: 4, noControl: true,
+                        functions: { solo: () => new Uint8Array(1) } });
+    // No connected worker can run it: the one that registered "solo" has no WorkerControl.
+    assert.equal((await closureStats()).queuedWithoutWorker, withoutWorkerBefore + 1n);
+    assert.equal((await coordinator.getOutcomes(ids))[0].state, "QUEUED");
+    assert.deepEqual(await coordinator.cancel(ids), ["CANCELLED"]);
+    assert.deepEqual(await coordinator.cancel(ids), ["CANCELLED"]);  // idempotent
+    const [outcome] = await coordinator.fetchAll(ids);
+    assert.equal(outcome.state, "CANCELLED");
+    assert.equal(outcome.attempts, 0);
+    assert.equal((await coordinator.join(false)).error, null);  // a cancel is no first error
+  });
+
+  test("documented refusals carry their error codes", async () => {
+    const c = await open();
+    const coordinator = await Coordinator.open(dispatcher.address, randomId(), token);
+    cleanup.push(() => coordinator.close());
+    await expectCode(coordinator.schedule([{ fn: "", args: new Uint8Array(0) }]), "InvalidArgument");
+    await expectCode(coordinator.getOutcomes([123456789n]), "NotFound", /123456789/);
+    await expectCode(c.call(c.dispatcher.workerHeartbeat((p) => { p._initRequest().address = ""; })),
+                     "InvalidArgument");
+    await expectCode(c.call(c.dispatcher.openCoordinator((p) => { p.coordinatorId = 0n; })),
+                     "InvalidArgument");
+    await expectCode(createJob(c, { datasetId: 424242n, mode: "DYNAMIC" }), "NotFound", /424242/);
+    const noSplits = await registerDataset(c, { definition: crypto.randomBytes(16) });
+    await expectCode(createJob(c, { datasetId: noSplits, mode: "DYNAMIC" }), "FailedPrecondition");
+  });
 });
