@@ -20,6 +20,20 @@ export class Coordinator {
     return c;
   }
 
+  // A new session of the same coordinator on a new connection (after a drop or
+  // a dispatcher restart). Outcomes already handed over stay handed over: the
+  // new session repeats every unreleased one, and those are dropped (and
+  // released) as duplicates.
+  async reopen(dispatcherAddress, token) {
+    this.connection.close();
+    this.connection = await DispatcherConnection.open(dispatcherAddress, token);
+    const answer = this.connection.dispatcher.openCoordinator((p) => { p.coordinatorId = this.coordinatorId; });
+    const reply = await this.connection.call(answer);
+    this.session = answer.getCoordinator();
+    this.toRelease = [];
+    return reply.incarnation;
+  }
+
   constructor(connection, coordinatorId) {
     this.connection = connection;
     this.coordinatorId = coordinatorId;

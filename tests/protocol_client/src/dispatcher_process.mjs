@@ -7,11 +7,14 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 
-export async function startDispatcher(extraFlags = [], { startTimeoutMs = 60000 } = {}) {
+// options.workDir and options.listen restart a dispatcher where an earlier one ran.
+export async function startDispatcher(extraFlags = [], options = {}) {
+  const { startTimeoutMs = 60000 } = options;
   const binary = process.env.DISPATCHER_BIN;
   if (!binary) throw new Error("DISPATCHER_BIN is not set (the CMake test passes build/reactor/dispatcher)");
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), "protocol-client-"));
-  const child = spawn(binary, ["--listen=tcp:127.0.0.1:0", `--work-dir=${workDir}`,
+  const workDir = options.workDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "protocol-client-"));
+  const listen = options.listen ?? "tcp:127.0.0.1:0";
+  const child = spawn(binary, [`--listen=${listen}`, `--work-dir=${workDir}`,
                                "--log-level=warning", ...extraFlags],
                       { stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
@@ -32,10 +35,19 @@ export async function startDispatcher(extraFlags = [], { startTimeoutMs = 60000 
   });
   return {
     address,
+    workDir,
     child,
     stderr: () => stderr,
+    // kill -9: nothing is flushed or closed; the work dir stays for a restart.
+    async crash() {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once("exit", r));
+        child.kill("SIGKILL");
+        await exited;
+      }
+    },
     async stop() {
-      if (child.exitCode === null) {
+      if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((r) => child.once("exit", r));
         child.kill("SIGTERM");
         await exited;

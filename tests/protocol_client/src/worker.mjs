@@ -53,15 +53,42 @@ export class Worker {
   }
 
   async connect() {
-    this.connection = await DispatcherConnection.open(this.options.dispatcherAddress,
-                                                      this.options.token);
-    this.dispatcher = this.connection.dispatcher;
-    this.control = new Wire.WorkerControl.Server(this.controlImpl());
-    await this.heartbeat();
+    await this.attach();
     this.scheduleHeartbeat();
   }
 
-  controlImpl() {
+  // One connection: authenticate, serve a WorkerControl of its own on it,
+  // heartbeat. Closures pushed on an earlier connection are dropped (their
+  // reports would be ignored: PROTOCOL.md, "Lost closures").
+  async attach() {
+    const connection = await DispatcherConnection.open(this.options.dispatcherAddress,
+                                                       this.options.token);
+    this.generation = (this.generation ?? 0) + 1;
+    this.connection = connection;
+    this.dispatcher = connection.dispatcher;
+    this.control = new Wire.WorkerControl.Server(this.controlImpl(this.generation));
+    connection.onClose(() => { if (!this.stopped) this.reconnect(); });
+    await this.heartbeat();
+  }
+
+  // After a drop (a dispatcher restart): reconnect with backoff, heartbeat
+  // with the same workerIncarnation, which keeps the registration.
+  async reconnect() {
+    let backoffMs = 20;
+    while (!this.stopped) {
+      try {
+        await this.attach();
+        this.reconnects = (this.reconnects ?? 0) + 1;
+        return;
+      } catch (e) {
+        this.connection?.close();
+        await new Promise((r) => setTimeout(r, backoffMs));
+        backoffMs = Math.min(backoffMs * 2, 1000);
+      }
+    }
+  }
+
+  controlImpl(generation) {
     const self = this;
     return {
       async startTasks(params) {
@@ -83,7 +110,7 @@ export class Worker {
           });
         }
         // The reply only acknowledges receipt: run after it.
-        setImmediate(() => { for (const c of closures) self.runClosure(c); });
+        setImmediate(() => { for (const c of closures) self.runClosure(c, generation); });
       },
       async cancelClosures(params) {
         self.pushes.cancelClosures++;
@@ -176,7 +203,7 @@ export class Worker {
 
   // ---- Closures -----------------------------------------------------------
 
-  async runClosure(c) {
+  async runClosure(c, generation) {
     if (this.cancelled.has(c.closureId)) return;  // cancelled before it started: no report
     const fn = this.functions[c.fn];
     let report;
@@ -202,6 +229,7 @@ export class Worker {
       // registered us (the dispatcher pushes right after the registration):
       // a report with workerId 0 would be ignored. Wait for our id.
       await this.registered;
+      if (generation !== this.generation) { this.reportsDropped = (this.reportsDropped ?? 0) + 1; return; }
       const reply = await this.connection.call(this.dispatcher.reportClosures((p) => {
         p.workerId = this.workerId;
         const r = p._initReports(1).get(0);

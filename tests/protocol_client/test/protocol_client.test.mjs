@@ -282,3 +282,69 @@ describe("protocol client", () => {
     await expectCode(createJob(c, { datasetId: noSplits, mode: "DYNAMIC" }), "FailedPrecondition");
   });
 });
+
+describe("protocol client across a dispatcher restart (kill -9)", () => {
+  let first;
+  let second;
+  const cleanup = [];
+  after(async () => {
+    for (const c of cleanup.reverse()) await c();
+    if (first) await first.crash();
+    if (second) await second.stop();
+  });
+
+  test("the worker keeps its registration, a running closure runs again, outcomes repeat once", async () => {
+    first = await startDispatcher();
+    let holdRuns = 0;
+    let releaseFirstRun;
+    const firstRunHeld = new Promise((r) => { releaseFirstRun = r; });
+    const worker = await Worker.start({
+      dispatcherAddress: first.address, address: "node-restart-worker", maxClosures: 2,
+      functions: {
+        ...functions,
+        async hold(args) {
+          if (++holdRuns === 1) await firstRunHeld;  // still running when the dispatcher dies
+          return args;
+        },
+      },
+    });
+    cleanup.push(() => worker.stop());
+    const workerId = worker.workerId;
+    const coordinator = await Coordinator.open(first.address, randomId());
+    cleanup.push(() => coordinator.close());
+    const before = (await coordinator.connection.call(coordinator.connection.dispatcher.getVersion())).version;
+
+    const added = await coordinator.schedule([{ fn: "add", args: encodePair(20, 22) }]);
+    const [sum] = await coordinator.fetchAll(added.ids);  // handed over, not yet released
+    assert.equal(readInt(sum.result), 42);
+    const held = await coordinator.schedule([{ fn: "hold", args: encodePair(3, 4) }]);
+    await waitUntil(() => holdRuns === 1, "the held closure to start");
+
+    await first.crash();
+    second = await startDispatcher([], { workDir: first.workDir, listen: first.address });
+    assert.equal(second.address, first.address);
+
+    await waitUntil(() => worker.reconnects >= 1, "the worker to reconnect and heartbeat");
+    assert.equal(worker.workerId, workerId, "same workerIncarnation: same registration");
+    assert.notEqual(worker.dispatcherIncarnation, before.incarnation);
+
+    const incarnation = await coordinator.reopen(second.address);
+    assert.notEqual(incarnation, before.incarnation);
+    // The held closure went back to the queue when the worker attached anew,
+    // and ran again (attempt 2) on the new connection.
+    const [outcome] = await coordinator.fetchAll(held.ids);
+    assert.equal(outcome.state, "FINISHED", outcome.error);
+    assert.deepEqual(outcome.result, encodePair(3, 4));
+    assert.equal(outcome.attempts, 2);
+    assert.equal(holdRuns, 2);
+    // The sum's outcome came again in the new session (it was not released):
+    // dropped as a duplicate, never handed over twice.
+    await waitUntil(async () => coordinator.duplicates >= 1 ||
+                                (await coordinator.awaitSome(), coordinator.duplicates >= 1),
+                    "the unreleased outcome to come again");
+    // The first run ends now: pushed on the dead connection, its report is dropped.
+    releaseFirstRun();
+    await waitUntil(() => worker.reportsDropped === 1, "the first run's report to be dropped");
+    assert.equal((await coordinator.join(true)).done, true);
+  });
+});
