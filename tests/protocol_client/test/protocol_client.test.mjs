@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as crypto from "node:crypto";
 
 import { startDispatcher, waitUntil } from "../src/dispatcher_process.mjs";
-import { DispatcherConnection, errorCode, setData } from "../src/connection.mjs";
+import { DispatcherConnection, connectSocket, errorCode, setData } from "../src/connection.mjs";
 import { Coordinator } from "../src/coordinator.mjs";
 import { UserError, Worker } from "../src/worker.mjs";
 import { clientHeartbeat, createJob, getSplit, registerDataset, releaseJobClient }
@@ -86,8 +86,7 @@ describe("protocol client", () => {
   };
 
   test("the gateway refuses a wrong token, keeps the connection, and takes the right one", async () => {
-    const c = new DispatcherConnection(
-      await import("../src/connection.mjs").then((m) => m.connectSocket(dispatcher.address)));
+    const c = new DispatcherConnection(await connectSocket(dispatcher.address));
     cleanup.push(() => c.close());
     await expectCode(c.authenticate(new TextEncoder().encode("wrong")), "Unauthenticated");
     assert.equal(c.closed, false);
@@ -97,6 +96,16 @@ describe("protocol client", () => {
     assert.notEqual(version.incarnation, 0n);
     const pong = await c.call(c.dispatcher.ping((p) => setData((n) => p._initPayload(n), encodePair(7, 9))));
     assert.deepEqual(new Uint8Array(pong.payload.toArrayBuffer()), encodePair(7, 9));
+
+    // The third wrong token on one connection closes it (PROTOCOL.md).
+    const d = new DispatcherConnection(await connectSocket(dispatcher.address));
+    cleanup.push(() => d.close());
+    const wrong = new TextEncoder().encode("nope");
+    await expectCode(d.authenticate(wrong), "Unauthenticated");
+    await expectCode(d.authenticate(wrong), "Unauthenticated");
+    const third = errorCode(await d.authenticate(wrong).then(() => null, (e) => e));
+    assert.ok(["Unauthenticated", "Unavailable"].includes(third.code), third.message);
+    await waitUntil(() => d.closed, "the dispatcher to close the connection after the third wrong token");
   });
 
   test("workers run closures a coordinator schedules; each outcome is handed over once", async () => {
