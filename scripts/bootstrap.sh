@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages dispatch builds with, and nothing else.
 # Does nothing (no apt-get at all) when every package is already present.
+# Node.js and npm (for the second client, tests/protocol_client) come from
+# Debian only when no `node` is on the PATH: a machine's own Node.js is kept.
 set -euo pipefail
 
 packages=(g++ cmake make pkg-config libuv1-dev capnproto libcapnp-dev libsqlite3-dev
@@ -12,6 +14,12 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+
+if ! command -v node >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+elif ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -4,6 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
+# The second client's pinned npm packages (package-lock.json), when missing or stale.
+if [ ! -f tests/protocol_client/node_modules/.package-lock.json ] ||
+   [ tests/protocol_client/package-lock.json -nt tests/protocol_client/node_modules/.package-lock.json ]; then
+  (cd tests/protocol_client && npm ci --no-audit --no-fund)
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
 cd build
