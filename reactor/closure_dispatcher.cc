@@ -89,23 +89,7 @@ std::vector<uint64_t> ClosureDispatcher::DependantsMoved(journal::Update::Reader
   // Cheap for closures without inputs: one lookup per done closure in an
   // index that holds only closures with dependants.
   if (!state().HasDependants()) return {};
-  std::vector<uint64_t> done;
-  switch (update.which()) {
-    case journal::Update::CLOSURE_FAILED:
-      done.push_back(update.getClosureFailed().getClosureId());
-      break;
-    case journal::Update::CLOSURE_BATCH: {
-      auto batch = update.getClosureBatch();
-      if (batch.isCancelled()) {
-        for (uint64_t id : batch.getCancelled()) done.push_back(id);
-      } else if (batch.isFinished()) {
-        for (auto item : batch.getFinished()) done.push_back(item.getClosureId());
-      }
-      break;
-    }
-    default:
-      break;
-  }
+  const std::vector<uint64_t> done = state::ClosuresEndedBy(update);
   if (done.empty()) return {};
   return state().WaitingDependants(done);
 }

@@ -57,7 +57,7 @@ Status SimDispatcher::Submit(journal::Update::Reader update) {
   Status checked = state_.Check(update);
   if (!checked.ok()) {
     // Every update here was planned or validated first: a refusal is a bug.
-    ctx_.observer->Fail("a planned update (kind " + std::to_string(static_cast<int>(update.which())) + ") was refused: " + checked.ToString());
+    ctx_.observer->Fail("a planned update was refused: " + checked.ToString());
     return checked;
   }
   capnp::MallocMessageBuilder message;
@@ -83,17 +83,7 @@ Status SimDispatcher::Submit(journal::Update::Reader update) {
 
 std::vector<uint64_t> SimDispatcher::DependantsMoved(journal::Update::Reader update) const {
   if (!state_.HasDependants()) return {};
-  std::vector<uint64_t> done;
-  if (update.which() == journal::Update::CLOSURE_FAILED) {
-    done.push_back(update.getClosureFailed().getClosureId());
-  } else if (update.which() == journal::Update::CLOSURE_BATCH) {
-    auto batch = update.getClosureBatch();
-    if (batch.isCancelled()) {
-      for (uint64_t id : batch.getCancelled()) done.push_back(id);
-    } else if (batch.isFinished()) {
-      for (auto item : batch.getFinished()) done.push_back(item.getClosureId());
-    }
-  }
+  const std::vector<uint64_t> done = state::ClosuresEndedBy(update);
   if (done.empty()) return {};
   return state_.WaitingDependants(done);
 }

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "state/closure_updates.h"
+
 namespace dispatch::sim {
 namespace {
 
@@ -34,17 +36,7 @@ void SimInvariants::Require(bool ok, const std::function<std::string()>& what) {
 void SimInvariants::BeforeCommit(const state::DispatcherState& before,
                                  journal::Update::Reader update) {
   dependants_moved_.clear();
-  std::vector<uint64_t> done;
-  if (update.which() == journal::Update::CLOSURE_FAILED) {
-    done.push_back(update.getClosureFailed().getClosureId());
-  } else if (update.which() == journal::Update::CLOSURE_BATCH) {
-    auto batch = update.getClosureBatch();
-    if (batch.isCancelled()) {
-      for (uint64_t id : batch.getCancelled()) done.push_back(id);
-    } else if (batch.isFinished()) {
-      for (auto item : batch.getFinished()) done.push_back(item.getClosureId());
-    }
-  }
+  const std::vector<uint64_t> done = state::ClosuresEndedBy(update);
   if (!done.empty()) dependants_moved_ = before.WaitingDependants(done);
   if (update.which() != journal::Update::REMOVE_WORKER) return;
   // RemoveWorker may requeue the worker's outstanding splits: remember the
