@@ -105,28 +105,24 @@ void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& reque
 void SimDispatcher::CreateMissingTasks(const std::string& address) {
   for (const state::Job* job : state_.ListUnfinishedJobs()) {
     if (state_.FindTaskForJobAndWorker(job->id, address) != nullptr) continue;
-    const uint64_t task_id = state_.NextTaskId();
-    const uint64_t job_id = job->id;
-    SubmitBuilt([&](journal::Update::Builder u) {
-      auto create = u.initCreateTask();
-      create.setTaskId(task_id);
-      create.setJobId(job_id);
-      create.setWorkerAddress(address);
-    }).ok();
+    CreateTask(job->id, address);
   }
+}
+
+void SimDispatcher::CreateTask(uint64_t job_id, const std::string& address) {
+  const uint64_t task_id = state_.NextTaskId();
+  SubmitBuilt([&](journal::Update::Builder u) {
+    auto create = u.initCreateTask();
+    create.setTaskId(task_id);
+    create.setJobId(job_id);
+    create.setWorkerAddress(address);
+  }).ok();
 }
 
 void SimDispatcher::CreateTasksForJob(uint64_t job_id) {
   for (const state::Worker* worker : state_.ListWorkers()) {
     if (state_.FindTaskForJobAndWorker(job_id, worker->address) != nullptr) continue;
-    const uint64_t task_id = state_.NextTaskId();
-    const std::string address = worker->address;
-    SubmitBuilt([&](journal::Update::Builder u) {
-      auto create = u.initCreateTask();
-      create.setTaskId(task_id);
-      create.setJobId(job_id);
-      create.setWorkerAddress(address);
-    }).ok();
+    CreateTask(job_id, std::string(worker->address));  // a copy: the update may move the worker
   }
 }
 

@@ -119,6 +119,7 @@ class SimDispatcher {
   Status RemoveWorkerAt(const std::string& address, const std::string& reason);
   void CreateMissingTasks(const std::string& address);
   void CreateTasksForJob(uint64_t job_id);
+  void CreateTask(uint64_t job_id, const std::string& address);
   std::vector<state::LiveWorker> LiveWorkers() const;
   void AssignQueued();
   void Push(uint64_t worker_id, std::vector<RunPush> runs);
