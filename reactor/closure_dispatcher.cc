@@ -483,10 +483,15 @@ Result<bool> ClosureDispatcher::RetryUnderError(uint64_t coordinator_id,
       state::PlanScheduleRetryUnderError(state(), coordinator_id, NewClosuresOf(specs), Stamp());
   if (!plan.ok()) return plan.status();
   if (!plan->has_value()) return false;
-  if ((*plan)->num_new > 0) (void)FlushReleases();
-  DISPATCH_RETURN_IF_ERROR(Carry((*plan)->updates));
-  ids = std::move((*plan)->ids);
+  DISPATCH_RETURN_IF_ERROR(CarryRetry(**plan, ids));
   return true;
+}
+
+Status ClosureDispatcher::CarryRetry(state::SchedulePlan& plan, std::vector<uint64_t>& ids) {
+  if (plan.num_new > 0) (void)FlushReleases();  // they share this pass's commit
+  DISPATCH_RETURN_IF_ERROR(Carry(plan.updates));
+  ids = std::move(plan.ids);
+  return Status::Ok();
 }
 
 Status ClosureDispatcher::Release(uint64_t coordinator_id,
@@ -605,7 +610,7 @@ Result<bool> ClosureDispatcher::ScheduleAfterRefusal(uint64_t coordinator_id,
   if (earlier == nullptr) return false;
   Result<std::optional<state::SchedulePlan>> plan = state::PlanScheduleAfterRefusal(
       state(), coordinator_id, NewClosuresOf(specs),
-      [&](uint64_t request_id) { return refused_.Find(coordinator_id, {request_id}) != nullptr; },
+      [&](uint64_t request_id) { return refused_.Contains(coordinator_id, request_id); },
       Stamp(), pending_releases_);
   if (!plan.ok()) return plan.status();
   ++counters_.refusals_repeated;
@@ -613,9 +618,7 @@ Result<bool> ClosureDispatcher::ScheduleAfterRefusal(uint64_t coordinator_id,
     refusal = *earlier;
     return true;
   }
-  if ((*plan)->num_new > 0) FlushReleases();
-  DISPATCH_RETURN_IF_ERROR(Carry((*plan)->updates));
-  ids = std::move((*plan)->ids);
+  DISPATCH_RETURN_IF_ERROR(CarryRetry(**plan, ids));
   return true;
 }
 

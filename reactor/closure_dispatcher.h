@@ -45,6 +45,7 @@
 #include "reactor/worker_registry.h"
 #include "schema/dispatcher.capnp.h"
 #include "state/closure_planner.h"
+#include "state/closure_requests.h"
 #include "state/closure_updates.h"
 #include "state/refused_schedules.h"
 
@@ -259,6 +260,9 @@ class ClosureDispatcher final : public kj::Refcounted {
   void StartReleaseTimer();
   kj::Own<Room> Reserve(uint64_t n);
   void ReleaseRoom(uint64_t n);
+  // Carries a retried schedule's plan (RetryUnderError, ScheduleAfterRefusal)
+  // and fills `ids` with its closures.
+  Status CarryRetry(state::SchedulePlan& plan, std::vector<uint64_t>& ids);
   uint64_t QueuedOrReserved() const;
 
   uv_loop_t* const loop_;

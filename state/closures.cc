@@ -276,14 +276,11 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   SetClosureState(closure, ClosureState::FAILED);
   if (u.getDeadlineExceeded()) {
     // Kept, so that the outcome says why (a snapshot carries it as well).
+    // The caller's timeout is not the coordinator's first error, but its
+    // waiting dependants fail with it as with any failure (found by the
+    // simulation: they used to wait for ever).
     closure.deadline_micros = deadline;
-    // The caller's timeout: not the coordinator's first error, but its
-    // waiting dependants fail with it (found by the simulation: they used to
-    // wait for ever).
-    ResolveDependants(closure.id, now);
-    return;
-  }
-  if (!u.getInfrastructure() && !coordinator_errors_.contains(closure.coordinator_id)) {
+  } else if (!u.getInfrastructure() && !coordinator_errors_.contains(closure.coordinator_id)) {
     coordinator_errors_.emplace(closure.coordinator_id,
                                 CoordinatorError{closure.id, closure.error});
   }

@@ -49,6 +49,9 @@ class RefusedSchedules {
   // The refusal that answered one of `request_ids` of this coordinator, or
   // nullptr when none of them was refused (or it was evicted).
   const Refusal* Find(uint64_t coordinator_id, const std::vector<uint64_t>& request_ids) const;
+  bool Contains(uint64_t coordinator_id, uint64_t request_id) const {
+    return by_request_.contains(Key{coordinator_id, request_id});
+  }
 
   size_t requests() const { return by_request_.size(); }
   size_t error_bytes() const { return error_bytes_; }

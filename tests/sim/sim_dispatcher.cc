@@ -441,7 +441,7 @@ void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
   if (refusal != nullptr) {
     plan = state::PlanScheduleAfterRefusal(
         state_, coordinator_id, closures_of(),
-        [&](uint64_t request_id) { return refused_.Find(coordinator_id, {request_id}) != nullptr; },
+        [&](uint64_t request_id) { return refused_.Contains(coordinator_id, request_id); },
         Stamp());
     if (plan.ok() && !plan->has_value()) {
       out.raised_error = true;
