@@ -196,6 +196,11 @@ Result<std::string> ClosureBook::Fetch(ClosureCell& cell,
   return cell.error;
 }
 
+bool ClosureBook::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
+}
+
 std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max, uint64_t max_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Outgoing> out;

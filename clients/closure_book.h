@@ -138,6 +138,8 @@ class ClosureBook {
   uint64_t IdOf(const ClosureCell& cell) const;
   RemoteValueStatus StatusOf(const ClosureCell& cell) const;
   Result<std::string> Fetch(ClosureCell& cell, std::optional<std::chrono::milliseconds> timeout);
+  // Whether the coordinator closed the book: no outcome arrives any more.
+  bool closed() const;
 
   // ---- Loop thread.
   // Unsent closures in order: at most `max` of them and, beyond the first,

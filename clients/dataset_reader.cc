@@ -136,6 +136,16 @@ Result<std::unique_ptr<DatasetReader>> DatasetReader::Open(ReaderOptions options
 DatasetReader::~DatasetReader() { Close(); }
 
 Result<bool> DatasetReader::Next(Element* element, std::chrono::milliseconds timeout) {
+  Result<std::optional<bool>> next = NextWithin(element, timeout);
+  if (!next.ok()) return next.status();
+  if (!next->has_value()) {
+    return UnavailableError("no element within " + std::to_string(timeout.count()) + " ms");
+  }
+  return **next;
+}
+
+Result<std::optional<bool>> DatasetReader::NextWithin(Element* element,
+                                                      std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   bool ready = cv_.wait_for(lock, timeout, [this] {
     return !queue_.empty() || ended_ || !error_.ok() || close_requested_;
@@ -153,13 +163,13 @@ Result<bool> DatasetReader::Next(Element* element, std::chrono::milliseconds tim
       lock.unlock();
       loop_thread_.Post([this]() { sink_->OnWake(); });
     }
-    return true;
+    return std::optional<bool>(true);
   }
   if (!error_.ok()) return error_;
-  if (ended_) return false;
+  if (ended_) return std::optional<bool>(false);
   if (close_requested_) return CancelledError("the reader is closed");
   (void)ready;
-  return UnavailableError("no element within " + std::to_string(timeout.count()) + " ms");
+  return std::optional<bool>();
 }
 
 void DatasetReader::Close() {

@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "clients/read_session.h"
 #include "common/status.h"
@@ -44,6 +45,9 @@ class DatasetReader {
   // (Unavailable when it passes; the reader goes on).
   Result<bool> Next(Element* element,
                     std::chrono::milliseconds timeout = std::chrono::hours(24 * 365));
+  // Next() that tells the wait passing apart from an error: nullopt when no
+  // element came within `timeout`.
+  Result<std::optional<bool>> NextWithin(Element* element, std::chrono::milliseconds timeout);
   // Stops reading and releases the job client (waits up to 5 s for the
   // dispatcher's answer). Idempotent.
   void Close();

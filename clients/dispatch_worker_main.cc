@@ -19,10 +19,7 @@
 #include "clients/builtin_dataset_kinds.h"
 #include "clients/builtin_functions.h"
 #include "clients/large_buffers.h"
-#include "clients/split_reading_task.h"
-#include "clients/task_producer.h"
-#include "clients/transfer_server.h"
-#include "clients/worker_agent.h"
+#include "clients/worker_assembly.h"
 #include "common/address.h"
 #include "common/flag_parser.h"
 #include "common/log.h"
@@ -143,15 +140,6 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "dispatch-worker: %s\n", valid.message().c_str());
     return 2;
   }
-  // Port 0 is resolved by binding, and only the address the worker listens on
-  // is bound: an identity alone with port 0 would be every such worker's.
-  if (IsTcpPortZero(flags.agent.worker_address) && !flags.agent.transfer_address.empty()) {
-    fprintf(stderr,
-            "dispatch-worker: --address=%s asks for a free port, which only the address the "
-            "worker listens on can have; give it a port, or drop --transfer-address\n",
-            flags.agent.worker_address.c_str());
-    return 2;
-  }
   signal(SIGPIPE, SIG_IGN);
   // Blocked before the agent thread exists, so only sigwait() below sees them.
   sigset_t stop_signals;
@@ -159,7 +147,6 @@ int Main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
   // A process that takes over a dead worker's address continues its tasks'
   // split streams above the dead process's sequence numbers.
   flags.agent.first_split_sequence =
@@ -173,34 +160,22 @@ int Main(int argc, char** argv) {
     return 1;
   }
   flags.producer.max_buffered_bytes = uint64_t{flags.buffer_mib} << 20;
-  // Agent thread only, outlives the agent. Keeps up to one task's buffer of
-  // sent elements' memory for the next elements, of any task.
-  ProducerDirectory producers(flags.producer.max_buffered_bytes);
-  std::unique_ptr<TaskHandlerFactory> factory;
-  if (flags.hold_tasks) {
-    factory = std::make_unique<SplitReadingFactory>(SplitReadingOptions{.hold = true});
-  } else {
-    factory = std::make_unique<ProducingTaskFactory>(kinds, producers, flags.producer);
-  }
-  // With --hold-tasks no task has a producer, so a consumer is only ever told
-  // "not ready"; the server runs anyway, so that a worker's address is always
-  // one it listens on (and port 0 means the same with and without the flag).
-  auto transfer_server = std::make_unique<TransferServer>(producers, flags.transfer);
-  TransferServer* transfer = transfer_server.get();
-  // Port 0: bound before the agent exists, so it registers with the port the
-  // kernel picked (as its identity too, when that is where it listens).
-  std::string& listen_address = flags.agent.transfer_address.empty() ? flags.agent.worker_address
-                                                                     : flags.agent.transfer_address;
-  if (IsTcpPortZero(listen_address)) {
-    Result<std::string> bound = transfer->ListenOnFreePort(listen_address);
-    if (!bound.ok()) {
-      Log(LogLevel::kError, "dispatch-worker: ", bound.status().ToString().c_str());
-      return 1;
+  WorkerAssemblyOptions assembly_options{.agent = flags.agent,
+                                         .producer = flags.producer,
+                                         .transfer = flags.transfer,
+                                         .hold_tasks = flags.hold_tasks};
+  Result<std::unique_ptr<WorkerAssembly>> created =
+      WorkerAssembly::Create(std::move(assembly_options), std::move(kinds));
+  if (!created.ok()) {
+    if (created.status().code() == StatusCode::kInvalidArgument) {
+      fprintf(stderr, "dispatch-worker: %s\n", created.status().message().c_str());
+      return 2;
     }
-    listen_address = *bound;
+    Log(LogLevel::kError, "dispatch-worker: ", created.status().ToString().c_str());
+    return 1;
   }
-  WorkerAgent agent(flags.agent, std::move(factory));
-  agent.AddService(std::move(transfer_server));
+  WorkerAssembly& worker = **created;
+  WorkerAgent& agent = worker.agent();
   uint64_t printed_registrations = 0;
   // The "started" line comes first on stdout (scripts wait for it); a
   // registration that happens before it is held back until it is out.
@@ -229,25 +204,17 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "dispatch-worker: ", registered.ToString().c_str());
     return 1;
   }
-  Status started = agent.Start();
+  Status started = worker.Start(std::chrono::seconds(30));
   if (!started.ok()) {
     Log(LogLevel::kError, "dispatch-worker: ", started.ToString().c_str());
     return 1;
   }
-  std::optional<Status> listening = transfer->WaitListening(std::chrono::seconds(30));
-  if (!listening.has_value() || !listening->ok()) {
-    Log(LogLevel::kError, "dispatch-worker: ",
-        listening.has_value() ? listening->ToString().c_str()
-                              : "the transfer server did not start listening");
-    agent.Stop();
-    return 1;
-  }
   {
     std::lock_guard<std::mutex> lock(stdout_mu);
-    std::string transfer_note = flags.agent.transfer_address.empty()
+    std::string transfer_note = worker.transfer_address().empty()
                                     ? ""
-                                    : ", transfer address " + flags.agent.transfer_address;
-    printf("dispatch-worker %s started%s\n%s", flags.agent.worker_address.c_str(),
+                                    : ", transfer address " + worker.transfer_address();
+    printf("dispatch-worker %s started%s\n%s", worker.worker_address().c_str(),
            transfer_note.c_str(), held_lines.c_str());
     fflush(stdout);
     started_printed = true;
@@ -255,7 +222,7 @@ int Main(int argc, char** argv) {
   int signum = 0;
   sigwait(&stop_signals, &signum);
   Log(LogLevel::kInfo, "dispatch-worker: ", signum == SIGINT ? "SIGINT" : "SIGTERM", ", stopping");
-  agent.Stop();
+  worker.Stop();
   return 0;
 }
 

@@ -10,20 +10,10 @@
 #include "clients/dataset_definition.h"
 #include "clients/dataset_reader.h"
 #include "clients/large_buffers.h"
+#include "clients/task_description.h"
 
 namespace dispatch::clients {
 namespace {
-
-std::optional<rpc::ProcessingMode> ParseMode(const std::string& name) {
-  using M = rpc::ProcessingMode;
-  if (name == "off") return M::OFF;
-  if (name == "dynamic") return M::DYNAMIC;
-  if (name == "file") return M::FILE;
-  if (name == "data") return M::DATA;
-  if (name == "file_or_data") return M::FILE_OR_DATA;
-  if (name == "hint") return M::HINT;
-  return std::nullopt;
-}
 
 // "range count=10 splits=2" or "lines a.txt b.txt" from the words after `read`.
 Result<DatasetSpec> SpecFromArgs(const std::vector<std::string>& args) {
@@ -80,7 +70,7 @@ void DeclareReadFlags(FlagParser& parser, ReadFlags& flags) {
 std::string CheckReadArgs(const std::vector<std::string>& args, const ReadFlags& flags) {
   if (args.size() < 2)
     return "'read' needs a dataset: read KIND [ARGS...], e.g. read range count=100";
-  if (!ParseMode(flags.mode).has_value()) {
+  if (!ParseProcessingMode(flags.mode).has_value()) {
     return "--mode must be off, dynamic, file, data, file_or_data or hint, got '" + flags.mode +
            "'";
   }
@@ -100,7 +90,7 @@ int RunRead(const std::string& dispatcher, const std::string& token,
   options.dispatcher_address = dispatcher;
   options.token = token;
   options.dataset = *SpecFromArgs(args);
-  options.job.processing_mode = *ParseMode(flags.mode);
+  options.job.processing_mode = *ParseProcessingMode(flags.mode);
   options.job.job_name = flags.job_name;
   options.job.num_consumers = static_cast<uint32_t>(flags.consumers);
   options.job.requeue_unfinished_splits = flags.requeue;

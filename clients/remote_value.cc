@@ -39,4 +39,6 @@ Result<std::string> RemoteValue::FetchFor(std::chrono::milliseconds timeout) con
   return book_->Fetch(*cell_, timeout);
 }
 
+bool RemoteValue::coordinator_closed() const { return book_ != nullptr && book_->closed(); }
+
 }  // namespace dispatch::clients

@@ -40,6 +40,10 @@ class RemoteValue {
   // Fetch() that gives up after `timeout` with Unavailable (the closure
   // stays pending; a later Fetch may still succeed).
   Result<std::string> FetchFor(std::chrono::milliseconds timeout) const;
+
+  // Whether its coordinator was closed: a pending closure's outcome can no
+  // longer arrive (Fetch() returns Unavailable at once). False when empty.
+  bool coordinator_closed() const;
   // Cancels the closure at the dispatcher (waiting first until it was
   // scheduled there), one round trip: a queued one never runs; a running
   // one's worker is told and its late result ignored. Its outcome then

@@ -38,6 +38,15 @@ const char* ProcessingModeName(rpc::ProcessingMode mode) {
   return "unknown";
 }
 
+std::optional<rpc::ProcessingMode> ParseProcessingMode(std::string_view name) {
+  for (rpc::ProcessingMode mode :
+       {rpc::ProcessingMode::OFF, rpc::ProcessingMode::DYNAMIC, rpc::ProcessingMode::FILE,
+        rpc::ProcessingMode::DATA, rpc::ProcessingMode::FILE_OR_DATA, rpc::ProcessingMode::HINT}) {
+    if (name == ProcessingModeName(mode)) return mode;
+  }
+  return std::nullopt;
+}
+
 const char* TargetWorkersName(rpc::TargetWorkers target) {
   switch (target) {
     case rpc::TargetWorkers::AUTO:

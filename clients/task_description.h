@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "schema/dispatcher.capnp.h"
 
@@ -33,6 +35,8 @@ struct TaskDescription {
 
 // "off", "dynamic", "file", "data", "file_or_data", "hint".
 const char* ProcessingModeName(rpc::ProcessingMode mode);
+// The inverse of ProcessingModeName; nullopt for any other name.
+std::optional<rpc::ProcessingMode> ParseProcessingMode(std::string_view name);
 // "auto", "any", "local".
 const char* TargetWorkersName(rpc::TargetWorkers target);
 
