@@ -1,0 +1,36 @@
+"""Module-level functions the tests' workers import (closures of them travel by reference)."""
+
+import os
+import time
+from pathlib import Path
+
+
+def square(x):
+    return x * x
+
+
+def whoami():
+    return os.getpid()
+
+
+def fail_with(kind, message):
+    raise {"value": ValueError, "key": KeyError, "custom": CustomError}[kind](message)
+
+
+class CustomError(Exception):
+    pass
+
+
+def hold_until_released(directory):
+    """Marks its start with a file named by its pid, then runs until `release` exists."""
+    directory = Path(directory)
+    (directory / f"started-{os.getpid()}").touch()
+    while not (directory / "release").exists():
+        time.sleep(0.01)  # a closure that stands for real work, not a test's wait
+    return os.getpid()
+
+
+def add_to(counter, amount):
+    """Adds to this worker's counter (a per-worker resource): (this worker's pid, total)."""
+    counter["total"] += amount
+    return os.getpid(), counter["total"]
