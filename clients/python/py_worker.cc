@@ -1,7 +1,8 @@
 // Worker for Python: a WorkerAssembly whose closure functions and dataset
-// kinds call into Python. Each call takes the GIL only while Python runs:
-// closures on the agent's executor threads, element production on the agent
-// thread (one element per call, as for every source). The package's worker
+// kinds call into Python, holding the GIL only while Python runs: closures on
+// the agent's executor threads (through a PythonCallQueue, which batches the
+// GIL hand-offs), element production on the agent thread (one element per
+// call, as for every source). The package's worker
 // module supplies two Python callables that do the (un)pickling:
 //   runner(name, args, resources, inputs) -> (kind, bytes)
 //   opener(kind, args, split_index, split_payload) -> iterator of bytes-like
@@ -14,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "clients/builtin_dataset_kinds.h"
 #include "clients/dataset_definition.h"
 #include "clients/dataset_kind.h"
 #include "clients/python/bindings.h"
+#include "clients/python/python_call_queue.h"
 #include "clients/worker_assembly.h"
 
 namespace dispatch::python {
@@ -101,6 +104,9 @@ class PyWorker {
     options_.agent.heartbeat_interval_ms = heartbeat_ms;
     // A process taking over a dead worker's address continues its tasks'
     // split streams above the dead one's sequence numbers (as dispatch-worker).
+    // The reference kinds too (range, synthetic, lines): a Python worker in a
+    // cluster gets tasks of every dataset, like any worker.
+    RaiseIfError(clients::RegisterBuiltinDatasetKinds(kinds_));
     options_.agent.first_split_sequence =
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
@@ -136,8 +142,11 @@ class PyWorker {
     assembly_ = ValueOrRaise(std::move(created));
     std::shared_ptr<PyRef> runner = runner_;
     for (const std::string& name : function_names_) {
+      std::shared_ptr<PythonCallQueue> calls = calls_;
       RaiseIfError(assembly_->agent().RegisterFunction(
-          name, [runner, name](const ClosureCall& call) { return RunClosure(*runner, name, call); }));
+          name, [runner, calls, name](const ClosureCall& call) {
+            return calls->Run([&]() { return RunClosure(*runner, name, call); });
+          }));
     }
     Status started;
     {
@@ -181,9 +190,9 @@ class PyWorker {
     }
   }
 
+  // REQUIRES: the GIL is held.
   static ClosureOutput RunClosure(const PyRef& runner, const std::string& name,
                                   const ClosureCall& call) {
-    py::gil_scoped_acquire gil;
     try {
       py::list resources;
       for (const std::string& r : call.resources()) resources.append(Bytes(r));
@@ -247,6 +256,7 @@ class PyWorker {
   std::set<std::string> function_names_;
   std::shared_ptr<PyRef> runner_;
   std::shared_ptr<PyRef> opener_;
+  std::shared_ptr<PythonCallQueue> calls_ = std::make_shared<PythonCallQueue>();
   std::unique_ptr<clients::WorkerAssembly> assembly_;  // declared last: stopped first
 };
 

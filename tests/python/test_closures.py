@@ -208,3 +208,17 @@ def test_non_loopback_without_token_warns():
     with pytest.warns(dispatch.InsecureConnectionWarning):
         with pytest.raises(dispatch.DispatchError):
             dispatch.Coordinator("tcp:192.0.2.1:5050", connect_timeout=0.1)
+
+
+def test_a_closure_that_waits_does_not_hold_up_the_others(cluster, tmp_path):
+    # Two slots: while one closure waits (its Python code sleeps, the GIL released),
+    # the other slot's closures run. They finish before it is released.
+    cluster.python_worker(slots=2)
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        held = coordinator.schedule(closure_functions.hold_until_released, args=(str(tmp_path),))
+        wait_until(lambda: list(tmp_path.glob("started-*")), what="the waiting closure started")
+        assert [coordinator.schedule(closure_functions.square, args=(i,)).fetch(timeout=DEADLINE)
+                for i in range(3)] == [0, 1, 4]
+        assert held.status == "pending"
+        (tmp_path / "release").touch()
+        assert held.fetch(timeout=DEADLINE) > 0

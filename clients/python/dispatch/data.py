@@ -27,6 +27,7 @@ import cloudpickle
 
 from dispatch import _address, _dispatch, _serialize
 from dispatch._worker import PYTHON_DATASET_KIND
+from dispatch.errors import FailedPreconditionError
 
 __all__ = ["Dataset", "register_dataset", "read", "from_dataset_id", "DatasetIterator"]
 
@@ -196,7 +197,10 @@ def read(address: str, dataset: Union[Dataset, int], processing_mode: str = "dyn
         decode = dataset.elements
     elif isinstance(dataset, int):
         dataset_id = dataset
-        spec = _dispatch.get_element_spec(address, token or "", dataset_id, open_timeout)
+        try:
+            spec = _dispatch.get_element_spec(address, token or "", dataset_id, open_timeout)
+        except FailedPreconditionError:  # registered without one (not by this package): bytes
+            spec = b""
         decode = spec[len(_SPEC_PREFIX):].decode() if spec.startswith(_SPEC_PREFIX) else "bytes"
     else:
         raise TypeError(f"read() needs a dispatch.Dataset or a dataset id, got {dataset!r}")

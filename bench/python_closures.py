@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Python closures and reads through dispatch, beside Dask in the same run (issue 15).
+
+    python3 bench/python_closures.py [--build-dir build] [--closures 20000]
+    build/bench/dispatch-bench python [same flags]
+
+1. No-op Python closures through 2 Python worker processes (python3 -m dispatch.worker):
+   throughput (schedule N, join, fetch all; best of --rounds) and sequential
+   schedule-then-fetch latency (p50/p99). The same work on a Dask LocalCluster of 2
+   worker processes with one thread each, when Debian's python3-distributed is
+   installed (skipped with a message if not). Targets: >= 10x Dask's best throughput,
+   <= 1/10 of its sequential p50.
+2. Reading 1 MiB elements (dispatch-worker's synthetic kind, DYNAMIC) through the Python
+   iterator (copy=False: memoryviews of the received buffers; and copy=True: bytes),
+   beside `dispatchctl read` (the C++ reader) in the same run. Target: Python >= 80% of
+   the C++ reader's throughput.
+Prints a table; --json adds one JSON line of every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def noop():
+    return None
+
+
+class Cluster:
+    def __init__(self, build: Path, work: Path) -> None:
+        self.build = build
+        self.processes = []
+        dispatcher = self.start([str(build / "reactor" / "dispatcher"), "--listen",
+                                 "tcp:127.0.0.1:0", "--work-dir", str(work / "journal")])
+        line = self.wait_line(dispatcher, "listening on")
+        self.address = line.split("listening on", 1)[1].split()[0].rstrip(",")
+
+    def start(self, argv, env=None):
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   text=True, env=env)
+        self.processes.append(process)
+        return process
+
+    @staticmethod
+    def wait_line(process, needle):
+        for line in process.stdout:
+            if needle in line:
+                return line
+        raise RuntimeError(f"{process.args[0]} exited before printing {needle!r}")
+
+    def python_worker(self, slots):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(self.build / "python"), str(Path(__file__).resolve().parent)]))
+        worker = self.start([sys.executable, "-m", "dispatch.worker", "--dispatcher",
+                             self.address, "--slots", str(slots), "--import", "python_closures"],
+                            env=env)
+        self.wait_line(worker, "started")
+
+    def cpp_worker(self):
+        worker = self.start([str(self.build / "clients" / "dispatch-worker"), "--dispatcher",
+                             self.address, "--address", "tcp:127.0.0.1:0", "--max-closures", "0"])
+        self.wait_line(worker, "started")
+
+    def close(self):
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def dispatch_closures(address, n, rounds, sequential):
+    import dispatch
+    from python_closures import noop as module_noop
+    with dispatch.Coordinator(address) as coordinator:
+        for _ in range(200):  # warm up: connections, function caches
+            coordinator.schedule(module_noop).fetch()
+        rates = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            values = [coordinator.schedule(module_noop) for _ in range(n)]
+            coordinator.join()
+            for v in values:
+                v.fetch()
+            rates.append(n / (time.perf_counter() - start))
+        latencies = []
+        for _ in range(sequential):
+            start = time.perf_counter()
+            coordinator.schedule(module_noop).fetch()
+            latencies.append(time.perf_counter() - start)
+    return max(rates), rates, latencies
+
+
+def dask_closures(n, rounds, sequential):
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        return None
+    import logging
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    from python_closures import noop as module_noop
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        for _ in range(50):
+            client.submit(module_noop, pure=False).result()
+        rates = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            futures = [client.submit(module_noop, pure=False) for _ in range(n)]
+            client.gather(futures)
+            rates.append(n / (time.perf_counter() - start))
+            del futures
+        latencies = []
+        for _ in range(sequential):
+            start = time.perf_counter()
+            client.submit(module_noop, pure=False).result()
+            latencies.append(time.perf_counter() - start)
+    return max(rates), rates, latencies
+
+
+def reads(cluster, build, mib, splits):
+    import dispatch
+    from dispatch import _dispatch
+    definition = f"synthetic count={mib} size={1 << 20} splits={splits}"
+    cpp = subprocess.run([str(build / "clients" / "dispatchctl"), "--dispatcher", cluster.address,
+                          "read", "synthetic", f"size={1 << 20}", f"count={mib}",
+                          f"splits={splits}"], capture_output=True, text=True)
+    if cpp.returncode != 0:
+        raise RuntimeError(f"dispatchctl read failed: {cpp.stdout}{cpp.stderr}")
+    line = [l for l in cpp.stdout.splitlines() if l.startswith("read ")][-1]
+    cpp_mbps = float(line.rsplit(",", 1)[1].split()[0])
+    dataset_id = _dispatch.register_dataset(cluster.address, "", definition.encode(), splits, [],
+                                            b"", 30.0)
+    out = {"cpp_MBps": cpp_mbps}
+    for copy in (False, True):
+        start = time.perf_counter()
+        total = 0
+        for element in dispatch.read(cluster.address, dataset_id, copy=copy, progress=False):
+            total += len(element)
+        seconds = time.perf_counter() - start
+        out["python_copy_MBps" if copy else "python_MBps"] = total / seconds / 1e6
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build-dir", default=str(REPO / "build"))
+    parser.add_argument("--closures", type=int, default=20000)
+    parser.add_argument("--dask-closures", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sequential", type=int, default=500)
+    parser.add_argument("--slots", type=int, default=4, help="slots per Python worker")
+    parser.add_argument("--read-mib", type=int, default=1024)
+    parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    options = parser.parse_args()
+    build = Path(options.build_dir).resolve()
+    sys.path.insert(0, str(build / "python"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+    with tempfile.TemporaryDirectory(prefix="python-bench-") as work:
+        cluster = Cluster(build, Path(work))
+        try:
+            for _ in range(2):
+                cluster.python_worker(options.slots)
+            rate, rates, latencies = dispatch_closures(cluster.address, options.closures,
+                                                       options.rounds, options.sequential)
+        finally:
+            cluster.close()
+        # Reads on a cluster of their own: the same two dispatch-workers for both readers.
+        cluster = Cluster(build, Path(work) / "reads")
+        try:
+            cluster.cpp_worker()
+            cluster.cpp_worker()
+            read = reads(cluster, build, options.read_mib, 16)
+        finally:
+            cluster.close()
+    dask = None if options.skip_dask else dask_closures(options.dask_closures, options.rounds,
+                                                        min(options.sequential, 300))
+    p50 = percentile(latencies, 0.5) * 1e6
+    p99 = percentile(latencies, 0.99) * 1e6
+    print(f"python closures: {options.closures} no-op closures x {options.rounds} rounds, "
+          f"2 Python workers x {options.slots} slots; {options.sequential} sequential")
+    print(f"{'':28} {'dispatch':>12} {'dask':>12} {'ratio':>8} {'target':>8}")
+    figures = {"throughput": rate, "throughput_rounds": rates, "sequential_p50_us": p50,
+               "sequential_p99_us": p99}
+    if dask is None:
+        print("  (dask: python3-distributed is not installed or --skip-dask: skipped)")
+        print(f"  {'throughput (closures/s)':26} {rate:12.0f}")
+        print(f"  {'sequential p50 (us)':26} {p50:12.0f}")
+    else:
+        d_rate, d_rates, d_lat = dask
+        d_p50 = percentile(d_lat, 0.5) * 1e6
+        figures.update(dask_throughput=d_rate, dask_sequential_p50_us=d_p50)
+        print(f"  {'throughput (closures/s)':26} {rate:12.0f} {d_rate:12.0f} "
+              f"{rate / d_rate:7.1f}x {'>= 10x':>8}")
+        print(f"  {'sequential p50 (us)':26} {p50:12.0f} {d_p50:12.0f} "
+              f"{d_p50 / p50:7.1f}x {'>= 10x':>8}")
+    print(f"  {'sequential p99 (us)':26} {p99:12.0f}")
+    print(f"read {options.read_mib} x 1 MiB elements (DYNAMIC, 2 dispatch-workers):")
+    print(f"  C++ reader (dispatchctl read)  {read['cpp_MBps']:8.0f} MB/s")
+    print(f"  Python iterator, copy=False    {read['python_MBps']:8.0f} MB/s  "
+          f"{read['python_MBps'] / read['cpp_MBps']:.0%} of C++ (target >= 80%)")
+    print(f"  Python iterator, copy=True     {read['python_copy_MBps']:8.0f} MB/s  "
+          f"{read['python_copy_MBps'] / read['cpp_MBps']:.0%} of C++")
+    figures.update(read)
+    if options.json:
+        print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
