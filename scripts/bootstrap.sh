@@ -6,7 +6,9 @@
 set -euo pipefail
 
 packages=(g++ cmake make pkg-config libuv1-dev capnproto libcapnp-dev libsqlite3-dev
-          libgtest-dev googletest)
+          libgtest-dev googletest
+          # The Python package (clients/python) and its tests.
+          python3-dev pybind11-dev python3-cloudpickle python3-pytest python3-numpy)
 
 missing=()
 for p in "${packages[@]}"; do

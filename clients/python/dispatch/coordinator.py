@@ -105,6 +105,7 @@ class Coordinator:
 
     @property
     def coordinator_id(self) -> int:
+        """The id this coordinator's closures live under at the dispatcher."""
         return self._handle.id
 
     def schedule(self, fn: Union[Callable, str], args: Sequence[Any] = (),

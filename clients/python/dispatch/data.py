@@ -85,6 +85,7 @@ class Dataset:
         return "\n".join([head] + list(self.splits or [])).encode()
 
     def element_spec(self) -> bytes:
+        """The element spec registered with it: how readers decode the elements."""
         return _SPEC_PREFIX + self.elements.encode()
 
 
@@ -161,6 +162,7 @@ class DatasetIterator:
         return element
 
     def stats(self) -> dict:
+        """job_id, job_client_id, elements and bytes returned, elements buffered."""
         return self._reader.stats()
 
     def close(self) -> None:
