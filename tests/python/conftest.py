@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -102,11 +103,12 @@ class Process:
 class Cluster:
     """A dispatcher and the workers a test starts; everything stops at the end."""
 
-    def __init__(self, work_dir: Path) -> None:
+    def __init__(self, work_dir: Path, extra_args: tuple = ()) -> None:
         self.work_dir = work_dir
         self.processes: List[Process] = []
         self.dispatcher = self._start([str(BUILD_DIR / "reactor" / "dispatcher"), "--listen",
-                                       "tcp:127.0.0.1:0", "--work-dir", str(work_dir / "journal")])
+                                       "tcp:127.0.0.1:0", "--work-dir", str(work_dir / "journal"),
+                                       *extra_args])
         line = self.dispatcher.wait_for_line("listening on")
         self.address = line.split("listening on", 1)[1].split()[0].rstrip(",")
 
@@ -115,9 +117,10 @@ class Cluster:
         self.processes.append(process)
         return process
 
-    def python_worker(self, slots: int = 1, imports: tuple = ("closure_functions",)) -> Process:
+    def python_worker(self, slots: int = 1, imports: tuple = ("closure_functions",),
+                      address: str = "tcp:127.0.0.1:0") -> Process:
         argv = [sys.executable, "-m", "dispatch.worker", "--dispatcher", self.address,
-                "--slots", str(slots)]
+                "--slots", str(slots), "--address", address]
         for module in imports:
             argv += ["--import", module]
         worker = self._start(argv)
@@ -134,6 +137,13 @@ class Cluster:
     def close(self) -> None:
         for process in reversed(self.processes):
             process.stop()
+
+
+def free_tcp_address() -> str:
+    """A loopback address on a port the OS picked (for a worker that needs a fixed one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp:127.0.0.1:{s.getsockname()[1]}"
 
 
 @pytest.fixture

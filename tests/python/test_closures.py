@@ -187,11 +187,13 @@ def test_embedded_worker_serves_until_stopped(cluster):
     worker.stop()  # idempotent
 
 
-def test_sigterm_stops_a_worker_cleanly(cluster):
-    worker = cluster.python_worker()
+def test_sigterm_and_ctrl_c_stop_a_worker_cleanly(cluster):
+    workers = [cluster.python_worker(), cluster.python_worker()]
     with dispatch.Coordinator(cluster.address) as coordinator:
         assert coordinator.schedule(closure_functions.square, args=(2,)).fetch() == 4
-    assert worker.stop() == 0
+    assert workers[0].stop() == 0  # SIGTERM
+    workers[1].popen.send_signal(signal.SIGINT)
+    assert workers[1].popen.wait(timeout=DEADLINE) == 0
 
 
 def test_bad_input_is_a_clear_error(cluster):

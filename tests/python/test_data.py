@@ -123,3 +123,17 @@ def test_bad_arguments_are_clear_errors(cluster):
         dispatch.read(cluster.address, dataset_id, processing_mode="sideways")
     with pytest.raises(dispatch.NotFoundError):
         dispatch.read(cluster.address, dataset_id + 1000)
+
+
+def test_static_sharding_by_file_reads_each_split_once(tmp_path):
+    from conftest import Cluster, free_tcp_address
+    addresses = [free_tcp_address(), free_tcp_address()]
+    cluster = Cluster(tmp_path, ("--worker-addresses", ",".join(addresses)))
+    try:
+        for address in addresses:
+            cluster.python_worker(address=address)
+        dataset = dispatch.Dataset(lambda split: [split * 10 + i for i in range(10)], num_splits=6)
+        elements = list(dispatch.read(cluster.address, dataset, processing_mode="file"))
+        assert sorted(elements) == [s * 10 + i for s in range(6) for i in range(10)]
+    finally:
+        cluster.close()
