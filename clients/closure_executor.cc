@@ -11,7 +11,9 @@ bool ClosureExecutor::Submit(std::function<void()> job) {
   if (idle_ < jobs_.size() && threads_.size() < max_threads_) {
     threads_.emplace_back([this] { ThreadMain(); });
   }
-  changed_.notify_all();
+  // One thread per job: waking every idle thread for each job made 64 slots
+  // of 0 ms closures run at a fifth of the rate of inline ones.
+  work_.notify_one();
   return true;
 }
 
@@ -22,7 +24,8 @@ void ClosureExecutor::Stop() {
     stopping_ = true;
     jobs_.clear();
     threads.swap(threads_);
-    changed_.notify_all();
+    work_.notify_all();
+    sleepers_.notify_all();
   }
   for (auto& thread : threads) thread.join();
 }
@@ -35,21 +38,21 @@ bool ClosureExecutor::stopping() const {
 bool ClosureExecutor::SleepFor(std::chrono::milliseconds duration,
                                const std::atomic<bool>* cancelled) const {
   std::unique_lock<std::mutex> lock(mu_);
-  return !changed_.wait_for(lock, duration, [this, cancelled] {
+  return !sleepers_.wait_for(lock, duration, [this, cancelled] {
     return stopping_ || (cancelled != nullptr && cancelled->load());
   });
 }
 
 void ClosureExecutor::WakeSleepers() const {
   std::lock_guard<std::mutex> lock(mu_);  // a sleeper between its check and its wait sees it
-  changed_.notify_all();
+  sleepers_.notify_all();
 }
 
 void ClosureExecutor::ThreadMain() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     ++idle_;
-    changed_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    work_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
     --idle_;
     if (stopping_) return;
     std::function<void()> job = std::move(jobs_.front());

@@ -44,7 +44,8 @@ class ClosureExecutor {
 
   const uint32_t max_threads_;
   mutable std::mutex mu_;  // guards everything below
-  mutable std::condition_variable changed_;
+  std::condition_variable work_;                // idle threads wait for jobs
+  mutable std::condition_variable sleepers_;  // SleepFor() waits for Stop() or a cancel
   bool stopping_ = false;
   std::deque<std::function<void()>> jobs_;
   uint32_t idle_ = 0;
