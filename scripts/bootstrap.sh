@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(g++ cmake make pkg-config libuv1-dev capnproto libcapnp-dev libsqlite3-dev
           libgtest-dev googletest
           # The Python package (clients/python) and its tests.
-          python3-dev pybind11-dev python3-cloudpickle python3-pytest python3-numpy)
+          python3-dev pybind11-dev python3-cloudpickle python3-pytest python3-numpy python3-tqdm)
 
 missing=()
 for p in "${packages[@]}"; do

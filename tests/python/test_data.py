@@ -137,3 +137,25 @@ def test_static_sharding_by_file_reads_each_split_once(tmp_path):
         assert sorted(elements) == [s * 10 + i for s in range(6) for i in range(10)]
     finally:
         cluster.close()
+
+
+def test_progress_bar_only_on_a_terminal(cluster, monkeypatch):
+    tqdm = pytest.importorskip("tqdm")
+    import io
+    cluster.python_worker()
+    dataset = dispatch.Dataset(lambda split: range(5), num_splits=2)
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert sorted(dispatch.read(cluster.address, dataset)) == sorted(list(range(5)) * 2)
+    assert "10 elements" in terminal.getvalue()
+
+    pipe = io.StringIO()
+    monkeypatch.setattr("sys.stderr", pipe)
+    assert len(list(dispatch.read(cluster.address, dataset))) == 10
+    assert pipe.getvalue() == ""
+    assert tqdm is not None
