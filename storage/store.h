@@ -259,7 +259,8 @@ class Store {
   }
   // A WalSyncer of this database's WAL (see wal_syncer.h), with a descriptor
   // of its own: it may run on another thread while the loop thread commits.
-  // Destroy it before the Store.
+  // It holds nothing but that descriptor, so it may outlive the Store (a
+  // sync given up at shutdown ends on the thread pool by itself).
   Result<std::unique_ptr<WalSyncer>> NewWalSyncer();
   // Records a failed WalSyncer::Sync(): the Store becomes failed (fail-stop),
   // as after a failed COMMIT, and returns `status`. Nothing written since the
