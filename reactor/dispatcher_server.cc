@@ -67,6 +67,9 @@ Result<std::string> DispatcherServer::Start() {
   storage::StoreOptions store_options;
   store_options.work_dir = options_.work_dir;
   store_options.synchronous = options_.synchronous;
+  // The loop writes each group commit; its fsync runs on the thread pool
+  // (DurableState), so the loop serves on while the disk syncs.
+  store_options.defer_sync = true;
   store_options.max_result_bytes = options_.data.closures.max_result_bytes;
   auto store = storage::Store::Open(store_options);
   if (!store.ok()) return store.status();

@@ -47,7 +47,7 @@ std::string EncodeUpdate(journal::Update::Reader update) {
 }
 
 DurableState::DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options)
-    : loop_(loop), store_(store), options_(options), checkpoint_(loop) {}
+    : loop_(loop), store_(store), options_(options), sync_(loop), checkpoint_(loop) {}
 
 // The members give their pool work up (a checkpoint goes on with its own
 // connection until it is done; nothing is lost either way: the WAL and the
@@ -98,6 +98,11 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
   auto checkpointer = store.NewCheckpointer();
   if (!checkpointer.ok()) return checkpointer.status();
   self->checkpointer_ = std::move(checkpointer.value());
+  if (store.defers_sync()) {
+    auto syncer = store.NewWalSyncer();
+    if (!syncer.ok()) return syncer.status();
+    self->syncer_ = std::move(syncer).value();
+  }
   // A long journal left by a crash is snapshotted in the background after
   // the first commit; nobody waits for it.
   self->last_snapshot_start_seq_ = store.snapshot_seq();
@@ -152,7 +157,10 @@ Status DurableState::MakeRoom(size_t bytes) {
     return Status::Ok();
   }
   // Replies parked on what is in the batch are released by this commit; a
-  // hold (closure reports) only ever delays a commit, never merges two.
+  // hold (closure reports) only ever delays a commit, never merges two, and
+  // a remainder checkpoint never lets the batch pass its bound (that pass
+  // then falls short; a later one restarts the WAL).
+  writes_held_ = false;
   ++stats_.early_commits;
   CommitNow();
   return failure_;
@@ -261,14 +269,11 @@ Status DurableState::ResetKeepingIds() {
 
 kj::Promise<void> DurableState::Barrier() {
   if (failed()) return ExceptionFromStatus(failure_);
-  if (batch_.empty()) return kj::READY_NOW;
-  if (batch_committed_promise_ == nullptr) {
-    auto paf = kj::newPromiseAndFulfiller<void>();
-    batch_committed_ = kj::mv(paf.fulfiller);
-    batch_committed_promise_ = paf.promise.fork();
-  }
-  KJ_IF_MAYBE(forked, batch_committed_promise_) { return forked->addBranch(); }
-  KJ_UNREACHABLE;
+  if (!batch_.empty() || open_written_) return open_.Wait();
+  // Everything is written and its fsync runs: the caller may have observed
+  // an update that fsync covers.
+  if (sync_.in_flight()) return syncing_.Wait();
+  return kj::READY_NOW;
 }
 
 void DurableState::HoldCommit(uint64_t micros) {
@@ -298,6 +303,8 @@ void DurableState::CommitPass() {
     if (hold_timer_ != nullptr) hold_timer_->Stop();
     return;
   }
+  // A remainder checkpoint runs: its end commits (OnCheckpointDone).
+  if (writes_held_) return;
   if (hold_timer_ != nullptr) hold_timer_->Stop();
   size_t records = batch_.record_count();
   Result<uint64_t> committed = store_.Commit(batch_);
@@ -318,11 +325,17 @@ void DurableState::CommitPass() {
   stats_.records += records;
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
   batch_.Clear();
+  // What was put in this pass is readable from the store now (the
+  // connection sees its own commits, synced or not).
   pending_datasets_.clear();
   pending_results_.clear();
-  KJ_IF_MAYBE(fulfiller, batch_committed_) { (*fulfiller)->fulfill(); }
-  batch_committed_ = nullptr;
-  batch_committed_promise_ = nullptr;
+  if (store_.defers_sync()) {
+    open_written_ = true;
+    ++commits_unsynced_;
+    StartSync();
+  } else {
+    RemoveSnapshotFiles(open_.Fulfill());
+  }
 
   MaybeSnapshot();
   MaybeCheckpoint();
@@ -386,7 +399,15 @@ void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
       ++stats_.snapshots;
       stats_.last_snapshot_micros = outcome.total_micros;
       stats_.last_snapshot_bytes = outcome.info.size;
-      RemoveSnapshotFiles(*obsolete);
+      if (store_.defers_sync()) {
+        // The record naming the new file is not durable yet: the older
+        // files go once the fsync covering it is back.
+        for (std::string& name : *obsolete) open_.RemoveWhenDurable(std::move(name));
+        open_written_ = true;
+        StartSync();
+      } else {
+        RemoveSnapshotFiles(*obsolete);
+      }
       Log(LogLevel::kInfo, "snapshot at record ", outcome.info.seq, " recorded: ",
           outcome.info.size, " bytes in ", outcome.info.name.c_str(), "; caught up ",
           outcome.records_applied, " records in ", outcome.catch_up_micros / 1000,
@@ -460,13 +481,56 @@ void DurableState::FailStop(const Status& status) {
   failure_ = status;
   Log(LogLevel::kError, "journal commit failed, stopping (fail-stop): ", status.ToString().c_str());
   // The parked replies learn the truth; nothing after this is acknowledged.
-  KJ_IF_MAYBE(fulfiller, batch_committed_) { (*fulfiller)->reject(ExceptionFromStatus(status)); }
-  batch_committed_ = nullptr;
-  batch_committed_promise_ = nullptr;
+  open_.Reject(status);
+  syncing_.Reject(status);
+  open_written_ = false;
   batch_.Clear();
   pending_datasets_.clear();
   pending_results_.clear();
   if (on_fatal_) on_fatal_(status);
+}
+
+// The fsync's pool job: it owns the WalSyncer (a descriptor of its own)
+// while it runs, and its result. It touches nothing else.
+struct DurableState::SyncJob final : public uvkj::PoolJob {
+  void Run() override { result = syncer->Sync(); }
+
+  std::unique_ptr<storage::WalSyncer> syncer;
+  Status result = InternalError("the WAL fsync did not run");
+};
+
+void DurableState::StartSync() {
+  if (!open_written_ || sync_.in_flight() || failed() || syncer_ == nullptr) return;
+  if (fail_next_sync_) {
+    fail_next_sync_ = false;
+    syncer_->fail_next_sync_for_testing();
+  }
+  stats_.commits_per_sync_max = std::max(stats_.commits_per_sync_max, commits_unsynced_);
+  commits_unsynced_ = 0;
+  open_written_ = false;
+  syncing_ = std::move(open_);
+  auto job = std::make_unique<SyncJob>();
+  job->syncer = std::move(syncer_);
+  if (sync_.Start(job, [this](std::unique_ptr<SyncJob> done) { OnSyncDone(std::move(done)); }) < 0) {
+    // No thread pool to run it: sync here rather than never.
+    job->Run();
+    OnSyncDone(std::move(job));
+  }
+}
+
+void DurableState::OnSyncDone(std::unique_ptr<SyncJob> job) {
+  syncer_ = std::move(job->syncer);
+  if (!job->result.ok()) {
+    // Never retried: after a failed fsync the kernel may have dropped the
+    // dirty pages, so a later success would prove nothing.
+    if (!failed()) FailStop(store_.FailSync(job->result));
+    return;
+  }
+  ++stats_.syncs;
+  RemoveSnapshotFiles(syncing_.Fulfill());
+  WakeStopWaiter();
+  // What the loop wrote meanwhile gets the next fsync.
+  StartSync();
 }
 
 // The checkpoint's pool job: it owns the Checkpointer (a connection of its
@@ -475,6 +539,8 @@ struct DurableState::CheckpointJob final : public uvkj::PoolJob {
   void Run() override { result = checkpointer->Checkpoint(); }
 
   std::unique_ptr<storage::Checkpointer> checkpointer;
+  // The pass that copies the remainder while the loop writes nothing.
+  bool remainder = false;
   Result<storage::CheckpointStats> result = InternalError("checkpoint did not run");
 };
 
@@ -483,43 +549,59 @@ void DurableState::MaybeCheckpoint() {
       !store_.WantsCheckpoint()) {
     return;
   }
+  StartCheckpoint(/*remainder=*/false);
+}
+
+void DurableState::StartCheckpoint(bool remainder) {
   auto job = std::make_unique<CheckpointJob>();
   job->checkpointer = std::move(checkpointer_);
+  job->remainder = remainder;
   if (checkpoint_.Start(job, [this](std::unique_ptr<CheckpointJob> done) {
         OnCheckpointDone(std::move(done));
       }) < 0) {
     checkpointer_ = std::move(job->checkpointer);
+    return;
   }
+  // The remainder pass can only finish the WAL if nothing is appended
+  // meanwhile: commits wait for it (replies with them; the loop does not).
+  writes_held_ = remainder;
 }
 
 void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
   checkpointer_ = std::move(job->checkpointer);
+  const bool was_remainder = job->remainder;
+  writes_held_ = false;
   if (job->result.ok()) {
     ++stats_.checkpoints;
     // Frames committed while the checkpoint ran keep SQLite from restarting
-    // the WAL; the Store copies that remainder here when the WAL is long.
-    auto finished = store_.FinishCheckpoint(*job->result);
-    if (!finished.ok()) {
-      Log(LogLevel::kWarning, "finishing a checkpoint failed: ", finished.status().ToString().c_str());
+    // the WAL. When the WAL is long the rest is copied by a second pass, on
+    // the thread pool like the first, with commits held until it is back;
+    // the next commit then restarts the WAL.
+    const bool copy_rest = store_.NoteCheckpoint(*job->result);
+    if (copy_rest && !was_remainder && !background_stopped_ && !failed()) {
+      StartCheckpoint(/*remainder=*/true);
+      return;
     }
   } else {
     // Nothing is lost: the WAL still holds every commit. Try again later.
     Log(LogLevel::kWarning, "checkpoint failed: ", job->result.status().ToString().c_str());
   }
   WakeStopWaiter();
+  // What waited for the remainder pass commits now.
+  if (was_remainder) CommitPass();
 }
 
 kj::Promise<void> DurableState::StopBackgroundWork() {
   background_stopped_ = true;
   CancelSnapshot();
-  if (!checkpoint_in_flight() && !snapshot_in_flight()) return kj::READY_NOW;
+  if (!checkpoint_in_flight() && !snapshot_in_flight() && !sync_in_flight()) return kj::READY_NOW;
   auto paf = kj::newPromiseAndFulfiller<void>();
   stop_waiter_ = kj::mv(paf.fulfiller);
   return kj::mv(paf.promise);
 }
 
 void DurableState::WakeStopWaiter() {
-  if (checkpoint_in_flight() || snapshot_in_flight()) return;
+  if (checkpoint_in_flight() || snapshot_in_flight() || sync_in_flight()) return;
   KJ_IF_MAYBE (waiter, stop_waiter_) { (*waiter)->fulfill(); }
   stop_waiter_ = nullptr;
 }

@@ -3,8 +3,13 @@
 // the state, appends it to this loop pass's batch and applies it (so later
 // requests of the same pass see it); CommitPass, run once at the end of each
 // loop pass, writes the whole batch in one SQLite transaction and only then
-// releases the replies parked on Barrier(). A failed commit is fail-stop: no
-// reply is acknowledged again and the process exits with kExitStorageFailure.
+// releases the replies parked on Barrier(). With a Store that defers its
+// fsync (the dispatcher's, with --synchronous=full) the commit only writes
+// the WAL on the loop thread; its fsync runs on the thread pool, at most one
+// at a time, and covers every commit written before it began (group commit:
+// what the loop writes meanwhile waits for the next one); the replies leave
+// when it is back. A failed commit or fsync is fail-stop: no reply is
+// acknowledged again and the process exits with kExitStorageFailure.
 // Snapshots never hold a reply: CommitPass only starts a SnapshotReplica task
 // (a second copy of the state on the thread pool catches up with the journal,
 // encodes itself and writes the file) and records the file when the task is
@@ -25,6 +30,7 @@
 #include <kj/async.h>
 
 #include "common/status.h"
+#include "reactor/durable_waiters.h"
 #include "reactor/snapshot_replica.h"
 #include "reactor/uvkj/pool_work.h"
 #include "reactor/uvkj/repeating_timer.h"
@@ -64,6 +70,8 @@ struct DurableStateOptions {
 
 struct DurableStats {
   uint64_t commits = 0;          // group commits (transactions) written
+  uint64_t syncs = 0;            // WAL fsyncs run on the thread pool (defers_sync)
+  uint64_t commits_per_sync_max = 0;  // most commits one of them made durable
   uint64_t records = 0;          // updates journaled
   uint64_t max_batch = 0;        // most updates in one commit
   uint64_t snapshots = 0;        // snapshots recorded (background and inline)
@@ -159,13 +167,16 @@ class DurableState {
   Status ResetKeepingIds();
 
   // Resolves when everything submitted so far is durable: at once when
-  // nothing is pending, else after this pass's commit. Every reply waits on
-  // it, reads included (a read may have observed an uncommitted update).
+  // nothing is pending, else after the commit (and fsync) covering it. Every
+  // reply waits on it, reads included (a read may have observed an update
+  // that is applied but not yet durable).
   kj::Promise<void> Barrier();
 
-  // Commits the pass's batch, releases the parked replies, then starts a
-  // background snapshot or a checkpoint when due (neither waits for its
-  // work). The reactor runs it at the end of every loop pass.
+  // Commits the pass's batch and releases the parked replies (with a Store
+  // that defers its fsync: starts the fsync, or leaves it to the next one
+  // when one is in flight, and the replies leave when it is back), then
+  // starts a background snapshot or a checkpoint when due (neither waits for
+  // its work). The reactor runs it at the end of every loop pass.
   // While a hold is on (below) it commits nothing until the hold ends.
   void CommitPass();
   // Holds the commit for at most `micros` (measured from the first hold of a
@@ -203,10 +214,17 @@ class DurableState {
   void set_snapshot_fault_for_testing(SnapshotFault fault);
   // True while a checkpoint runs on the thread pool.
   bool checkpoint_in_flight() const { return checkpoint_.in_flight(); }
+  // True while a WAL fsync runs on the thread pool.
+  bool sync_in_flight() const { return sync_.in_flight(); }
+  // True when nothing written is waiting for its fsync.
+  bool all_durable() const { return !open_written_ && !sync_.in_flight(); }
+  // Test hook: the next WAL fsync fails (fail-stop follows).
+  void fail_next_sync_for_testing() { fail_next_sync_ = true; }
   // The shutdown step before the Store closes: starts no more background
   // snapshots or checkpoints, cancels a snapshot in flight, and resolves
-  // once no work of ours is left on the thread pool (at once if none is).
-  // Commits go on meanwhile. Idempotent; one waiter at a time.
+  // once no work of ours is left on the thread pool (at once if none is; a
+  // WAL fsync in flight is let finish, so its replies leave). Commits go on
+  // meanwhile. Idempotent; one waiter at a time.
   // REQUIRES: a KJ event loop on this thread.
   kj::Promise<void> StopBackgroundWork();
   bool background_stopped() const { return background_stopped_; }
@@ -226,6 +244,9 @@ class DurableState {
   Status CheckRecordBytes(journal::Update::Reader update, size_t bytes) const;
   struct CheckpointJob;
   void MaybeCheckpoint();
+  // `remainder`: the pass that copies what the last one could not, with
+  // commits held (writes_held_) until it is back.
+  void StartCheckpoint(bool remainder);
   void OnCheckpointDone(std::unique_ptr<CheckpointJob> job);
   void MaybeSnapshot();
   // Fulfils the StopBackgroundWork() waiter once nothing is in flight.
@@ -242,9 +263,21 @@ class DurableState {
   std::map<std::string, std::string> pending_datasets_;
   // Results put in this pass: closure id -> index in batch_.result_puts().
   std::map<uint64_t, size_t> pending_results_;
-  // Replies parked on the current batch; fulfilled together after its commit.
-  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> batch_committed_;
-  kj::Maybe<kj::ForkedPromise<void>> batch_committed_promise_;
+  // Replies parked on what is not durable yet and not covered by the fsync
+  // in flight: this pass's batch and, with a deferring Store, the commits
+  // written since that fsync began (open_written_).
+  DurableWaiters open_;
+  bool open_written_ = false;
+  // The WAL fsync in flight (at most one) and the group it makes durable.
+  struct SyncJob;
+  void StartSync();
+  void OnSyncDone(std::unique_ptr<SyncJob> job);
+  uvkj::PoolWork<SyncJob> sync_;
+  DurableWaiters syncing_;
+  uint64_t commits_unsynced_ = 0;  // commits open_ covers
+  // Owned here while idle, by the job while it runs; null: Store syncs itself.
+  std::unique_ptr<storage::WalSyncer> syncer_;
+  bool fail_next_sync_ = false;
   std::unique_ptr<storage::Checkpointer> checkpointer_;
   std::unique_ptr<SnapshotReplica> snapshotter_;
   // Record after which the last snapshot started (or was recorded).
@@ -252,6 +285,7 @@ class DurableState {
   uint64_t snapshot_not_before_ns_ = 0;  // retry delay after a failure
   // The checkpoint in flight: it holds checkpointer_ while it runs.
   uvkj::PoolWork<CheckpointJob> checkpoint_;
+  bool writes_held_ = false;  // a remainder checkpoint runs: commit nothing
   bool background_stopped_ = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> stop_waiter_;
   Status failure_;

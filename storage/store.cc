@@ -246,6 +246,13 @@ Status Store::WriteSnapshot(uint64_t seq, std::string_view bytes) {
   if (!info.ok()) return info.status();
   auto obsolete = RecordSnapshot(*info);
   if (!obsolete.ok()) return obsolete.status();
+  if (defers_sync()) {
+    // The older files may go only once the record naming the new one is
+    // durable. Synced here, on the calling thread (start-up, shutdown).
+    auto syncer = NewWalSyncer();
+    Status synced = syncer.ok() ? (*syncer)->Sync() : syncer.status();
+    if (!synced.ok()) return FailSync(std::move(synced));
+  }
   for (const std::string& name : *obsolete) unlink((options_.work_dir + "/" + name).c_str());
   return Status::Ok();
 }

@@ -39,6 +39,7 @@
 #include "storage/journal_reader.h"
 #include "storage/snapshot_file.h"
 #include "storage/sqlite.h"
+#include "storage/wal_syncer.h"
 
 namespace dispatch::storage {
 
@@ -84,6 +85,17 @@ struct StoreOptions {
   // the file to this size (PRAGMA journal_size_limit), so one burst (a big
   // snapshot) does not keep a big WAL file forever.
   uint64_t wal_size_limit_bytes = 64u << 20;
+  // With kFull only: Commit and RecordSnapshot return once their transaction
+  // is in the WAL (the OS page cache) without waiting for its fsync (the
+  // connection runs synchronous=NORMAL). The caller must make it durable with
+  // a WalSyncer (NewWalSyncer; run off the loop thread) and see that Sync()
+  // succeed before it acknowledges anything of it or removes a file it made
+  // obsolete; a failed Sync() goes to FailSync (fail-stop). Durability after
+  // that Sync is the same as kFull's: the WAL holds each commit, synced.
+  // WriteSnapshot syncs by itself. The dispatcher runs with this on (the
+  // loop keeps serving while the disk syncs); false keeps every write
+  // synchronous, as the Store's own tests and benches expect.
+  bool defer_sync = false;
   // Cap on the database size (PRAGMA max_page_count); 0 = no cap. Reaching it
   // fails the commit like a full disk does (fail-stop).
   uint64_t max_db_bytes = 0;
@@ -105,8 +117,9 @@ struct Snapshot {
 using RecordFn = std::function<Status(uint64_t seq, std::string_view bytes)>;
 
 // Threading: every method REQUIRES the loop thread (the thread that called
-// Open), except that the Checkpointer made by NewCheckpointer and the
-// JournalReader made by NewJournalReader each run on any one other thread. The Store holds no mutex and shares no SQLite object with it.
+// Open), except that the Checkpointer made by NewCheckpointer, the
+// JournalReader made by NewJournalReader and the WalSyncer made by
+// NewWalSyncer each run on any one other thread. The Store holds no mutex and shares no SQLite object with it.
 class Store {
  public:
   // Creates the work dir if missing, locks it (FailedPrecondition naming the dir
@@ -129,7 +142,7 @@ class Store {
   // returns the new last_seq(). In the same transaction it deletes the next
   // slice (at most options.truncate_records_per_commit) of journal records the
   // latest snapshot covers. Returns only after the transaction committed (and,
-  // with kFull, was fsynced).
+  // with kFull, was fsynced; with defers_sync(), the caller syncs it).
   // Oversized record/definition/result or an empty dataset key: ResourceExhausted /
   // InvalidArgument, nothing written, Store still usable. Any SQLite failure
   // while writing, committing or syncing: the Store becomes failed (fail-stop)
@@ -160,12 +173,16 @@ class Store {
   // off the loop if it likes). REQUIRES: snapshot_seq() <= info.seq <=
   // last_seq() (InvalidArgument otherwise, nothing written), the file is
   // durable in the work dir. SQLite failures are fail-stop, as for Commit.
+  // With defers_sync() the record is not durable yet: remove the returned
+  // files only after a WalSyncer::Sync() that began after this returned.
   Result<std::vector<std::string>> RecordSnapshot(const SnapshotFileInfo& info);
 
   // WriteSnapshotFile + RecordSnapshot + removing the older files, all on the
   // calling thread (start-up, shutdown, tests). Over max_snapshot_bytes:
   // ResourceExhausted; a file that cannot be written: Unavailable; neither
-  // is fail-stop (the journal still holds everything).
+  // is fail-stop (the journal still holds everything). With defers_sync() it
+  // syncs the WAL itself before removing anything (a failed sync is
+  // fail-stop), which also makes every earlier commit durable.
   Status WriteSnapshot(uint64_t seq, std::string_view bytes);
 
   // The latest snapshot, nullopt if none was recorded; DataLoss naming the
@@ -223,10 +240,33 @@ class Store {
   // failure loses nothing (the WAL still holds every commit) and does not
   // fail-stop the Store.
   Result<CheckpointStats> FinishCheckpoint(const CheckpointStats& done);
+  // FinishCheckpoint without its inline pass, for a caller that copies the
+  // remainder off the loop thread: records `done`'s progress and returns
+  // true when, by the rule in StoreOptions, the rest of the WAL should be
+  // copied now, i.e. by another Checkpointer::Checkpoint() with no commit
+  // between its start and the next commit (which then restarts the WAL).
+  // Hand that pass's result here too (its return value then only says
+  // whether the pass fell short).
+  bool NoteCheckpoint(const CheckpointStats& done);
 
   // A Checkpointer with its own connection to this database. Made on the loop
   // thread while the Store (and so the lock) is alive; see checkpointer.h.
   Result<std::unique_ptr<Checkpointer>> NewCheckpointer();
+  // True when Commit and RecordSnapshot leave their fsync to the caller
+  // (StoreOptions.defer_sync with kFull).
+  bool defers_sync() const {
+    return options_.defer_sync && options_.synchronous == Synchronous::kFull;
+  }
+  // A WalSyncer of this database's WAL (see wal_syncer.h), with a descriptor
+  // of its own: it may run on another thread while the loop thread commits.
+  // It holds nothing but that descriptor, so it may outlive the Store (a
+  // sync given up at shutdown ends on the thread pool by itself).
+  Result<std::unique_ptr<WalSyncer>> NewWalSyncer();
+  // Records a failed WalSyncer::Sync(): the Store becomes failed (fail-stop),
+  // as after a failed COMMIT, and returns `status`. Nothing written since the
+  // last successful sync may be acknowledged, now or later.
+  Status FailSync(Status status) { return FailStop(std::move(status)); }
+
   // A JournalReader with its own read-only connection to this database; see
   // journal_reader.h. Destroy it before the Store.
   Result<std::unique_ptr<JournalReader>> NewJournalReader();

@@ -121,7 +121,7 @@ Status Store::ConfigureConnection() {
                                    ")");
   }
   DISPATCH_RETURN_IF_ERROR(ExecSql(db,
-                                   options_.synchronous == Synchronous::kFull
+                                   options_.synchronous == Synchronous::kFull && !defers_sync()
                                        ? "PRAGMA synchronous=FULL"
                                        : "PRAGMA synchronous=NORMAL",
                                    what + " (synchronous)"));
@@ -379,6 +379,8 @@ Result<std::unique_ptr<Checkpointer>> Store::NewCheckpointer() {
   return Checkpointer::Open(db_path_, options_.synchronous == Synchronous::kFull);
 }
 
+Result<std::unique_ptr<WalSyncer>> Store::NewWalSyncer() { return WalSyncer::Open(db_path_ + "-wal"); }
+
 Result<std::unique_ptr<JournalReader>> Store::NewJournalReader() {
   return JournalReader::Open(db_path_);
 }
@@ -392,22 +394,26 @@ int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int fr
   return SQLITE_OK;
 }
 
-Result<CheckpointStats> Store::FinishCheckpoint(const CheckpointStats& done) {
+bool Store::NoteCheckpoint(const CheckpointStats& done) {
   // The off-loop pass saw the WAL as it was then; if it has restarted since
   // (fewer frames now than the pass saw), its progress says nothing about it.
   if (done.wal_frames <= wal_frames_) {
     backfilled_frames_ = std::max(backfilled_frames_, done.checkpointed_frames);
   }
+  const int remaining = wal_frames_ - backfilled_frames_;
+  const bool long_wal = wal_frames_ >= options_.wal_restart_frames;
+  const bool too_long_wal = wal_frames_ / 2 >= options_.wal_restart_frames;
+  return remaining > 0 && long_wal &&
+         (remaining <= options_.inline_checkpoint_max_frames || too_long_wal);
+}
+
+Result<CheckpointStats> Store::FinishCheckpoint(const CheckpointStats& done) {
+  const bool copy_rest = NoteCheckpoint(done);
   CheckpointStats inline_stats;
   inline_stats.wal_frames = wal_frames_;
   inline_stats.checkpointed_frames = backfilled_frames_;
   const int remaining = wal_frames_ - backfilled_frames_;
-  const bool long_wal = wal_frames_ >= options_.wal_restart_frames;
-  const bool too_long_wal = wal_frames_ / 2 >= options_.wal_restart_frames;
-  if (remaining <= 0 || !long_wal ||
-      (remaining > options_.inline_checkpoint_max_frames && !too_long_wal)) {
-    return inline_stats;
-  }
+  if (!copy_rest) return inline_stats;
   int log = 0;
   int copied = 0;
   const int rc =
