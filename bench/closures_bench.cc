@@ -24,6 +24,7 @@
 #include "bench/registry.h"
 #include "bench/wakeup_probe.h"
 #include "clients/coordinator.h"
+#include "common/closure_trace.h"
 #include "common/flag_parser.h"
 #include "storage/store.h"
 #include "tests/support/dispatcher_process.h"
@@ -45,6 +46,57 @@ struct ClosureFlags {
   uint64_t warmup = 200;
   std::string synchronous = "full";
   std::string commit_hold_us = "";  // empty: the dispatcher's default
+  // Sequential round trips carry a timestamp trace (ScheduleOptions.trace),
+  // printed as a per-stage breakdown.
+  bool trace = true;
+};
+
+// The stages of the breakdown: from one trace stamp to the next.
+struct TraceSpan {
+  const char* name;
+  ClosureTraceStage from;
+  ClosureTraceStage to;
+};
+constexpr TraceSpan kTraceSpans[] = {
+    {"client: Schedule() to loop send", kTraceScheduled, kTraceScheduleSent},
+    {"hop: coordinator -> dispatcher", kTraceScheduleSent, kTraceDispatcherReceived},
+    {"dispatcher: schedule to push", kTraceDispatcherReceived, kTracePushed},
+    {"hop: dispatcher -> worker", kTracePushed, kTraceWorkerReceived},
+    {"worker: push to run start", kTraceWorkerReceived, kTraceRunStarted},
+    {"worker: run (no-op)", kTraceRunStarted, kTraceRunEnded},
+    {"worker: run end to report sent", kTraceRunEnded, kTraceReportSent},
+    {"hop: worker -> dispatcher", kTraceReportSent, kTraceReportReceived},
+    {"dispatcher: report to commit start", kTraceReportReceived, kTraceCommitStarted},
+    {"dispatcher: commit", kTraceCommitStarted, kTraceCommitEnded},
+    {"dispatcher: commit end to reply", kTraceCommitEnded, kTraceReplied},
+    {"hop: dispatcher -> coordinator", kTraceReplied, kTraceOutcomeReceived},
+    {"client: loop to Fetch() return", kTraceOutcomeReceived, kTraceWoken},
+};
+constexpr size_t kNumSpans = sizeof(kTraceSpans) / sizeof(kTraceSpans[0]);
+
+// Per-span samples of the traced round trips; a trace with a stage missing
+// (or out of order) is counted and left out.
+struct Breakdown {
+  LatencySamples spans[kNumSpans];
+  LatencySamples total;
+  uint64_t incomplete = 0;
+
+  void Add(std::vector<uint64_t> trace, uint64_t woken_ns) {
+    if (trace.size() != kTraceOutcomeReceived + 1) {
+      ++incomplete;
+      return;
+    }
+    trace.push_back(woken_ns);
+    for (const TraceSpan& span : kTraceSpans) {
+      if (trace[span.from] == 0 || trace[span.to] < trace[span.from]) {
+        ++incomplete;
+        return;
+      }
+    }
+    for (size_t i = 0; i < kNumSpans; ++i)
+      spans[i].Add(trace[kTraceSpans[i].to] - trace[kTraceSpans[i].from]);
+    total.Add(trace[kTraceWoken] - trace[kTraceScheduled]);
+  }
 };
 
 std::unique_ptr<testing::Subprocess> StartWorker(const std::string& dispatcher, int index,
@@ -92,6 +144,8 @@ int RunClosuresBench(int argc, char** argv) {
   parser.AddString("commit-hold-us", "US",
                    "the dispatcher's --closure-commit-hold-us (empty: its default)",
                    &flags.commit_hold_us);
+  parser.AddBool("trace", "trace the sequential round trips and print their breakdown",
+                 &flags.trace);
   ParseFlagsOrExit(parser, argc, argv);
 
   testing::DispatcherProcess::Options options;
@@ -144,6 +198,9 @@ int RunClosuresBench(int argc, char** argv) {
   }
   LatencySamples samples;
   LatencySamples floor;
+  Breakdown breakdown;
+  clients::ScheduleOptions traced;
+  traced.trace = flags.trace;
   samples.Reserve(flags.sequential);
   constexpr uint64_t kRounds = 10;
   for (uint64_t round = 0; round < kRounds; ++round) {
@@ -151,12 +208,16 @@ int RunClosuresBench(int argc, char** argv) {
     uint64_t warmup = round == 0 ? flags.warmup : 0;
     for (uint64_t i = 0; i < warmup + trips; ++i) {
       auto begin = Clock::now();
-      auto value = coordinator->Schedule("noop");
+      auto value = coordinator->Schedule("noop", "", traced);
       Check(value.status(), "Schedule");
       Check(value->Fetch().status(), "Fetch");
+      const uint64_t woken_ns = TraceNowNanos();
       uint64_t ns =
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count();
-      if (i >= warmup) samples.Add(ns);
+      if (i >= warmup) {
+        samples.Add(ns);
+        if (flags.trace) breakdown.Add(value->Trace(), woken_ns);
+      }
     }
     TimeCommits(**floor_store, std::max<uint64_t>(trips / 4, 25), floor);
   }
@@ -178,6 +239,21 @@ int RunClosuresBench(int argc, char** argv) {
          samples.PercentileMicros(50) - floor.PercentileMicros(50), "");
   printf("%-36s %12.1f %12s\n", "hop to a busy process p50 (us)", probe.awake_p50_us, "");
   printf("%-36s %12.1f %12s\n", "hop to one idle 300 us p50 (us)", probe.asleep_p50_us, "");
+  if (flags.trace && breakdown.total.count() > 0) {
+    printf("\nsequential round trip, per stage (%zu traced, %llu incomplete):\n",
+           breakdown.total.count(), static_cast<unsigned long long>(breakdown.incomplete));
+    printf("%-36s %10s %10s\n", "stage", "p50 (us)", "p90 (us)");
+    double sum = 0;
+    for (size_t i = 0; i < kNumSpans; ++i) {
+      const double p50 = breakdown.spans[i].PercentileMicros(50);
+      sum += p50;
+      printf("%-36s %10.1f %10.1f\n", kTraceSpans[i].name, p50,
+             breakdown.spans[i].PercentileMicros(90));
+    }
+    printf("%-36s %10.1f\n", "sum of the stages' p50", sum);
+    printf("%-36s %10.1f %10.1f\n", "traced round trip", breakdown.total.PercentileMicros(50),
+           breakdown.total.PercentileMicros(90));
+  }
   return 0;
 }
 
