@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/latency.h"
+#include "bench/process_cpu.h"
 #include "bench/registry.h"
 #include "bench/wakeup_probe.h"
 #include "clients/coordinator.h"
@@ -164,6 +165,10 @@ int RunClosuresBench(int argc, char** argv) {
   std::unique_ptr<clients::Coordinator> coordinator = std::move(created).value();
 
   // 1. Throughput.
+  std::vector<pid_t> pids = {dispatcher.process().pid()};
+  for (const auto& worker : workers) pids.push_back(worker->pid());
+  CpuMeter cpu(pids);
+  cpu.Start();
   std::vector<clients::RemoteValue> values;
   values.reserve(flags.closures);
   auto start = Clock::now();
@@ -174,6 +179,7 @@ int RunClosuresBench(int argc, char** argv) {
   }
   for (auto& value : values) Check(value.Fetch().status(), "Fetch");
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  cpu.Stop();
   values.clear();
 
   // 2. Sequential round trips, in rounds alternating with the commit floor,
@@ -231,6 +237,13 @@ int RunClosuresBench(int argc, char** argv) {
          static_cast<unsigned long long>(flags.slots), flags.synchronous.c_str());
   printf("%-36s %12s %12s\n", "figure", "measured", "target");
   printf("%-36s %12.0f %12s\n", "throughput (closures/s)", flags.closures / seconds, ">= 50000");
+  const double per_closure = 1000.0 * static_cast<double>(flags.closures);
+  printf("%-36s %12.2f %12s\n", "dispatcher CPU per closure (us)",
+         cpu.nanos()[0] / per_closure, "");
+  printf("%-36s %12.2f %12s\n", "workers' CPU per closure (us)",
+         cpu.total_nanos(1, workers.size()) / per_closure, "");
+  printf("%-36s %12.2f %12s\n", "coordinator CPU per closure (us)",
+         cpu.self_nanos() / per_closure, "");
   printf("%-36s %12.1f %12s\n", "sequential round trip p50 (us)", samples.PercentileMicros(50),
          "< 500");
   printf("%-36s %12.1f %12s\n", "sequential round trip p99 (us)", samples.PercentileMicros(99), "");
