@@ -23,6 +23,7 @@
 #include "bench/latency.h"
 #include "bench/process_cpu.h"
 #include "bench/registry.h"
+#include "bench/summary.h"
 #include "bench/wakeup_probe.h"
 #include "clients/coordinator.h"
 #include "common/closure_trace.h"
@@ -252,6 +253,25 @@ int RunClosuresBench(int argc, char** argv) {
          samples.PercentileMicros(50) - floor.PercentileMicros(50), "");
   printf("%-36s %12.1f %12s\n", "hop to a busy process p50 (us)", probe.awake_p50_us, "");
   printf("%-36s %12.1f %12s\n", "hop to one idle 300 us p50 (us)", probe.asleep_p50_us, "");
+  {
+    // Issue 19's targets, judged against this run's own floor.
+    const std::string mode = " (--synchronous=" + flags.synchronous + ")";
+    Figure round_trip;
+    round_trip.figure = "closures sequential round trip p50 (us)" + mode;
+    round_trip.value = samples.PercentileMicros(50);
+    round_trip.floor = floor.PercentileMicros(50) + 4 * probe.asleep_p50_us + 40;
+    round_trip.target = 1.0;
+    round_trip.target_on_ratio = true;
+    round_trip.target_text = "<= commit + 4 idle hops + 40 us";
+    ReportFigure(round_trip);
+    Figure throughput;
+    throughput.figure = "closures/s, " + std::to_string(flags.workers) + " workers" + mode;
+    throughput.value = flags.closures / seconds;
+    throughput.target = 250000;
+    throughput.at_least = true;
+    throughput.target_text = ">= 250k";
+    ReportFigure(throughput);
+  }
   if (flags.trace && breakdown.total.count() > 0) {
     printf("\nsequential round trip, per stage (%zu traced, %llu incomplete):\n",
            breakdown.total.count(), static_cast<unsigned long long>(breakdown.incomplete));
