@@ -102,7 +102,7 @@ int RunAll(int argc, char** argv) {
   std::vector<Figure> figures = ReadFigures(summary_path);
   unlink(summary_path.c_str());
   printf("\n==== summary (%zu figures)\n", figures.size());
-  printf("%-48s %12s %12s %8s  %-36s %s\n", "figure", "value", "floor", "ratio", "target", "met");
+  printf("%-62s %12s %12s %8s  %-32s %s\n", "figure", "value", "floor", "ratio", "target", "met");
   for (const Figure& f : figures) {
     char floor[32] = "-";
     char ratio[32] = "-";
@@ -110,7 +110,7 @@ int RunAll(int argc, char** argv) {
       snprintf(floor, sizeof floor, "%.1f", f.floor);
       snprintf(ratio, sizeof ratio, "%.2f", f.ratio());
     }
-    printf("%-48s %12.1f %12s %8s  %-36s %s\n", f.figure.c_str(), f.value, floor, ratio,
+    printf("%-62s %12.1f %12s %8s  %-32s %s\n", f.figure.c_str(), f.value, floor, ratio,
            f.target_text.c_str(), f.met() ? "yes" : "NO");
   }
   if (!json.empty()) {
