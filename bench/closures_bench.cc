@@ -21,9 +21,12 @@
 #include <vector>
 
 #include "bench/latency.h"
+#include "bench/process_cpu.h"
 #include "bench/registry.h"
+#include "bench/summary.h"
 #include "bench/wakeup_probe.h"
 #include "clients/coordinator.h"
+#include "common/closure_trace.h"
 #include "common/flag_parser.h"
 #include "storage/store.h"
 #include "tests/support/dispatcher_process.h"
@@ -45,6 +48,57 @@ struct ClosureFlags {
   uint64_t warmup = 200;
   std::string synchronous = "full";
   std::string commit_hold_us = "";  // empty: the dispatcher's default
+  // Sequential round trips carry a timestamp trace (ScheduleOptions.trace),
+  // printed as a per-stage breakdown.
+  bool trace = true;
+};
+
+// The stages of the breakdown: from one trace stamp to the next.
+struct TraceSpan {
+  const char* name;
+  ClosureTraceStage from;
+  ClosureTraceStage to;
+};
+constexpr TraceSpan kTraceSpans[] = {
+    {"client: Schedule() to loop send", kTraceScheduled, kTraceScheduleSent},
+    {"hop: coordinator -> dispatcher", kTraceScheduleSent, kTraceDispatcherReceived},
+    {"dispatcher: schedule to push", kTraceDispatcherReceived, kTracePushed},
+    {"hop: dispatcher -> worker", kTracePushed, kTraceWorkerReceived},
+    {"worker: push to run start", kTraceWorkerReceived, kTraceRunStarted},
+    {"worker: run (no-op)", kTraceRunStarted, kTraceRunEnded},
+    {"worker: run end to report sent", kTraceRunEnded, kTraceReportSent},
+    {"hop: worker -> dispatcher", kTraceReportSent, kTraceReportReceived},
+    {"dispatcher: report to commit start", kTraceReportReceived, kTraceCommitStarted},
+    {"dispatcher: commit", kTraceCommitStarted, kTraceCommitEnded},
+    {"dispatcher: commit end to reply", kTraceCommitEnded, kTraceReplied},
+    {"hop: dispatcher -> coordinator", kTraceReplied, kTraceOutcomeReceived},
+    {"client: loop to Fetch() return", kTraceOutcomeReceived, kTraceWoken},
+};
+constexpr size_t kNumSpans = sizeof(kTraceSpans) / sizeof(kTraceSpans[0]);
+
+// Per-span samples of the traced round trips; a trace with a stage missing
+// (or out of order) is counted and left out.
+struct Breakdown {
+  LatencySamples spans[kNumSpans];
+  LatencySamples total;
+  uint64_t incomplete = 0;
+
+  void Add(std::vector<uint64_t> trace, uint64_t woken_ns) {
+    if (trace.size() != kTraceOutcomeReceived + 1) {
+      ++incomplete;
+      return;
+    }
+    trace.push_back(woken_ns);
+    for (const TraceSpan& span : kTraceSpans) {
+      if (trace[span.from] == 0 || trace[span.to] < trace[span.from]) {
+        ++incomplete;
+        return;
+      }
+    }
+    for (size_t i = 0; i < kNumSpans; ++i)
+      spans[i].Add(trace[kTraceSpans[i].to] - trace[kTraceSpans[i].from]);
+    total.Add(trace[kTraceWoken] - trace[kTraceScheduled]);
+  }
 };
 
 std::unique_ptr<testing::Subprocess> StartWorker(const std::string& dispatcher, int index,
@@ -92,6 +146,8 @@ int RunClosuresBench(int argc, char** argv) {
   parser.AddString("commit-hold-us", "US",
                    "the dispatcher's --closure-commit-hold-us (empty: its default)",
                    &flags.commit_hold_us);
+  parser.AddBool("trace", "trace the sequential round trips and print their breakdown",
+                 &flags.trace);
   ParseFlagsOrExit(parser, argc, argv);
 
   testing::DispatcherProcess::Options options;
@@ -110,6 +166,10 @@ int RunClosuresBench(int argc, char** argv) {
   std::unique_ptr<clients::Coordinator> coordinator = std::move(created).value();
 
   // 1. Throughput.
+  std::vector<pid_t> pids = {dispatcher.process().pid()};
+  for (const auto& worker : workers) pids.push_back(worker->pid());
+  CpuMeter cpu(pids);
+  cpu.Start();
   std::vector<clients::RemoteValue> values;
   values.reserve(flags.closures);
   auto start = Clock::now();
@@ -120,6 +180,7 @@ int RunClosuresBench(int argc, char** argv) {
   }
   for (auto& value : values) Check(value.Fetch().status(), "Fetch");
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  cpu.Stop();
   values.clear();
 
   // 2. Sequential round trips, in rounds alternating with the commit floor,
@@ -144,6 +205,9 @@ int RunClosuresBench(int argc, char** argv) {
   }
   LatencySamples samples;
   LatencySamples floor;
+  Breakdown breakdown;
+  clients::ScheduleOptions traced;
+  traced.trace = flags.trace;
   samples.Reserve(flags.sequential);
   constexpr uint64_t kRounds = 10;
   for (uint64_t round = 0; round < kRounds; ++round) {
@@ -151,12 +215,16 @@ int RunClosuresBench(int argc, char** argv) {
     uint64_t warmup = round == 0 ? flags.warmup : 0;
     for (uint64_t i = 0; i < warmup + trips; ++i) {
       auto begin = Clock::now();
-      auto value = coordinator->Schedule("noop");
+      auto value = coordinator->Schedule("noop", "", traced);
       Check(value.status(), "Schedule");
       Check(value->Fetch().status(), "Fetch");
+      const uint64_t woken_ns = TraceNowNanos();
       uint64_t ns =
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count();
-      if (i >= warmup) samples.Add(ns);
+      if (i >= warmup) {
+        samples.Add(ns);
+        if (flags.trace) breakdown.Add(value->Trace(), woken_ns);
+      }
     }
     TimeCommits(**floor_store, std::max<uint64_t>(trips / 4, 25), floor);
   }
@@ -170,6 +238,13 @@ int RunClosuresBench(int argc, char** argv) {
          static_cast<unsigned long long>(flags.slots), flags.synchronous.c_str());
   printf("%-36s %12s %12s\n", "figure", "measured", "target");
   printf("%-36s %12.0f %12s\n", "throughput (closures/s)", flags.closures / seconds, ">= 50000");
+  const double per_closure = 1000.0 * static_cast<double>(flags.closures);
+  printf("%-36s %12.2f %12s\n", "dispatcher CPU per closure (us)",
+         cpu.nanos()[0] / per_closure, "");
+  printf("%-36s %12.2f %12s\n", "workers' CPU per closure (us)",
+         cpu.total_nanos(1, workers.size()) / per_closure, "");
+  printf("%-36s %12.2f %12s\n", "coordinator CPU per closure (us)",
+         cpu.self_nanos() / per_closure, "");
   printf("%-36s %12.1f %12s\n", "sequential round trip p50 (us)", samples.PercentileMicros(50),
          "< 500");
   printf("%-36s %12.1f %12s\n", "sequential round trip p99 (us)", samples.PercentileMicros(99), "");
@@ -178,6 +253,40 @@ int RunClosuresBench(int argc, char** argv) {
          samples.PercentileMicros(50) - floor.PercentileMicros(50), "");
   printf("%-36s %12.1f %12s\n", "hop to a busy process p50 (us)", probe.awake_p50_us, "");
   printf("%-36s %12.1f %12s\n", "hop to one idle 300 us p50 (us)", probe.asleep_p50_us, "");
+  {
+    // Issue 19's targets, judged against this run's own floor.
+    const std::string mode = " (--synchronous=" + flags.synchronous + ")";
+    Figure round_trip;
+    round_trip.figure = "closures sequential round trip p50 (us)" + mode;
+    round_trip.value = samples.PercentileMicros(50);
+    round_trip.floor = floor.PercentileMicros(50) + 4 * probe.asleep_p50_us + 40;
+    round_trip.target = 1.0;
+    round_trip.target_on_ratio = true;
+    round_trip.target_text = "<= commit + 4 idle hops + 40 us";
+    ReportFigure(round_trip);
+    Figure throughput;
+    throughput.figure = "closures/s, " + std::to_string(flags.workers) + " workers" + mode;
+    throughput.value = flags.closures / seconds;
+    throughput.target = 250000;
+    throughput.at_least = true;
+    throughput.target_text = ">= 250k";
+    ReportFigure(throughput);
+  }
+  if (flags.trace && breakdown.total.count() > 0) {
+    printf("\nsequential round trip, per stage (%zu traced, %llu incomplete):\n",
+           breakdown.total.count(), static_cast<unsigned long long>(breakdown.incomplete));
+    printf("%-36s %10s %10s\n", "stage", "p50 (us)", "p90 (us)");
+    double sum = 0;
+    for (size_t i = 0; i < kNumSpans; ++i) {
+      const double p50 = breakdown.spans[i].PercentileMicros(50);
+      sum += p50;
+      printf("%-36s %10.1f %10.1f\n", kTraceSpans[i].name, p50,
+             breakdown.spans[i].PercentileMicros(90));
+    }
+    printf("%-36s %10.1f\n", "sum of the stages' p50", sum);
+    printf("%-36s %10.1f %10.1f\n", "traced round trip", breakdown.total.PercentileMicros(50),
+           breakdown.total.PercentileMicros(90));
+  }
   return 0;
 }
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench/registry.h"
+#include "bench/summary.h"
 #include "clients/dataset_definition.h"
 #include "clients/dataset_reader.h"
 #include "clients/large_buffers.h"
@@ -265,6 +266,25 @@ int RunReadBench(int argc, char** argv) {
            Median(raw) / 1e6, 100 * Median(ratio), Median(spin) / 1e6, 100 * Median(spin_ratio),
            Median(open_ms));
     fflush(stdout);
+    // Issue 19's targets: bytes against raw TCP for 10 KiB and 1 MiB
+    // elements, elements per second for small ones.
+    Figure figure;
+    if (size >= 10240) {
+      figure.figure = "read " + name + " elements (MB/s)";
+      figure.value = Median(bps) / 1e6;
+      figure.floor = Median(raw) / 1e6;
+      figure.target = size >= (1 << 20) ? 0.90 : 0.85;
+      figure.target_on_ratio = true;
+      figure.at_least = true;
+      figure.target_text = size >= (1 << 20) ? ">= 90% of raw TCP" : ">= 85% of raw TCP";
+    } else {
+      figure.figure = "read " + name + " elements (elements/s)";
+      figure.value = Median(eps);
+      figure.target = 6e6;
+      figure.at_least = true;
+      figure.target_text = ">= 6M elements/s";
+    }
+    ReportFigure(figure);
   }
   for (auto& w : workers) w->Signal(SIGTERM);
   for (auto& w : workers) w->Wait(std::chrono::seconds(10));

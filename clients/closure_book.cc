@@ -1,5 +1,7 @@
 #include "clients/closure_book.h"
 
+#include "common/closure_trace.h"
+
 #include <algorithm>
 
 #include "common/closure_limits.h"
@@ -26,7 +28,8 @@ Status ClosureFailedError(uint64_t closure_id, const std::string& message) {
 
 Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(
     std::string function, std::string args, std::vector<uint64_t> resources, int32_t priority,
-    uint32_t timeout_ms, std::vector<std::shared_ptr<ClosureCell>> inputs) {
+    uint32_t timeout_ms, std::vector<std::shared_ptr<ClosureCell>> inputs,
+    uint64_t trace_scheduled_ns) {
   std::unique_lock<std::mutex> lock(mu_);
   room_changed_.wait(lock, [this] { return closed_ || unacknowledged_.size() < window_; });
   if (closed_) return UnavailableError("the coordinator is closed");
@@ -44,6 +47,7 @@ Result<std::shared_ptr<ClosureCell>> ClosureBook::Add(
   Pending pending;
   pending.closure = Outgoing{sequence, cell->request_id, std::move(function), std::move(args),
                              std::move(resources), priority, timeout_ms};
+  pending.closure.trace_scheduled_ns = trace_scheduled_ns;
   pending.cell = cell;
   pending.inputs = std::move(inputs);
   unacknowledged_.emplace(sequence, std::move(pending));
@@ -163,6 +167,11 @@ uint64_t ClosureBook::IdOf(const ClosureCell& cell) const {
 RemoteValueStatus ClosureBook::StatusOf(const ClosureCell& cell) const {
   std::lock_guard<std::mutex> lock(mu_);
   return cell.status;
+}
+
+std::vector<uint64_t> ClosureBook::TraceOf(const ClosureCell& cell) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cell.trace;
 }
 
 Result<std::string> ClosureBook::Fetch(ClosureCell& cell,
@@ -287,6 +296,7 @@ void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
       cell->status = orphan->second.status;
       cell->result = std::move(orphan->second.result);
       cell->error = std::move(orphan->second.error);
+      cell->trace = std::move(orphan->second.trace);
       orphans_.erase(orphan);
       outcomes = true;
     }
@@ -370,6 +380,11 @@ bool ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
     default:
       return false;  // queued or running: nothing to record yet
   }
+  if (outcome.hasTrace()) {
+    for (uint64_t stamp : outcome.getTrace()) done.trace.push_back(stamp);
+    done.trace.resize(kTraceOutcomeStamps);
+    done.trace.push_back(TraceNowNanos());  // kTraceOutcomeReceived
+  }
   if (releasing_.count(id) > 0) {
     ++counters_.duplicate_outcomes_dropped;  // fetched already; its release is on its way
     return false;
@@ -396,6 +411,7 @@ bool ClosureBook::ApplyOutcome(rpc::ClosureOutcome::Reader outcome) {
     cell->status = done.status;
     cell->result = std::move(done.result);
     cell->error = std::move(done.error);
+    cell->trace = std::move(done.trace);
     return true;
   }
   // Scheduled by an earlier process (or its acknowledgement is still on the

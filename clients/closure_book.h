@@ -58,6 +58,9 @@ struct ClosureCell {
   // for them, so the dispatcher has it when their schedule arrives.
   uint32_t unacknowledged_dependants = 0;
   bool release_deferred = false;
+  // ScheduleOptions.trace: ClosureOutcome.trace and, last, when the outcome
+  // reached the coordinator's loop (kTraceOutcomeReceived). Empty otherwise.
+  std::vector<uint64_t> trace;
 };
 
 class ClosureBook {
@@ -74,6 +77,8 @@ class ClosureBook {
     // ClosureSpec.inputs as sent: ids, or kInputInCall + index in the call
     // (filled by TakeUnsent).
     std::vector<uint64_t> inputs;
+    // ScheduleOptions.trace: when the user scheduled it (0: not traced).
+    uint64_t trace_scheduled_ns = 0;
   };
 
   // What the book counts (for CoordinatorStatus and tests).
@@ -111,7 +116,8 @@ class ClosureBook {
   Result<std::shared_ptr<ClosureCell>> Add(std::string function, std::string args,
                                            std::vector<uint64_t> resources, int32_t priority = 0,
                                            uint32_t timeout_ms = 0,
-                                           std::vector<std::shared_ptr<ClosureCell>> inputs = {});
+                                           std::vector<std::shared_ptr<ClosureCell>> inputs = {},
+                                           uint64_t trace_scheduled_ns = 0);
   // The first error a schedule reply carried, once; ok when there is none.
   Status TakeError();
   // Whether a failed outcome arrived since the last call (the dispatcher may
@@ -137,6 +143,7 @@ class ClosureBook {
   Result<uint64_t> WaitForId(const ClosureCell& cell);
   uint64_t IdOf(const ClosureCell& cell) const;
   RemoteValueStatus StatusOf(const ClosureCell& cell) const;
+  std::vector<uint64_t> TraceOf(const ClosureCell& cell) const;
   Result<std::string> Fetch(ClosureCell& cell, std::optional<std::chrono::milliseconds> timeout);
   // Whether the coordinator closed the book: no outcome arrives any more.
   bool closed() const;

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "common/closure_limits.h"
+#include "common/closure_trace.h"
 #include "common/log.h"
 
 namespace dispatch::clients {
@@ -94,6 +95,7 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
     }
   }
   uint64_t session = link_ != nullptr ? link_->session() : 0;
+  uint64_t received_ns = 0;  // read once, and only for a traced closure
   board_.Update([&](WorkerAgentStatus& s) { s.closures_received += closures.size(); });
   for (auto assignment : closures) {
     // Keyed by link session too: after a reconnect (a dispatcher restart may
@@ -111,6 +113,10 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
     for (uint64_t id : assignment.getResources()) job.resources.push_back(id);
     for (auto input : assignment.getInputs())
       job.inputs.emplace_back(reinterpret_cast<const char*>(input.begin()), input.size());
+    if (assignment.getTrace()) {
+      if (received_ns == 0) received_ns = TraceNowNanos();
+      job.trace_received_ns = received_ns;
+    }
 
     auto found = functions_.find(job.function);
     if (found == functions_.end()) {
@@ -120,8 +126,7 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
       continue;
     }
     if (found->second.options.run_inline && job.resources.empty()) {
-      ClosureOutput output = Execute(job);
-      Finish(Outcome{job.closure_id, job.attempt, session, std::move(output)});
+      Finish(Run(job));
       continue;
     }
     auto shared = std::make_shared<Job>(std::move(job));
@@ -133,11 +138,19 @@ void ClosureRunner::OnRunClosures(capnp::List<rpc::ClosureAssignment>::Reader cl
         Complete(std::move(dropped));
         return;
       }
-      ClosureOutput output = Execute(*shared);
-      Complete(Outcome{shared->closure_id, shared->attempt, shared->session, std::move(output)});
+      Complete(Run(*shared));
     });
     if (!submitted) running_.erase(key);  // stopping: the dispatcher puts it back
   }
+}
+
+ClosureRunner::Outcome ClosureRunner::Run(const Job& job) {
+  if (job.trace_received_ns == 0)
+    return Outcome{job.closure_id, job.attempt, job.session, Execute(job)};
+  const uint64_t started = TraceNowNanos();
+  Outcome outcome{job.closure_id, job.attempt, job.session, Execute(job)};
+  outcome.trace = {job.trace_received_ns, started, TraceNowNanos()};
+  return outcome;
 }
 
 ClosureOutput ClosureRunner::Execute(const Job& job) {
@@ -324,6 +337,15 @@ void ClosureRunner::Flush() {
     }
   }
   uint64_t count = batch.size();
+  uint64_t sent_ns = 0;  // read once, and only for a traced closure
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const std::array<uint64_t, 3>& trace = batch[i].trace;
+    if (trace[0] == 0) continue;
+    if (sent_ns == 0) sent_ns = TraceNowNanos();
+    auto stamps = reports[i].initTrace(kTraceWorkerStamps);
+    for (unsigned s = 0; s < trace.size(); ++s) stamps.set(s, trace[s]);
+    stamps.set(3, sent_ns);
+  }
   reporting_ = true;
   tasks_.add(request.send()
                  .then(

@@ -13,6 +13,7 @@
 
 #include <kj/async.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -70,6 +71,8 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
     // Set by OnCancelClosures; read by the executor thread running it.
     std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
     std::vector<std::string> inputs;  // the input closures' results
+    // ClosureAssignment.trace: when the push arrived (0: not traced).
+    uint64_t trace_received_ns = 0;
   };
   struct Outcome {
     uint64_t closure_id;
@@ -77,11 +80,15 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
     uint64_t session;
     ClosureOutput output;
     bool dropped = false;  // cancelled before it started: nothing to report
+    // A traced run's stamps (received, started, ended); all 0 when untraced.
+    std::array<uint64_t, 3> trace{};
   };
   class Call;
 
   // Any thread: runs the function and returns what it produced.
   ClosureOutput Execute(const Job& job);
+  // Execute() as an outcome, with the run's stamps when the job is traced.
+  Outcome Run(const Job& job);
   // This process's component of a resource, built now if it has none.
   Result<std::string> Component(uint64_t resource_id);
   Result<std::string> BuildResource(uint64_t resource_id, const ResourceCache::Spec& spec);

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "common/address.h"
+#include "common/closure_trace.h"
 #include "common/log.h"
 #include "common/rpc_status.h"
 #include "reactor/uvkj/async_io.h"
@@ -218,6 +219,7 @@ Status Coordinator::JoinReply::error() const {
 
 Result<RemoteValue> Coordinator::Schedule(std::string function, std::string args,
                                           ScheduleOptions options) {
+  const uint64_t trace_scheduled_ns = options.trace ? TraceNowNanos() : 0;
   std::vector<ResourceId> resources = std::move(options.resources);
   if (function.empty()) return InvalidArgumentError("a closure needs a function name");
   const int64_t timeout_ms = options.timeout.count();
@@ -248,7 +250,7 @@ Result<RemoteValue> Coordinator::Schedule(std::string function, std::string args
   if (book_->TakeFailureHint()) DISPATCH_RETURN_IF_ERROR(CheckFirstError());
   Result<std::shared_ptr<ClosureCell>> cell =
       book_->Add(std::move(function), std::move(args), std::move(resources), options.priority,
-                 static_cast<uint32_t>(timeout_ms), std::move(inputs));
+                 static_cast<uint32_t>(timeout_ms), std::move(inputs), trace_scheduled_ns);
   if (!cell.ok()) return cell.status();
   RequestFlush();
   return RemoteValue(book_, std::move(cell).value());

@@ -34,6 +34,12 @@ struct ScheduleOptions {
   // releases it at the dispatcher): FailedPrecondition. Fetching it later,
   // or dropping it, is fine.
   std::vector<RemoteValue> inputs;
+  // Ask for a per-stage timestamp trace of this closure (ClosureSpec.trace),
+  // read with RemoteValue::Trace() after the outcome arrived: for benchmarks
+  // and diagnosis (`dispatch-bench closures` prints its breakdown). Costs a
+  // few clock reads and 96 bytes on the wire; the dispatcher traces at most
+  // 4096 closures at a time.
+  bool trace = false;
 };
 
 struct CoordinatorOptions {

@@ -2,6 +2,7 @@
 
 #include <kj/debug.h>
 
+#include "common/closure_trace.h"
 #include "common/log.h"
 #include "common/rpc_status.h"
 
@@ -177,6 +178,11 @@ void CoordinatorSession::Flush() {
       if (!c.inputs.empty()) {
         auto inputs = spec.initInputs(c.inputs.size());
         for (size_t j = 0; j < c.inputs.size(); ++j) inputs.set(j, c.inputs[j]);
+      }
+      if (c.trace_scheduled_ns != 0) {
+        auto trace = spec.initTrace(kTraceClientStamps);
+        trace.set(kTraceScheduled, c.trace_scheduled_ns);
+        trace.set(kTraceScheduleSent, TraceNowNanos());
       }
       sequences.push_back(c.sequence);
     }

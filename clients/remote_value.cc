@@ -34,6 +34,10 @@ Status RemoteValue::Cancel() const {
                                  ": left as it is, not cancelled");
 }
 
+std::vector<uint64_t> RemoteValue::Trace() const {
+  return cell_ == nullptr ? std::vector<uint64_t>() : book_->TraceOf(*cell_);
+}
+
 Result<std::string> RemoteValue::FetchFor(std::chrono::milliseconds timeout) const {
   if (cell_ == nullptr) return FailedPreconditionError("an empty RemoteValue has no closure");
   return book_->Fetch(*cell_, timeout);

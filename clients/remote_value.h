@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -53,6 +54,11 @@ class RemoteValue {
   // dispatcher does not know it (released, or never scheduled); Unavailable
   // once the coordinator is closed. Not the coordinator's first error.
   Status Cancel() const;
+  // ScheduleOptions.trace: once the outcome arrived, the closure's stamps,
+  // indexed by ClosureTraceStage (common/closure_trace.h) up to
+  // kTraceOutcomeReceived (the caller stamps kTraceWoken itself). Empty when
+  // not traced, not arrived yet, or the dispatcher dropped the trace.
+  std::vector<uint64_t> Trace() const;
 
  private:
   friend class Coordinator;  // reads the cell of an input (ScheduleOptions.inputs)

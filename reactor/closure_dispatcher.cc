@@ -255,6 +255,8 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
       }
       continue;
     }
+    if (!traces_.empty() && traces_.Traced(run.closure_id))
+      traces_.OnReport(run.closure_id, report.getTrace(), uv_hrtime());
     switch (report.which()) {
       case rpc::ClosureReport::RESULT: {
         // Read once: every read of a Data field counts against the
@@ -459,6 +461,11 @@ Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
     return plan.status();
   }
   ids = std::move(plan->ids);
+  for (unsigned i = 0; i < specs.size() && i < ids.size(); ++i) {
+    // A pointer test per closure: reading a list counts against the
+    // message's traversal limit, testing for one does not.
+    if (specs[i].hasTrace()) traces_.Start(ids[i], specs[i].getTrace(), uv_hrtime());
+  }
   if (plan->num_new == 0) return Status::Ok();
   (void)FlushReleases();  // they share this pass's commit (a failure is logged)
   // Should the process die between two records' commits (before the reply),
@@ -548,6 +555,7 @@ Status ClosureDispatcher::FlushReleases() {
     }
     for (uint64_t id : updates[i].getClosureBatch().getReleased()) {
       if (stored.count(id) != 0) durable_.DeleteResult(id);
+      if (!traces_.empty()) traces_.Forget(id);
     }
   }
   return Status::Ok();

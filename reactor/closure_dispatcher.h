@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "reactor/closure_options.h"
+#include "reactor/closure_traces.h"
 #include "reactor/durable_state.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "reactor/uvkj/uv_handle.h"
@@ -190,6 +191,9 @@ class ClosureDispatcher final : public kj::Refcounted {
                                     std::vector<uint64_t>& ids,
                                     std::optional<state::RefusedSchedules::Refusal>& refusal);
   const state::RefusedSchedules& refused_schedules() const { return refused_; }
+  // The traced closures' stamps (ClosureSpec.trace); sessions take a trace
+  // when they hand out its outcome.
+  ClosureTraces& traces() { return traces_; }
 
   void AddSession(CoordinatorSession* session);
   void RemoveSession(CoordinatorSession* session);
@@ -282,6 +286,7 @@ class ClosureDispatcher final : public kj::Refcounted {
   bool closed_ = false;
   std::set<uint64_t> pending_releases_;
   state::RefusedSchedules refused_;
+  ClosureTraces traces_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;
   // Closures pushed under the current commit hold whose reports are awaited.
   std::set<uint64_t> awaiting_reports_;

@@ -78,6 +78,7 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
     auto request = control->runClosuresRequest();
     auto list = request.initClosures(static_cast<unsigned>(end - begin));
     std::set<uint64_t> resource_ids;
+    std::vector<uint64_t> traced;  // closures of this push with a trace
     for (size_t i = begin; i < end; ++i) {
       const state::Closure& closure = *closures[i];
       auto item = list[static_cast<unsigned>(i - begin)];
@@ -85,6 +86,10 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
       item.setAttempt(closure.attempts);
       item.setFunction(closure.function_name);
       item.setArgs(state::AsData(closure.args));
+      if (!traces_.empty() && traces_.Traced(closure.id)) {
+        item.setTrace(true);
+        traced.push_back(closure.id);
+      }
       auto resources = item.initResources(static_cast<unsigned>(closure.resources.size()));
       for (unsigned r = 0; r < closure.resources.size(); ++r)
         resources.set(r, closure.resources[r]);
@@ -105,6 +110,10 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
     unsigned r = 0;
     for (uint64_t id : resource_ids) FillResourceSpec(specs[r++], *state().FindResource(id));
     std::vector<state::ClosureRun> pushed(runs.begin() + begin, runs.begin() + end);
+    if (!traced.empty()) {
+      const uint64_t now = uv_hrtime();
+      for (uint64_t id : traced) traces_.Stamp(id, kTracePushed, now);
+    }
     sends.add(request.send().then([](auto&&) {},
                                   [this, worker_id, pushed = kj::mv(pushed)](kj::Exception&& e) {
                                     Log(LogLevel::kDebug, "runClosures to worker ", worker_id,

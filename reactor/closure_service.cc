@@ -73,6 +73,7 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setInputsOverLimit(data.closures().counters().inputs_over_limit);
   stats.setRefusalsRepeated(counters.refusals_repeated);
   stats.setRefusalsForgotten(data.closures().refused_schedules().evicted());
+  stats.setTracesDropped(data.closures().traces().dropped());
   context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

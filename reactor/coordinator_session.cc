@@ -9,6 +9,7 @@
 #include "reactor/closure_dispatcher.h"
 #include "reactor/service_util.h"
 #include "state/bytes.h"
+#include "common/closure_trace.h"
 
 namespace dispatch::reactor {
 namespace {
@@ -160,7 +161,8 @@ bool CoordinatorSession::RetriedUnderError(ClosureDispatcher& closures, Schedule
   return true;
 }
 
-void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max) {
+void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max,
+                                     std::vector<capnp::List<uint64_t>::Builder>& traced) {
   const state::DispatcherState& state = Dispatcher().state();
   const uint64_t limit = Dispatcher().options().max_results_per_call;
   const uint64_t want = max == 0 ? limit : std::min<uint64_t>(max, limit);
@@ -185,7 +187,30 @@ void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max)
   }
   DurableState& durable = Dispatcher().durable();
   auto results = context.getResults().initResults(static_cast<unsigned>(out.size()));
-  for (unsigned i = 0; i < out.size(); ++i) FillOutcome(durable, *out[i], results[i]);
+  ClosureTraces& traces = Dispatcher().traces();
+  for (unsigned i = 0; i < out.size(); ++i) {
+    FillOutcome(durable, *out[i], results[i]);
+    if (traces.empty()) continue;
+    std::optional<ClosureTraces::Stamps> stamps = traces.Take(out[i]->id);
+    if (!stamps.has_value()) continue;
+    auto list = results[i].initTrace(kTraceOutcomeStamps);
+    for (unsigned s = 0; s < kTraceOutcomeStamps; ++s) list.set(s, (*stamps)[s]);
+    traced.push_back(list);
+  }
+}
+
+kj::Promise<void> CoordinatorSession::ReplyAfterCommit(
+    std::vector<capnp::List<uint64_t>::Builder> traced) {
+  DurableState& durable = Dispatcher().durable();
+  if (traced.empty()) return durable.Barrier();
+  return durable.Barrier().then([&durable, traced = kj::mv(traced)]() {
+    const uint64_t now = uv_hrtime();
+    for (auto list : traced) {
+      list.set(kTraceCommitStarted, durable.last_commit_start_ns());
+      list.set(kTraceCommitEnded, durable.last_commit_end_ns());
+      list.set(kTraceReplied, now);
+    }
+  });
 }
 
 kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) {
@@ -205,9 +230,10 @@ kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) 
   // durable (held ones excepted, see ClosureDispatcher::Release).
   const bool releases = params.getRelease().size() > 0;
   if (!undelivered_.empty()) {
-    FillResults(context, max);
+    std::vector<capnp::List<uint64_t>::Builder> traced;
+    FillResults(context, max, traced);
     if (releases) ThrowIfError(closures.FlushReleases());
-    return closures.durable().Barrier();
+    return ReplyAfterCommit(kj::mv(traced));
   }
   if (results_waiter_ != nullptr) {
     if (releases) ThrowIfError(closures.FlushReleases());
@@ -217,10 +243,11 @@ kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) 
   auto paf = kj::newPromiseAndFulfiller<void>();
   results_waiter_ = kj::mv(paf.fulfiller);
   return closures.CancelOnClose(paf.promise.then([this, context, max, releases]() mutable {
-    FillResults(context, max);
+    std::vector<capnp::List<uint64_t>::Builder> traced;
+    FillResults(context, max, traced);
     // Usually journaled meanwhile (kReleaseDelayMs); if not, with this pass.
     if (releases) ThrowIfError(Dispatcher().FlushReleases());
-    return Dispatcher().durable().Barrier();
+    return ReplyAfterCommit(kj::mv(traced));
   }));
 }
 

@@ -55,8 +55,14 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
   bool RetriedUnderError(ClosureDispatcher& closures, ScheduleContext& context);
   // A call with a request id refused before (ClosureDispatcher::ScheduleAfterRefusal).
   bool AnsweredAfterRefusal(ClosureDispatcher& closures, ScheduleContext& context);
-  // Fills the results with up to `max` undelivered outcomes.
-  void FillResults(AwaitResultsContext& context, uint32_t max);
+  // Fills the results with up to `max` undelivered outcomes. Traced ones
+  // (ClosureOutcome.trace) get their trace, stamped up to the report; their
+  // lists are added to `traced` for ReplyAfterCommit.
+  void FillResults(AwaitResultsContext& context, uint32_t max,
+                   std::vector<capnp::List<uint64_t>::Builder>& traced);
+  // The reply's Barrier; with traced outcomes, their commit and reply stamps
+  // are set once it resolves (the reply's message lives until then).
+  kj::Promise<void> ReplyAfterCommit(std::vector<capnp::List<uint64_t>::Builder> traced);
   kj::Promise<void> Join(JoinContext context);
   void WakeJoiners();
 

@@ -321,6 +321,8 @@ void DurableState::CommitPass() {
     FailStop(committed.status());
     return;
   }
+  last_commit_start_ns_ = now;
+  last_commit_end_ns_ = uv_hrtime();
   ++stats_.commits;
   stats_.records += records;
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);

@@ -230,6 +230,10 @@ class DurableState {
   bool background_stopped() const { return background_stopped_; }
   bool failed() const { return !failure_.ok(); }
   const DurableStats& stats() const { return stats_; }
+  // When the last successful commit started and ended (uv_hrtime
+  // nanoseconds; 0 before the first): closure traces (ClosureOutcome.trace).
+  uint64_t last_commit_start_ns() const { return last_commit_start_ns_; }
+  uint64_t last_commit_end_ns() const { return last_commit_end_ns_; }
   storage::Store& store() { return store_; }
 
  private:
@@ -292,6 +296,8 @@ class DurableState {
   std::function<void(const Status&)> on_fatal_;
   DurableStats stats_;
   uint64_t hold_deadline_ns_ = 0;  // 0: no hold
+  uint64_t last_commit_start_ns_ = 0;
+  uint64_t last_commit_end_ns_ = 0;
   void StartCommitTimer();
   // Ticks while a hold is on so that an expired hold commits even when the
   // loop has nothing else to do.

@@ -358,6 +358,15 @@ struct ClosureSpec @0xc973afec194526ae {
   # coordinator at once, but its result stays until its last dependant is
   # done. A closure whose inputs with its function and args exceed the push
   # limit (16 MiB) fails when assigned, with ResourceExhausted naming it.
+  trace @7 :List(UInt64);
+  # Empty (the default): no trace, and no trace field is set anywhere for
+  # this closure. Otherwise a per-stage timestamp trace of the closure is
+  # asked for (benchmarks, diagnosis), and this holds the caller's own first
+  # stamps: [when the user scheduled it, when the schedule call was sent];
+  # entries past the second are ignored. The dispatcher then fills
+  # ClosureOutcome.trace (the layout is there). It traces at most 4096
+  # closures at a time: past that a trace is dropped, not an error
+  # (ClosureStats.tracesDropped), and the outcome comes without one.
 }
 
 struct ClosureError @0xcdc710afdef07590 {
@@ -373,6 +382,21 @@ struct ClosureOutcome @0xa97ae1f22c757e88 {
   userError @4 :Bool;            # failed by the function itself (not retried)
   attempts @5 :UInt32;
   deadlineExceeded @6 :Bool;     # failed: its timeoutMs passed (never the first error)
+  trace @7 :List(UInt64);
+  # Empty unless ClosureSpec.trace asked for one (and the dispatcher still
+  # held it: it goes with the first reply that carries the outcome). 12
+  # stamps, nanoseconds of the host's monotonic clock (CLOCK_MONOTONIC, so
+  # comparable only among processes of one host), 0 for a stage not reached
+  # (e.g. a closure cancelled before it ran):
+  #   0, 1  ClosureSpec.trace[0], [1] (the caller's: scheduled, sent)
+  #   2     the dispatcher handled the schedule call
+  #   3     the dispatcher sent the runClosures push that ran it (last attempt)
+  #   4..7  ClosureReport.trace[0..3] (the worker's: received, run started,
+  #         run ended, report sent)
+  #   8     the dispatcher handled that report
+  #   9, 10 start and end of the dispatcher's last journal commit before this
+  #         reply left (the one that made the outcome durable, or later)
+  #   11    the dispatcher released this reply (after that commit)
 }
 
 struct ClosureAssignment @0xf488b43ede8969ca {
@@ -382,6 +406,9 @@ struct ClosureAssignment @0xf488b43ede8969ca {
   args @3 :Data;
   resources @4 :List(UInt64);    # replace by this worker's components, in order
   inputs @5 :List(Data);         # the results of ClosureSpec.inputs, in order
+  trace @6 :Bool;
+  # The closure's ClosureSpec.trace asked for a trace: the worker puts its
+  # stamps in ClosureReport.trace. False for every other closure.
 }
 
 struct ResourceSpec @0x9e56ed593e66bc79 {
@@ -399,6 +426,12 @@ struct ClosureReport @0xdb47682675083ec4 {
     transientError @4 :Text;     # retried elsewhere up to the transient limit
     unavailable @5 :Text;        # this worker cannot run closures now: retried elsewhere
   }
+  trace @6 :List(UInt64);
+  # Empty unless ClosureAssignment.trace: then 4 stamps (CLOCK_MONOTONIC
+  # nanoseconds) of this run: the push received, the function started, the
+  # function returned, this report sent. The dispatcher copies them into
+  # ClosureOutcome.trace[4..7]; it ignores them for a closure it does not
+  # trace.
 }
 
 struct ClosureStats @0xe18a76620813c516 {
@@ -446,6 +479,9 @@ struct ClosureStats @0xe18a76620813c516 {
   refusalsForgotten @27 :UInt64;
   # Request ids whose refusal the dispatcher no longer remembers (its bound:
   # the newest 65,536 request ids and 8 MiB of error text).
+  tracesDropped @28 :UInt64;
+  # Traces asked for (ClosureSpec.trace) and not kept: 4096 closures were
+  # being traced already. Their outcomes come without a trace.
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {

@@ -18,8 +18,9 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
   plan.ids.assign(closures.size(), 0);
   const uint64_t overhead = ClosureBatchOverheadWords();
   std::set<uint64_t> request_ids;
-  std::vector<NewClosure> fresh;
-  fresh.reserve(closures.size());
+  // The new closures are gathered at the front of `closures` (no second
+  // vector: a call of 1,024 closures would copy 150 KiB more).
+  size_t fresh = 0;
   uint64_t next_id = state.NextClosureId();
   for (size_t i = 0; i < closures.size(); ++i) {
     NewClosure& closure = closures[i];
@@ -77,10 +78,13 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
             : stamp.time_micros + static_cast<int64_t>(closure.timeout_ms) * 1000;
     closure.closure_id = next_id++;
     plan.ids[i] = closure.closure_id;
-    fresh.push_back(std::move(closure));
+    // Slot `fresh` (< i) holds one moved already or a retried one no longer needed.
+    if (fresh != i) closures[fresh] = std::move(closure);
+    ++fresh;
   }
-  plan.num_new = fresh.size();
-  AddScheduled(plan.updates, stamp, coordinator_id, fresh);
+  closures.resize(fresh);
+  plan.num_new = fresh;
+  AddScheduled(plan.updates, stamp, coordinator_id, closures);
   return plan;
 }
 

@@ -1,0 +1,38 @@
+// Figures a benchmark reports for `dispatch-bench all`'s summary: each one
+// with the floor it is judged against (what the hardware costs for the same
+// work, measured in the same run) and its target. A bench calls
+// ReportFigure() for each; when the environment variable
+// DISPATCH_BENCH_SUMMARY names a file (set by `all` for its children), the
+// figure is appended to it as one JSON object per line, else it is dropped.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dispatch::bench {
+
+struct Figure {
+  std::string figure;    // "closures sequential round trip p50 (us), FULL"
+  double value = 0;
+  double floor = 0;      // 0: none (then ratio is 0 too)
+  // The target: `value` (or value / floor when target_on_ratio) at most
+  // (at_least false) or at least (true) `target`.
+  double target = 0;
+  bool at_least = false;
+  bool target_on_ratio = false;
+  std::string target_text;  // as the issue puts it: "<= commit + 4 idle hops + 40 us"
+
+  double ratio() const { return floor > 0 ? value / floor : 0; }
+  bool met() const;
+};
+
+inline constexpr const char* kSummaryEnv = "DISPATCH_BENCH_SUMMARY";
+
+void ReportFigure(const Figure& figure);
+// One JSON object: figure, value, floor, ratio, target, met.
+std::string FigureJson(const Figure& figure);
+// Reads the figures a file of ReportFigure() lines holds (lines that do not
+// parse are skipped).
+std::vector<Figure> ReadFigures(const std::string& path);
+
+}  // namespace dispatch::bench
