@@ -11,6 +11,7 @@
 #include <kj/debug.h>
 
 #include "common/address.h"
+#include "reactor/metrics_exposition.h"
 #include "reactor/services.h"
 
 #ifndef DISPATCH_VERSION
@@ -46,6 +47,7 @@ void RemoveStaleUnixSocket(const std::string& path) {
 DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options)
     : io_(io), options_(std::move(options)), incarnation_(RandomIncarnation()), start_ns_(uv_hrtime()) {
   loop_thread_.Bind();
+  rpc_metrics_ = kj::refcounted<RpcMetrics>();
   rpc_ = kj::heap<RpcServer>(io_, options_.limits, [this](RpcServer::ConnectionId id) {
     return capnp::Capability::Client(kj::heap<GatewayService>(*this, id));
   });
@@ -53,6 +55,7 @@ DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions option
 }
 
 DispatcherServer::~DispatcherServer() noexcept(false) {
+  http_.reset();
   shutdown_ = nullptr;
   io_.port().SetPassEndHook(nullptr);
   tick_.reset();
@@ -109,10 +112,63 @@ Result<std::string> DispatcherServer::Start() {
     bound = "tcp:" + host + ":" + std::to_string(receiver->getPort());
   }
   rpc_->Listen(kj::mv(receiver));
+  DISPATCH_RETURN_IF_ERROR(StartHttp());
   tick_->Start();
   Log(LogLevel::kInfo, "dispatcher ", DISPATCH_VERSION, " listening on ", bound.c_str(),
-      ", work dir ", options_.work_dir.c_str());
+      ", work dir ", options_.work_dir.c_str(),
+      http_url_.empty() ? std::string(", HTTP off") : ", status page on " + http_url_);
   return bound;
+}
+
+Status DispatcherServer::StartHttp() {
+  if (options_.http == "off") return Status::Ok();
+  Result<std::string> address = ToKjAddress(options_.http);
+  if (!address.ok()) {
+    return InvalidArgumentError("--http: " + address.status().message());
+  }
+  HttpEndpointsOptions http_options;
+  http_options.kj_address = *address;
+  http_options.token = options_.token;
+  http_options.max_connections = options_.http_max_connections;
+  http_ = std::make_unique<HttpEndpoints>(io_, http_options);
+  http_->AddRoute("/healthz", []() { return HttpReply{200, "text/plain; charset=utf-8", "ok\n"}; });
+  http_->AddRoute("/readyz", [this]() {
+    std::string why;
+    if (Ready(&why)) return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
+    return HttpReply{503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
+  });
+  http_->AddRoute("/metrics", [this]() {
+    return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*this)};
+  });
+  Result<unsigned> port = http_->Listen();
+  if (!port.ok()) {
+    http_.reset();
+    return UnavailableError("--http=" + options_.http + ": " + port.status().message());
+  }
+  if (address->rfind("unix:", 0) == 0) {
+    http_url_ = "http+" + *address;
+  } else {
+    http_url_ = "http://" + address->substr(0, address->rfind(':')) + ":" + std::to_string(*port) + "/";
+  }
+  return Status::Ok();
+}
+
+uint64_t DispatcherServer::uptime_micros() const { return (uv_hrtime() - start_ns_) / 1000; }
+
+bool DispatcherServer::Ready(std::string* why) const {
+  if (shutting_down_) {
+    *why = "shutting down";
+    return false;
+  }
+  if (durable_ == nullptr || data_ == nullptr) {
+    *why = "recovering";
+    return false;
+  }
+  if (durable_->failed()) {
+    *why = "the journal failed: " + durable_->failure().ToString();
+    return false;
+  }
+  return true;
 }
 
 void DispatcherServer::StopOnStorageFailure(const Status& status) {
@@ -121,6 +177,7 @@ void DispatcherServer::StopOnStorageFailure(const Status& status) {
   exit_code_ = store_->failed() ? kExitStorageFailure : kExitInternalError;
   Log(LogLevel::kError, "exiting with code ", exit_code_, ": ", status.ToString().c_str());
   shutting_down_ = true;
+  if (http_ != nullptr) http_->Stop();
   rpc_->StopAccepting();
   rpc_->CloseAll();
   tick_->Stop();
@@ -132,6 +189,7 @@ void DispatcherServer::StopOnStorageFailure(const Status& status) {
 
 void DispatcherServer::Tick() {
   loop_thread_.Check();
+  loop_lag_.Observe(static_cast<double>(tick_->last_lateness_us()) * 1e-6);
   rpc_->EnforceLimits();
 }
 
@@ -152,7 +210,7 @@ void DispatcherServer::FillVersion(rpc::Version::Builder version) const {
 
 void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
   const ServerCounters& c = rpc_->counters();
-  stats.setUptimeMicros((uv_hrtime() - start_ns_) / 1000);
+  stats.setUptimeMicros(uptime_micros());
   stats.setConnectionsOpen(rpc_->connection_count());
   stats.setConnectionsAccepted(c.connections_accepted);
   stats.setCallsTotal(c.calls_total);
@@ -212,6 +270,7 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   return background.then([this, deadline_ms]() { return DrainReplies(deadline_ms); })
       .then([this]() {
         if (data_ != nullptr) data_->StopTimers();
+        if (http_ != nullptr) http_->Stop();
         rpc_->CloseAll();
         tick_->Stop();
         // A snapshot makes the next start-up a load instead of a replay.

@@ -300,6 +300,7 @@ void DurableState::CommitPass() {
   }
   if (hold_timer_ != nullptr) hold_timer_->Stop();
   size_t records = batch_.record_count();
+  const uint64_t commit_start = uv_hrtime();
   Result<uint64_t> committed = store_.Commit(batch_);
   if (!committed.ok()) {
     if (!store_.failed()) {
@@ -315,6 +316,8 @@ void DurableState::CommitPass() {
     return;
   }
   ++stats_.commits;
+  histograms_.commit_seconds.Observe(static_cast<double>(uv_hrtime() - commit_start) * 1e-9);
+  histograms_.records_per_commit.Observe(static_cast<double>(records));
   stats_.records += records;
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
   batch_.Clear();
@@ -385,6 +388,7 @@ void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
     if (obsolete.ok()) {
       ++stats_.snapshots;
       stats_.last_snapshot_micros = outcome.total_micros;
+      histograms_.snapshot_seconds.Observe(static_cast<double>(outcome.total_micros) * 1e-6);
       stats_.last_snapshot_bytes = outcome.info.size;
       RemoveSnapshotFiles(*obsolete);
       Log(LogLevel::kInfo, "snapshot at record ", outcome.info.seq, " recorded: ",
@@ -451,6 +455,7 @@ Status DurableState::Snapshot() {
   DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
   ++stats_.snapshots;
   stats_.last_snapshot_micros = (uv_hrtime() - start) / 1000;
+  histograms_.snapshot_seconds.Observe(static_cast<double>(stats_.last_snapshot_micros) * 1e-6);
   stats_.last_snapshot_bytes = bytes.size();
   last_snapshot_start_seq_ = store_.last_seq();
   return Status::Ok();
@@ -485,6 +490,7 @@ void DurableState::MaybeCheckpoint() {
   }
   auto job = std::make_unique<CheckpointJob>();
   job->checkpointer = std::move(checkpointer_);
+  checkpoint_start_ns_ = uv_hrtime();
   if (checkpoint_.Start(job, [this](std::unique_ptr<CheckpointJob> done) {
         OnCheckpointDone(std::move(done));
       }) < 0) {
@@ -496,6 +502,8 @@ void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
   checkpointer_ = std::move(job->checkpointer);
   if (job->result.ok()) {
     ++stats_.checkpoints;
+    histograms_.checkpoint_seconds.Observe(static_cast<double>(uv_hrtime() - checkpoint_start_ns_) *
+                                           1e-9);
     // Frames committed while the checkpoint ran keep SQLite from restarting
     // the WAL; the Store copies that remainder here when the WAL is long.
     auto finished = store_.FinishCheckpoint(*job->result);

@@ -25,6 +25,7 @@
 #include <kj/async.h>
 
 #include "common/status.h"
+#include "reactor/histogram.h"
 #include "reactor/snapshot_replica.h"
 #include "reactor/uvkj/pool_work.h"
 #include "reactor/uvkj/repeating_timer.h"
@@ -81,6 +82,14 @@ struct DurableStats {
   uint64_t result_bytes_read = 0;
   uint64_t results_damaged = 0;  // reads refused as missing, damaged or mismatched
   uint64_t unheld_results_dropped = 0;  // rows deleted at start-up (see DropUnheldResults)
+};
+
+// Distributions for /metrics (seconds, except records per commit).
+struct DurableHistograms {
+  Histogram commit_seconds{Histogram::SecondsBounds()};  // one group commit (store_.Commit)
+  Histogram records_per_commit{Histogram::CountBounds()};
+  Histogram snapshot_seconds{Histogram::SecondsBounds()};    // start to recorded
+  Histogram checkpoint_seconds{Histogram::SecondsBounds()};  // on the thread pool, start to done
 };
 
 class DurableState {
@@ -211,7 +220,9 @@ class DurableState {
   kj::Promise<void> StopBackgroundWork();
   bool background_stopped() const { return background_stopped_; }
   bool failed() const { return !failure_.ok(); }
+  const Status& failure() const { return failure_; }
   const DurableStats& stats() const { return stats_; }
+  const DurableHistograms& histograms() const { return histograms_; }
   storage::Store& store() { return store_; }
 
  private:
@@ -257,6 +268,8 @@ class DurableState {
   Status failure_;
   std::function<void(const Status&)> on_fatal_;
   DurableStats stats_;
+  DurableHistograms histograms_;
+  uint64_t checkpoint_start_ns_ = 0;
   uint64_t hold_deadline_ns_ = 0;  // 0: no hold
   void StartCommitTimer();
   // Ticks while a hold is on so that an expired hold commits even when the

@@ -157,6 +157,16 @@ class DispatcherState {
   // does besides its own items (ClosureScheduled.inputs).
   std::vector<uint64_t> WaitingDependants(const std::vector<uint64_t>& closure_ids) const;
 
+  // ---- Sizes (constant time, for metrics) --------------------------------
+
+  size_t NumDatasets() const { return datasets_.size(); }
+  size_t NumWorkers() const { return workers_.size(); }
+  size_t NumJobs() const { return jobs_.size(); }
+  size_t NumUnfinishedJobs() const { return indexes_.unfinished_jobs.size(); }
+  // Tasks of every kind: active, pending (round robin) and finished.
+  size_t NumTasks() const { return tasks_.size(); }
+  size_t NumJobClients() const { return job_clients_.size(); }
+
   // ---- Whole state -------------------------------------------------------
 
   // A 64-bit hash over every record in canonical order (indexes excluded:
