@@ -6,6 +6,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <random>
 
 #include <kj/debug.h>
@@ -13,6 +15,8 @@
 #include "common/address.h"
 #include "reactor/metrics_exposition.h"
 #include "reactor/services.h"
+#include "reactor/status_document.h"
+#include "reactor/status_page.h"
 
 #ifndef DISPATCH_VERSION
 #define DISPATCH_VERSION "dev"
@@ -140,6 +144,14 @@ Status DispatcherServer::StartHttp() {
   http_->AddRoute("/metrics", [this]() {
     return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*this)};
   });
+  http_->AddRoute("/api/status", [this]() {
+    return HttpReply{200, "application/json", RenderStatusJson(*this)};
+  });
+  // The page holds no data (it asks /api/status, with the token), so a
+  // browser that cannot send a header may load it.
+  http_->AddRoute(
+      "/", []() { return HttpReply{200, "text/html; charset=utf-8", std::string(StatusPageHtml())}; },
+      /*is_public=*/true);
   Result<unsigned> port = http_->Listen();
   if (!port.ok()) {
     http_.reset();
@@ -151,6 +163,20 @@ Status DispatcherServer::StartHttp() {
     http_url_ = "http://" + address->substr(0, address->rfind(':')) + ":" + std::to_string(*port) + "/";
   }
   return Status::Ok();
+}
+
+void DispatcherServer::SampleHistory() {
+  next_sample_ms_ = uv_now(io_.loop()) + 1000;
+  if (durable_ == nullptr || data_ == nullptr) return;
+  StatusCounters counters;
+  counters.unix_seconds =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  counters.closures_finished = data_->closures().counters().results_accepted;
+  counters.heartbeats = data_->workers().stats().heartbeats;
+  counters.commit_seconds = &durable_->histograms().commit_seconds;
+  counters.loop_lag_max_us = lag_since_sample_us_;
+  lag_since_sample_us_ = 0;
+  history_.Sample(counters);
 }
 
 uint64_t DispatcherServer::uptime_micros() const { return (uv_hrtime() - start_ns_) / 1000; }
@@ -190,6 +216,8 @@ void DispatcherServer::StopOnStorageFailure(const Status& status) {
 void DispatcherServer::Tick() {
   loop_thread_.Check();
   loop_lag_.Observe(static_cast<double>(tick_->last_lateness_us()) * 1e-6);
+  lag_since_sample_us_ = std::max(lag_since_sample_us_, tick_->last_lateness_us());
+  if (uv_now(io_.loop()) >= next_sample_ms_) SampleHistory();
   rpc_->EnforceLimits();
 }
 

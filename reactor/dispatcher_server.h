@@ -20,6 +20,7 @@
 #include "reactor/owner_thread_check.h"
 #include "reactor/rpc_metrics.h"
 #include "reactor/rpc_server.h"
+#include "reactor/status_history.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "schema/dispatcher.capnp.h"
@@ -86,6 +87,8 @@ class DispatcherServer {
   const uvkj::UvRepeatingTimer& tick() const { return *tick_; }
   // How late the housekeeping timer fired, each tick (seconds).
   const Histogram& loop_lag() const { return loop_lag_; }
+  // The last minutes of rates the status page plots (sampled by the tick).
+  const StatusHistory& history() const { return history_; }
   // Null when HTTP is off.
   const HttpEndpoints* http() const { return http_.get(); }
   // Ready: recovered, serving, and the journal writable. Otherwise false and
@@ -98,6 +101,7 @@ class DispatcherServer {
 
  private:
   void Tick();
+  void SampleHistory();
   Status StartHttp();
   // A commit failed: no more acknowledgements; leave the loop at once.
   void StopOnStorageFailure(const Status& status);
@@ -123,6 +127,9 @@ class DispatcherServer {
   kj::Own<RpcServer> rpc_;
   std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
   Histogram loop_lag_{Histogram::SecondsBounds()};
+  StatusHistory history_;
+  uint64_t next_sample_ms_ = 0;         // uv_now() of the next history sample
+  uint64_t lag_since_sample_us_ = 0;    // the largest tick lateness since the last one
   // After everything its routes read: destroyed first.
   std::unique_ptr<HttpEndpoints> http_;
   std::string http_url_;

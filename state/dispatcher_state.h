@@ -166,6 +166,16 @@ class DispatcherState {
   // Tasks of every kind: active, pending (round robin) and finished.
   size_t NumTasks() const { return tasks_.size(); }
   size_t NumJobClients() const { return job_clients_.size(); }
+  // Coordinators holding unreleased closures, by id, at most `max` of them.
+  std::vector<uint64_t> CoordinatorIds(size_t max) const {
+    std::vector<uint64_t> ids;
+    for (const auto& [id, closures] : indexes_.closures_by_coordinator) {
+      if (ids.size() >= max) break;
+      if (!closures.empty()) ids.push_back(id);
+    }
+    return ids;
+  }
+  size_t NumCoordinators() const { return indexes_.closures_by_coordinator.size(); }
 
   // ---- Whole state -------------------------------------------------------
 

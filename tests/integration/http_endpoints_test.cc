@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <capnp/compat/json.h>
+#include <capnp/message.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -123,6 +126,82 @@ TEST(HttpEndpoints, ConnectionsOverTheLimitAreClosedAndCounted) {
   EXPECT_NE(metrics.body.find("dispatch_http_connections_refused_total "), std::string::npos);
   EXPECT_EQ(metrics.body.find("dispatch_http_connections_refused_total 0\n"), std::string::npos)
       << metrics.body;
+}
+
+// Registers a worker at `address` through a plain heartbeat (no WorkerControl).
+void Register(ClientLoop& loop, Probe& probe, const std::string& address, uint32_t slots) {
+  auto request = probe.conn->dispatcher().workerHeartbeatRequest();
+  auto heartbeat = request.initRequest();
+  heartbeat.setAddress(address);
+  heartbeat.setTransferAddress(address);
+  heartbeat.setWorkerIncarnation(7);
+  heartbeat.setMaxClosures(slots);
+  loop.Wait(request.send());
+}
+
+// Finds the member `name` of a JSON object; fails the test when it is absent.
+capnp::JsonValue::Reader Member(capnp::JsonValue::Reader object, const char* name) {
+  EXPECT_TRUE(object.isObject());
+  for (auto field : object.getObject()) {
+    if (field.getName() == name) return field.getValue();
+  }
+  ADD_FAILURE() << "no member " << name;
+  return capnp::JsonValue::Reader();
+}
+
+TEST(HttpEndpoints, StatusDocumentListsWorkersJobsAndHistoryWithinItsBounds) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  Probe probe{loop, loop.Connect(dispatcher.address())};
+  const uint64_t incarnation =
+      loop.Wait(probe.conn->dispatcher().getVersionRequest().send()).getVersion().getIncarnation();
+  // One more than the document lists (kMaxWorkersListed, 200).
+  constexpr int kWorkers = 201;
+  for (int i = 0; i < kWorkers; ++i) Register(loop, probe, "tcp:127.0.0.1:" + std::to_string(20000 + i), 3);
+
+  HttpResponse status;
+  capnp::MallocMessageBuilder message;
+  auto doc = message.initRoot<capnp::JsonValue>();
+  // The history gets its first sample within about two seconds of the start.
+  ASSERT_TRUE(WaitUntil([&] {
+    status = HttpGet(dispatcher.http_url(), "/api/status");
+    if (status.status != 200) return false;
+    capnp::JsonCodec().decodeRaw(kj::StringPtr(status.body.c_str()), doc);
+    return Member(Member(doc, "history"), "unixSeconds").getArray().size() > 0;
+  }));
+  EXPECT_EQ(status.headers["content-type"], "application/json");
+  EXPECT_EQ(Member(doc, "incarnation").getString(), std::to_string(incarnation));
+  EXPECT_TRUE(Member(doc, "ready").getBoolean());
+  EXPECT_EQ(Member(doc, "workersTotal").getNumber(), kWorkers);
+  auto workers = Member(doc, "workers").getArray();
+  ASSERT_EQ(workers.size(), 200u);
+  EXPECT_EQ(Member(workers[0], "address").getString(), "tcp:127.0.0.1:20000");
+  EXPECT_EQ(Member(workers[0], "closureSlots").getNumber(), 0);  // no WorkerControl: no closures
+  EXPECT_TRUE(Member(workers[0], "connected").getBoolean());
+  EXPECT_GE(Member(workers[0], "secondsSinceHeartbeat").getNumber(), 0);
+  for (const char* series : {"closuresFinishedPerSecond", "heartbeatsPerSecond", "commitP50Ms", "commitP99Ms",
+                             "loopLagMs"}) {
+    EXPECT_EQ(Member(Member(doc, "history"), series).getArray().size(),
+              Member(Member(doc, "history"), "unixSeconds").getArray().size())
+        << series;
+  }
+  EXPECT_TRUE(Member(doc, "jobs").isArray());
+  EXPECT_TRUE(Member(doc, "coordinators").isArray());
+  EXPECT_EQ(Member(Member(doc, "closures"), "queued").getNumber(), 0);
+}
+
+TEST(HttpEndpoints, ThePageIsSelfContainedAndPublicButItsDataNeedsTheToken) {
+  DispatcherProcess dispatcher({.extra_flags = {"--token=sesame"}});
+  HttpResponse page = HttpGet(dispatcher.http_url(), "/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(page.headers["content-type"], "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("api/status"), std::string::npos);
+  // No external assets: nothing is loaded from elsewhere.
+  for (const char* external : {"src=\"http", "href=\"http", "<link", "src=\"//"}) {
+    EXPECT_EQ(page.body.find(external), std::string::npos) << external;
+  }
+  EXPECT_EQ(HttpGet(dispatcher.http_url(), "/api/status").status, 401);
+  EXPECT_EQ(HttpGet(dispatcher.http_url(), "/api/status", "sesame").status, 200);
 }
 
 TEST(HttpEndpoints, OffServesNoHttp) {
