@@ -60,6 +60,7 @@ DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions option
 
 DispatcherServer::~DispatcherServer() noexcept(false) {
   http_.reset();
+  off_loop_.reset();
   shutdown_ = nullptr;
   io_.port().SetPassEndHook(nullptr);
   tick_.reset();
@@ -135,22 +136,36 @@ Status DispatcherServer::StartHttp() {
   http_options.token = options_.token;
   http_options.max_connections = options_.http_max_connections;
   http_ = std::make_unique<HttpEndpoints>(io_, http_options);
-  http_->AddRoute("/healthz", []() { return HttpReply{200, "text/plain; charset=utf-8", "ok\n"}; });
-  http_->AddRoute("/readyz", [this]() {
+  off_loop_ = std::make_unique<OffLoop>(io_.loop());
+  http_->AddRoute("/healthz", []() -> kj::Promise<HttpReply> {
+    return HttpReply{200, "text/plain; charset=utf-8", "ok\n"};
+  });
+  http_->AddRoute("/readyz", [this]() -> kj::Promise<HttpReply> {
     std::string why;
     if (Ready(&why)) return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
     return HttpReply{503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
   });
-  http_->AddRoute("/metrics", [this]() {
-    return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(*this)};
+  // The loop copies the figures; the thread pool formats them.
+  http_->AddRoute("/metrics", [this]() -> kj::Promise<HttpReply> {
+    auto families = std::make_shared<std::vector<prometheus::MetricFamily>>(CollectMetrics(*this));
+    return off_loop_->Run([families]() { return SerializeMetrics(*families); })
+        .then([](std::string text) {
+          return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(text)};
+        });
   });
-  http_->AddRoute("/api/status", [this]() {
-    return HttpReply{200, "application/json", RenderStatusJson(*this)};
+  http_->AddRoute("/api/status", [this]() -> kj::Promise<HttpReply> {
+    auto doc = std::make_shared<Json>(CollectStatus(*this));
+    return off_loop_->Run([doc]() { return doc->Encode(); }).then([](std::string text) {
+      return HttpReply{200, "application/json", std::move(text)};
+    });
   });
   // The page holds no data (it asks /api/status, with the token), so a
   // browser that cannot send a header may load it.
   http_->AddRoute(
-      "/", []() { return HttpReply{200, "text/html; charset=utf-8", std::string(StatusPageHtml())}; },
+      "/",
+      []() -> kj::Promise<HttpReply> {
+        return HttpReply{200, "text/html; charset=utf-8", std::string(StatusPageHtml())};
+      },
       /*is_public=*/true);
   Result<unsigned> port = http_->Listen();
   if (!port.ok()) {

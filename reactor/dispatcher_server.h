@@ -17,6 +17,7 @@
 #include "reactor/durable_state.h"
 #include "reactor/histogram.h"
 #include "reactor/http_endpoints.h"
+#include "reactor/off_loop.h"
 #include "reactor/owner_thread_check.h"
 #include "reactor/rpc_metrics.h"
 #include "reactor/rpc_server.h"
@@ -130,6 +131,8 @@ class DispatcherServer {
   StatusHistory history_;
   uint64_t next_sample_ms_ = 0;         // uv_now() of the next history sample
   uint64_t lag_since_sample_us_ = 0;    // the largest tick lateness since the last one
+  // Formats scrapes on the thread pool; after everything its routes read.
+  std::unique_ptr<OffLoop> off_loop_;
   // After everything its routes read: destroyed first.
   std::unique_ptr<HttpEndpoints> http_;
   std::string http_url_;

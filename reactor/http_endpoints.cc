@@ -1,6 +1,7 @@
 #include "reactor/http_endpoints.h"
 
 #include <kj/debug.h>
+#include <uv.h>
 
 #include "common/log.h"
 
@@ -104,6 +105,12 @@ kj::Promise<void> HttpEndpoints::AcceptLoop() {
   });
 }
 
+std::map<std::string, const Histogram*> HttpEndpoints::RenderTimes() const {
+  std::map<std::string, const Histogram*> times;
+  for (const auto& [path, entry] : routes_) times[path] = &entry.render_seconds;
+  return times;
+}
+
 bool HttpEndpoints::Authorized(const kj::HttpHeaders& headers) const {
   if (options_.token.empty()) return true;
   KJ_IF_MAYBE (value, headers.get(authorization_)) {
@@ -120,23 +127,36 @@ kj::Promise<void> HttpEndpoints::Handle(kj::HttpMethod method, kj::StringPtr url
   std::string path(url.cStr());
   if (size_t query = path.find('?'); query != std::string::npos) path.resize(query);
   HttpReply reply;
-  kj::HttpHeaders reply_headers(*header_table_);
+  auto reply_headers = kj::heap<kj::HttpHeaders>(*header_table_);
   auto route = routes_.find(path);
   if (method != kj::HttpMethod::GET) {
     ++counters_.method_not_allowed;
     reply = {405, "text/plain; charset=utf-8", "only GET is served here\n"};
-    reply_headers.add("Allow", "GET");
+    reply_headers->add("Allow", "GET");
   } else if (route != routes_.end() && !route->second.is_public && !Authorized(headers)) {
     ++counters_.unauthorized;
     reply = {401, "text/plain; charset=utf-8",
              "this dispatcher has a token: send it as \"Authorization: Bearer TOKEN\"\n"};
-    reply_headers.add("WWW-Authenticate", "Bearer realm=\"dispatch\"");
+    reply_headers->add("WWW-Authenticate", "Bearer realm=\"dispatch\"");
   } else if (route == routes_.end()) {
     ++counters_.not_found;
     reply = {404, "text/plain; charset=utf-8", "no such path: " + path + "\n"};
   } else {
-    reply = route->second.route();
+    const uint64_t start = uv_hrtime();
+    kj::Promise<HttpReply> pending = route->second.route();
+    route->second.render_seconds.Observe(static_cast<double>(uv_hrtime() - start) * 1e-9);
+    kj::HttpHeaders& headers_ref = *reply_headers;
+    return pending
+        .then([this, &headers_ref, &response](HttpReply ready) {
+          return Send(std::move(ready), headers_ref, response);
+        })
+        .attach(kj::mv(reply_headers));
   }
+  return Send(std::move(reply), *reply_headers, response).attach(kj::mv(reply_headers));
+}
+
+kj::Promise<void> HttpEndpoints::Send(HttpReply reply, kj::HttpHeaders& reply_headers,
+                                      kj::HttpService::Response& response) {
   reply_headers.set(kj::HttpHeaderId::CONTENT_TYPE, reply.content_type.c_str());
   reply_headers.add("Cache-Control", "no-store");
   auto body = kj::heap<std::string>(std::move(reply.body));

@@ -1,7 +1,10 @@
 // HttpEndpoints: a small HTTP/1.1 server (KJ's kj-http) on the dispatcher's
 // own loop, for operators: each route is a function of no arguments that
-// builds its whole reply on the loop thread, so it reads the state without a
-// lock; the reply's bytes then go out asynchronously like any other write.
+// reads what it needs on the loop thread (so without a lock) and returns its
+// reply, or a promise of it when the bulk of the work (formatting) runs off
+// the loop (OffLoop); the reply's bytes then go out asynchronously like any
+// other write. Each connection serves one request at a time, so replies in
+// preparation are bounded by the connection limit.
 // Only GET is served. When a token is set, every route but the public ones
 // needs "Authorization: Bearer TOKEN" (401 otherwise). Open connections are
 // limited (one more is closed at once and counted); KJ's header timeout
@@ -19,6 +22,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "reactor/histogram.h"
 #include "reactor/uvkj/async_io.h"
 
 namespace dispatch::reactor {
@@ -49,7 +53,7 @@ struct HttpCounters {
 
 class HttpEndpoints {
  public:
-  using Route = std::function<HttpReply()>;
+  using Route = std::function<kj::Promise<HttpReply>()>;
 
   HttpEndpoints(uvkj::UvAsyncIo& io, HttpEndpointsOptions options);
   ~HttpEndpoints() noexcept(false);
@@ -67,6 +71,9 @@ class HttpEndpoints {
   void Stop();
 
   const HttpCounters& counters() const { return counters_; }
+  // Time each route ran on the loop thread (its promise's work elsewhere not
+  // included), by path.
+  std::map<std::string, const Histogram*> RenderTimes() const;
   uint64_t connections_open() const { return open_; }
 
  private:
@@ -75,9 +82,11 @@ class HttpEndpoints {
   struct RouteEntry {
     Route route;
     bool is_public = false;
+    Histogram render_seconds{Histogram::SecondsBounds()};
   };
 
   kj::Promise<void> AcceptLoop();
+  kj::Promise<void> Send(HttpReply reply, kj::HttpHeaders& headers, kj::HttpService::Response& response);
   kj::Promise<void> Handle(kj::HttpMethod method, kj::StringPtr url, const kj::HttpHeaders& headers,
                            kj::HttpService::Response& response);
   bool Authorized(const kj::HttpHeaders& headers) const;

@@ -52,11 +52,7 @@ class Families {
       m.histogram.bucket.push_back(bucket);
     }
   }
-  std::string Serialize() const {
-    std::ostringstream out;
-    prometheus::TextSerializer().Serialize(out, families_);
-    return out.str();
-  }
+  std::vector<MetricFamily> Release() { return std::move(families_); }
 
  private:
   ClientMetric& Add(const std::string& name, const std::string& help, MetricType type) {
@@ -87,7 +83,13 @@ uint64_t ResidentBytes() {
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
-std::string RenderMetrics(DispatcherServer& server) {
+std::string SerializeMetrics(const std::vector<MetricFamily>& families) {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
   Families f;
   f.Gauge("dispatch_build_info", "Always 1; the labels name the build and this process's incarnation.", 1,
           {{"version", DISPATCH_VERSION}, {"incarnation", std::to_string(server.incarnation())}});
@@ -98,6 +100,7 @@ std::string RenderMetrics(DispatcherServer& server) {
 
   // RPC: calls, errors and latency per method.
   for (const RpcMetrics::Method& m : server.rpc_metrics().methods()) {
+    if (m.calls == 0) continue;
     Labels labels = {{"interface", m.interface_name}, {"method", m.method_name}};
     f.Counter("dispatch_rpc_calls_total", "RPC calls answered (failed ones included), by method.",
               static_cast<double>(m.calls), labels);
@@ -113,6 +116,7 @@ std::string RenderMetrics(DispatcherServer& server) {
     }
   }
   for (const RpcMetrics::Method& m : server.rpc_metrics().methods()) {
+    if (m.calls == 0) continue;
     f.Histo("dispatch_rpc_latency_seconds",
             "From a call's arrival to its reply (the group commit included), by method.", m.latency,
             {{"interface", m.interface_name}, {"method", m.method_name}});
@@ -242,8 +246,8 @@ std::string RenderMetrics(DispatcherServer& server) {
          cc.deadlines_exceeded},
     };
     for (const auto& [name, help, value] : counters) f.Counter(name, help, static_cast<double>(value));
-    f.Gauge("dispatch_closures_without_worker", "Queued closures no connected worker can run now.",
-            static_cast<double>(closures.NumUnrunnable()));
+    // Not here: closures no connected worker can run (getServerStats has
+    // it), which takes time in proportion to the workers to count.
   }
 
   // HTTP itself.
@@ -257,8 +261,13 @@ std::string RenderMetrics(DispatcherServer& server) {
             static_cast<double>(http->connections_open()));
     f.Counter("dispatch_http_connections_refused_total", "HTTP connections closed at once: over the limit.",
               static_cast<double>(h.connections_refused));
+    for (const auto& [path, histogram] : http->RenderTimes()) {
+      f.Histo("dispatch_http_render_seconds",
+              "Time an HTTP route took to build its reply on the loop thread (the loop's cost of a scrape).",
+              *histogram, {{"path", path}});
+    }
   }
-  return f.Serialize();
+  return f.Release();
 }
 
 }  // namespace dispatch::reactor

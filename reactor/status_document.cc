@@ -22,9 +22,7 @@ const std::pair<const char*, state::ClosureState> kStates[] = {
 Json Workers(DataService& data, int64_t now_micros) {
   const state::DispatcherState& st = data.state();
   Json list = Json::MakeArray();
-  size_t shown = 0;
-  for (const state::Worker* worker : st.ListWorkers()) {
-    if (shown++ >= kMaxWorkersListed) break;
+  for (const state::Worker* worker : st.ListWorkers(kMaxWorkersListed)) {
     Json w = Json::MakeObject();
     w.Set("id", worker->id);
     w.Set("address", worker->address);
@@ -44,6 +42,8 @@ Json Workers(DataService& data, int64_t now_micros) {
 Json Jobs(const state::DispatcherState& st) {
   Json list = Json::MakeArray();
   size_t shown = 0;
+  // ListJobs is O(jobs); jobs are few next to workers (each one is a dataset
+  // read by consumers), so this stays.
   for (const state::Job* job : st.ListJobs()) {
     if (shown++ >= kMaxJobsListed) break;
     Json j = Json::MakeObject();
@@ -110,7 +110,7 @@ Json History(const StatusHistory& history) {
 
 }  // namespace
 
-std::string RenderStatusJson(DispatcherServer& server) {
+Json CollectStatus(DispatcherServer& server) {
   Json doc = Json::MakeObject();
   doc.Set("version", DISPATCH_VERSION);
   doc.Set("incarnation", std::to_string(server.incarnation()));  // 64 bits: a string
@@ -123,7 +123,7 @@ std::string RenderStatusJson(DispatcherServer& server) {
   doc.Set("connectionsOpen", static_cast<uint64_t>(server.rpc().connection_count()));
   doc.Set("rpcCallsTotal", server.rpc().counters().calls_total);
   DataService* data = server.data();
-  if (data == nullptr) return doc.Encode();
+  if (data == nullptr) return doc;
   const state::DispatcherState& st = data->state();
   const int64_t now_micros = server.durable().NowMicros();
   doc.Set("workersTotal", static_cast<uint64_t>(st.NumWorkers()));
@@ -136,7 +136,7 @@ std::string RenderStatusJson(DispatcherServer& server) {
   doc.Set("coordinatorsTotal", static_cast<uint64_t>(st.NumCoordinators()));
   doc.Set("coordinators", Coordinators(st));
   doc.Set("history", History(server.history()));
-  return doc.Encode();
+  return doc;
 }
 
 }  // namespace dispatch::reactor

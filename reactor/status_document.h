@@ -1,5 +1,5 @@
 // The /api/status document: what the status page shows, as one JSON object
-// (encoded by Cap'n Proto's JSON codec). Lists are bounded so a scrape stays
+// (encoded by Cap'n Proto's JSON codec, off the loop). Lists are bounded so a scrape stays
 // small and quick whatever the fleet: at most kMaxWorkersListed workers,
 // kMaxJobsListed jobs (kMaxTasksPerJob tasks each) and kMaxCoordinatorsListed
 // coordinators, with the totals beside them ("workersTotal", ...), so the
@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <string>
 
+#include "reactor/json_tree.h"
+
 namespace dispatch::reactor {
 
 class DispatcherServer;
@@ -19,6 +21,7 @@ inline constexpr size_t kMaxJobsListed = 100;
 inline constexpr size_t kMaxTasksPerJob = 100;
 inline constexpr size_t kMaxCoordinatorsListed = 50;
 
-std::string RenderStatusJson(DispatcherServer& server);
+// REQUIRES: loop thread. The caller encodes it (Json::Encode), anywhere.
+Json CollectStatus(DispatcherServer& server);
 
 }  // namespace dispatch::reactor

@@ -68,6 +68,8 @@ class DispatcherState {
   const Worker* FindWorkerByAddress(std::string_view address) const;
   Result<const Worker*> GetWorker(uint64_t worker_id) const;
   std::vector<const Worker*> ListWorkers() const;
+  // The first `max` workers by id (a bounded listing: O(max), not O(workers)).
+  std::vector<const Worker*> ListWorkers(size_t max) const;
 
   // ---- Jobs, tasks and job clients ---------------------------------------
 
