@@ -83,6 +83,8 @@ Result<std::string> DispatcherServer::Start() {
   if (!durable.ok()) return durable.status();
   durable_ = std::move(durable.value());
   durable_->SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
+  durable_->SetAppliedObserver(
+      [this](journal::Update::Reader update) { closure_timings_.Observe(update, uv_hrtime()); });
   // The group commit closes every loop pass, releasing the replies it parked.
   io_.port().SetPassEndHook([this]() { durable_->CommitPass(); });
   const DurableStats& recovered = durable_->stats();

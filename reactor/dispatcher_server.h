@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "reactor/closure_timings.h"
 #include "reactor/data_service.h"
 #include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
@@ -88,6 +89,8 @@ class DispatcherServer {
   const uvkj::UvRepeatingTimer& tick() const { return *tick_; }
   // How late the housekeeping timer fired, each tick (seconds).
   const Histogram& loop_lag() const { return loop_lag_; }
+  // Closure queue wait and execution times (this process's).
+  const ClosureTimings& closure_timings() const { return closure_timings_; }
   // The last minutes of rates the status page plots (sampled by the tick).
   const StatusHistory& history() const { return history_; }
   // Null when HTTP is off.
@@ -129,6 +132,7 @@ class DispatcherServer {
   std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
   Histogram loop_lag_{Histogram::SecondsBounds()};
   StatusHistory history_;
+  ClosureTimings closure_timings_;
   uint64_t next_sample_ms_ = 0;         // uv_now() of the next history sample
   uint64_t lag_since_sample_us_ = 0;    // the largest tick lateness since the last one
   // Formats scrapes on the thread pool; after everything its routes read.

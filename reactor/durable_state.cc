@@ -133,6 +133,7 @@ Status DurableState::Submit(journal::Update::Reader update) {
   // is journaled, and both happen before the pass's commit.
   DISPATCH_RETURN_IF_ERROR(state_.Apply(update));
   batch_.AddRecord(std::move(bytes));
+  if (on_applied_) on_applied_(update);
   return Status::Ok();
 }
 

@@ -197,6 +197,11 @@ class DurableState {
   // failed (store().failed()), else with kExitInternalError: the store
   // refused a batch as input, which Submit's checks make a bug.
   void SetFatalHandler(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
+  // Told of every update Submit applied, right after it applied (metrics
+  // that time transitions: ClosureTimings). Must not Submit.
+  void SetAppliedObserver(std::function<void(journal::Update::Reader)> observer) {
+    on_applied_ = std::move(observer);
+  }
 
   // Writes a snapshot of the current (committed) state now, on this thread
   // (clean shutdown, tests). A background one in flight is then stale: its
@@ -269,6 +274,7 @@ class DurableState {
   std::function<void(const Status&)> on_fatal_;
   DurableStats stats_;
   DurableHistograms histograms_;
+  std::function<void(journal::Update::Reader)> on_applied_;
   uint64_t checkpoint_start_ns_ = 0;
   uint64_t hold_deadline_ns_ = 0;  // 0: no hold
   void StartCommitTimer();

@@ -246,6 +246,16 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
          cc.deadlines_exceeded},
     };
     for (const auto& [name, help, value] : counters) f.Counter(name, help, static_cast<double>(value));
+    const ClosureTimings& timings = server.closure_timings();
+    f.Histo("dispatch_closure_queue_wait_seconds",
+            "From a closure's schedule (or put-back) to its assignment (the reference's queued_closure).",
+            timings.queue_wait());
+    f.Histo("dispatch_closure_execution_seconds",
+            "From a closure's assignment to its worker's outcome (the reference's closure_execution).",
+            timings.execution());
+    f.Counter("dispatch_closure_timings_untracked_total",
+              "Closures not timed: over the bound of closures timed at once.",
+              static_cast<double>(timings.untracked()));
     // Not here: closures no connected worker can run (getServerStats has
     // it), which takes time in proportion to the workers to count.
   }
