@@ -41,7 +41,8 @@ class Cluster:
         self.build = build
         self.processes = []
         dispatcher = self.start([str(build / "reactor" / "dispatcher"), "--listen",
-                                 "tcp:127.0.0.1:0", "--work-dir", str(work / "journal")])
+                                 "tcp:127.0.0.1:0", "--http", "off", "--work-dir",
+                                 str(work / "journal")])
         line = self.wait_line(dispatcher, "listening on")
         self.address = line.split("listening on", 1)[1].split()[0].rstrip(",")
 

@@ -62,7 +62,7 @@ class Dispatcher {
   double Start() {
     auto begin = Clock::now();
     process_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-        flags_.dispatcher_binary, "--listen=" + socket_, "--work-dir=" + work_dir_,
+        flags_.dispatcher_binary, "--listen=" + socket_, "--http=off", "--work-dir=" + work_dir_,
         "--synchronous=" + flags_.synchronous, "--log-level=warning"});
     auto line = process_->ReadLine(std::chrono::seconds(600));
     if (!line || line->rfind("dispatcher listening on ", 0) != 0)

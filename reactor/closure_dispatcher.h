@@ -115,6 +115,12 @@ class ClosureDispatcher final : public kj::Refcounted {
   // Queued closures no connected worker can run: none registered a function
   // they need (CountUnrunnable). They wait for one.
   uint64_t NumUnrunnable() const;
+  // Closure slots the worker announced in its last heartbeat on its current
+  // connection; 0 when it has none or is not attached.
+  uint32_t SlotsOf(uint64_t worker_id) const {
+    auto it = live_.find(worker_id);
+    return it == live_.end() ? 0 : it->second.worker.slots;
+  }
   // A worker's reports; returns how many were ignored (not running there as
   // that attempt, or repeated).
   Result<uint32_t> Report(uint64_t worker_id, capnp::List<rpc::ClosureReport>::Reader reports);

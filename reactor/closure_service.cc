@@ -6,6 +6,7 @@
 #include "reactor/closure_dispatcher.h"
 #include "reactor/coordinator_session.h"
 #include "reactor/data_service.h"
+#include "reactor/dispatcher_server.h"
 #include "reactor/service_util.h"
 #include "reactor/services.h"
 
@@ -17,7 +18,8 @@ kj::Promise<void> DispatcherService::openCoordinator(OpenCoordinatorContext cont
   if (coordinator_id == 0)
     ThrowStatus(InvalidArgumentError("coordinator id 0 is reserved: choose a nonzero id"));
   auto results = context.getResults();
-  results.setCoordinator(kj::heap<CoordinatorSession>(kj::addRef(data.closures()), coordinator_id));
+  results.setCoordinator(kj::heap<CoordinatorSession>(kj::addRef(data.closures()), coordinator_id,
+                                                     kj::addRef(server_.rpc_metrics())));
   results.setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

@@ -53,8 +53,8 @@ void FillOutcome(DurableState& durable, const state::Closure& closure,
 }  // namespace
 
 CoordinatorSession::CoordinatorSession(kj::Own<ClosureDispatcher> closures,
-                                       uint64_t coordinator_id)
-    : closures_(kj::mv(closures)), coordinator_id_(coordinator_id) {
+                                       uint64_t coordinator_id, kj::Own<RpcMetrics> metrics)
+    : closures_(kj::mv(closures)), coordinator_id_(coordinator_id), metrics_(kj::mv(metrics)) {
   // A new session reports every outcome not released yet, in id order.
   ClosureDispatcher& dispatcher = Dispatcher();
   for (const state::Closure* closure : dispatcher.state().ClosuresForCoordinator(coordinator_id)) {
@@ -75,9 +75,13 @@ ClosureDispatcher& CoordinatorSession::Dispatcher() {
 capnp::Capability::Server::DispatchCallResult CoordinatorSession::dispatchCall(
     uint64_t interface_id, uint16_t method_id,
     capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {
-  return DispatchWithPeerErrors([&]() {
+  DispatchCallResult result = DispatchWithPeerErrors([&]() {
     return rpc::Coordinator::Server::dispatchCall(interface_id, method_id, context);
   });
+  if (metrics_.get() != nullptr) {
+    result.promise = metrics_->Track(interface_id, method_id, kj::mv(result.promise));
+  }
+  return result;
 }
 
 void CoordinatorSession::OnClosureDone(uint64_t closure_id) {

@@ -15,6 +15,7 @@
 #include <deque>
 #include <vector>
 
+#include "reactor/rpc_metrics.h"
 #include "schema/dispatcher.capnp.h"
 
 namespace dispatch::reactor {
@@ -23,7 +24,9 @@ class ClosureDispatcher;
 
 class CoordinatorSession final : public rpc::Coordinator::Server {
  public:
-  CoordinatorSession(kj::Own<ClosureDispatcher> closures, uint64_t coordinator_id);
+  // `metrics` (may be null) counts this session's calls (RpcMetrics).
+  CoordinatorSession(kj::Own<ClosureDispatcher> closures, uint64_t coordinator_id,
+                     kj::Own<RpcMetrics> metrics = kj::Own<RpcMetrics>());
   ~CoordinatorSession() noexcept(false);
 
   uint64_t coordinator_id() const { return coordinator_id_; }
@@ -68,6 +71,7 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
 
   kj::Own<ClosureDispatcher> closures_;  // never null: set once, held to the end
   const uint64_t coordinator_id_;
+  kj::Own<RpcMetrics> metrics_;  // may be null
   // Outcomes this session has not returned yet, oldest first.
   std::deque<uint64_t> undelivered_;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> results_waiter_;

@@ -29,6 +29,7 @@ namespace dispatch::reactor {
 struct DataServiceStats {
   uint64_t jobs_garbage_collected = 0;
   uint64_t clients_timed_out = 0;
+  uint64_t splits_handed_out = 0;  // fresh splits granted by getSplit (not repeats)
 };
 
 class DataService {
@@ -54,6 +55,7 @@ class DataService {
   DatasetCatalog& datasets() { return datasets_; }
   ClosureDispatcher& closures() { return *closures_; }
   const DataServiceStats& stats() const { return stats_; }
+  DataServiceStats& mutable_stats() { return stats_; }
 
   // Builds one Update with `fill(update)` at the current time and submits it.
   template <typename Fill>

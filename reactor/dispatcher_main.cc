@@ -32,6 +32,16 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                    "where to accept workers and clients: tcp:HOST:PORT or unix:PATH "
                    "(loopback only unless you name another host; port 0 picks a free port)",
                    &o.listen);
+  o.http = kDefaultHttp;
+  parser.AddString("http", "ADDRESS",
+                   "where operators' HTTP endpoints listen (/metrics, /healthz, /readyz, "
+                   "/api/status, the status page /): tcp:HOST:PORT (port 0 picks a free port) or "
+                   "unix:PATH; off: no HTTP. With --token, requests need \"Authorization: Bearer "
+                   "TOKEN\" (the page / itself excepted)",
+                   &o.http);
+  parser.AddUint("http-max-connections",
+                 "open HTTP connections allowed at once; more are closed on accept and counted",
+                 &o.http_max_connections, 1, 100000);
   parser.AddString("work-dir", "DIR", "directory for the SQLite journal and the lock file",
                    &o.work_dir);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
@@ -251,6 +261,22 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "dispatcher: %s\n", address.status().message().c_str());
     return 2;
   }
+  if (flags.options.http != "off") {
+    if (Result<std::string> address = ToKjAddress(flags.options.http); !address.ok()) {
+      fprintf(stderr, "dispatcher: --http must be tcp:HOST:PORT, unix:PATH or off: %s\n",
+              address.status().message().c_str());
+      return 2;
+    }
+  }
+  if (flags.options.token.empty() && flags.options.http != "off" &&
+      !IsLocalOnlyAddress(flags.options.http) && !flags.allow_remote_without_token) {
+    fprintf(stderr,
+            "dispatcher: --http=%s can be reached from other machines and --token is empty: "
+            "anyone could read the dispatcher's state. Set --token, or pass "
+            "--allow-remote-without-token to accept that\n",
+            flags.options.http.c_str());
+    return 2;
+  }
   if (flags.options.token.empty() && !IsLocalOnlyAddress(flags.options.listen)) {
     if (!flags.allow_remote_without_token) {
       fprintf(stderr,
@@ -282,8 +308,10 @@ int Main(int argc, char** argv) {
         Log(LogLevel::kError, bound.status().ToString().c_str());
         exit_code = 1;
       } else {
-        // The one line on stdout: scripts and tests read the bound address here.
+        // The start line on stdout: scripts and tests read the bound address
+        // here. With HTTP on, a second line says where the status page is.
         printf("dispatcher listening on %s\n", bound->c_str());
+        if (!server.http_url().empty()) printf("dispatcher status page on %s\n", server.http_url().c_str());
         fflush(stdout);
         io.Run();
         exit_code = server.exit_code();

@@ -6,12 +6,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <random>
 
 #include <kj/debug.h>
 
 #include "common/address.h"
+#include "reactor/metrics_exposition.h"
 #include "reactor/services.h"
+#include "reactor/status_document.h"
+#include "reactor/status_page.h"
 
 #ifndef DISPATCH_VERSION
 #define DISPATCH_VERSION "dev"
@@ -46,6 +51,7 @@ void RemoveStaleUnixSocket(const std::string& path) {
 DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options)
     : io_(io), options_(std::move(options)), incarnation_(RandomIncarnation()), start_ns_(uv_hrtime()) {
   loop_thread_.Bind();
+  rpc_metrics_ = kj::refcounted<RpcMetrics>();
   rpc_ = kj::heap<RpcServer>(io_, options_.limits, [this](RpcServer::ConnectionId id) {
     return capnp::Capability::Client(kj::heap<GatewayService>(*this, id));
   });
@@ -53,6 +59,8 @@ DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions option
 }
 
 DispatcherServer::~DispatcherServer() noexcept(false) {
+  http_.reset();
+  off_loop_.reset();
   shutdown_ = nullptr;
   io_.port().SetPassEndHook(nullptr);
   tick_.reset();
@@ -78,6 +86,8 @@ Result<std::string> DispatcherServer::Start() {
   if (!durable.ok()) return durable.status();
   durable_ = std::move(durable.value());
   durable_->SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
+  durable_->SetAppliedObserver(
+      [this](journal::Update::Reader update) { closure_timings_.Observe(update, uv_hrtime()); });
   // The group commit closes every loop pass, releasing the replies it parked.
   io_.port().SetPassEndHook([this]() { durable_->CommitPass(); });
   const DurableStats& recovered = durable_->stats();
@@ -112,10 +122,99 @@ Result<std::string> DispatcherServer::Start() {
     bound = "tcp:" + host + ":" + std::to_string(receiver->getPort());
   }
   rpc_->Listen(kj::mv(receiver));
+  DISPATCH_RETURN_IF_ERROR(StartHttp());
   tick_->Start();
   Log(LogLevel::kInfo, "dispatcher ", DISPATCH_VERSION, " listening on ", bound.c_str(),
-      ", work dir ", options_.work_dir.c_str());
+      ", work dir ", options_.work_dir.c_str(),
+      http_url_.empty() ? std::string(", HTTP off") : ", status page on " + http_url_);
   return bound;
+}
+
+Status DispatcherServer::StartHttp() {
+  if (options_.http == "off") return Status::Ok();
+  Result<std::string> address = ToKjAddress(options_.http);
+  if (!address.ok()) {
+    return InvalidArgumentError("--http: " + address.status().message());
+  }
+  HttpEndpointsOptions http_options;
+  http_options.kj_address = *address;
+  http_options.token = options_.token;
+  http_options.max_connections = options_.http_max_connections;
+  http_ = std::make_unique<HttpEndpoints>(io_, http_options);
+  off_loop_ = std::make_unique<OffLoop>(io_.loop());
+  http_->AddRoute("/healthz", []() -> kj::Promise<HttpReply> {
+    return HttpReply{200, "text/plain; charset=utf-8", "ok\n"};
+  });
+  http_->AddRoute("/readyz", [this]() -> kj::Promise<HttpReply> {
+    std::string why;
+    if (Ready(&why)) return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
+    return HttpReply{503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
+  });
+  // The loop copies the figures; the thread pool formats them.
+  http_->AddRoute("/metrics", [this]() -> kj::Promise<HttpReply> {
+    auto families = std::make_shared<std::vector<prometheus::MetricFamily>>(CollectMetrics(*this));
+    return off_loop_->Run([families]() { return SerializeMetrics(*families); })
+        .then([](std::string text) {
+          return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(text)};
+        });
+  });
+  http_->AddRoute("/api/status", [this]() -> kj::Promise<HttpReply> {
+    auto doc = std::make_shared<Json>(CollectStatus(*this));
+    return off_loop_->Run([doc]() { return doc->Encode(); }).then([](std::string text) {
+      return HttpReply{200, "application/json", std::move(text)};
+    });
+  });
+  // The page holds no data (it asks /api/status, with the token), so a
+  // browser that cannot send a header may load it.
+  http_->AddRoute(
+      "/",
+      []() -> kj::Promise<HttpReply> {
+        return HttpReply{200, "text/html; charset=utf-8", std::string(StatusPageHtml())};
+      },
+      /*is_public=*/true);
+  Result<unsigned> port = http_->Listen();
+  if (!port.ok()) {
+    http_.reset();
+    return UnavailableError("--http=" + options_.http + ": " + port.status().message());
+  }
+  if (address->rfind("unix:", 0) == 0) {
+    http_url_ = "http+" + *address;
+  } else {
+    http_url_ = "http://" + address->substr(0, address->rfind(':')) + ":" + std::to_string(*port) + "/";
+  }
+  return Status::Ok();
+}
+
+void DispatcherServer::SampleHistory() {
+  next_sample_ms_ = uv_now(io_.loop()) + 1000;
+  if (durable_ == nullptr || data_ == nullptr) return;
+  StatusCounters counters;
+  counters.unix_seconds =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  counters.closures_finished = data_->closures().counters().results_accepted;
+  counters.heartbeats = data_->workers().stats().heartbeats;
+  counters.commit_seconds = &durable_->histograms().commit_seconds;
+  counters.loop_lag_max_us = lag_since_sample_us_;
+  lag_since_sample_us_ = 0;
+  history_.Sample(counters);
+}
+
+uint64_t DispatcherServer::uptime_micros() const { return (uv_hrtime() - start_ns_) / 1000; }
+
+bool DispatcherServer::Ready(std::string* why) const {
+  if (shutting_down_) {
+    *why = "shutting down";
+    return false;
+  }
+  if (durable_ == nullptr || data_ == nullptr) {
+    *why = "recovering";
+    return false;
+  }
+  if (durable_->failed()) {
+    *why = "the journal failed: " + durable_->failure().ToString();
+    return false;
+  }
+  return true;
 }
 
 void DispatcherServer::StopOnStorageFailure(const Status& status) {
@@ -124,6 +223,7 @@ void DispatcherServer::StopOnStorageFailure(const Status& status) {
   exit_code_ = store_->failed() ? kExitStorageFailure : kExitInternalError;
   Log(LogLevel::kError, "exiting with code ", exit_code_, ": ", status.ToString().c_str());
   shutting_down_ = true;
+  if (http_ != nullptr) http_->Stop();
   rpc_->StopAccepting();
   rpc_->CloseAll();
   tick_->Stop();
@@ -135,6 +235,9 @@ void DispatcherServer::StopOnStorageFailure(const Status& status) {
 
 void DispatcherServer::Tick() {
   loop_thread_.Check();
+  loop_lag_.Observe(static_cast<double>(tick_->last_lateness_us()) * 1e-6);
+  lag_since_sample_us_ = std::max(lag_since_sample_us_, tick_->last_lateness_us());
+  if (uv_now(io_.loop()) >= next_sample_ms_) SampleHistory();
   rpc_->EnforceLimits();
 }
 
@@ -155,7 +258,7 @@ void DispatcherServer::FillVersion(rpc::Version::Builder version) const {
 
 void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
   const ServerCounters& c = rpc_->counters();
-  stats.setUptimeMicros((uv_hrtime() - start_ns_) / 1000);
+  stats.setUptimeMicros(uptime_micros());
   stats.setConnectionsOpen(rpc_->connection_count());
   stats.setConnectionsAccepted(c.connections_accepted);
   stats.setCallsTotal(c.calls_total);
@@ -215,6 +318,7 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   return background.then([this, deadline_ms]() { return DrainReplies(deadline_ms); })
       .then([this]() {
         if (data_ != nullptr) data_->StopTimers();
+        if (http_ != nullptr) http_->Stop();
         rpc_->CloseAll();
         tick_->Stop();
         // A snapshot makes the next start-up a load instead of a replay.

@@ -12,11 +12,17 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include "reactor/closure_timings.h"
 #include "reactor/data_service.h"
 #include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
+#include "reactor/histogram.h"
+#include "reactor/http_endpoints.h"
+#include "reactor/off_loop.h"
 #include "reactor/owner_thread_check.h"
+#include "reactor/rpc_metrics.h"
 #include "reactor/rpc_server.h"
+#include "reactor/status_history.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "schema/dispatcher.capnp.h"
@@ -38,7 +44,16 @@ struct DispatcherOptions {
   uint64_t drain_timeout_ms = 5000;
   ServerLimits limits;
   DataServiceOptions data;
+  // Where the operators' HTTP endpoints (/metrics, /healthz, /readyz,
+  // /api/status, the status page /) listen: "tcp:HOST:PORT" (port 0 picks a
+  // free one) or "unix:PATH"; "off": no HTTP. Off here, so embedders opt in;
+  // the dispatcher binary's --http defaults to kDefaultHttp.
+  std::string http = "off";
+  // Open HTTP connections at once; more are closed on accept and counted.
+  uint64_t http_max_connections = 64;
 };
+
+inline constexpr const char* kDefaultHttp = "tcp:127.0.0.1:8050";
 
 class DispatcherServer {
  public:
@@ -47,10 +62,14 @@ class DispatcherServer {
   DispatcherServer(const DispatcherServer&) = delete;
   DispatcherServer& operator=(const DispatcherServer&) = delete;
 
-  // Prepares the work dir and binds the listen address; returns the address
-  // actually bound ("tcp:127.0.0.1:41234"). Blocks on the loop, so call it
-  // before the loop runs.
+  // Prepares the work dir and binds the listen address (and the HTTP
+  // address unless it is "off"); returns the address actually bound
+  // ("tcp:127.0.0.1:41234"). Blocks on the loop, so call it before the loop
+  // runs.
   Result<std::string> Start();
+  // After Start(): where the status page is ("http://127.0.0.1:8050/"), or
+  // empty when HTTP is off.
+  const std::string& http_url() const { return http_url_; }
 
   // Graceful shutdown; the loop stops once it is done. Idempotent.
   void BeginShutdown(const char* why);
@@ -63,7 +82,22 @@ class DispatcherServer {
   void FillVersion(rpc::Version::Builder version) const;
   void FillStats(rpc::ServerStats::Builder stats) const;
   uint64_t incarnation() const { return incarnation_; }
+  const DispatcherOptions& options() const { return options_; }
+  uint64_t uptime_micros() const;
   DurableState& durable() { return *durable_; }
+  RpcMetrics& rpc_metrics() { return *rpc_metrics_; }
+  const uvkj::UvRepeatingTimer& tick() const { return *tick_; }
+  // How late the housekeeping timer fired, each tick (seconds).
+  const Histogram& loop_lag() const { return loop_lag_; }
+  // Closure queue wait and execution times (this process's).
+  const ClosureTimings& closure_timings() const { return closure_timings_; }
+  // The last minutes of rates the status page plots (sampled by the tick).
+  const StatusHistory& history() const { return history_; }
+  // Null when HTTP is off.
+  const HttpEndpoints* http() const { return http_.get(); }
+  // Ready: recovered, serving, and the journal writable. Otherwise false and
+  // `why` says what is missing.
+  bool Ready(std::string* why) const;
   // Null before Start() and once shutdown released it.
   DataService* data() { return data_.get(); }
   // 0 after a clean stop; kExitStorageFailure after a failed commit.
@@ -71,6 +105,8 @@ class DispatcherServer {
 
  private:
   void Tick();
+  void SampleHistory();
+  Status StartHttp();
   // A commit failed: no more acknowledgements; leave the loop at once.
   void StopOnStorageFailure(const Status& status);
   // The graceful stop: background work over, replies drained, then
@@ -90,8 +126,20 @@ class DispatcherServer {
   // Holds worker capabilities and pushes waiting on durable_: released before
   // the connections and durable_ (see ~DispatcherServer and DrainThenStop).
   std::unique_ptr<DataService> data_;
+  // Before rpc_: coordinator sessions and calls in flight hold references.
+  kj::Own<RpcMetrics> rpc_metrics_;
   kj::Own<RpcServer> rpc_;
   std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
+  Histogram loop_lag_{Histogram::SecondsBounds()};
+  StatusHistory history_;
+  ClosureTimings closure_timings_;
+  uint64_t next_sample_ms_ = 0;         // uv_now() of the next history sample
+  uint64_t lag_since_sample_us_ = 0;    // the largest tick lateness since the last one
+  // Formats scrapes on the thread pool; after everything its routes read.
+  std::unique_ptr<OffLoop> off_loop_;
+  // After everything its routes read: destroyed first.
+  std::unique_ptr<HttpEndpoints> http_;
+  std::string http_url_;
   bool shutting_down_ = false;
   int exit_code_ = 0;
   kj::Promise<void> shutdown_ = nullptr;

@@ -138,6 +138,7 @@ Status DurableState::Submit(journal::Update::Reader update) {
   // is journaled, and both happen before the pass's commit.
   DISPATCH_RETURN_IF_ERROR(state_.Apply(update));
   batch_.AddRecord(std::move(bytes));
+  if (on_applied_) on_applied_(update);
   return Status::Ok();
 }
 
@@ -307,6 +308,7 @@ void DurableState::CommitPass() {
   if (writes_held_) return;
   if (hold_timer_ != nullptr) hold_timer_->Stop();
   size_t records = batch_.record_count();
+  const uint64_t commit_start = uv_hrtime();
   Result<uint64_t> committed = store_.Commit(batch_);
   if (!committed.ok()) {
     if (!store_.failed()) {
@@ -324,6 +326,8 @@ void DurableState::CommitPass() {
   last_commit_start_ns_ = now;
   last_commit_end_ns_ = uv_hrtime();
   ++stats_.commits;
+  histograms_.commit_seconds.Observe(static_cast<double>(uv_hrtime() - commit_start) * 1e-9);
+  histograms_.records_per_commit.Observe(static_cast<double>(records));
   stats_.records += records;
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
   batch_.Clear();
@@ -400,6 +404,7 @@ void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
     if (obsolete.ok()) {
       ++stats_.snapshots;
       stats_.last_snapshot_micros = outcome.total_micros;
+      histograms_.snapshot_seconds.Observe(static_cast<double>(outcome.total_micros) * 1e-6);
       stats_.last_snapshot_bytes = outcome.info.size;
       if (store_.defers_sync()) {
         // The record naming the new file is not durable yet: the older
@@ -474,6 +479,7 @@ Status DurableState::Snapshot() {
   DISPATCH_RETURN_IF_ERROR(store_.WriteSnapshot(store_.last_seq(), bytes));
   ++stats_.snapshots;
   stats_.last_snapshot_micros = (uv_hrtime() - start) / 1000;
+  histograms_.snapshot_seconds.Observe(static_cast<double>(stats_.last_snapshot_micros) * 1e-6);
   stats_.last_snapshot_bytes = bytes.size();
   last_snapshot_start_seq_ = store_.last_seq();
   return Status::Ok();
@@ -513,6 +519,7 @@ void DurableState::StartSync() {
   syncing_ = std::move(open_);
   auto job = std::make_unique<SyncJob>();
   job->syncer = std::move(syncer_);
+  sync_start_ns_ = uv_hrtime();
   if (sync_.Start(job, [this](std::unique_ptr<SyncJob> done) { OnSyncDone(std::move(done)); }) < 0) {
     // No thread pool to run it: sync here rather than never.
     job->Run();
@@ -529,6 +536,7 @@ void DurableState::OnSyncDone(std::unique_ptr<SyncJob> job) {
     return;
   }
   ++stats_.syncs;
+  histograms_.sync_seconds.Observe(static_cast<double>(uv_hrtime() - sync_start_ns_) * 1e-9);
   RemoveSnapshotFiles(syncing_.Fulfill());
   WakeStopWaiter();
   // What the loop wrote meanwhile gets the next fsync.
@@ -558,6 +566,7 @@ void DurableState::StartCheckpoint(bool remainder) {
   auto job = std::make_unique<CheckpointJob>();
   job->checkpointer = std::move(checkpointer_);
   job->remainder = remainder;
+  checkpoint_start_ns_ = uv_hrtime();
   if (checkpoint_.Start(job, [this](std::unique_ptr<CheckpointJob> done) {
         OnCheckpointDone(std::move(done));
       }) < 0) {
@@ -575,6 +584,8 @@ void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
   writes_held_ = false;
   if (job->result.ok()) {
     ++stats_.checkpoints;
+    histograms_.checkpoint_seconds.Observe(static_cast<double>(uv_hrtime() - checkpoint_start_ns_) *
+                                           1e-9);
     // Frames committed while the checkpoint ran keep SQLite from restarting
     // the WAL. When the WAL is long the rest is copied by a second pass, on
     // the thread pool like the first, with commits held until it is back;

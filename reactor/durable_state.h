@@ -31,6 +31,7 @@
 
 #include "common/status.h"
 #include "reactor/durable_waiters.h"
+#include "reactor/histogram.h"
 #include "reactor/snapshot_replica.h"
 #include "reactor/uvkj/pool_work.h"
 #include "reactor/uvkj/repeating_timer.h"
@@ -89,6 +90,18 @@ struct DurableStats {
   uint64_t result_bytes_read = 0;
   uint64_t results_damaged = 0;  // reads refused as missing, damaged or mismatched
   uint64_t unheld_results_dropped = 0;  // rows deleted at start-up (see DropUnheldResults)
+};
+
+// Distributions for /metrics (seconds, except records per commit).
+struct DurableHistograms {
+  // One group commit's write (store_.Commit; with the fsync unless it is deferred).
+  Histogram commit_seconds{Histogram::SecondsBounds()};
+  // One deferred fsync on the thread pool, start to done (it covers every
+  // commit written before it started).
+  Histogram sync_seconds{Histogram::SecondsBounds()};
+  Histogram records_per_commit{Histogram::CountBounds()};
+  Histogram snapshot_seconds{Histogram::SecondsBounds()};    // start to recorded
+  Histogram checkpoint_seconds{Histogram::SecondsBounds()};  // on the thread pool, start to done
 };
 
 class DurableState {
@@ -199,6 +212,11 @@ class DurableState {
   // failed (store().failed()), else with kExitInternalError: the store
   // refused a batch as input, which Submit's checks make a bug.
   void SetFatalHandler(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
+  // Told of every update Submit applied, right after it applied (metrics
+  // that time transitions: ClosureTimings). Must not Submit.
+  void SetAppliedObserver(std::function<void(journal::Update::Reader)> observer) {
+    on_applied_ = std::move(observer);
+  }
 
   // Writes a snapshot of the current (committed) state now, on this thread
   // (clean shutdown, tests). A background one in flight is then stale: its
@@ -229,11 +247,13 @@ class DurableState {
   kj::Promise<void> StopBackgroundWork();
   bool background_stopped() const { return background_stopped_; }
   bool failed() const { return !failure_.ok(); }
+  const Status& failure() const { return failure_; }
   const DurableStats& stats() const { return stats_; }
   // When the last successful commit started and ended (uv_hrtime
   // nanoseconds; 0 before the first): closure traces (ClosureOutcome.trace).
   uint64_t last_commit_start_ns() const { return last_commit_start_ns_; }
   uint64_t last_commit_end_ns() const { return last_commit_end_ns_; }
+  const DurableHistograms& histograms() const { return histograms_; }
   storage::Store& store() { return store_; }
 
  private:
@@ -271,6 +291,7 @@ class DurableState {
   // in flight: this pass's batch and, with a deferring Store, the commits
   // written since that fsync began (open_written_).
   DurableWaiters open_;
+  uint64_t sync_start_ns_ = 0;  // the running deferred fsync's start
   bool open_written_ = false;
   // The WAL fsync in flight (at most one) and the group it makes durable.
   struct SyncJob;
@@ -295,6 +316,9 @@ class DurableState {
   Status failure_;
   std::function<void(const Status&)> on_fatal_;
   DurableStats stats_;
+  DurableHistograms histograms_;
+  std::function<void(journal::Update::Reader)> on_applied_;
+  uint64_t checkpoint_start_ns_ = 0;
   uint64_t hold_deadline_ns_ = 0;  // 0: no hold
   uint64_t last_commit_start_ns_ = 0;
   uint64_t last_commit_end_ns_ = 0;

@@ -11,9 +11,11 @@ namespace dispatch::reactor {
 capnp::Capability::Server::DispatchCallResult GatewayService::dispatchCall(
     uint64_t interface_id, uint16_t method_id,
     capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {
-  return DispatchWithPeerErrors([&]() {
+  DispatchCallResult result = DispatchWithPeerErrors([&]() {
     return rpc::Gateway::Server::dispatchCall(interface_id, method_id, context);
   });
+  result.promise = server_.rpc_metrics().Track(interface_id, method_id, kj::mv(result.promise));
+  return result;
 }
 
 kj::Promise<void> GatewayService::authenticate(AuthenticateContext context) {
@@ -37,16 +39,17 @@ capnp::Capability::Server::DispatchCallResult DispatcherService::dispatchCall(
   RpcServer& rpc = server_.rpc();
   if (!rpc.CallStarted(connection_)) {
     rpc.CallFinished(connection_);
-    return {ExceptionFromStatus(ResourceExhaustedError(
-                "too many calls in flight on this connection (--max-calls-in-flight)")),
-            false};
+    kj::Promise<void> refused = ExceptionFromStatus(
+        ResourceExhaustedError("too many calls in flight on this connection (--max-calls-in-flight)"));
+    return {server_.rpc_metrics().Track(interface_id, method_id, kj::mv(refused)), false};
   }
   RpcServer::ConnectionId id = connection_;
   auto finished = kj::defer([&rpc, id]() { rpc.CallFinished(id); });
   DispatchCallResult result = DispatchWithPeerErrors([&]() {
     return rpc::Dispatcher::Server::dispatchCall(interface_id, method_id, context);
   });
-  result.promise = result.promise.attach(kj::mv(finished));
+  result.promise =
+      server_.rpc_metrics().Track(interface_id, method_id, result.promise.attach(kj::mv(finished)));
   return result;
 }
 

@@ -139,6 +139,7 @@ kj::Promise<void> DispatcherService::getSplit(GetSplitContext context) {
     produce.setEndOfSplits(end_of_splits);
   }));
   response.setEndOfSplits(end_of_splits);
+  data.mutable_stats().splits_handed_out += indices.size();
   FillSplits(source, indices, response.initSplits(static_cast<unsigned>(indices.size())));
   return data.durable().Barrier();
 }

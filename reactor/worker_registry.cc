@@ -29,6 +29,7 @@ void WorkerRegistry::Initialize() {
 
 bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::ConnectionId connection,
                                bool has_control, rpc::WorkerControl::Client control) {
+  ++stats_.heartbeats;
   auto [it, inserted] = entries_.try_emplace(worker.address);
   Entry& entry = it->second;
   entry.last_heartbeat_ms = clock_.NowMs();

@@ -31,6 +31,7 @@ struct WorkerRegistryStats {
   uint64_t pushes_deferred = 0;  // over the in-flight limit: left to the heartbeat
   uint64_t removed_disconnected = 0;
   uint64_t removed_timed_out = 0;
+  uint64_t heartbeats = 0;  // worker heartbeats of registered workers
 };
 
 class WorkerRegistry {

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages dispatch builds with, and nothing else.
+# Installs the Debian 12 packages dispatch builds and tests with, and nothing
+# else: prometheus-cpp-dev writes /metrics; prometheus brings promtool, which
+# the test suite runs on a scrape (Debian also enables its prometheus service);
+# chromium renders the status page headless in a test.
 # Does nothing (no apt-get at all) when every package is already present.
 # Node.js and npm (for the second client, tests/protocol_client) come from
 # Debian only when no `node` is on the PATH: a machine's own Node.js is kept.
 set -euo pipefail
 
 packages=(g++ cmake make pkg-config libuv1-dev capnproto libcapnp-dev libsqlite3-dev
-          libgtest-dev googletest
+          libgtest-dev googletest prometheus-cpp-dev prometheus chromium
           # The Python package (clients/python) and its tests.
           python3-dev pybind11-dev python3-cloudpickle python3-pytest python3-numpy python3-tqdm)
 

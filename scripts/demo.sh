@@ -31,12 +31,14 @@ wait_for_line() {  # FILE TEXT: waits (up to 30 s) until FILE has a line contain
 }
 
 echo "== dispatcher"
-build/reactor/dispatcher --listen tcp:127.0.0.1:0 --work-dir "$DIR/work" --log-level=warning \
+build/reactor/dispatcher --listen tcp:127.0.0.1:0 --http tcp:127.0.0.1:0 --work-dir "$DIR/work" --log-level=warning \
   >"$DIR/dispatcher.out" 2>&1 &
 PIDS+=($!)
 wait_for_line "$DIR/dispatcher.out" "dispatcher listening on"
 ADDR=$(sed -n 's/^dispatcher listening on //p' "$DIR/dispatcher.out" | head -1)
-echo "   listening on $ADDR, journal in $DIR/work"
+wait_for_line "$DIR/dispatcher.out" "dispatcher status page on"
+PAGE=$(sed -n 's/^dispatcher status page on //p' "$DIR/dispatcher.out" | head -1)
+echo "   listening on $ADDR, journal in $DIR/work, status page on $PAGE"
 
 echo "== two workers"
 for i in 1 2; do

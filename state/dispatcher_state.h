@@ -68,6 +68,8 @@ class DispatcherState {
   const Worker* FindWorkerByAddress(std::string_view address) const;
   Result<const Worker*> GetWorker(uint64_t worker_id) const;
   std::vector<const Worker*> ListWorkers() const;
+  // The first `max` workers by id (a bounded listing: O(max), not O(workers)).
+  std::vector<const Worker*> ListWorkers(size_t max) const;
 
   // ---- Jobs, tasks and job clients ---------------------------------------
 
@@ -156,6 +158,26 @@ class DispatcherState {
   // with them (their dependants, transitively), by id: what such an Update
   // does besides its own items (ClosureScheduled.inputs).
   std::vector<uint64_t> WaitingDependants(const std::vector<uint64_t>& closure_ids) const;
+
+  // ---- Sizes (constant time, for metrics) --------------------------------
+
+  size_t NumDatasets() const { return datasets_.size(); }
+  size_t NumWorkers() const { return workers_.size(); }
+  size_t NumJobs() const { return jobs_.size(); }
+  size_t NumUnfinishedJobs() const { return indexes_.unfinished_jobs.size(); }
+  // Tasks of every kind: active, pending (round robin) and finished.
+  size_t NumTasks() const { return tasks_.size(); }
+  size_t NumJobClients() const { return job_clients_.size(); }
+  // Coordinators holding unreleased closures, by id, at most `max` of them.
+  std::vector<uint64_t> CoordinatorIds(size_t max) const {
+    std::vector<uint64_t> ids;
+    for (const auto& [id, closures] : indexes_.closures_by_coordinator) {
+      if (ids.size() >= max) break;
+      if (!closures.empty()) ids.push_back(id);
+    }
+    return ids;
+  }
+  size_t NumCoordinators() const { return indexes_.closures_by_coordinator.size(); }
 
   // ---- Whole state -------------------------------------------------------
 

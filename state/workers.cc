@@ -2,6 +2,7 @@
 // reactor declares a worker dead. A worker's address is unique among the
 // registered workers; tasks are bound to the address and survive removal.
 
+#include <algorithm>
 #include <string>
 
 #include "state/bytes.h"
@@ -87,6 +88,16 @@ Result<const Worker*> DispatcherState::GetWorker(uint64_t worker_id) const {
   const Worker* worker = FindWorker(worker_id);
   if (worker == nullptr) return NotFoundError(WorkerName(worker_id) + " is unknown");
   return worker;
+}
+
+std::vector<const Worker*> DispatcherState::ListWorkers(size_t max) const {
+  std::vector<const Worker*> out;
+  out.reserve(std::min(max, workers_.size()));
+  for (const auto& [id, worker] : workers_) {
+    if (out.size() >= max) break;
+    out.push_back(&worker);
+  }
+  return out;
 }
 
 std::vector<const Worker*> DispatcherState::ListWorkers() const {

@@ -30,8 +30,10 @@ void UvRepeatingTimer::OnTimer(uv_timer_t* handle) {
 
 void UvRepeatingTimer::Fire() {
   uint64_t now = uv_hrtime();
+  last_lateness_us_ = 0;
   if (now > due_ns_) {
     uint64_t late_us = (now - due_ns_) / 1000;
+    last_lateness_us_ = late_us;
     if (late_us > max_lateness_us_) max_lateness_us_ = late_us;
   }
   // libuv re-arms a repeating timer relative to when it ran; so do we.

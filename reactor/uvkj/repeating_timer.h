@@ -28,6 +28,8 @@ class UvRepeatingTimer {
   uint64_t ticks() const { return ticks_; }
   uint64_t interval_ms() const { return interval_ms_; }
   uint64_t max_lateness_us() const { return max_lateness_us_; }
+  // How late the current (or the last) firing was; read it in the callback.
+  uint64_t last_lateness_us() const { return last_lateness_us_; }
 
  private:
   static void OnTimer(uv_timer_t* handle);
@@ -39,6 +41,7 @@ class UvRepeatingTimer {
   uint64_t due_ns_ = 0;  // uv_hrtime() at which the next firing is due
   uint64_t ticks_ = 0;
   uint64_t max_lateness_us_ = 0;
+  uint64_t last_lateness_us_ = 0;
 };
 
 }  // namespace dispatch::uvkj

@@ -244,7 +244,8 @@ TEST(Workers, WorkersAreToldToHeartbeatWellWithinTheWorkerTimeout) {
 TEST(Workers, AHeartbeatIntervalOverHalfTheWorkerTimeoutIsRefusedAtStart) {
   TempDir dir;
   const std::string log = dir.File("stderr");
-  Subprocess refused({DispatcherBinary(), "--listen=tcp:127.0.0.1:0", "--worker-timeout-ms=2000",
+  Subprocess refused({DispatcherBinary(), "--listen=tcp:127.0.0.1:0", "--http=tcp:127.0.0.1:0",
+                      "--worker-timeout-ms=2000",
                       "--worker-heartbeat-interval-ms=1500"},
                      log);
   auto status = refused.Wait(std::chrono::seconds(10));

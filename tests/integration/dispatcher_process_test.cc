@@ -139,7 +139,7 @@ TEST(DispatcherProcess, HelpDocumentsEveryFlag) {
 TEST(DispatcherProcess, SecondDispatcherOnTheSameWorkDirRefusesToStart) {
   DispatcherProcess first;
   std::vector<std::string> argv = {DispatcherBinary(), "--listen=tcp:127.0.0.1:0",
-                                   "--work-dir=" + first.work_dir()};
+                                   "--http=tcp:127.0.0.1:0", "--work-dir=" + first.work_dir()};
   Subprocess second(argv);
   auto status = second.Wait(10s);
   ASSERT_TRUE(status.has_value()) << "a second dispatcher started on a locked work dir";

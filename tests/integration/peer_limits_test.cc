@@ -257,7 +257,8 @@ TEST(PeerLimits, ConnectionsFromOneAddressOverItsLimitAreRefused) {
 // Runs the dispatcher with `flags` through a shell (stderr into stdout);
 // returns its exit code, -1 if it is still running after 10 s, and its output.
 int RunDispatcher(const std::string& flags, std::string* out) {
-  Subprocess process({"/bin/sh", "-c", "exec " + std::string(DispatcherBinary()) + " " + flags + " 2>&1"});
+  Subprocess process({"/bin/sh", "-c",
+                      "exec " + std::string(DispatcherBinary()) + " --http=tcp:127.0.0.1:0 " + flags + " 2>&1"});
   while (auto line = process.ReadLine(10s)) {
     *out += *line + "\n";
     if (line->rfind("dispatcher listening on ", 0) == 0) {

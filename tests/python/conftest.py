@@ -107,7 +107,8 @@ class Cluster:
         self.work_dir = work_dir
         self.processes: List[Process] = []
         self.dispatcher = self._start([str(BUILD_DIR / "reactor" / "dispatcher"), "--listen",
-                                       "tcp:127.0.0.1:0", "--work-dir", str(work_dir / "journal"),
+                                       "tcp:127.0.0.1:0", "--http", "tcp:127.0.0.1:0",
+                                       "--work-dir", str(work_dir / "journal"),
                                        *extra_args])
         line = self.dispatcher.wait_for_line("listening on")
         self.address = line.split("listening on", 1)[1].split()[0].rstrip(",")

@@ -42,7 +42,7 @@ mapfile -t COMMANDS < <(awk '/^```sh$/ {on=1; next} /^```/ {on=0} on' README.md 
                         sed -e 's/[[:space:]]\+#.*$//' -e '/^[[:space:]]*$/d')
 [ ${#COMMANDS[@]} -ge 10 ] || fail "found only ${#COMMANDS[@]} commands in README.md's sh blocks"
 
-"$BUILD/reactor/dispatcher" --listen=tcp:127.0.0.1:0 --work-dir="$T/work" --log-level=warning \
+"$BUILD/reactor/dispatcher" --listen=tcp:127.0.0.1:0 --http=tcp:127.0.0.1:0 --work-dir="$T/work" --log-level=warning \
   >"$T/dispatcher.out" 2>&1 &
 PIDS+=($!)
 wait_for_line "$T/dispatcher.out" "dispatcher listening on" 30
@@ -66,7 +66,7 @@ for line in "${COMMANDS[@]}"; do
     ./scripts/*)
       if [ "$OWN_BUILD" = no ]; then echo "   (not run: this suite is not built in ./build)"; continue; fi ;;&
     ./scripts/start.sh*)
-      bash -c "exec $cmd --listen=tcp:127.0.0.1:0 --work-dir=$T/start-data" >"$T/start.out" 2>&1 &
+      bash -c "exec $cmd --listen=tcp:127.0.0.1:0 --http=tcp:127.0.0.1:0 --work-dir=$T/start-data" >"$T/start.out" 2>&1 &
       pid=$!
       PIDS+=($pid)
       wait_for_line "$T/start.out" "dispatcher listening on" 600

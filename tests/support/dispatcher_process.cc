@@ -24,6 +24,16 @@ DispatcherProcess::DispatcherProcess(Options options) {
   std::string listen = options.listen.empty() ? "tcp:127.0.0.1:0" : options.listen;
   std::vector<std::string> argv = {DispatcherBinary(), "--listen=" + listen, "--work-dir=" + work_dir_,
                                    "--log-level=warning"};
+  bool http_off = false;
+  bool http_set = false;
+  for (auto& flag : options.extra_flags) {
+    if (flag.rfind("--http=", 0) == 0) {
+      http_set = true;
+      http_off = flag == "--http=off";
+    }
+  }
+  // Never the default port 8050: suites share the machine.
+  if (!http_set) argv.push_back("--http=tcp:127.0.0.1:0");
   for (auto& flag : options.extra_flags) argv.push_back(flag);
   process_ = std::make_unique<Subprocess>(argv, options.stderr_path);
 
@@ -33,6 +43,14 @@ DispatcherProcess::DispatcherProcess(Options options) {
     throw std::runtime_error("dispatcher did not report its address; got: " + line.value_or("<nothing>"));
   }
   address_ = line->substr(kPrefix.size());
+  if (!http_off) {
+    static const std::string kHttpPrefix = "dispatcher status page on ";
+    auto http = process_->ReadLine(std::chrono::seconds(30));
+    if (!http || http->rfind(kHttpPrefix, 0) != 0) {
+      throw std::runtime_error("dispatcher did not report its status page; got: " + http.value_or("<nothing>"));
+    }
+    http_url_ = http->substr(kHttpPrefix.size());
+  }
 }
 
 std::optional<int> DispatcherProcess::Terminate(std::chrono::milliseconds timeout) {

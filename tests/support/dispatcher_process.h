@@ -1,6 +1,8 @@
 // DispatcherProcess: the real `dispatcher` binary started by a test on a free
-// loopback port (or a Unix socket) with its own work dir. It is ready when it
-// has printed "dispatcher listening on ADDRESS" on stdout.
+// loopback port (or a Unix socket) with its own work dir, and its HTTP
+// endpoints on another free port (unless extra_flags set --http). It is ready
+// when it has printed "dispatcher listening on ADDRESS" on stdout (and, with
+// HTTP on, "dispatcher status page on URL").
 #pragma once
 
 #include <chrono>
@@ -34,6 +36,8 @@ class DispatcherProcess {
   DispatcherProcess() : DispatcherProcess(Options{}) {}
 
   const std::string& address() const { return address_; }
+  // "http://127.0.0.1:PORT/", or empty when --http=off.
+  const std::string& http_url() const { return http_url_; }
   const std::string& work_dir() const { return work_dir_; }
   Subprocess& process() { return *process_; }
 
@@ -44,6 +48,7 @@ class DispatcherProcess {
   std::unique_ptr<TempDir> owned_dir_;
   std::string work_dir_;
   std::string address_;
+  std::string http_url_;
   std::unique_ptr<Subprocess> process_;
 };
 

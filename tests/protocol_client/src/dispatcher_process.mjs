@@ -14,7 +14,8 @@ export async function startDispatcher(extraFlags = [], options = {}) {
   if (!binary) throw new Error("DISPATCHER_BIN is not set (the CMake test passes build/reactor/dispatcher)");
   const workDir = options.workDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "protocol-client-"));
   const listen = options.listen ?? "tcp:127.0.0.1:0";
-  const child = spawn(binary, [`--listen=${listen}`, `--work-dir=${workDir}`,
+  // --http on a port the kernel picks: never the default 8050 (suites share the machine).
+  const child = spawn(binary, [`--listen=${listen}`, "--http=tcp:127.0.0.1:0", `--work-dir=${workDir}`,
                                "--log-level=warning", ...extraFlags],
                       { stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";

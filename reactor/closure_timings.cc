@@ -1,0 +1,71 @@
+#include "reactor/closure_timings.h"
+
+namespace dispatch::reactor {
+
+void ClosureTimings::Queued(uint64_t closure_id, uint64_t now_ns) {
+  running_since_.erase(closure_id);
+  if (queued_since_.size() >= max_tracked_) {
+    ++untracked_;
+    return;
+  }
+  queued_since_[closure_id] = now_ns;
+}
+
+void ClosureTimings::Ended(uint64_t closure_id, uint64_t now_ns, bool observe) {
+  queued_since_.erase(closure_id);
+  auto it = running_since_.find(closure_id);
+  if (it == running_since_.end()) return;
+  if (observe) execution_.Observe(static_cast<double>(now_ns - it->second) * 1e-9);
+  running_since_.erase(it);
+}
+
+void ClosureTimings::Observe(journal::Update::Reader update, uint64_t now_ns) {
+  switch (update.which()) {
+    case journal::Update::CLOSURE_BATCH: {
+      auto batch = update.getClosureBatch();
+      switch (batch.which()) {
+        case journal::ClosureBatch::SCHEDULED:
+          for (auto item : batch.getScheduled()) Queued(item.getClosureId(), now_ns);
+          break;
+        case journal::ClosureBatch::ASSIGNED:
+          for (auto item : batch.getAssigned()) {
+            const uint64_t id = item.getClosureId();
+            auto it = queued_since_.find(id);
+            if (it != queued_since_.end()) {
+              queue_wait_.Observe(static_cast<double>(now_ns - it->second) * 1e-9);
+              queued_since_.erase(it);
+            }
+            if (running_since_.size() >= max_tracked_) {
+              ++untracked_;
+            } else {
+              running_since_[id] = now_ns;
+            }
+          }
+          break;
+        case journal::ClosureBatch::FINISHED:
+          for (auto item : batch.getFinished()) Ended(item.getClosureId(), now_ns, true);
+          break;
+        case journal::ClosureBatch::CANCELLED:
+          for (uint64_t id : batch.getCancelled()) Ended(id, now_ns, false);
+          break;
+        case journal::ClosureBatch::RELEASED:
+          for (uint64_t id : batch.getReleased()) Ended(id, now_ns, false);
+          break;
+      }
+      break;
+    }
+    case journal::Update::CLOSURE_FAILED: {
+      auto failed = update.getClosureFailed();
+      // A worker's report ends a run; the dispatcher's own failing does not.
+      Ended(failed.getClosureId(), now_ns, failed.getWorkerId() != 0);
+      break;
+    }
+    case journal::Update::CLOSURE_PUT_BACK:
+      Queued(update.getClosurePutBack().getClosureId(), now_ns);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace dispatch::reactor

@@ -1,0 +1,48 @@
+// ClosureTimings: how long closures wait in the queue and how long they run,
+// as the reference coordinator's `queued_closure` and `closure_execution`
+// timers do, observed from the updates the dispatcher applies (DurableState's
+// applied observer) with the loop's monotonic clock. Queue wait runs from a
+// closure's schedule (waiting for inputs included) or put-back to its
+// assignment; execution from its assignment to its outcome (finished or
+// failed by its worker). Closures queued or running before this process
+// started are not timed. Each map holds at most max_tracked closures (more
+// are not timed, and counted), and a closure leaves it at its next step,
+// cancel or release.
+// REQUIRES: loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "reactor/histogram.h"
+#include "schema/journal.capnp.h"
+
+namespace dispatch::reactor {
+
+class ClosureTimings {
+ public:
+  static constexpr size_t kMaxTracked = 1u << 20;
+
+  explicit ClosureTimings(size_t max_tracked = kMaxTracked) : max_tracked_(max_tracked) {}
+
+  // `now_ns`: uv_hrtime() when the update was applied.
+  void Observe(journal::Update::Reader update, uint64_t now_ns);
+
+  const Histogram& queue_wait() const { return queue_wait_; }
+  const Histogram& execution() const { return execution_; }
+  uint64_t untracked() const { return untracked_; }
+  size_t tracked() const { return queued_since_.size() + running_since_.size(); }
+
+ private:
+  void Queued(uint64_t closure_id, uint64_t now_ns);
+  void Ended(uint64_t closure_id, uint64_t now_ns, bool observe);
+
+  const size_t max_tracked_;
+  std::unordered_map<uint64_t, uint64_t> queued_since_;
+  std::unordered_map<uint64_t, uint64_t> running_since_;
+  Histogram queue_wait_{Histogram::SecondsBounds()};
+  Histogram execution_{Histogram::SecondsBounds()};
+  uint64_t untracked_ = 0;
+};
+
+}  // namespace dispatch::reactor
