@@ -10,6 +10,7 @@
 
 #include "clients/blocking_dataset_client.h"
 #include "clients/dataset_reader.h"
+#include "clients/large_buffers.h"
 #include "clients/python/bindings.h"
 #include "clients/task_description.h"
 
@@ -26,6 +27,14 @@ class PyReader {
   PyReader(std::string address, std::string token, uint64_t dataset_id,
            const std::string& processing_mode, std::string job_name, uint32_t num_consumers,
            int64_t consumer_index, double open_timeout) {
+    // As dispatchctl does: glibc would map and unmap every element of 128 KiB
+    // or more afresh, a page fault per 4 KiB (a third of the throughput for
+    // 1 MiB elements here). This sets the policy for the whole process, once.
+    static const bool kept_in_heap = [] {
+      clients::KeepLargeAllocationsInHeap();
+      return true;
+    }();
+    (void)kept_in_heap;
     clients::ReaderOptions options;
     options.dispatcher_address = std::move(address);
     options.token = std::move(token);
