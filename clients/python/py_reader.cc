@@ -21,6 +21,11 @@ using clients::DatasetReader;
 using clients::Element;
 
 constexpr std::chrono::milliseconds kWaitSlice{100};
+// A batch ends past this many bytes: the buffers it holds are freed only as
+// Python moves past them, and memory the reader refills at once is still in
+// cache (batches of up to 64 MiB of 1 MiB elements read at 55% of the C++
+// reader's rate here).
+constexpr uint64_t kMaxBatchBytes = 1 << 20;
 
 class PyReader {
  public:
@@ -61,8 +66,9 @@ class PyReader {
 
   ~PyReader() { Close(); }
 
-  // Up to `max` elements: waits for the first (Ctrl-C interrupts the wait),
-  // then takes what is already read ahead. None at the end of the dataset.
+  // Up to `max` elements and about kMaxBatchBytes: waits for the first
+  // (Ctrl-C interrupts the wait), then takes what is already read ahead.
+  // None at the end of the dataset.
   py::object NextBatch(size_t max, bool as_buffers) {
     if (reader_ == nullptr) throw StatusError{FailedPreconditionError("the reader is closed")};
     std::vector<std::string> batch;
@@ -73,7 +79,8 @@ class PyReader {
         py::gil_scoped_release released;
         Element element;
         std::chrono::milliseconds wait = kWaitSlice;
-        while (batch.size() < max) {
+        uint64_t bytes = 0;
+        while (batch.size() < max && bytes < kMaxBatchBytes) {
           // Within a slice for the first element, then only what is read ahead.
           Result<std::optional<bool>> next = reader_->NextWithin(&element, wait);
           if (!next.ok()) {
@@ -85,6 +92,7 @@ class PyReader {
             ended = true;
             break;
           }
+          bytes += element.data.size();
           batch.push_back(std::move(element.data));
           wait = std::chrono::milliseconds(0);
         }
