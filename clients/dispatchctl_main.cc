@@ -1,7 +1,8 @@
 // `dispatchctl`: looks at a running dispatcher. Lists workers, datasets, jobs,
 // tasks and job clients, or shows one job, as an aligned table or (--json) as
 // the reply struct in capnp's JSON encoding; `read` reads a dataset through
-// the service (dispatchctl_read.h). Exit codes: 0 ok, 1 the
+// the service (dispatchctl_read.h); `stats` and `top` show the dispatcher's
+// figures (dispatchctl_stats.h). Exit codes: 0 ok, 1 the
 // dispatcher refused or could not be reached (its message on stderr), 2 usage.
 #include <capnp/compat/json.h>
 #include <kj/debug.h>
@@ -11,6 +12,7 @@
 
 #include "clients/dispatchctl_read.h"
 #include "clients/dispatchctl_run.h"
+#include "clients/dispatchctl_stats.h"
 #include "clients/dispatcher_connection.h"
 #include "clients/listing_format.h"
 #include "common/flag_parser.h"
@@ -24,7 +26,7 @@ namespace {
 
 constexpr const char* kCommands =
     "workers | datasets | jobs | tasks | clients | job ID | read KIND [ARGS...] | run FUNCTION "
-    "[ARGS]";
+    "[ARGS] | stats | top";
 
 struct Flags {
   std::string dispatcher;
@@ -95,6 +97,7 @@ std::string CheckArgs(const std::vector<std::string>& args) {
   if (listing) return args.size() == 1 ? "" : "'" + c + "' takes no argument";
   if (c == "read") return "";  // checked by CheckReadArgs
   if (c == "run") return CheckRunArgs(args);
+  if (c == "stats" || c == "top") return CheckStatsArgs(args);
   if (c != "job") return "unknown command '" + c + "'; one of: " + kCommands;
   if (args.size() != 2) return "'job' takes one job id";
   const std::string& id = args[1];
@@ -117,6 +120,8 @@ int Main(int argc, char** argv) {
   DeclareReadFlags(parser, read_flags);
   RunFlags run_flags;
   DeclareRunFlags(parser, run_flags);
+  TopFlags top_flags;
+  DeclareTopFlags(parser, top_flags);
   std::vector<std::string> args;
   ParseFlagsOrExit(parser, argc, argv, &args);
   std::string usage_error = flags.dispatcher.empty() ? "--dispatcher is required" : CheckArgs(args);
@@ -128,6 +133,9 @@ int Main(int argc, char** argv) {
   SetLogLevel(LogLevel::kError);
   signal(SIGPIPE, SIG_IGN);
   if (args[0] == "run") return RunClosures(flags.dispatcher, flags.token, args, run_flags);
+  if (args[0] == "stats" || args[0] == "top") {
+    return RunStats(flags.dispatcher, flags.token, args, top_flags, flags.json, flags.timeout_ms);
+  }
   if (args[0] == "read") {
     return RunRead(flags.dispatcher, flags.token, args, read_flags, flags.timeout_ms);
   }

@@ -76,6 +76,8 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setRefusalsRepeated(counters.refusals_repeated);
   stats.setRefusalsForgotten(data.closures().refused_schedules().evicted());
   stats.setTracesDropped(data.closures().traces().dropped());
+  stats.setStuckEpisodes(server_.closure_watchdog().episodes());
+  stats.setStuckClosures(server_.closure_watchdog().stuck_closures());
   context.getResults().setIncarnation(data.incarnation());
   return data.durable().Barrier();
 }

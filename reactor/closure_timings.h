@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 
 #include "reactor/histogram.h"
@@ -32,6 +33,13 @@ class ClosureTimings {
   const Histogram& execution() const { return execution_; }
   uint64_t untracked() const { return untracked_; }
   size_t tracked() const { return queued_since_.size() + running_since_.size(); }
+  // uv_hrtime() when the closure's current run was assigned; nullopt when it
+  // does not run or is not timed.
+  std::optional<uint64_t> RunningSinceNs(uint64_t closure_id) const {
+    auto it = running_since_.find(closure_id);
+    if (it == running_since_.end()) return std::nullopt;
+    return it->second;
+  }
 
  private:
   void Queued(uint64_t closure_id, uint64_t now_ns);

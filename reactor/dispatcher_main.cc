@@ -23,6 +23,7 @@ namespace {
 struct MainFlags {
   DispatcherOptions options;
   std::string log_level = "info";
+  std::string log_format = "text";
   bool allow_remote_without_token = false;
 };
 
@@ -45,6 +46,14 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
   parser.AddString("work-dir", "DIR", "directory for the SQLite journal and the lock file",
                    &o.work_dir);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
+  parser.AddString("log-format", "FORMAT",
+                   "text: one line per event, \"TIME LEVEL MESSAGE\"; json: one JSON object per "
+                   "line with \"time\", \"level\" and \"message\" (for log shippers)",
+                   &flags.log_format);
+  parser.AddUint("stuck-closure-warning-ms",
+                 "closure watchdog: when closures are running and none has finished for this "
+                 "long, log one warning per such episode naming what runs, and count it; 0: off",
+                 &o.stuck_closure_warning_ms, 0, 7ull * 24 * 3600 * 1000);
   parser.AddCustom("synchronous", "MODE",
                    "full: fsync every group commit (survives power loss); normal: fsync at "
                    "checkpoints only (survives a crash of the process, not of the machine)",
@@ -238,6 +247,13 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(*level);
+  auto format = ParseLogFormat(flags.log_format);
+  if (!format) {
+    fprintf(stderr, "dispatcher: --log-format must be text or json, got '%s'\n",
+            flags.log_format.c_str());
+    return 2;
+  }
+  SetLogFormat(*format);
   KjLogRouter kj_log_router;  // errors we return to peers are not ours to log at info
   // A result travels in one message (a report, a reply) with other reports
   // or outcomes: half of the message limit leaves room for them.

@@ -49,7 +49,11 @@ void RemoveStaleUnixSocket(const std::string& path) {
 }  // namespace
 
 DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options)
-    : io_(io), options_(std::move(options)), incarnation_(RandomIncarnation()), start_ns_(uv_hrtime()) {
+    : io_(io),
+      options_(std::move(options)),
+      incarnation_(RandomIncarnation()),
+      start_ns_(uv_hrtime()),
+      closure_watchdog_(options_.stuck_closure_warning_ms) {
   loop_thread_.Bind();
   rpc_metrics_ = kj::refcounted<RpcMetrics>();
   rpc_ = kj::heap<RpcServer>(io_, options_.limits, [this](RpcServer::ConnectionId id) {
@@ -86,8 +90,10 @@ Result<std::string> DispatcherServer::Start() {
   if (!durable.ok()) return durable.status();
   durable_ = std::move(durable.value());
   durable_->SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
-  durable_->SetAppliedObserver(
-      [this](journal::Update::Reader update) { closure_timings_.Observe(update, uv_hrtime()); });
+  durable_->SetAppliedObserver([this](journal::Update::Reader update) {
+    closure_timings_.Observe(update, uv_hrtime());
+    closure_watchdog_.OnApplied(update);
+  });
   // The group commit closes every loop pass, releasing the replies it parked.
   io_.port().SetPassEndHook([this]() { durable_->CommitPass(); });
   const DurableStats& recovered = durable_->stats();
@@ -238,6 +244,9 @@ void DispatcherServer::Tick() {
   loop_lag_.Observe(static_cast<double>(tick_->last_lateness_us()) * 1e-6);
   lag_since_sample_us_ = std::max(lag_since_sample_us_, tick_->last_lateness_us());
   if (uv_now(io_.loop()) >= next_sample_ms_) SampleHistory();
+  if (durable_ != nullptr && data_ != nullptr && !shutting_down_) {
+    closure_watchdog_.Check(durable_->state(), durable_->NowMicros(), closure_timings_, uv_hrtime());
+  }
   rpc_->EnforceLimits();
 }
 

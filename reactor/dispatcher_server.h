@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "reactor/closure_timings.h"
+#include "reactor/closure_watchdog.h"
 #include "reactor/data_service.h"
 #include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
@@ -51,6 +52,9 @@ struct DispatcherOptions {
   std::string http = "off";
   // Open HTTP connections at once; more are closed on accept and counted.
   uint64_t http_max_connections = 64;
+  // The closure watchdog: closures running with none finished for this long
+  // are logged once per episode and counted (ClosureWatchdog); 0: off.
+  uint64_t stuck_closure_warning_ms = 300000;
 };
 
 inline constexpr const char* kDefaultHttp = "tcp:127.0.0.1:8050";
@@ -91,6 +95,8 @@ class DispatcherServer {
   const Histogram& loop_lag() const { return loop_lag_; }
   // Closure queue wait and execution times (this process's).
   const ClosureTimings& closure_timings() const { return closure_timings_; }
+  // Stuck closures: episodes warned about, closures stuck now.
+  const ClosureWatchdog& closure_watchdog() const { return closure_watchdog_; }
   // The last minutes of rates the status page plots (sampled by the tick).
   const StatusHistory& history() const { return history_; }
   // Null when HTTP is off.
@@ -133,6 +139,7 @@ class DispatcherServer {
   Histogram loop_lag_{Histogram::SecondsBounds()};
   StatusHistory history_;
   ClosureTimings closure_timings_;
+  ClosureWatchdog closure_watchdog_;
   uint64_t next_sample_ms_ = 0;         // uv_now() of the next history sample
   uint64_t lag_since_sample_us_ = 0;    // the largest tick lateness since the last one
   // Formats scrapes on the thread pool; after everything its routes read.

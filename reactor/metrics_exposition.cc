@@ -262,6 +262,14 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
     f.Counter("dispatch_closure_timings_untracked_total",
               "Closures not timed: over the bound of closures timed at once.",
               static_cast<double>(timings.untracked()));
+    const ClosureWatchdog& watchdog = server.closure_watchdog();
+    f.Counter("dispatch_closure_stuck_episodes_total",
+              "Times closures were running and none finished for --stuck-closure-warning-ms "
+              "(each logged once as a warning).",
+              static_cast<double>(watchdog.episodes()));
+    f.Gauge("dispatch_closures_stuck",
+            "Closures running in the current stuck episode; 0 when none is on.",
+            static_cast<double>(watchdog.stuck_closures()));
     // Not here: closures no connected worker can run (getServerStats has
     // it), which takes time in proportion to the workers to count.
   }

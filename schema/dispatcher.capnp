@@ -482,6 +482,13 @@ struct ClosureStats @0xe18a76620813c516 {
   tracesDropped @28 :UInt64;
   # Traces asked for (ClosureSpec.trace) and not kept: 4096 closures were
   # being traced already. Their outcomes come without a trace.
+  stuckEpisodes @29 :UInt64;
+  # The closure watchdog: times closures were running (assigned) and none
+  # finished (no worker reported an outcome) for --stuck-closure-warning-ms.
+  # Each episode is logged once as a warning naming the running closures; it
+  # ends when a run finishes or none runs.
+  stuckClosures @30 :UInt64;
+  # Closures running in the current stuck episode; 0 when none is on.
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {

@@ -536,7 +536,7 @@ Result<const Closure*> DispatcherState::GetClosure(uint64_t closure_id) const {
   return closure;
 }
 
-std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state) const {
+std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state, size_t max) const {
   std::vector<const Closure*> out;
   if (state == ClosureState::QUEUED) {
     // The queue is kept by kind (for the planner): merged here, a query for
@@ -545,12 +545,18 @@ std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state)
     for (const auto& [kind, positions] : indexes_.queue_by_kind)
       queue.insert(queue.end(), positions.begin(), positions.end());
     std::sort(queue.begin(), queue.end());
-    for (const auto& [place, id] : queue) out.push_back(&closures_.at(id));
+    for (const auto& [place, id] : queue) {
+      if (out.size() >= max) break;
+      out.push_back(&closures_.at(id));
+    }
     return out;
   }
   auto it = indexes_.closures_by_state.find(state);
   if (it == indexes_.closures_by_state.end()) return out;
-  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  for (uint64_t id : it->second) {
+    if (out.size() >= max) break;
+    out.push_back(&closures_.at(id));
+  }
   return out;
 }
 

@@ -115,8 +115,10 @@ class DispatcherState {
   const Closure* FindClosure(uint64_t closure_id) const;
   Result<const Closure*> GetClosure(uint64_t closure_id) const;
   // Queued closures in queue order (front first; merged from the queues by
-  // kind, for tools and tests); other states by id.
-  std::vector<const Closure*> ClosuresInState(ClosureState state) const;
+  // kind, for tools and tests); other states by id. At most `max` of them
+  // (other states than QUEUED in O(max)).
+  std::vector<const Closure*> ClosuresInState(ClosureState state,
+                                              size_t max = SIZE_MAX) const;
   size_t NumClosuresInState(ClosureState state) const;
   // The front of the queue, nullptr when it is empty.
   const Closure* NextQueuedClosure() const;

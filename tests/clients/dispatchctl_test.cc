@@ -5,6 +5,8 @@
 #include <capnp/message.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "clients/dataset_client.h"
 #include "clients/job_client.h"
 #include "tests/clients/client_test_support.h"
@@ -111,6 +113,81 @@ TEST_F(DispatchctlTest, PrintsValidJson) {
   }
 }
 
+// The field `name` of a JSON object, or a null value when it has none.
+capnp::JsonValue::Reader Field(capnp::JsonValue::Reader object, const char* name) {
+  if (object.isObject()) {
+    for (auto field : object.getObject()) {
+      if (field.getName() == name) return field.getValue();
+    }
+  }
+  return capnp::JsonValue::Reader();
+}
+
+// Decodes `text` into `message`; fails the test when it is not JSON.
+capnp::JsonValue::Reader ParseJson(capnp::MallocMessageBuilder& message, const std::string& text) {
+  auto root = message.initRoot<capnp::JsonValue>();
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&] {
+                 capnp::JsonCodec().decodeRaw(kj::arrayPtr(text.data(), text.size()), root);
+               })) {
+    ADD_FAILURE() << "not valid JSON: " << e->getDescription().cStr() << "\n" << text;
+  }
+  return root.asReader();
+}
+
+void ExpectStatsDocument(capnp::JsonValue::Reader doc) {
+  ASSERT_TRUE(doc.isObject());
+  EXPECT_TRUE(Field(Field(doc, "version"), "incarnation").isString());
+  EXPECT_TRUE(Field(Field(doc, "server"), "uptimeMicros").isString());
+  EXPECT_TRUE(Field(Field(doc, "server"), "callsTotal").isString());
+  EXPECT_TRUE(Field(Field(doc, "closures"), "queued").isString());
+  EXPECT_TRUE(Field(Field(doc, "closures"), "stuckEpisodes").isString());
+  ASSERT_TRUE(Field(Field(doc, "workers"), "total").isNumber());
+  EXPECT_EQ(Field(Field(doc, "workers"), "total").getNumber(), 1);
+  EXPECT_EQ(Field(Field(doc, "workers"), "connected").getNumber(), 1);
+  EXPECT_EQ(Field(Field(doc, "jobs"), "total").getNumber(), 1);
+  EXPECT_EQ(Field(Field(doc, "jobs"), "unfinished").getNumber(), 1);
+}
+
+TEST_F(DispatchctlTest, StatsPrintsTheDispatchersFiguresAsTextAndJson) {
+  auto text = Ctl({"stats"});
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  for (const char* expected : {"incarnation ", "connections  ", "rpc calls ", "loop         ",
+                               "peer memory  ", "workers      1 (1 connected)",
+                               "jobs         1 (1 unfinished)", "closures     waiting 0, queued 0",
+                               "since start  scheduled 0", "stuck        0 closures now, 0 episodes"}) {
+    ExpectContains(text, expected);
+  }
+  EXPECT_EQ(text.output.find("rates"), std::string::npos) << "stats has nothing to take a rate from";
+
+  auto json = Ctl({"stats", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  capnp::MallocMessageBuilder message;
+  ExpectStatsDocument(ParseJson(message, json.output));
+}
+
+TEST_F(DispatchctlTest, TopRefreshesWithRatesAndJsonLines) {
+  auto text = Ctl({"top", "--interval=1", "--iterations=2"});
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  size_t frames = 0;
+  for (size_t at = text.output.find("incarnation "); at != std::string::npos;
+       at = text.output.find("incarnation ", at + 1)) {
+    ++frames;
+  }
+  EXPECT_EQ(frames, 2u) << text.output;
+  ExpectContains(text, "rates        closures finished 0.0/s, scheduled 0.0/s, rpc calls ");
+
+  auto json = Ctl({"top", "--json", "--interval=1", "--iterations=2"});
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  std::istringstream lines(json.output);
+  size_t documents = 0;
+  for (std::string line; std::getline(lines, line);) {
+    capnp::MallocMessageBuilder message;
+    ExpectStatsDocument(ParseJson(message, line));
+    ++documents;
+  }
+  EXPECT_EQ(documents, 2u) << json.output;
+}
+
 TEST_F(DispatchctlTest, FailsClearlyOnAnUnknownJob) {
   auto result = Ctl({"job", "987654321"});
   EXPECT_EQ(result.exit_code, 1) << result.output;
@@ -124,6 +201,8 @@ TEST(Dispatchctl, UsageErrorsExitTwoAndAnUnreachableDispatcherOne) {
         std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1", "frobnicate"},
         std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1", "job"},
         std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1", "job", "x"},
+        std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1", "stats", "x"},
+        std::vector<std::string>{"--dispatcher=tcp:127.0.0.1:1", "top", "--interval=0"},
         std::vector<std::string>{"workers"}, std::vector<std::string>{"--bogus", "workers"}}) {
     auto result = RunDispatchctl(args);
     EXPECT_EQ(result.exit_code, 2) << result.output;
@@ -139,6 +218,9 @@ TEST(Dispatchctl, UsageErrorsExitTwoAndAnUnreachableDispatcherOne) {
   auto result = RunDispatchctl({"--dispatcher=" + address, "workers"});
   EXPECT_EQ(result.exit_code, 1) << result.output;
   ExpectContains(result, "Unavailable");
+  auto stats = RunDispatchctl({"--dispatcher=" + address, "stats"});
+  EXPECT_EQ(stats.exit_code, 1) << stats.output;
+  ExpectContains(stats, "Unavailable");
 }
 
 }  // namespace
