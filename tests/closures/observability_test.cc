@@ -75,10 +75,17 @@ class Watchdog : public ::testing::Test {
   void StartDispatcher(uint64_t ms, std::vector<std::string> more = {}) {
     DispatcherProcess::Options options;
     options.stderr_path = log_path_;
+    // Info: the end of an episode is logged at info.
     options.extra_flags = {"--stuck-closure-warning-ms=" + std::to_string(ms),
-                           "--worker-heartbeat-interval-ms=100"};
+                           "--worker-heartbeat-interval-ms=100", "--log-level=info"};
     options.extra_flags.insert(options.extra_flags.end(), more.begin(), more.end());
     dispatcher_ = std::make_unique<DispatcherProcess>(options);
+  }
+
+  std::string Log() const {
+    std::string text;
+    for (const std::string& line : ReadLines(log_path_)) text += line + "\n";
+    return text;
   }
 
   TempDir dir_;
@@ -93,11 +100,12 @@ TEST_F(Watchdog, ABlockedClosureIsLoggedOnceWithWhatIsStuckAndCounted) {
   // Blocks for ten minutes: nothing finishes.
   auto blocked = coordinator->Schedule("sleep", "600000");
   ASSERT_TRUE(blocked.ok()) << blocked.status().ToString();
-  const uint64_t id = blocked->closure_id();
 
   ASSERT_TRUE(WaitUntil([&] { return CountLinesWith(log_path_, "closures stuck") > 0; }))
-      << "no stuck warning in the log:\n" << LineWith(log_path_, "");
+      << "no stuck warning in the log:\n" << Log();
   const std::string warning = LineWith(log_path_, "closures stuck");
+  const uint64_t id = blocked->closure_id();  // acknowledged: it runs
+  ASSERT_NE(id, 0u);
   EXPECT_NE(warning.find(" warn "), std::string::npos) << warning;
   EXPECT_NE(warning.find("1 running"), std::string::npos) << warning;
   EXPECT_NE(warning.find("closure " + std::to_string(id) + " function sleep on worker "),
@@ -124,7 +132,8 @@ TEST_F(Watchdog, ABlockedClosureIsLoggedOnceWithWhatIsStuckAndCounted) {
 
   // Nothing running any more ends the episode.
   ASSERT_TRUE(blocked->Cancel().ok());
-  ASSERT_TRUE(WaitUntil([&] { return CountLinesWith(log_path_, "closures moving again") > 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return CountLinesWith(log_path_, "closures moving again") > 0; }))
+      << Log();
   EXPECT_EQ(GetWatchdogStats(dispatcher_->address()).stuck, 0u);
 }
 
