@@ -2,7 +2,8 @@
 // in a terminal, from the dispatcher's RPC stats (getVersion, getServerStats,
 // getClosureStats, getWorkers, listJobs). `stats` prints them once; `top`
 // again every --interval seconds (clearing a terminal first), with rates
-// since the previous refresh, until Ctrl-C or --iterations refreshes.
+// since the previous refresh, until Ctrl-C or --iterations refreshes (a
+// dispatcher lost meanwhile ends it with exit 1 and the error).
 // With --json: one document of those replies in capnp's JSON encoding
 // (`version`, `server`, `closures` as the RPC structs, 64-bit counters as
 // strings; `workers` and `jobs` counts); `top --json` writes one per line.
