@@ -133,6 +133,8 @@ Json CollectStatus(DispatcherServer& server) {
   Json closures = Json::MakeObject();
   for (const auto& [name, s] : kStates) closures.Set(name, static_cast<uint64_t>(st.NumClosuresInState(s)));
   doc.Set("closures", std::move(closures));
+  doc.Set("closuresStuck", server.closure_watchdog().stuck_closures());
+  doc.Set("stuckEpisodes", server.closure_watchdog().episodes());
   doc.Set("coordinatorsTotal", static_cast<uint64_t>(st.NumCoordinators()));
   doc.Set("coordinators", Coordinators(st));
   doc.Set("history", History(server.history()));

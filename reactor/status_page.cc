@@ -43,7 +43,7 @@ th { background: #eee; }
 <h2>Jobs <span id="jobs-count" class="note"></span></h2>
 <table id="jobs"><thead><tr><th>id</th><th>name</th><th>mode</th><th>state</th><th>consumers</th>
 <th>tasks (worker)</th></tr></thead><tbody></tbody></table>
-<h2>Closures <span id="closures-total" class="note"></span></h2>
+<h2>Closures <span id="closures-total" class="note"></span> <span id="closures-stuck" class="bad"></span></h2>
 <table id="coordinators"><thead><tr><th>coordinator</th><th>waiting</th><th>queued</th><th>assigned</th>
 <th>finished</th><th>failed</th><th>cancelled</th></tr></thead><tbody></tbody></table>
 <script>
@@ -115,6 +115,8 @@ function render(s) {
   document.getElementById("closures-total").textContent =
     STATES.map(k => (all[k] || 0) + " " + k).join(", ") +
     (coordinators.length < (s.coordinatorsTotal || 0) ? "; first " + coordinators.length + " coordinators shown" : "");
+  document.getElementById("closures-stuck").textContent = s.closuresStuck > 0
+    ? s.closuresStuck + " stuck: running, none finished for --stuck-closure-warning-ms (see the log)" : "";
   const h = s.history;
   if (h && h.unixSeconds.length > 0) {
     plot("plot-closures", [h.closuresFinishedPerSecond], ["#1b7f2a"]);

@@ -122,6 +122,10 @@ TEST_F(Watchdog, ABlockedClosureIsLoggedOnceWithWhatIsStuckAndCounted) {
   ASSERT_EQ(metrics.status, 200);
   EXPECT_EQ(MetricValue(metrics.body, "dispatch_closure_stuck_episodes_total"), 1);
   EXPECT_EQ(MetricValue(metrics.body, "dispatch_closures_stuck"), 1);
+  HttpResponse status = HttpGet(dispatcher_->http_url(), "/api/status");
+  ASSERT_EQ(status.status, 200);
+  EXPECT_NE(status.body.find("\"closuresStuck\":1"), std::string::npos) << status.body;
+  EXPECT_NE(status.body.find("\"stuckEpisodes\":1"), std::string::npos) << status.body;
 
   // Once per episode: many more housekeeping checks (every 100 ms) pass,
   // the closure still blocked, and the warning is not repeated.

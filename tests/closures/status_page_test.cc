@@ -1,7 +1,8 @@
 // The status page in a real browser (issue 17): headless Chromium loads "/"
 // of a running dispatcher with a worker and closures, runs its JavaScript
 // (which fetches /api/status), and the test checks what it rendered: the
-// worker listed, the closures counted, every plot drawn. A screenshot is kept
+// worker listed, the closures counted (and called stuck by the watchdog),
+// every plot drawn. A screenshot is kept
 // in the build tree (artifacts/status_page.png). Skipped, saying so, when no
 // Chromium is installed (Debian package `chromium`).
 #include <gtest/gtest.h>
@@ -51,7 +52,9 @@ TEST(StatusPage, HeadlessChromiumRendersWorkersClosuresAndPlots) {
     GTEST_SKIP() << "no Chromium installed (Debian package `chromium`): the status page was NOT "
                     "rendered in a browser";
   }
-  ClosureDispatcher dispatcher;
+  // The two running closures never finish: after a second the watchdog
+  // calls them stuck, and the page says so.
+  ClosureDispatcher dispatcher({"--stuck-closure-warning-ms=1000"});
   auto worker = StartClosureWorker(dispatcher.address(), 2);
   auto coordinator = MakeCoordinator(dispatcher.address());
   // Two run on the worker's two slots for the rest of the test, three wait.
@@ -62,7 +65,8 @@ TEST(StatusPage, HeadlessChromiumRendersWorkersClosuresAndPlots) {
     HttpResponse status = HttpGet(url, "/api/status");
     return status.status == 200 && status.body.find("\"unixSeconds\":[") != std::string::npos &&
            status.body.find("\"unixSeconds\":[]") == std::string::npos &&
-           status.body.find("\"closures\":{\"waiting\":0,\"queued\":3,\"assigned\":2,") != std::string::npos;
+           status.body.find("\"closures\":{\"waiting\":0,\"queued\":3,\"assigned\":2,") != std::string::npos &&
+           status.body.find("\"closuresStuck\":2") != std::string::npos;
   }));
 
   TempDir profile;
@@ -77,6 +81,8 @@ TEST(StatusPage, HeadlessChromiumRendersWorkersClosuresAndPlots) {
   EXPECT_TRUE(std::regex_search(dom, std::regex("<tr><td>[0-9]+</td><td>0</td><td>3</td><td>2</td><td>0</td>"
                                                 "<td>0</td><td>0</td></tr>")))
       << dom;
+  // The stuck closures, in red beside the counts.
+  EXPECT_NE(dom.find("2 stuck: running, none finished"), std::string::npos) << dom;
   // Every plot drawn, with at least one point.
   for (const char* plot : {"plot-closures", "plot-commit", "plot-heartbeats", "plot-lag"}) {
     EXPECT_TRUE(std::regex_search(dom, std::regex(std::string("id=\"") + plot + "\"[^>]*data-points=\"[1-9]")))
