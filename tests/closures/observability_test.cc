@@ -216,6 +216,8 @@ TEST(LogFormat, JsonWritesEveryStderrLineAsOneJsonObject) {
     auto coordinator = MakeCoordinator(dispatcher.address());
     auto blocked = coordinator->Schedule("sleep", "600000");
     ASSERT_TRUE(blocked.ok());
+    // An error returned over RPC: Cap'n Proto logs it, through KjLogRouter.
+    EXPECT_EQ(RunDispatchctl({"--dispatcher=" + dispatcher.address(), "job", "987654321"}).exit_code, 1);
     ASSERT_TRUE(WaitUntil([&] { return CountLinesWith(log_path, "closures stuck") > 0; }));
     ASSERT_TRUE(blocked->Cancel().ok());
     ASSERT_TRUE(WaitUntil([&] { return CountLinesWith(log_path, "closures moving again") > 0; }));
@@ -228,6 +230,7 @@ TEST(LogFormat, JsonWritesEveryStderrLineAsOneJsonObject) {
   for (const std::string& line : lines) EXPECT_TRUE(IsJsonLogLine(line));
   EXPECT_NE(LineWith(log_path, "\"level\":\"warning\""), "");
   EXPECT_NE(LineWith(log_path, "shutdown complete"), "");
+  EXPECT_NE(LineWith(log_path, "rpc error returned"), "");
 }
 
 }  // namespace
