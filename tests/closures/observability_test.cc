@@ -5,7 +5,10 @@
 // writes on stderr is one JSON object with time, level and message).
 #include <capnp/compat/json.h>
 #include <capnp/message.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <kj/debug.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -200,6 +203,34 @@ TEST(LogFormat, JsonEscapesQuotesControlsAndBytesThatAreNotUtf8) {
             "{\"time\":\"2026-12-01T22:00:00.000Z\",\"level\":\"warning\",\"source\":\"file.c++:12\","
             "\"message\":\"a \\\"quote\\\", a \\\\, a\\nnewline, \\u0001, \\ufffd and caf\xc3\xa9\"}");
   EXPECT_EQ(FormatLogLine(LogFormat::kText, "T", LogLevel::kInfo, "hello"), "T info  hello");
+}
+
+TEST(LogFormat, KjLinesBecomeJsonLinesWithTheirSource) {
+  TempDir dir;
+  const std::string path = dir.File("stderr.log");
+  // This process's stderr goes to a file while KJ logs one warning.
+  fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  dup2(fd, STDERR_FILENO);
+  SetLogFormat(LogFormat::kJson);
+  {
+    KjLogRouter router;
+    KJ_LOG(WARNING, "a warning of KJ's");
+  }
+  SetLogFormat(LogFormat::kText);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  close(fd);
+  const std::vector<std::string> lines = ReadLines(path);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(IsJsonLogLine(lines[0]));
+  EXPECT_NE(lines[0].find("\"level\":\"warning\""), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"source\":\""), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("observability_test.cc:"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("a warning of KJ's"), std::string::npos) << lines[0];
 }
 
 TEST(LogFormat, JsonWritesEveryStderrLineAsOneJsonObject) {
