@@ -144,6 +144,29 @@ TEST_F(Watchdog, ABlockedClosureIsLoggedOnceWithWhatIsStuckAndCounted) {
   EXPECT_EQ(GetWatchdogStats(dispatcher_->address()).stuck, 0u);
 }
 
+TEST_F(Watchdog, AWarningNamesTheFirstTenClosuresAndCountsTheRest) {
+  StartDispatcher(500);
+  auto worker = StartClosureWorker(dispatcher_->address(), 12);
+  auto coordinator = MakeCoordinator(dispatcher_->address());
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(coordinator->Schedule("sleep", "600000").ok());
+  // All twelve run before the first check that finds them stuck names them
+  // (the warning comes once, so a check that saw fewer would fail below).
+  ASSERT_TRUE(WaitUntil([&] { return CountLinesWith(log_path_, "closures stuck") > 0; })) << Log();
+  const std::string warning = LineWith(log_path_, "closures stuck");
+  if (warning.find("12 running") == std::string::npos) {
+    GTEST_SKIP() << "the closures reached the worker over more than 500 ms on this machine: " << warning;
+  }
+  size_t named = 0;
+  for (size_t at = warning.find("closure "); at != std::string::npos; at = warning.find("closure ", at + 1)) {
+    ++named;
+  }
+  EXPECT_EQ(named, 10u) << warning;
+  EXPECT_NE(warning.find("closure 1 function sleep"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("closure 10 function sleep"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("closure 11 "), std::string::npos) << warning;
+  EXPECT_NE(warning.find("; and 2 more"), std::string::npos) << warning;
+}
+
 TEST_F(Watchdog, ClosuresThatKeepFinishingAreNeverStuck) {
   StartDispatcher(2000);
   auto worker = StartClosureWorker(dispatcher_->address(), 1);
