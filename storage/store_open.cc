@@ -100,7 +100,7 @@ Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   // Before anything is removed or written: a refused start leaves the work
   // dir as it found it (but for the lock and SQLite's -shm).
   DISPATCH_RETURN_IF_ERROR(store->CheckCommitMark());
-  DISPATCH_RETURN_IF_ERROR(AsDamage(store->VerifyDatasets(), store->db_path_));
+  DISPATCH_RETURN_IF_ERROR(store->VerifyDatasets());
   DISPATCH_RETURN_IF_ERROR(store->RemoveStaleSnapshotFiles());
   return store;
 }
@@ -370,12 +370,13 @@ Status Store::VerifyDatasets() {
   // Definitions are few and small next to the journal; reading them all
   // here means a damaged one stops the start instead of the first read.
   auto select = Statement::Prepare(db_.get(), "SELECT key, crc, body FROM dataset");
-  if (!select.ok()) return select.status();
+  if (!select.ok()) return AsDamage(select.status(), db_path_);
   while (true) {
     const int rc = select->Step();
     if (rc == SQLITE_DONE) return Status::Ok();
     if (rc != SQLITE_ROW) {
-      return SqliteStatus(db_.get(), rc, "reading the dataset table of " + db_path_);
+      return AsDamage(SqliteStatus(db_.get(), rc, "reading the dataset table of " + db_path_),
+                      db_path_);
     }
     const std::string_view key = select->ColumnBlob(0);
     const std::string_view body = select->ColumnBlob(2);
