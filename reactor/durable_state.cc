@@ -58,6 +58,9 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
                                                             DurableStateOptions options) {
   std::unique_ptr<DurableState> self(new DurableState(loop, store, options));
   uint64_t start = MonotonicMicros();
+  for (const std::string& warning : store.open_warnings()) {
+    Log(LogLevel::kWarning, warning.c_str());
+  }
 
   auto snapshot = store.LoadLatestSnapshot();
   if (!snapshot.ok()) return snapshot.status();
@@ -520,6 +523,7 @@ void DurableState::StartSync() {
   auto job = std::make_unique<SyncJob>();
   job->syncer = std::move(syncer_);
   sync_start_ns_ = uv_hrtime();
+  sync_seq_ = store_.last_seq();
   if (sync_.Start(job, [this](std::unique_ptr<SyncJob> done) { OnSyncDone(std::move(done)); }) < 0) {
     // No thread pool to run it: sync here rather than never.
     job->Run();
@@ -536,6 +540,8 @@ void DurableState::OnSyncDone(std::unique_ptr<SyncJob> job) {
     return;
   }
   ++stats_.syncs;
+  // The high-water mark moves before any reply this fsync covers leaves.
+  store_.NoteDurable(sync_seq_);
   histograms_.sync_seconds.Observe(static_cast<double>(uv_hrtime() - sync_start_ns_) * 1e-9);
   RemoveSnapshotFiles(syncing_.Fulfill());
   WakeStopWaiter();

@@ -292,6 +292,7 @@ class DurableState {
   // written since that fsync began (open_written_).
   DurableWaiters open_;
   uint64_t sync_start_ns_ = 0;  // the running deferred fsync's start
+  uint64_t sync_seq_ = 0;       // the last record written before it began
   bool open_written_ = false;
   // The WAL fsync in flight (at most one) and the group it makes durable.
   struct SyncJob;

@@ -78,7 +78,17 @@ Result<uint64_t> Store::Commit(const Batch& batch) {
   if (journal_first_seq_ > last_seq_) journal_first_seq_ = first;  // the journal was empty
   last_seq_ += batch.record_count();
   if (truncate_through > 0) journal_first_seq_ = truncate_through + 1;
+  if (!defers_sync()) WriteMark(last_seq_, options_.synchronous == Synchronous::kFull);
   return last_seq_;
+}
+
+void Store::WriteMark(uint64_t seq, bool synced) {
+  if (mark_ != nullptr && !mark_->Write(seq, synced)) ++mark_write_failures_;
+}
+
+void Store::NoteDurable(uint64_t seq) {
+  if (failed()) return;
+  WriteMark(std::min(seq, last_seq_), /*synced=*/true);
 }
 
 Status Store::WriteBatch(const Batch& batch, uint64_t first_seq, uint64_t truncate_through) {
@@ -252,6 +262,7 @@ Status Store::WriteSnapshot(uint64_t seq, std::string_view bytes) {
     auto syncer = NewWalSyncer();
     Status synced = syncer.ok() ? (*syncer)->Sync() : syncer.status();
     if (!synced.ok()) return FailSync(std::move(synced));
+    NoteDurable(last_seq_);
   }
   for (const std::string& name : *obsolete) unlink((options_.work_dir + "/" + name).c_str());
   return Status::Ok();

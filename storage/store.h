@@ -22,6 +22,49 @@
 // dispatcher still loses nothing (the data is in the OS page cache), but a power
 // loss or kernel crash can lose the most recent acknowledged transactions (back
 // to the last checkpoint). The database never becomes corrupt in either mode.
+//
+// Damage SQLite cannot see, and how start-up tells it from a clean end.
+// SQLite trusts whatever the files say: a deleted last row, a WAL cut in the
+// middle of a frame (it stops at the last valid commit), a WAL deleted after
+// a checkpoint copied part of it (the database alone looks whole) all open
+// without an error, and the journal simply ends early. The journal cannot
+// tell by itself whether its end is where it should be; something outside the
+// lost part must say how far it reached. That is COMMITTED (commit_mark.h),
+// the high-water mark: after every commit the Store overwrites one of its
+// two slots with the last sequence number, with a pwrite and NO fsync. Why
+// no fsync is needed:
+//  - kill -9 (no machine crash): the page cache survives, so the mark is
+//    exactly the last value written, and the WAL holds everything committed
+//    before it. A journal that ends below the mark is damage, always.
+//  - Power loss, FULL (or defer_sync, where DurableState calls NoteDurable
+//    after each WalSyncer::Sync, before the replies leave): the mark is
+//    written only after the records it names were fsynced, so whichever
+//    version of the mark reaches the disk (old or new; a torn slot leaves
+//    the other), it never claims more than the disk holds: a journal below
+//    it is damage too. Unacknowledged commits lost in a torn WAL tail are
+//    below the mark and refuse nothing.
+//  - Power loss, NORMAL: the mark is written before any fsync and may reach
+//    the disk while the WAL tail does not; that loss is NORMAL's documented
+//    cost. The mark carries the writer's boot id (/proc's boot_id): a
+//    shortfall under a non-synced mark is refused when the machine has not
+//    restarted since (then nothing but damage can explain it), and accepted
+//    with a warning naming the lost records when it has.
+// So Open refuses (DataLoss naming the missing records and the file that
+// says so) a journal that ends below a trusted mark. The costs: one 32-byte
+// pwrite per commit into a file that only ever has two blocks (no
+// allocation, no size change); the mark may lag (a kill -9 between commit
+// and pwrite): a lagging mark is only a weaker check, never a false refusal.
+// A missing COMMITTED (a work dir of an older version, or deleted) is
+// accepted with a warning and written from then on; one with no valid slot
+// is DataLoss. The mark is reset only when Open creates a fresh schema.
+// Row damage inside a table SQLite reads fine is caught by the per-row
+// CRC32C (format.h): journal records at replay (every record is replayed at
+// start), the snapshot file at load, and every dataset definition at Open
+// (VerifyDatasets: definitions are small; before, a flipped one showed only
+// when that dataset was read). Closure results are checked on every read
+// and never served damaged, but not read at start (they can be gigabytes):
+// `dispatcher --verify` (verify.h) checks them all offline, with SQLite's
+// integrity_check, every record, the snapshot, every definition and the mark.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +79,7 @@
 #include "common/status.h"
 #include "storage/batch.h"
 #include "storage/checkpointer.h"
+#include "storage/commit_mark.h"
 #include "storage/journal_reader.h"
 #include "storage/snapshot_file.h"
 #include "storage/sqlite.h"
@@ -267,6 +311,22 @@ class Store {
   // last successful sync may be acknowledged, now or later.
   Status FailSync(Status status) { return FailStop(std::move(status)); }
 
+  // Records that every journal record up to `seq` is durable: a
+  // WalSyncer::Sync() that began after the Commit of record `seq` returned
+  // succeeded. Moves the high-water mark (COMMITTED, see the top of this
+  // file) to `seq`, synced, without an fsync; call it before acknowledging
+  // what that Sync covered. Only with defers_sync(): otherwise Commit and
+  // WriteSnapshot move the mark themselves.
+  void NoteDurable(uint64_t seq);
+  // The high-water mark's value now, and how many of its writes failed (a
+  // failed write only leaves an older, weaker mark; nothing else changes).
+  const CommitMarkValue& commit_mark() const { return mark_->last(); }
+  uint64_t commit_mark_write_failures() const { return mark_write_failures_; }
+  // What Open accepted but the operator should hear of (a missing mark in a
+  // work dir of an older version; records committed with synchronous=normal
+  // and lost to a machine restart, named): the caller logs them as warnings.
+  const std::vector<std::string>& open_warnings() const { return open_warnings_; }
+
   // A JournalReader with its own read-only connection to this database; see
   // journal_reader.h. Destroy it before the Store.
   Result<std::unique_ptr<JournalReader>> NewJournalReader();
@@ -305,7 +365,14 @@ class Store {
   Status PrepareStatements();
   Status MigrateFromVersion1();
   Status LoadBounds();
+  // Compares the journal's end with the high-water mark (COMMITTED) and
+  // opens the mark for writing; DataLoss naming the missing records.
+  Status CheckCommitMark();
+  // Checks the checksum of every dataset definition (DataLoss naming it).
+  Status VerifyDatasets();
   Status RemoveStaleSnapshotFiles();
+  // Writes the mark after a commit that made `seq` committed (synced or not).
+  void WriteMark(uint64_t seq, bool synced);
 
   Status ValidateBatch(const Batch& batch) const;
   // `truncate_through`: delete journal records up to it too (0: none).
@@ -347,6 +414,10 @@ class Store {
   int wal_frames_ = 0;
   int backfilled_frames_ = 0;
   bool in_replay_ = false;
+  bool created_schema_ = false;  // this Open created the schema (a fresh journal)
+  std::unique_ptr<CommitMark> mark_;
+  uint64_t mark_write_failures_ = 0;
+  std::vector<std::string> open_warnings_;
   Status failure_;
 };
 

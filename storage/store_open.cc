@@ -97,6 +97,10 @@ Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   DISPATCH_RETURN_IF_ERROR(AsDamage(store->CheckOrCreateSchema(), store->db_path_));
   DISPATCH_RETURN_IF_ERROR(AsDamage(store->PrepareStatements(), store->db_path_));
   DISPATCH_RETURN_IF_ERROR(AsDamage(store->LoadBounds(), store->db_path_));
+  // Before anything is removed or written: a refused start leaves the work
+  // dir as it found it (but for the lock and SQLite's -shm).
+  DISPATCH_RETURN_IF_ERROR(store->CheckCommitMark());
+  DISPATCH_RETURN_IF_ERROR(store->VerifyDatasets());
   DISPATCH_RETURN_IF_ERROR(store->RemoveStaleSnapshotFiles());
   return store;
 }
@@ -189,6 +193,7 @@ Status Store::CheckOrCreateSchema() {
       if (sqlite3_get_autocommit(db) == 0) (void)ExecSql(db, "ROLLBACK", create);
       return status;
     }
+    created_schema_ = true;
     return WriteMarker(options_.work_dir);
   }
   if (*app_id != kApplicationId) {
@@ -314,6 +319,75 @@ Status Store::LoadBounds() {
                                         static_cast<uint32_t>(select_snapshot_.ColumnInt(3))};
   }
   return Status::Ok();
+}
+
+Status Store::CheckCommitMark() {
+  auto found = CommitMark::Read(options_.work_dir);
+  if (!found.ok()) return found.status();
+  const std::string mark_path = options_.work_dir + "/" + kCommitMarkFileName;
+  bool reset = created_schema_;
+  if (!created_schema_ && found->has_value() && last_seq_ < (*found)->seq) {
+    const CommitMarkValue& mark = **found;
+    const std::string missing = mark.seq == last_seq_ + 1
+                                    ? "record " + std::to_string(mark.seq) + " is"
+                                    : "records " + std::to_string(last_seq_ + 1) + ".." +
+                                          std::to_string(mark.seq) + " are";
+    // Only a mark written before the fsync (synchronous=normal) may claim
+    // more than a power loss leaves, and only if the machine restarted since.
+    const uint64_t boot = CurrentBootId();
+    const bool same_boot = mark.boot_id != 0 && mark.boot_id == boot;
+    if (mark.synced || same_boot) {
+      return DataLossError(
+          "journal database " + db_path_ + " is damaged or lost its tail: the journal ends at record " +
+          std::to_string(last_seq_) + ", but " + mark_path + " says records up to " +
+          std::to_string(mark.seq) + " were committed" +
+          (mark.synced ? " and fsynced" : " and the machine has not restarted since") + ": " +
+          missing + " missing (the WAL " + db_path_ +
+          "-wal cut or removed, or rows deleted). Refusing to start without them; restore the "
+          "work dir, or remove " + mark_path + " to accept the loss");
+    }
+    open_warnings_.push_back("journal " + missing +
+                             " lost: committed with synchronous=normal, not yet fsynced, and the "
+                             "machine restarted since (the documented cost of synchronous=normal)");
+    reset = true;
+  }
+  if (!created_schema_ && !found->has_value() && last_seq_ > 0) {
+    open_warnings_.push_back(mark_path +
+                             " was missing (a work dir of an older version?): the journal's end "
+                             "(record " + std::to_string(last_seq_) +
+                             ") could not be checked this time; it is written from now on");
+  }
+  CommitMarkValue initial;
+  initial.seq = last_seq_;
+  initial.boot_id = CurrentBootId();
+  auto mark = CommitMark::Open(options_.work_dir, initial, reset);
+  if (!mark.ok()) return mark.status();
+  mark_ = std::move(mark).value();
+  return Status::Ok();
+}
+
+Status Store::VerifyDatasets() {
+  // Definitions are few and small next to the journal; reading them all
+  // here means a damaged one stops the start instead of the first read.
+  auto select = Statement::Prepare(db_.get(), "SELECT key, crc, body FROM dataset");
+  if (!select.ok()) return AsDamage(select.status(), db_path_);
+  while (true) {
+    const int rc = select->Step();
+    if (rc == SQLITE_DONE) return Status::Ok();
+    if (rc != SQLITE_ROW) {
+      return AsDamage(SqliteStatus(db_.get(), rc, "reading the dataset table of " + db_path_),
+                      db_path_);
+    }
+    const std::string_view key = select->ColumnBlob(0);
+    const std::string_view body = select->ColumnBlob(2);
+    const int64_t stored = select->ColumnInt(1);
+    const uint32_t computed = DatasetChecksum(key, body);
+    if (stored != static_cast<int64_t>(computed)) {
+      return DataLossError("dataset " + QuoteKey(key) + " in " + db_path_ +
+                           " fails its checksum (stored " + std::to_string(stored) + ", computed " +
+                           std::to_string(computed) + "): the dataset table is damaged");
+    }
+  }
 }
 
 Status Store::RemoveStaleSnapshotFiles() {
