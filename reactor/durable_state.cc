@@ -273,7 +273,11 @@ Status DurableState::ResetKeepingIds() {
 
 kj::Promise<void> DurableState::Barrier() {
   if (failed()) return ExceptionFromStatus(failure_);
-  if (!batch_.empty() || open_written_) return open_.Wait();
+  // The batch is not written yet: its waiters join the commit's group only
+  // once that commit is written (CommitPass), so no fsync that began before
+  // can release them.
+  if (!batch_.empty()) return batch_waiters_.Wait();
+  if (open_written_) return open_.Wait();
   // Everything is written and its fsync runs: the caller may have observed
   // an update that fsync covers.
   if (sync_.in_flight()) return syncing_.Wait();
@@ -339,11 +343,12 @@ void DurableState::CommitPass() {
   pending_datasets_.clear();
   pending_results_.clear();
   if (store_.defers_sync()) {
+    open_.Absorb(std::move(batch_waiters_));
     open_written_ = true;
     ++commits_unsynced_;
     StartSync();
   } else {
-    RemoveSnapshotFiles(open_.Fulfill());
+    RemoveSnapshotFiles(batch_waiters_.Fulfill());
   }
 
   MaybeSnapshot();
@@ -492,6 +497,7 @@ void DurableState::FailStop(const Status& status) {
   failure_ = status;
   Log(LogLevel::kError, "journal commit failed, stopping (fail-stop): ", status.ToString().c_str());
   // The parked replies learn the truth; nothing after this is acknowledged.
+  batch_waiters_.Reject(status);
   open_.Reject(status);
   syncing_.Reject(status);
   open_written_ = false;
@@ -602,8 +608,15 @@ void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
       return;
     }
   } else {
-    // Nothing is lost: the WAL still holds every commit. Try again later.
-    Log(LogLevel::kWarning, "checkpoint failed: ", job->result.status().ToString().c_str());
+    // The checkpoint syncs the WAL and the database: a failure is the disk
+    // failing us, and after a failed fsync the kernel may have dropped pages
+    // of either file, commits not yet acknowledged included (the fsyncgate
+    // lesson). Retrying and then trusting a later success would be wrong:
+    // fail-stop, as a failed commit or WAL fsync does. The restart recovers
+    // from what reached the disk.
+    FailStop(store_.FailSync(job->result.status()));
+    WakeStopWaiter();
+    return;
   }
   WakeStopWaiter();
   // What waited for the remainder pass commits now.

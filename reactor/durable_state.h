@@ -287,9 +287,15 @@ class DurableState {
   std::map<std::string, std::string> pending_datasets_;
   // Results put in this pass: closure id -> index in batch_.result_puts().
   std::map<uint64_t, size_t> pending_results_;
-  // Replies parked on what is not durable yet and not covered by the fsync
-  // in flight: this pass's batch and, with a deferring Store, the commits
-  // written since that fsync began (open_written_).
+  // Replies parked on this pass's batch, not written yet. They join open_
+  // when the batch commits, never earlier: a fsync that starts before the
+  // batch is written (one started when an earlier fsync came back, or when a
+  // snapshot was recorded, while the batch waited for its commit) does not
+  // cover it, so it must not release them. (Found by the power-loss suite:
+  // replies released before their records were even written.)
+  DurableWaiters batch_waiters_;
+  // With a deferring Store: replies parked on the commits written since the
+  // fsync in flight began (open_written_), which the next fsync covers.
   DurableWaiters open_;
   uint64_t sync_start_ns_ = 0;  // the running deferred fsync's start
   uint64_t sync_seq_ = 0;       // the last record written before it began

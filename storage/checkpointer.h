@@ -31,8 +31,10 @@ struct CheckpointStats {
 //    loop thread (uv's after-work callback orders the two).
 //  - Destroy it (on the loop thread, no checkpoint in flight) before the Store:
 //    the Store's lock on the work dir must outlive every connection.
-//  - It never writes rows, so it cannot break fail-stop; a failed checkpoint
-//    loses nothing (the WAL still holds every commit) and may simply be retried.
+//  - It never writes rows. SQLITE_BUSY is not a failure (retry later); any
+//    other error is the disk failing us (a failed fsync may have dropped
+//    pages of the WAL or the database) and the owner fail-stops on it
+//    (DurableState::OnCheckpointDone).
 //  - Hand every result to Store::FinishCheckpoint on the loop thread: it lets
 //    the WAL restart under steady load (see store.h).
 class Checkpointer {

@@ -362,6 +362,9 @@ class Store {
   Status OpenDatabase();
   Status ConfigureConnection();
   Status CheckOrCreateSchema();
+  // With a deferred fsync: syncs the WAL, so what was committed is durable
+  // before the INITIALIZED marker is written.
+  Status SyncWalBeforeMarker();
   Status PrepareStatements();
   Status MigrateFromVersion1();
   Status LoadBounds();

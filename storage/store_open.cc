@@ -194,6 +194,12 @@ Status Store::CheckOrCreateSchema() {
       return status;
     }
     created_schema_ = true;
+    // The marker says "this dir held a journal": it must never be durable
+    // before the schema is, or a power cut in between leaves an empty
+    // database beside it and every later start refuses (found by the
+    // power-loss suite). With a deferred fsync the COMMIT above is only in
+    // the page cache.
+    DISPATCH_RETURN_IF_ERROR(SyncWalBeforeMarker());
     return WriteMarker(options_.work_dir);
   }
   if (*app_id != kApplicationId) {
@@ -222,8 +228,18 @@ Status Store::CheckOrCreateSchema() {
   // database migrated from version 1 gets it now (its journal holds results
   // inline).
   DISPATCH_RETURN_IF_ERROR(ExecSql(db, kCreateResultTableSql, "adding the result table to " + db_path_));
-  if (!FileExists(marker)) return WriteMarker(options_.work_dir);
+  if (!FileExists(marker)) {
+    DISPATCH_RETURN_IF_ERROR(SyncWalBeforeMarker());
+    return WriteMarker(options_.work_dir);
+  }
   return Status::Ok();
+}
+
+Status Store::SyncWalBeforeMarker() {
+  if (!defers_sync()) return Status::Ok();  // every COMMIT synced already
+  auto syncer = WalSyncer::Open(db_path_ + "-wal");
+  if (!syncer.ok()) return syncer.status();
+  return (*syncer)->Sync();
 }
 
 Status Store::PrepareStatements() {

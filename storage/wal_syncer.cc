@@ -1,31 +1,38 @@
 #include "storage/wal_syncer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 namespace dispatch::storage {
 
 Result<std::unique_ptr<WalSyncer>> WalSyncer::Open(const std::string& wal_path) {
-  // Read-only: fdatasync needs no write access, and we never write.
-  const int fd = open(wal_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return UnavailableError("cannot open " + wal_path + " to sync it: " + std::strerror(errno));
+  sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+  if (vfs == nullptr) return UnavailableError("cannot sync " + wal_path + ": SQLite has no VFS");
+  // Zeroed: a VFS that fails xOpen leaves pMethods null, and then there is
+  // nothing to close.
+  auto storage = std::make_unique<char[]>(static_cast<size_t>(vfs->szOsFile));
+  auto* file = reinterpret_cast<sqlite3_file*>(storage.get());
+  // No CREATE: the connection made the file; a missing one is an error.
+  int out_flags = 0;
+  const int rc = vfs->xOpen(vfs, wal_path.c_str(), file, SQLITE_OPEN_READWRITE | SQLITE_OPEN_WAL,
+                            &out_flags);
+  if (rc != SQLITE_OK) {
+    if (file->pMethods != nullptr) file->pMethods->xClose(file);
+    return UnavailableError("cannot open " + wal_path + " to sync it: " + sqlite3_errstr(rc));
   }
-  return std::unique_ptr<WalSyncer>(new WalSyncer(wal_path, fd));
+  return std::unique_ptr<WalSyncer>(new WalSyncer(wal_path, std::move(storage)));
 }
 
-WalSyncer::~WalSyncer() { close(fd_); }
+WalSyncer::~WalSyncer() {
+  if (file()->pMethods != nullptr) file()->pMethods->xClose(file());
+}
 
 Status WalSyncer::Sync() {
   if (fail_next_) {
     fail_next_ = false;
-    return UnavailableError("fdatasync of " + path_ + " failed: injected for a test");
+    return UnavailableError("sync of " + path_ + " failed: injected for a test");
   }
-  if (fdatasync(fd_) != 0) {
-    return UnavailableError("fdatasync of " + path_ + " failed: " + std::strerror(errno));
+  const int rc = file()->pMethods->xSync(file(), SQLITE_SYNC_NORMAL | SQLITE_SYNC_DATAONLY);
+  if (rc != SQLITE_OK) {
+    return UnavailableError("sync of " + path_ + " failed: " + sqlite3_errstr(rc) + " (" +
+                            std::to_string(rc) + ")");
   }
   return Status::Ok();
 }

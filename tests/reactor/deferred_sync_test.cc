@@ -167,5 +167,40 @@ TEST_F(DeferredSyncTest, TheWalRestartsUnderSteadyCommits) {
   EXPECT_FALSE(durable.failed());
 }
 
+// A reply waits for the commit of its own batch, not for whichever fsync
+// comes back first: a batch still unwritten when an fsync starts (here: the
+// one started when the previous fsync came back) is not covered by it. Found
+// by the power-loss suite; before the fix the third reply left with its
+// record never written.
+TEST_F(DeferredSyncTest, AnUnwrittenBatchIsNotReleasedByAnFsyncThatStartedBeforeItsCommit) {
+  uvkj::UvAsyncIo io(loop_.get());
+  Opened opened = OpenDeferred(loop_.get(), dir_.path());
+  DurableState& durable = *opened.durable;
+
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
+  auto first = durable.Barrier();
+  durable.CommitPass();  // written; its fsync runs
+  ASSERT_TRUE(durable.sync_in_flight());
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
+  auto second = durable.Barrier();
+  durable.CommitPass();  // written; waits for the next fsync
+  // A third batch, submitted but not committed yet (as when a remainder
+  // checkpoint holds commits, or before the pass ends).
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(3, 103).reader()).ok());
+  auto third = durable.Barrier();
+
+  // The first fsync comes back and the next one, for the second commit,
+  // starts and comes back too.
+  first.wait(io.wait_scope());
+  second.wait(io.wait_scope());
+  EXPECT_EQ(opened.store->last_seq(), 2u) << "the third batch is not written";
+  EXPECT_FALSE(third.poll(io.wait_scope())) << "released before its record was written";
+
+  durable.CommitPass();
+  third.wait(io.wait_scope());
+  EXPECT_EQ(opened.store->last_seq(), 3u);
+  EXPECT_TRUE(durable.all_durable());
+}
+
 }  // namespace
 }  // namespace dispatch::reactor
