@@ -1,6 +1,8 @@
 // A libFuzzer-compatible driver for builds without libFuzzer (g++): replays
 // every file named on the command line, and every file under each directory
 // named (recursively, in name order), through LLVMFuzzerTestOneInput once.
+// "--optional=PATH" names a path that may be missing (a target's regression
+// inputs before its first crash).
 // ctest runs it over a target's seed corpus and its regression inputs, so
 // the inputs that once crashed stay fixed in the default build. Exits 1 when
 // an argument is missing or nothing was replayed (a test that runs no input
@@ -38,11 +40,16 @@ int main(int argc, char** argv) {
   if (LLVMFuzzerInitialize != nullptr) LLVMFuzzerInitialize(&argc, &argv);
   size_t replayed = 0;
   for (int i = 1; i < argc; ++i) {
-    if (!std::filesystem::exists(argv[i])) {
-      std::fprintf(stderr, "replay: %s does not exist\n", argv[i]);
+    std::string arg = argv[i];
+    const std::string optional_flag = "--optional=";
+    const bool optional = arg.rfind(optional_flag, 0) == 0;
+    if (optional) arg = arg.substr(optional_flag.size());
+    if (!std::filesystem::exists(arg)) {
+      if (optional) continue;
+      std::fprintf(stderr, "replay: %s does not exist\n", arg.c_str());
       return 1;
     }
-    for (const auto& path : InputsUnder(argv[i])) {
+    for (const auto& path : InputsUnder(arg)) {
       std::ifstream in(path, std::ios::binary);
       std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       if (!in.good() && !in.eof()) {
