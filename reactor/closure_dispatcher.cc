@@ -375,8 +375,11 @@ void ClosureDispatcher::AssignQueued() {
   }
   for (auto& [worker_id, ids] : per_worker) {
     // The worker hears of its closures only once their assignment is durable.
-    AddTask(durable_.Barrier().then(
-        [this, worker_id, ids = kj::mv(ids)]() mutable { return Push(worker_id, kj::mv(ids)); }));
+    // (Init-captures: clang 14, which builds the fuzzers, cannot capture a
+    // structured binding by name.)
+    AddTask(durable_.Barrier().then([this, worker_id = worker_id, ids = kj::mv(ids)]() mutable {
+      return Push(worker_id, kj::mv(ids));
+    }));
   }
 }
 

@@ -36,7 +36,9 @@ void ClosureDispatcher::TellEnded(const std::map<uint64_t, std::vector<uint64_t>
     const std::string address = entry->second.address;
     // After the commit: a worker never drops a closure whose end could still
     // be lost with the process (a restart would put it back in the queue).
-    AddTask(durable_.Barrier().then([this, address, ids]() -> kj::Promise<void> {
+    // `ids = ids`: clang 14 (the fuzz build) cannot capture a structured
+    // binding by name.
+    AddTask(durable_.Barrier().then([this, address, ids = ids]() -> kj::Promise<void> {
       rpc::WorkerControl::Client* control = workers_.ControlOf(address);
       if (control == nullptr) return kj::READY_NOW;
       auto request = control->cancelClosuresRequest();

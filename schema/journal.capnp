@@ -26,7 +26,7 @@ using ClosureState = Wire.ClosureState;
 # Data service transitions.
 
 struct RegisterDataset {
-  # Precondition: `datasetId` >= the next dataset id (never reused) and nonzero;
+  # Precondition: `datasetId` >= the next dataset id (never reused), nonzero and not 2^64-1;
   # no registered dataset has `fingerprint`; `definitionKey` is non-empty and
   # names no other dataset's definition.
   # Effect: adds the dataset; the next dataset id becomes `datasetId` + 1. The
@@ -47,7 +47,7 @@ struct SetElementSpec {
 }
 
 struct RegisterWorker {
-  # Precondition: `workerId` >= the next worker id and nonzero; `address` is
+  # Precondition: `workerId` >= the next worker id, nonzero and not 2^64-1; `address` is
   # non-empty and no registered worker uses it.
   # Effect: adds the worker; the next worker id becomes `workerId` + 1. Tasks
   # still assigned to `address` (from an earlier registration at the same
@@ -77,7 +77,7 @@ struct NamedJobKey {
 }
 
 struct CreateJob {
-  # Precondition: `jobId` >= the next job id and nonzero; dataset `datasetId`
+  # Precondition: `jobId` >= the next job id, nonzero and not 2^64-1; dataset `datasetId`
   # exists; when named, no job that is not garbage-collected holds the key;
   # `numSplitProviders` >= 1 exactly when `processingMode` is DYNAMIC;
   # `requeueUnfinishedSplits` only with DYNAMIC.
@@ -123,7 +123,7 @@ struct ProduceSplit {
 }
 
 struct AcquireJobClient {
-  # Precondition: `jobClientId` >= the next job client id and nonzero; job
+  # Precondition: `jobClientId` >= the next job client id, nonzero and not 2^64-1; job
   # `jobId` exists and is not garbage-collected.
   # Effect: adds the client; the job's client count grows by one. The next job
   # client id becomes `jobClientId` + 1.
@@ -147,7 +147,7 @@ struct GarbageCollectJob {
 }
 
 struct CreateTask {
-  # Precondition: `taskId` >= the next task id and nonzero; job `jobId` exists
+  # Precondition: `taskId` >= the next task id, nonzero and not 2^64-1; job `jobId` exists
   # and is not finished; a worker is registered at `workerAddress`; the job has
   # no task (active or pending) for that address.
   # Effect: adds an active task of the job on that worker, starting at round 0,
@@ -209,7 +209,7 @@ struct FinishTask {
 
 struct ClosureScheduled {
   # An item of ClosureBatch.scheduled.
-  # Precondition: `closureId` >= the next closure id and nonzero; `functionName`
+  # Precondition: `closureId` >= the next closure id, nonzero and not 2^64-1; `functionName`
   # is non-empty; when `requestId` != 0, no unreleased closure of the
   # coordinator carries the same `requestId`.
   # Effect: adds a queued closure owned by `coordinatorId` to the global
@@ -320,7 +320,7 @@ struct CoordinatorErrorCleared {
 }
 
 struct ResourceCreated {
-  # Precondition: `resourceId` >= the next resource id and nonzero;
+  # Precondition: `resourceId` >= the next resource id, nonzero and not 2^64-1;
   # `functionName` is non-empty; a nonzero `requestId` is not yet used by
   # another resource of the coordinator.
   # Effect: adds a per-worker resource: every worker process builds its own

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -45,6 +46,10 @@ Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader 
                                               const ScheduledSoFar& batch) const {
   const uint64_t id = u.getClosureId();
   if (id == 0) return InvalidArgumentError("closure id 0 is reserved");
+  if (id == UINT64_MAX) {
+    return InvalidArgumentError("closure id " + std::to_string(id) +
+                                " is the largest: the next closure id would wrap to 0");
+  }
   if (closures_.contains(id)) return AlreadyExistsError(ClosureName(id) + " already exists");
   if (id < next_closure_id_) {
     return InvalidArgumentError(ClosureName(id) + " reuses an id below the next closure id " +
@@ -382,6 +387,10 @@ Status DispatcherState::CheckResourceCreated(journal::ResourceCreated::Reader u)
   const uint64_t id = u.getResourceId();
   const std::string name = "per-worker resource " + std::to_string(id);
   if (id == 0) return InvalidArgumentError("per-worker resource id 0 is reserved");
+  if (id == UINT64_MAX) {
+    return InvalidArgumentError("per-worker resource id " + std::to_string(id) +
+                                " is the largest: the next per-worker resource id would wrap to 0");
+  }
   if (resources_.contains(id)) return AlreadyExistsError(name + " already exists");
   if (id < next_resource_id_) {
     return InvalidArgumentError(name + " reuses an id below the next resource id " +

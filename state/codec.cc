@@ -4,6 +4,7 @@
 
 #include "state/codec.h"
 
+#include <capnp/dynamic.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
@@ -16,11 +17,45 @@ namespace {
 
 constexpr int kNestingLimit = 64;
 
+void ReadEveryField(capnp::DynamicStruct::Reader s);
+
+void ReadValue(const capnp::DynamicValue::Reader& value) {
+  switch (value.getType()) {
+    case capnp::DynamicValue::STRUCT:
+      ReadEveryField(value.as<capnp::DynamicStruct>());
+      break;
+    case capnp::DynamicValue::LIST:
+      for (capnp::DynamicValue::Reader element : value.as<capnp::DynamicList>()) {
+        ReadValue(element);
+      }
+      break;
+    default:  // scalars, text and data were read by get()
+      break;
+  }
+}
+
+// Reads every field the schema names (and the set member of each union),
+// each as the schema's type. totalSize() follows pointers without a schema,
+// so a pointer to a list or struct of another kind than its field's (a list
+// of structs where the schema has List(Text), a struct where it has Data)
+// passes it and throws only when read. Update records are read here in full
+// before Check and Apply, so Apply never throws half-way through a record
+// that Check accepted (the journal record fuzz target found one).
+void ReadEveryField(capnp::DynamicStruct::Reader s) {
+  for (capnp::StructSchema::Field field : s.getSchema().getNonUnionFields()) {
+    ReadValue(s.get(field));
+  }
+  KJ_IF_MAYBE (field, s.which()) {
+    ReadValue(s.get(*field));
+  }
+}
+
 // Calls `use` with the validated root of `bytes` read as T. DataLoss when the
 // bytes are not exactly one well-formed message.
+// `read_all`: read every field as its schema says first (ReadEveryField).
 template <typename T>
 Status WithRoot(std::string_view bytes, const char* what,
-                const std::function<Status(typename T::Reader)>& use) {
+                const std::function<Status(typename T::Reader)>& use, bool read_all = false) {
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
     return DataLossError(std::string(what) + " of " + std::to_string(bytes.size()) +
                          " bytes is not a whole number of words");
@@ -28,7 +63,7 @@ Status WithRoot(std::string_view bytes, const char* what,
   kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
   memcpy(words.begin(), bytes.data(), bytes.size());
   capnp::ReaderOptions options;
-  // Traversal budget: the validation pass plus Check and Apply reading again.
+  // Traversal budget: the validation passes plus Check and Apply reading again.
   options.traversalLimitInWords = words.size() * 8 + 1024;
   options.nestingLimit = kNestingLimit;
   Status result;
@@ -42,6 +77,7 @@ Status WithRoot(std::string_view bytes, const char* what,
                  }
                  typename T::Reader root = reader.getRoot<T>();
                  root.totalSize();  // touches every pointer once
+                 if (read_all) ReadEveryField(capnp::toDynamic(root));
                  result = use(root);
                })) {
     return DataLossError(std::string(what) +
@@ -61,12 +97,14 @@ std::string EncodeMessage(capnp::MessageBuilder& message) {
 
 Status ApplyEncodedUpdate(DispatcherState& state, std::string_view bytes) {
   return WithRoot<journal::Update>(
-      bytes, "update", [&](journal::Update::Reader update) { return state.Apply(update); });
+      bytes, "update", [&](journal::Update::Reader update) { return state.Apply(update); },
+      /*read_all=*/true);
 }
 
 Status CheckEncodedUpdate(const DispatcherState& state, std::string_view bytes) {
   return WithRoot<journal::Update>(
-      bytes, "update", [&](journal::Update::Reader update) { return state.Check(update); });
+      bytes, "update", [&](journal::Update::Reader update) { return state.Check(update); },
+      /*read_all=*/true);
 }
 
 std::string EncodeSnapshot(const DispatcherState& state) {

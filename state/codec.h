@@ -1,8 +1,8 @@
 // Journal records and snapshots as flat Cap'n Proto bytes: the form storage/
 // keeps them in (opaque to it) and the reactor hands over. Decoding checks the
-// whole message (bounds, nesting, no trailing bytes) before Check or Apply
-// reads a field, so a damaged record is refused with DataLoss and changes
-// nothing; it never throws.
+// whole message (bounds, nesting, no trailing bytes, and for an Update every
+// field read as its schema's type) before Check or Apply reads a field, so a
+// damaged record is refused with DataLoss and changes nothing; it never throws.
 #pragma once
 
 #include <capnp/message.h>

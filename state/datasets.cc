@@ -2,6 +2,7 @@
 // state refuses a second dataset with the same fingerprint), element specs and
 // the dataset queries.
 
+#include <cstdint>
 #include <string>
 
 #include "state/bytes.h"
@@ -16,6 +17,11 @@ std::string DatasetName(uint64_t id) { return "dataset " + std::to_string(id); }
 Status DispatcherState::CheckRegisterDataset(journal::RegisterDataset::Reader u) const {
   const uint64_t id = u.getDatasetId();
   if (id == 0) return InvalidArgumentError("dataset id 0 is reserved");
+  // The next id after the largest would wrap to 0 (found by the journal fuzz target).
+  if (id == UINT64_MAX) {
+    return InvalidArgumentError("dataset id " + std::to_string(id) +
+                                " is the largest: the next dataset id would wrap to 0");
+  }
   if (datasets_.contains(id)) return AlreadyExistsError(DatasetName(id) + " already exists");
   if (id < next_dataset_id_) {
     return InvalidArgumentError(DatasetName(id) + " reuses an id below the next dataset id " +

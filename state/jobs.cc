@@ -2,6 +2,7 @@
 // clients, garbage collection. A named key belongs to at most one job that is
 // not garbage-collected; a job's client count equals its live clients.
 
+#include <cstdint>
 #include <string>
 
 #include "state/bytes.h"
@@ -30,6 +31,10 @@ bool KnownTarget(TargetWorkers target) { return target <= TargetWorkers::LOCAL; 
 Status DispatcherState::CheckCreateJob(journal::CreateJob::Reader u) const {
   const uint64_t id = u.getJobId();
   if (id == 0) return InvalidArgumentError("job id 0 is reserved");
+  if (id == UINT64_MAX) {
+    return InvalidArgumentError("job id " + std::to_string(id) +
+                                " is the largest: the next job id would wrap to 0");
+  }
   if (jobs_.contains(id)) return AlreadyExistsError(JobName(id) + " already exists");
   if (id < next_job_id_) {
     return InvalidArgumentError(JobName(id) + " reuses an id below the next job id " +
@@ -103,6 +108,10 @@ void DispatcherState::ApplyCreateJob(journal::CreateJob::Reader u, int64_t now) 
 Status DispatcherState::CheckAcquireJobClient(journal::AcquireJobClient::Reader u) const {
   const uint64_t id = u.getJobClientId();
   if (id == 0) return InvalidArgumentError("job client id 0 is reserved");
+  if (id == UINT64_MAX) {
+    return InvalidArgumentError("job client id " + std::to_string(id) +
+                                " is the largest: the next job client id would wrap to 0");
+  }
   if (job_clients_.contains(id)) return AlreadyExistsError(ClientName(id) + " already exists");
   if (id < next_job_client_id_) {
     return InvalidArgumentError(ClientName(id) + " reuses an id below the next job client id " +

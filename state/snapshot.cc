@@ -3,6 +3,7 @@
 // refuses (DataLoss) anything this code could not have written.
 
 #include <string>
+#include <utility>
 
 #include "state/bytes.h"
 #include "state/dispatcher_state.h"
@@ -206,6 +207,18 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
   state.next_queue_position_ = s.getNextQueuePosition();
   state.last_time_micros_ = s.getLastTimeMicros();
   state.num_applied_ = s.getNumApplied();
+  // Every counter starts at 1 and only grows (id 0 is reserved), so a zero
+  // one was never written: loaded, it would hand out id 0 (found by the
+  // snapshot fuzz target: a message of defaults loaded, then every schedule
+  // was refused with "closure id 0 is reserved").
+  const std::pair<uint64_t, const char*> counters[] = {
+      {state.next_dataset_id_, "dataset id"},   {state.next_worker_id_, "worker id"},
+      {state.next_job_id_, "job id"},           {state.next_task_id_, "task id"},
+      {state.next_job_client_id_, "job client id"}, {state.next_closure_id_, "closure id"},
+      {state.next_resource_id_, "resource id"}, {state.next_queue_position_, "queue position"}};
+  for (const auto& [value, what] : counters) {
+    if (value == 0) return DataLossError(std::string("snapshot holds next ") + what + " 0");
+  }
 
   for (auto r : s.getDatasets()) {
     Dataset d;

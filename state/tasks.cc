@@ -3,6 +3,7 @@
 // consumer accepts them at a common round. A job finishes when all its active
 // tasks have finished.
 
+#include <cstdint>
 #include <string>
 
 #include "state/bytes.h"
@@ -19,6 +20,10 @@ std::string JobName(uint64_t id) { return "job " + std::to_string(id); }
 Status DispatcherState::CheckNewTask(uint64_t task_id, uint64_t job_id,
                                      std::string_view address) const {
   if (task_id == 0) return InvalidArgumentError("task id 0 is reserved");
+  if (task_id == UINT64_MAX) {
+    return InvalidArgumentError("task id " + std::to_string(task_id) +
+                                " is the largest: the next task id would wrap to 0");
+  }
   if (tasks_.contains(task_id)) return AlreadyExistsError(TaskName(task_id) + " already exists");
   if (task_id < next_task_id_) {
     return InvalidArgumentError(TaskName(task_id) + " reuses an id below the next task id " +

@@ -3,6 +3,7 @@
 // registered workers; tasks are bound to the address and survive removal.
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "state/bytes.h"
@@ -17,6 +18,10 @@ std::string WorkerName(uint64_t id) { return "worker " + std::to_string(id); }
 Status DispatcherState::CheckRegisterWorker(journal::RegisterWorker::Reader u) const {
   const uint64_t id = u.getWorkerId();
   if (id == 0) return InvalidArgumentError("worker id 0 is reserved");
+  if (id == UINT64_MAX) {
+    return InvalidArgumentError("worker id " + std::to_string(id) +
+                                " is the largest: the next worker id would wrap to 0");
+  }
   if (workers_.contains(id)) return AlreadyExistsError(WorkerName(id) + " already exists");
   if (id < next_worker_id_) {
     return InvalidArgumentError(WorkerName(id) + " reuses an id below the next worker id " +
