@@ -224,3 +224,34 @@ def test_a_closure_that_waits_does_not_hold_up_the_others(cluster, tmp_path):
         assert held.status == "pending"
         (tmp_path / "release").touch()
         assert held.fetch(timeout=DEADLINE) > 0
+
+
+def test_inputs_run_after_and_receive_their_results(cluster):
+    # ScheduleOptions.inputs: a closure gets its inputs' results first, in order.
+    cluster.python_worker()
+    cluster.cpp_worker()
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        nine = coordinator.schedule(closure_functions.square, args=(3,))
+        four = coordinator.schedule(lambda: 4)
+        total = coordinator.schedule(lambda a, b, c, scale=1: (a + b + c) * scale,
+                                     args=(100,), kwargs={"scale": 2}, inputs=[nine, four])
+        chained = coordinator.schedule(lambda t: t + 1, inputs=[total])
+        echoed = coordinator.schedule_raw("echo", b"raw")
+        # A C++ input reaches Python as bytes; a C++ function gets result bytes.
+        as_bytes = coordinator.schedule(lambda b: b + b"!", inputs=[echoed])
+        concat = coordinator.schedule_raw("concat", b"-tail", inputs=[echoed])
+        assert chained.fetch(timeout=DEADLINE) == 227
+        assert total.fetch(timeout=DEADLINE) == 226  # fetching an input afterwards is fine
+        assert as_bytes.fetch(timeout=DEADLINE) == b"raw!"
+        assert concat.fetch(timeout=DEADLINE) == b"raw-tail"
+
+
+def test_inputs_that_fail_or_were_fetched_are_clear_errors(cluster):
+    cluster.python_worker()
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        with pytest.raises(TypeError):
+            coordinator.schedule(closure_functions.square, inputs=[42])
+        fetched = coordinator.schedule(closure_functions.square, args=(2,))
+        assert fetched.fetch(timeout=DEADLINE) == 4
+        with pytest.raises(dispatch.FailedPreconditionError):
+            coordinator.schedule(closure_functions.square, inputs=[fetched])

@@ -153,13 +153,13 @@ class Worker:
         try:
             resolve = lambda index: self._resources.get(components[index])  # noqa: E731
             if name == _serialize.CALL_FUNCTION:
-                fn, args, kwargs = _serialize.decode_function_call(data, resolve)
+                fn, args, kwargs = _serialize.decode_function_call(data, resolve, inputs)
             elif name == _serialize.RESOURCE_FUNCTION:
                 fn, args, kwargs = _serialize.decode_function_call(data, resolve)
                 return (_RESULT, self._resources.add(fn(*args, **kwargs)))
             else:
                 fn = self._functions[name]
-                args, kwargs = _serialize.decode_call(data, resolve)
+                args, kwargs = _serialize.decode_call(data, resolve, inputs)
             return (_RESULT, _serialize.encode_result(fn(*args, **kwargs)))
         except TransientError as error:
             return (_TRANSIENT_ERROR, _serialize.encode_error(error))
