@@ -255,3 +255,31 @@ def test_inputs_that_fail_or_were_fetched_are_clear_errors(cluster):
         assert fetched.fetch(timeout=DEADLINE) == 4
         with pytest.raises(dispatch.FailedPreconditionError):
             coordinator.schedule(closure_functions.square, inputs=[fetched])
+
+
+def test_a_running_function_sees_its_closure_cancelled(cluster, tmp_path):
+    # ClosureCall::cancelled() and SleepFor(): dispatch.current_closure().
+    cluster.python_worker()
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        value = coordinator.schedule(closure_functions.wait_until_cancelled,
+                                     args=(str(tmp_path),))
+        wait_until(lambda: (tmp_path / "started").exists(), what="the closure started")
+        assert not list(tmp_path.glob("saw-*"))
+        value.cancel()
+        wait_until(lambda: list(tmp_path.glob("saw-*")), what="the function saw the cancel")
+        assert (tmp_path / "saw-slept-False-cancelled-True").exists()
+        with pytest.raises(dispatch.CancelledError):
+            value.fetch(timeout=DEADLINE)
+
+
+def test_current_closure_only_inside_a_closure(cluster):
+    with pytest.raises(RuntimeError):
+        dispatch.current_closure()
+    cluster.python_worker()
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        value = coordinator.schedule(lambda: (dispatch.current_closure().cancelled,
+                                              dispatch.current_closure().stopping,
+                                              dispatch.current_closure().worker_address))
+        cancelled, stopping, address = value.fetch(timeout=DEADLINE)
+        assert (cancelled, stopping) == (False, False)
+        assert address.startswith("tcp:127.0.0.1:")
