@@ -4,10 +4,13 @@
 // GIL hand-offs), element production on the agent thread (one element per
 // call, as for every source). The package's worker
 // module supplies two Python callables that do the (un)pickling:
-//   runner(name, args, resources, inputs) -> (kind, bytes)
+//   runner(name, args, resources, inputs, closure) -> (kind, bytes)
+// where `closure` is a ClosureContext: the running call's cancelled flag,
+// stopping flag and SleepFor, valid only until the runner returns.
 //   opener(kind, args, split_index, split_payload) -> iterator of bytes-like
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -87,6 +90,38 @@ class PythonSplitSource final : public ElementSource {
  private:
   const std::string what_;
   std::unique_ptr<PyRef> iterator_;
+};
+
+// What a Python function may ask about the closure it runs in (the C++
+// ClosureCall's cancelled(), stopping() and SleepFor()). The call it wraps is
+// valid only during the call: RunClosure ends it before returning, after
+// which the context answers as for a closure that is over (cancelled and
+// stopping true, sleep() false at once). Every access holds the GIL, which
+// orders it with End().
+class ClosureContext {
+ public:
+  explicit ClosureContext(const ClosureCall* call) : call_(call) {}
+
+  void End() { call_ = nullptr; }
+
+  bool cancelled() const { return call_ == nullptr || call_->cancelled(); }
+  bool stopping() const { return call_ == nullptr || call_->stopping(); }
+  std::string worker_address() const { return call_ == nullptr ? "" : call_->worker_address(); }
+
+  // Waits up to `seconds` with the GIL released; false when the wait ended
+  // early because the closure was cancelled (or timed out) or the worker is
+  // stopping. The call cannot end meanwhile: only this call's own thread,
+  // which is here, returns from it.
+  bool Sleep(double seconds) const {
+    if (call_ == nullptr) return false;
+    const ClosureCall* call = call_;
+    auto duration = std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, seconds) * 1000));
+    py::gil_scoped_release released;
+    return call->SleepFor(duration);
+  }
+
+ private:
+  const ClosureCall* call_;
 };
 
 class PyWorker {
@@ -198,8 +233,13 @@ class PyWorker {
       for (const std::string& r : call.resources()) resources.append(Bytes(r));
       py::list inputs;
       for (const std::string& r : call.inputs()) inputs.append(Bytes(r));
+      py::object context = py::cast(ClosureContext(&call));
+      struct Ender {
+        py::object& context;
+        ~Ender() { context.cast<ClosureContext&>().End(); }
+      } ender{context};
       py::object out = runner.object(name, py::bytes(call.args().data(), call.args().size()),
-                                     resources, inputs);
+                                     resources, inputs, context);
       auto pair = out.cast<std::pair<int, py::bytes>>();
       std::string data = pair.second;
       switch (pair.first) {
@@ -263,6 +303,11 @@ class PyWorker {
 }  // namespace
 
 void BindWorker(py::module_& m) {
+  py::class_<ClosureContext>(m, "ClosureContext")
+      .def_property_readonly("cancelled", &ClosureContext::cancelled)
+      .def_property_readonly("stopping", &ClosureContext::stopping)
+      .def_property_readonly("worker_address", &ClosureContext::worker_address)
+      .def("sleep", &ClosureContext::Sleep, py::arg("seconds"));
   py::class_<PyWorker>(m, "Worker")
       .def(py::init<std::string, std::string, std::string, uint32_t, std::vector<std::string>,
                     uint32_t, py::object, py::object>(),

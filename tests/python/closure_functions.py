@@ -34,3 +34,14 @@ def add_to(counter, amount):
     """Adds to this worker's counter (a per-worker resource): (this worker's pid, total)."""
     counter["total"] += amount
     return os.getpid(), counter["total"]
+
+
+def wait_until_cancelled(directory):
+    """Marks its start, then sleeps until its closure is cancelled; records what it saw."""
+    import dispatch
+    closure = dispatch.current_closure()
+    directory = Path(directory)
+    (directory / "started").touch()
+    slept = closure.sleep(600)  # returns False early when the closure is cancelled
+    (directory / f"saw-slept-{slept}-cancelled-{closure.cancelled}").touch()
+    return slept

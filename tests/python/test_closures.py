@@ -224,3 +224,62 @@ def test_a_closure_that_waits_does_not_hold_up_the_others(cluster, tmp_path):
         assert held.status == "pending"
         (tmp_path / "release").touch()
         assert held.fetch(timeout=DEADLINE) > 0
+
+
+def test_inputs_run_after_and_receive_their_results(cluster):
+    # ScheduleOptions.inputs: a closure gets its inputs' results first, in order.
+    cluster.python_worker()
+    cluster.cpp_worker()
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        nine = coordinator.schedule(closure_functions.square, args=(3,))
+        four = coordinator.schedule(lambda: 4)
+        total = coordinator.schedule(lambda a, b, c, scale=1: (a + b + c) * scale,
+                                     args=(100,), kwargs={"scale": 2}, inputs=[nine, four])
+        chained = coordinator.schedule(lambda t: t + 1, inputs=[total])
+        echoed = coordinator.schedule_raw("echo", b"raw")
+        # A C++ input reaches Python as bytes; a C++ function gets result bytes.
+        as_bytes = coordinator.schedule(lambda b: b + b"!", inputs=[echoed])
+        concat = coordinator.schedule_raw("concat", b"-tail", inputs=[echoed])
+        assert chained.fetch(timeout=DEADLINE) == 227
+        assert total.fetch(timeout=DEADLINE) == 226  # fetching an input afterwards is fine
+        assert as_bytes.fetch(timeout=DEADLINE) == b"raw!"
+        assert concat.fetch(timeout=DEADLINE) == b"raw-tail"
+
+
+def test_inputs_that_fail_or_were_fetched_are_clear_errors(cluster):
+    cluster.python_worker()
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        with pytest.raises(TypeError):
+            coordinator.schedule(closure_functions.square, inputs=[42])
+        fetched = coordinator.schedule(closure_functions.square, args=(2,))
+        assert fetched.fetch(timeout=DEADLINE) == 4
+        with pytest.raises(dispatch.FailedPreconditionError):
+            coordinator.schedule(closure_functions.square, inputs=[fetched])
+
+
+def test_a_running_function_sees_its_closure_cancelled(cluster, tmp_path):
+    # ClosureCall::cancelled() and SleepFor(): dispatch.current_closure().
+    cluster.python_worker()
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        value = coordinator.schedule(closure_functions.wait_until_cancelled,
+                                     args=(str(tmp_path),))
+        wait_until(lambda: (tmp_path / "started").exists(), what="the closure started")
+        assert not list(tmp_path.glob("saw-*"))
+        value.cancel()
+        wait_until(lambda: list(tmp_path.glob("saw-*")), what="the function saw the cancel")
+        assert (tmp_path / "saw-slept-False-cancelled-True").exists()
+        with pytest.raises(dispatch.CancelledError):
+            value.fetch(timeout=DEADLINE)
+
+
+def test_current_closure_only_inside_a_closure(cluster):
+    with pytest.raises(RuntimeError):
+        dispatch.current_closure()
+    cluster.python_worker()
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        value = coordinator.schedule(lambda: (dispatch.current_closure().cancelled,
+                                              dispatch.current_closure().stopping,
+                                              dispatch.current_closure().worker_address))
+        cancelled, stopping, address = value.fetch(timeout=DEADLINE)
+        assert (cancelled, stopping) == (False, False)
+        assert address.startswith("tcp:127.0.0.1:")

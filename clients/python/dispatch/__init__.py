@@ -24,14 +24,14 @@ from dispatch.errors import (AlreadyExistsError, CancelledError, DataLossError,
 _dispatch.set_error_factory(error_for_status)
 
 from dispatch.coordinator import Coordinator, PerWorkerResource, RemoteValue  # noqa: E402
-from dispatch._worker import Worker  # noqa: E402
+from dispatch._worker import Worker, current_closure  # noqa: E402
 from dispatch.data import (Dataset, DatasetIterator, from_dataset_id, read,  # noqa: E402
                            register_dataset)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Coordinator", "RemoteValue", "PerWorkerResource", "Worker",
+    "Coordinator", "RemoteValue", "PerWorkerResource", "Worker", "current_closure",
     "Dataset", "DatasetIterator", "register_dataset", "read", "from_dataset_id",
     "DispatchError", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError",
     "FailedPreconditionError", "ResourceExhaustedError", "UnavailableError", "DataLossError",

@@ -4,7 +4,10 @@ Closure args (the bytes the dispatcher stores and a worker receives):
   ``b"DPY1" + uint32 len(fn) + fn + call`` where ``fn`` is the function pickled with
   cloudpickle (a module-level function is pickled by reference: its module and name;
   lambdas, closures and ``__main__`` functions by value) and ``call`` is
-  ``pickle((args, kwargs))``. Per-worker resources inside args are pickled as
+  ``pickle((args, kwargs))``, or ``pickle((args, kwargs, input_formats))`` for a closure
+  with inputs (``schedule(..., inputs=[...])``): one ``"pickle"`` or ``"bytes"`` per
+  input, saying how the worker turns that input's result bytes into the value it passes
+  first to the function. Per-worker resources inside args are pickled as
   persistent ids naming their place in the closure's resource list.
 Named functions (``Worker.register``) get ``call`` alone.
 Results are ``pickle(result)``; errors are JSON (see ``encode_error``).
@@ -84,19 +87,26 @@ class _CallPickler(cloudpickle.CloudPickler):
         return None
 
 
+INPUT_PICKLE, INPUT_BYTES = "pickle", "bytes"  # how an input's result reaches a function
+
+
 def encode_call(args: Sequence[Any], kwargs: Optional[Dict[str, Any]],
-                resources: List[int]) -> bytes:
-    """pickle((args, kwargs)); appends the ids of the resources found to ``resources``."""
+                resources: List[int], input_formats: Sequence[str] = ()) -> bytes:
+    """pickle((args, kwargs[, input_formats])); appends the ids of the resources found to
+    ``resources``."""
+    call: tuple = (tuple(args), dict(kwargs or {}))
+    if input_formats:
+        call += (tuple(input_formats),)
     buffer = io.BytesIO()
-    _CallPickler(buffer, resources).dump((tuple(args), dict(kwargs or {})))
+    _CallPickler(buffer, resources).dump(call)
     return buffer.getvalue()
 
 
 def encode_function_call(fn: Callable, args: Sequence[Any], kwargs: Optional[Dict[str, Any]],
-                         resources: List[int]) -> bytes:
+                         resources: List[int], input_formats: Sequence[str] = ()) -> bytes:
     function = _pickled_function(fn)
     return b"".join((_MAGIC, struct.pack("<I", len(function)), function,
-                     encode_call(args, kwargs, resources)))
+                     encode_call(args, kwargs, resources, input_formats)))
 
 
 def encode_resource(fn: Callable, args: Sequence[Any]) -> bytes:
@@ -206,18 +216,27 @@ class _CallUnpickler(pickle.Unpickler):
         return self._resolve(index)
 
 
-def decode_call(data: bytes, resolve: Callable[[int], Any]) -> Tuple[tuple, dict]:
-    args, kwargs = _CallUnpickler(io.BytesIO(data), resolve).load()
-    return args, kwargs
+def decode_call(data: bytes, resolve: Callable[[int], Any],
+                inputs: Sequence[bytes] = ()) -> Tuple[tuple, dict]:
+    """The call's args, the inputs' values first (in order), and kwargs."""
+    call = _CallUnpickler(io.BytesIO(data), resolve).load()
+    args, kwargs = call[0], call[1]
+    formats = call[2] if len(call) > 2 else ()
+    if len(formats) != len(inputs):
+        raise ValueError(f"the closure was scheduled with {len(formats)} inputs "
+                         f"but received {len(inputs)}")
+    values = tuple(decode_result(data) if form == INPUT_PICKLE else bytes(data)
+                   for form, data in zip(formats, inputs))
+    return values + tuple(args), kwargs
 
 
-def decode_function_call(data: bytes,
-                         resolve: Callable[[int], Any]) -> Tuple[Callable, tuple, dict]:
+def decode_function_call(data: bytes, resolve: Callable[[int], Any],
+                         inputs: Sequence[bytes] = ()) -> Tuple[Callable, tuple, dict]:
     if data[:4] != _MAGIC:
         raise ValueError("not a dispatch Python closure (its args do not start with DPY1)")
     (length,) = struct.unpack_from("<I", data, 4)
     function = functions.get(bytes(data[8:8 + length]))
-    args, kwargs = decode_call(data[8 + length:], resolve)
+    args, kwargs = decode_call(data[8 + length:], resolve, inputs)
     return function, args, kwargs
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 from dispatch import _address, _dispatch, _serialize
 from dispatch.errors import TransientError
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "current_closure"]
 
 # Closure outcome kinds the extension module understands.
 _RESULT, _USER_ERROR, _TRANSIENT_ERROR = 0, 1, 2
@@ -23,6 +23,24 @@ _RESULT, _USER_ERROR, _TRANSIENT_ERROR = 0, 1, 2
 PYTHON_DATASET_KIND = "python"  # datasets defined by a pickled function (dispatch.Dataset)
 
 _running: "weakref.WeakSet[Worker]" = weakref.WeakSet()
+
+_closure = threading.local()  # .context: the ClosureContext of the closure this thread runs
+
+
+def current_closure() -> Any:
+    """The closure the calling function runs in, on a Python worker: ``.cancelled`` (the
+    dispatcher cancelled it, or its timeout passed: its result will be ignored, so a long
+    function may give up), ``.stopping`` (the worker is stopping), ``.worker_address`` and
+    ``.sleep(seconds)``, which waits with the GIL released and returns False early when the
+    closure is cancelled or the worker stops (True when the time passed). After the
+    function returned, the object answers as for a closure that is over (cancelled and
+    stopping True, ``sleep`` False at once). RuntimeError outside a running closure.
+    """
+    context = getattr(_closure, "context", None)
+    if context is None:
+        raise RuntimeError("dispatch.current_closure() is called by a function that a "
+                           "Python worker runs as a closure")
+    return context
 
 
 @atexit.register
@@ -149,17 +167,26 @@ class Worker:
     # ---- called by the extension module (executor and agent threads, GIL held) ----
 
     def _run_closure(self, name: str, data: bytes, components: List[bytes],
-                     inputs: List[bytes]) -> tuple:
+                     inputs: List[bytes], context: Any) -> tuple:
+        outer = getattr(_closure, "context", None)
+        _closure.context = context
+        try:
+            return self._run_call(name, data, components, inputs)
+        finally:
+            _closure.context = outer
+
+    def _run_call(self, name: str, data: bytes, components: List[bytes],
+                  inputs: List[bytes]) -> tuple:
         try:
             resolve = lambda index: self._resources.get(components[index])  # noqa: E731
             if name == _serialize.CALL_FUNCTION:
-                fn, args, kwargs = _serialize.decode_function_call(data, resolve)
+                fn, args, kwargs = _serialize.decode_function_call(data, resolve, inputs)
             elif name == _serialize.RESOURCE_FUNCTION:
                 fn, args, kwargs = _serialize.decode_function_call(data, resolve)
                 return (_RESULT, self._resources.add(fn(*args, **kwargs)))
             else:
                 fn = self._functions[name]
-                args, kwargs = _serialize.decode_call(data, resolve)
+                args, kwargs = _serialize.decode_call(data, resolve, inputs)
             return (_RESULT, _serialize.encode_result(fn(*args, **kwargs)))
         except TransientError as error:
             return (_TRANSIENT_ERROR, _serialize.encode_error(error))

@@ -14,7 +14,7 @@ closures still queued behind it are cancelled.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from dispatch import _address, _dispatch, _serialize
 from dispatch._serialize import PerWorkerResource
@@ -111,7 +111,8 @@ class Coordinator:
     def schedule(self, fn: Union[Callable, str], args: Sequence[Any] = (),
                  kwargs: Optional[Dict[str, Any]] = None,
                  resources: Iterable[PerWorkerResource] = (), *, priority: int = 0,
-                 timeout: Optional[float] = None) -> RemoteValue:
+                 timeout: Optional[float] = None,
+                 inputs: Sequence[RemoteValue] = ()) -> RemoteValue:
         """Queues ``fn(*args, **kwargs)`` on some worker; returns its RemoteValue at once.
 
         ``fn`` is a callable (a module-level function travels by reference: workers
@@ -123,34 +124,58 @@ class Coordinator:
         function only through args). Higher ``priority`` runs first; past ``timeout``
         seconds the closure fails with DeadlineExceededError.
 
+        ``inputs``: RemoteValues of this coordinator the closure depends on. It runs
+        only once they all finished, as ``fn(*input_results, *args, **kwargs)`` (each
+        result as ``fetch()`` would return it: unpickled, or bytes for ``schedule_raw``
+        closures); when one fails or is cancelled, this closure fails naming it. An
+        input must not have been fetched before (FailedPreconditionError); fetching it
+        afterwards is fine.
+
         Raises the coordinator's first error instead, once. Waits only when too many
         closures are still unacknowledged (back-pressure).
         """
         resource_ids = [r.resource_id for r in resources]
+        handles, formats = self._inputs(inputs)
         if callable(fn):
             function = _serialize.CALL_FUNCTION
-            data = _serialize.encode_function_call(fn, args, kwargs, resource_ids)
+            data = _serialize.encode_function_call(fn, args, kwargs, resource_ids, formats)
         elif isinstance(fn, str):
             function = fn
-            data = _serialize.encode_call(args, kwargs, resource_ids)
+            data = _serialize.encode_call(args, kwargs, resource_ids, formats)
         else:
             raise TypeError(f"schedule() needs a callable or a function name, got {fn!r}")
-        return self._schedule(function, data, resource_ids, priority, timeout, raw=False)
+        return self._schedule(function, data, resource_ids, priority, timeout, handles, raw=False)
 
     def schedule_raw(self, function: str, data: bytes = b"",
                      resources: Iterable[PerWorkerResource] = (), *, priority: int = 0,
-                     timeout: Optional[float] = None) -> RemoteValue:
+                     timeout: Optional[float] = None,
+                     inputs: Sequence[RemoteValue] = ()) -> RemoteValue:
         """Queues a function registered on C++ workers (``dispatch-worker``'s built-ins,
         or any embedding's ``RegisterFunction``): ``data`` are its argument bytes, and
-        ``fetch()`` returns its result bytes. ``resources`` reach it as their components.
+        ``fetch()`` returns its result bytes. ``resources`` reach it as their components;
+        ``inputs`` (RemoteValues of this coordinator, as for ``schedule``) as their
+        result bytes (``ClosureCall::inputs()``: pickled for ``schedule`` closures).
         """
+        handles, _ = self._inputs(inputs)
         return self._schedule(function, bytes(data), [r.resource_id for r in resources],
-                              priority, timeout, raw=True)
+                              priority, timeout, handles, raw=True)
+
+    @staticmethod
+    def _inputs(inputs: Sequence[RemoteValue]) -> Tuple[List[Any], List[str]]:
+        if isinstance(inputs, RemoteValue):
+            inputs = [inputs]
+        handles, formats = [], []
+        for value in inputs:
+            if not isinstance(value, RemoteValue):
+                raise TypeError(f"inputs must be RemoteValues of schedule(), got {value!r}")
+            handles.append(value._handle)
+            formats.append(_serialize.INPUT_BYTES if value._raw else _serialize.INPUT_PICKLE)
+        return handles, formats
 
     def _schedule(self, function: str, data: bytes, resource_ids: list, priority: int,
-                  timeout: Optional[float], raw: bool) -> RemoteValue:
+                  timeout: Optional[float], inputs: List[Any], raw: bool) -> RemoteValue:
         timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
-        handle = self._handle.schedule(function, data, resource_ids, priority, timeout_ms, [])
+        handle = self._handle.schedule(function, data, resource_ids, priority, timeout_ms, inputs)
         return RemoteValue(handle, raw)
 
     def create_per_worker_resource(self, fn: Callable, *args: Any) -> PerWorkerResource:
