@@ -377,5 +377,109 @@ TEST(BackgroundSnapshotKill, KillNineDuringSnapshotsRestartsToTheAcknowledgedDig
   EXPECT_GE(checked, kRounds / 2);
 }
 
+// Reads a "C <last_seq> <digest>" or "D <last_seq> <digest>" line into `digest_at`.
+void NoteDigest(const std::string& line, std::map<uint64_t, uint64_t>& digest_at) {
+  if (line.rfind("C ", 0) != 0 && line.rfind("D ", 0) != 0) return;
+  const size_t space = line.find(' ', 2);
+  digest_at[std::stoull(line.substr(2, space - 2))] = std::stoull(line.substr(space + 1));
+}
+
+// Kills `helper` with SIGKILL and reads what it wrote before it died;
+// returns true if one of those lines is `marker`.
+bool KillAndDrain(testing::Subprocess& helper, std::map<uint64_t, uint64_t>& digest_at,
+                  const std::string& marker) {
+  helper.Signal(SIGKILL);
+  auto status = helper.Wait(std::chrono::seconds(30));
+  EXPECT_TRUE(status.has_value() && (WIFSIGNALED(*status) || WIFEXITED(*status)));
+  bool seen = false;
+  while (auto line = helper.ReadLine(std::chrono::milliseconds(0))) {
+    NoteDigest(*line, digest_at);
+    if (*line == marker) seen = true;
+  }
+  return seen;
+}
+
+// Restarts on `dir` and checks the state against what was reported for the
+// record it ends at; returns whether a digest was there to compare.
+bool RestartMatchesReportedDigest(const std::string& dir, std::map<uint64_t, uint64_t>& digest_at) {
+  bool checked = false;
+  uvkj::UvLoop loop;
+  {
+    Opened reopened = Open(loop.get(), dir, {.snapshot_every = 0});
+    EXPECT_NE(reopened.durable, nullptr);
+    if (reopened.durable != nullptr) {
+      const uint64_t last = reopened.store->last_seq();
+      auto it = digest_at.find(last);
+      if (it != digest_at.end()) {
+        EXPECT_EQ(reopened.durable->state().Digest(), it->second) << "at record " << last;
+        checked = true;
+      }
+      digest_at.erase(digest_at.upper_bound(last), digest_at.end());
+      EXPECT_LE(SnapshotFiles(dir).size(), 1u);
+    }
+  }
+  loop.Close();
+  return checked;
+}
+
+// kill -9 the moment the shutdown snapshot starts (the dispatcher's last act
+// on SIGTERM: commit what is pending, then snapshot on the loop thread): the
+// restart gives the digest the process reported just before it.
+TEST(BackgroundSnapshotKill, KillNineDuringTheShutdownSnapshotRestartsToTheAcknowledgedDigest) {
+  const uint64_t seed = testing::TestSeed();
+  std::mt19937_64 rng(seed);
+  testing::TempDir dir;
+  std::map<uint64_t, uint64_t> digest_at;
+  int checked = 0, before_done = 0;
+  constexpr int kRounds = 8;
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    testing::Subprocess helper({SNAPSHOT_KILL_HELPER_PATH, dir.path(), std::to_string(rng()), "300",
+                                std::to_string(5 + rng() % 80)});
+    bool shutting_down = false;
+    while (!shutting_down) {
+      auto line = helper.ReadLine(std::chrono::seconds(60));
+      ASSERT_TRUE(line.has_value()) << "helper went quiet before its shutdown snapshot";
+      ASSERT_NE(line->rfind("E ", 0), 0u) << *line;
+      NoteDigest(*line, digest_at);
+      shutting_down = line->rfind("D ", 0) == 0;
+    }
+    if (!KillAndDrain(helper, digest_at, "d")) ++before_done;
+    if (RestartMatchesReportedDigest(dir.path(), digest_at)) ++checked;
+  }
+  std::printf("[ info     ] %d kills at the shutdown snapshot, %d before it was written, %d digests checked\n",
+              kRounds, before_done, checked);
+  EXPECT_EQ(checked, kRounds) << "the shutdown's last commit was reported before the kill";
+}
+
+// kill -9 the moment a checkpoint starts on the thread pool (it copies the WAL
+// into the database and syncs both): the restart gives a reported digest.
+TEST(BackgroundSnapshotKill, KillNineDuringACheckpointRestartsToTheAcknowledgedDigest) {
+  const uint64_t seed = testing::TestSeed();
+  std::mt19937_64 rng(seed);
+  testing::TempDir dir;
+  std::map<uint64_t, uint64_t> digest_at;
+  int checked = 0, in_flight = 0;
+  constexpr int kRounds = 8;
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    testing::Subprocess helper({SNAPSHOT_KILL_HELPER_PATH, dir.path(), std::to_string(rng()), "300"});
+    const int warmup = 10 + static_cast<int>(rng() % 200);
+    bool checkpointing = false;
+    for (int i = 0; !checkpointing; ++i) {
+      auto line = helper.ReadLine(std::chrono::seconds(60));
+      ASSERT_TRUE(line.has_value()) << "helper went quiet after " << i << " events";
+      ASSERT_NE(line->rfind("E ", 0), 0u) << *line;
+      NoteDigest(*line, digest_at);
+      checkpointing = i >= warmup && *line == "K";
+    }
+    if (!KillAndDrain(helper, digest_at, "k")) ++in_flight;
+    if (RestartMatchesReportedDigest(dir.path(), digest_at)) ++checked;
+  }
+  std::printf("[ info     ] %d kills as a checkpoint started, %d before it came back, %d digests checked\n",
+              kRounds, in_flight, checked);
+  EXPECT_GE(checked, kRounds / 2);
+}
+
 }  // namespace
 }  // namespace dispatch::reactor

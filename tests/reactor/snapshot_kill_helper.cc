@@ -6,7 +6,12 @@
 //   "F <seq>"                a snapshot task started for record <seq>
 //   "S <seq>"                the snapshot at <seq> was recorded
 //   "X <message>"            a snapshot attempt failed
-// usage: snapshot_kill_helper <dir> <seed> <every>
+//   "K" / "k"                a checkpoint started on the thread pool / came back
+//   "D <last_seq> <digest>"  (with <shutdown_after>) the shutdown snapshot starts
+//   "d"                      the shutdown snapshot is written; the process exits
+// usage: snapshot_kill_helper <dir> <seed> <every> [<shutdown_after>]
+// With <shutdown_after> > 0 it shuts down as the dispatcher does after that
+// many passes: commits what is pending, then writes a snapshot on this thread.
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,12 +32,13 @@ using namespace dispatch;
 using dispatch::testing::Die;
 using dispatch::testing::Report;
 
-int Run(const std::string& dir, uint64_t seed, uint64_t every) {
+int Run(const std::string& dir, uint64_t seed, uint64_t every, uint64_t shutdown_after) {
   uvkj::UvLoop loop;
   storage::StoreOptions store_options;
   store_options.work_dir = dir;
   store_options.synchronous = storage::Synchronous::kNormal;  // a kill -9 loses nothing either way
   store_options.truncate_records_per_commit = 64;  // so kills land mid-truncation too
+  store_options.checkpoint_wal_frames = 64;         // ... and mid-checkpoint
   auto store = storage::Store::Open(store_options);
   if (!store.ok()) Die(store.status());
   reactor::DurableStateOptions options;
@@ -50,7 +56,16 @@ int Run(const std::string& dir, uint64_t seed, uint64_t every) {
   reactor::DurableState& state = **durable;
   state::testing::UpdateGenerator generator(seed);
   std::mt19937_64 rng(seed);
-  while (true) {
+  for (uint64_t pass = 1;; ++pass) {
+    if (shutdown_after != 0 && pass > shutdown_after) {
+      state.CommitNow();
+      if (state.failed()) Die(InternalError("the commit failed"));
+      Report("D " + std::to_string((*store)->last_seq()) + " " + std::to_string(state.state().Digest()));
+      Status snapshot = state.Snapshot();
+      if (!snapshot.ok()) Die(snapshot);
+      Report("d");
+      return 0;
+    }
     const int count = 1 + static_cast<int>(rng() % 40);
     for (int i = 0; i < count; ++i) {
       auto update = generator.Next(state.state());
@@ -58,6 +73,7 @@ int Run(const std::string& dir, uint64_t seed, uint64_t every) {
       if (!status.ok()) Die(status);
     }
     const bool was_in_flight = state.snapshot_in_flight();
+    const bool was_checkpointing = state.checkpoint_in_flight();
     state.CommitPass();
     if (state.failed()) Die(InternalError("the commit failed"));
     Report("C " + std::to_string((*store)->last_seq()) + " " +
@@ -65,16 +81,20 @@ int Run(const std::string& dir, uint64_t seed, uint64_t every) {
     if (!was_in_flight && state.snapshot_in_flight()) {
       Report("F " + std::to_string((*store)->last_seq()));
     }
+    if (!was_checkpointing && state.checkpoint_in_flight()) Report("K");
+    const bool checkpointing = state.checkpoint_in_flight();
     uv_run(loop.get(), UV_RUN_NOWAIT);
+    if (checkpointing && !state.checkpoint_in_flight()) Report("k");
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: snapshot_kill_helper <dir> <seed> <every>\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: snapshot_kill_helper <dir> <seed> <every> [<shutdown_after>]\n");
     return 2;
   }
-  return Run(argv[1], std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10));
+  return Run(argv[1], std::strtoull(argv[2], nullptr, 10), std::strtoull(argv[3], nullptr, 10),
+             argc == 5 ? std::strtoull(argv[4], nullptr, 10) : 0);
 }
