@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets (tests/fuzz) with clang, ASan and UBSan in
 # build-fuzz/ (only the fuzzers and the libraries they link), then runs them.
 #   scripts/fuzz.sh                 every target for 20 s
-#   scripts/fuzz.sh all 15          every target for 15 s (what CI runs)
+#   scripts/fuzz.sh all 15          every target for 15 s
+#   FUZZ_FLAGS=-seed=1 scripts/fuzz.sh snapshot 50000r   what CI runs, per target (.ci/run)
 #   scripts/fuzz.sh TARGET 600      one target for 600 seconds
 #   scripts/fuzz.sh TARGET 10000000r  one target for 10,000,000 executions
 #   scripts/fuzz.sh all 60          every target for 60 s each

@@ -5,6 +5,7 @@
 // accepts the journal records that follow (a generated update applies).
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "state/codec.h"
@@ -33,6 +34,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int i = 0; i < 3; ++i) {
     state::testing::OwnedUpdate update = generator.Next(*loaded);
     const Status applied = loaded->Apply(update.reader());
+    // A snapshot whose next-id counter is at the top has used up that id
+    // space (ids stop at 2^64-2): the one refusal such a state may give.
+    if (!applied.ok() && applied.code() == StatusCode::kInvalidArgument &&
+        applied.message().find("would wrap to 0") != std::string::npos) {
+      break;
+    }
     FUZZ_CHECK(applied.ok(), "an update generated for a loaded snapshot was refused: %s",
                applied.ToString().c_str());
   }
