@@ -87,7 +87,7 @@ struct PowerLossVfs::File {
       if (rc == SQLITE_IOERR_FSYNC) file->owner->Poison(*file->path);
       return rc;
     }
-    const size_t covered = file->owner->PendingOps(*file->path);
+    const uint64_t covered = file->owner->PendingOps(*file->path);
     rc = file->real()->pMethods->xSync(file->real(), flags);
     if (rc != SQLITE_OK) return rc;
     // The power went while the disk synced: the caller never saw it succeed.
@@ -300,27 +300,34 @@ void PowerLossVfs::Poison(const std::string& path) {
   poisoned_.insert(path);
 }
 
-size_t PowerLossVfs::PendingOps(const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return files_[path].ops.size();
+void PowerLossVfs::ApplyOp(std::string& content, const PendingOp& op) {
+  if (op.truncate) {
+    content.resize(static_cast<size_t>(op.offset), '\0');
+  } else {
+    ApplyWrite(content, op.offset, op.data.data(), op.data.size());
+  }
 }
 
-bool PowerLossVfs::MarkSynced(const std::string& path, size_t ops) {
+uint64_t PowerLossVfs::PendingOps(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Tracked& t = files_[path];
+  return t.folded + t.ops.size();
+}
+
+bool PowerLossVfs::MarkSynced(const std::string& path, uint64_t mark) {
   std::lock_guard<std::mutex> lock(mu_);
   if (crashed_) return false;
   Tracked& t = files_[path];
-  if (kTrace) std::fprintf(stderr, "VFS synced %s %zu of %zu ops\n", path.c_str() + path.rfind('/'), ops, t.ops.size());
-  ops = std::min(ops, t.ops.size());
-  for (size_t i = 0; i < ops; ++i) {
-    const PendingOp& op = t.ops[i];
-    if (op.truncate) {
-      t.synced.resize(static_cast<size_t>(op.offset), '\0');
-    } else {
-      ApplyWrite(t.synced, op.offset, op.data.data(), op.data.size());
-    }
+  const size_t ops =
+      mark > t.folded ? static_cast<size_t>(std::min<uint64_t>(mark - t.folded, t.ops.size())) : 0;
+  if (kTrace) {
+    std::fprintf(stderr, "VFS synced %s %zu of %zu ops\n", path.c_str() + path.rfind('/'), ops,
+                 t.ops.size());
   }
+  for (size_t i = 0; i < ops; ++i) ApplyOp(t.synced, t.ops[i]);
   if (ops > 0) t.exists = true;
   t.ops.erase(t.ops.begin(), t.ops.begin() + static_cast<std::ptrdiff_t>(ops));
+  t.folded += ops;
   return true;
 }
 
@@ -333,15 +340,8 @@ std::string PowerLossVfs::LosePower(LossMode mode, std::mt19937_64& rng) {
     const size_t n = t.ops.size();
     size_t keep = 0;
     if (mode != LossMode::kDropUnsynced && n > 0) keep = static_cast<size_t>(rng() % (n + 1));
-    for (size_t i = 0; i < keep; ++i) {
-      const PendingOp& op = t.ops[i];
-      if (op.truncate) {
-        content.resize(static_cast<size_t>(op.offset), '\0');
-      } else {
-        ApplyWrite(content, op.offset, op.data.data(), op.data.size());
-      }
-      exists = true;
-    }
+    for (size_t i = 0; i < keep; ++i) ApplyOp(content, t.ops[i]);
+    if (keep > 0) exists = true;
     std::string torn;
     if (mode == LossMode::kTornWrite && keep < n && !t.ops[keep].truncate) {
       // The next write reached the platter in part: some whole sectors,

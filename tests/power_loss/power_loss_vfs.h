@@ -81,11 +81,14 @@ class PowerLossVfs {
   void RecordWrite(const std::string& path, int64_t offset, const void* data, int bytes);
   void RecordTruncate(const std::string& path, int64_t size);
   void RecordDelete(const std::string& path);
-  // Operations recorded for `path` so far (a sync covers those before it).
-  size_t PendingOps(const std::string& path);
-  // Folds the first `ops` pending operations into the synced content; false
-  // (nothing changes) when the power went meanwhile.
-  bool MarkSynced(const std::string& path, size_t ops);
+  // How many operations were ever recorded for `path`: a sync that starts
+  // now covers exactly those.
+  uint64_t PendingOps(const std::string& path);
+  // Folds the operations numbered below `mark` (PendingOps at the sync's
+  // start) that are still pending into the synced content; those recorded
+  // after the sync began stay pending even when another sync folded some
+  // meanwhile. False (nothing changes) when the power went meanwhile.
+  bool MarkSynced(const std::string& path, uint64_t mark);
   void Track(const std::string& path);
   // After a failed sync the kernel may have dropped the file's dirty pages,
   // and reports that only once: every later sync of the file fails too, so
@@ -104,7 +107,9 @@ class PowerLossVfs {
     bool exists = false;  // in the synced content
     std::string synced;
     std::vector<PendingOp> ops;
+    uint64_t folded = 0;  // operations folded into `synced` (ops[0] is number `folded`)
   };
+  static void ApplyOp(std::string& content, const PendingOp& op);
   static int Open(sqlite3_vfs* vfs, const char* name, sqlite3_file* file, int flags, int* out_flags);
   static int Delete(sqlite3_vfs* vfs, const char* name, int sync_dir);
 
