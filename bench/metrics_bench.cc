@@ -42,6 +42,7 @@ struct MetricsFlags {
   uint64_t seconds = 10;
   uint64_t scrape_interval_ms = 100;
   uint64_t in_flight = 256;
+  std::string synchronous = "full";
 };
 
 class NullControl final : public rpc::WorkerControl::Server {
@@ -123,6 +124,9 @@ int RunMetricsBench(int argc, char** argv) {
   parser.AddUint("scrape-interval-ms", "pause between two scrapes (0: back to back)",
                  &flags.scrape_interval_ms, 0, 600000);
   parser.AddUint("in-flight", "registration heartbeats in flight", &flags.in_flight, 1, 100000);
+  parser.AddString("synchronous", "MODE",
+                   "the dispatcher's --synchronous (normal takes the fsync tail out of the probe's floor)",
+                   &flags.synchronous);
   ParseFlagsOrExit(parser, argc, argv);
 
   const uint64_t n = flags.workers;
@@ -130,7 +134,7 @@ int RunMetricsBench(int argc, char** argv) {
   DispatcherProcess::Options options;
   options.extra_flags = {"--max-connections=" + std::to_string(connections + 64),
                          "--max-connections-per-address=" + std::to_string(connections + 64),
-                         "--worker-timeout-ms=0"};
+                         "--worker-timeout-ms=0", "--synchronous=" + flags.synchronous};
   DispatcherProcess dispatcher(options);
   const std::string url = dispatcher.http_url();
   ClientLoop loop;
@@ -158,7 +162,9 @@ int RunMetricsBench(int argc, char** argv) {
          "%llu s per phase, a scrape every %llu ms\n",
          static_cast<unsigned long long>(n), register_s, static_cast<unsigned long long>(connections),
          static_cast<unsigned long long>(flags.seconds), static_cast<unsigned long long>(flags.scrape_interval_ms));
-  printf("probe: one worker's heartbeats back to back (each reply after its group commit)\n");
+  printf("probe: one worker's heartbeats back to back (each reply after its group commit, "
+         "--synchronous=%s)\n",
+         flags.synchronous.c_str());
   ProbeFigures floor = Probe(loop, probe, n, flags.seconds);
   PrintProbe("floor (no scrapes)", floor);
 
@@ -211,10 +217,27 @@ int RunMetricsBench(int argc, char** argv) {
            static_cast<unsigned long long>(r.scrape.failures), static_cast<unsigned long long>(r.scrape.bytes),
            r.scrape.p50_ms, r.scrape.max_ms, count > 0 ? sum / count * 1000 : 0.0);
   }
+  // A reply can wait behind a scrape for at most the loop time the scrape
+  // took (one thread serves both), so renders over 5 ms bound the replies
+  // that waited that long because of a scrape. The histogram's 5 ms bucket
+  // counts them without sampling.
+  auto renders_over = [&](const std::string& path, const char* bound) {
+    const std::string sel = "{path=\"" + path + "\"} ";
+    const double count = MetricValue(metrics.body, "dispatch_http_render_seconds_count" + sel);
+    const double within = MetricValue(
+        metrics.body, "dispatch_http_render_seconds_bucket{path=\"" + path + "\",le=\"" + bound + "\"} ");
+    return static_cast<unsigned long long>(count - within);
+  };
   const PathResult& m = results[0];
-  printf("issue 17 targets: /metrics scrape under 50 ms (max %.2f ms: %s); probe max with scrapes "
-         "%.0f us vs floor %.0f us, replies over 5 ms %llu vs floor %llu\n",
-         m.scrape.max_ms, m.scrape.max_ms < 50 ? "met" : "NOT met", m.probe.max_us, floor.max_us,
+  const unsigned long long metrics_over_5ms = renders_over("/metrics", "0.005");
+  printf("  renders over 2.5 ms: /metrics %llu, /api/status %llu; over 5 ms: /metrics %llu, /api/status %llu\n",
+         renders_over("/metrics", "0.0025"), renders_over("/api/status", "0.0025"), metrics_over_5ms,
+         renders_over("/api/status", "0.005"));
+  printf("issue 17 targets: /metrics scrape under 50 ms (max %.2f ms: %s); no reply waits over 5 ms because of "
+         "a scrape (renders over 5 ms: %llu: %s); probe max with scrapes %.0f us vs floor %.0f us, replies over "
+         "5 ms %llu vs floor %llu\n",
+         m.scrape.max_ms, m.scrape.max_ms < 50 ? "met" : "NOT met", metrics_over_5ms,
+         metrics_over_5ms == 0 ? "met" : "NOT met", m.probe.max_us, floor.max_us,
          static_cast<unsigned long long>(m.probe.over_5ms), static_cast<unsigned long long>(floor.over_5ms));
   return 0;
 }
