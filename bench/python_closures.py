@@ -194,13 +194,15 @@ def main():
         finally:
             cluster.close()
         # Reads on a cluster of their own: the same two dispatch-workers for both readers.
-        cluster = Cluster(build, Path(work) / "reads")
-        try:
-            cluster.cpp_worker()
-            cluster.cpp_worker()
-            read = reads(cluster, build, options.read_mib, 16, options.rounds)
-        finally:
-            cluster.close()
+        read = None
+        if options.read_mib > 0:
+            cluster = Cluster(build, Path(work) / "reads")
+            try:
+                cluster.cpp_worker()
+                cluster.cpp_worker()
+                read = reads(cluster, build, options.read_mib, 16, options.rounds)
+            finally:
+                cluster.close()
     dask = None if options.skip_dask else dask_closures(options.dask_closures, options.rounds,
                                                         min(options.sequential, 300))
     p50 = percentile(latencies, 0.5) * 1e6
@@ -224,14 +226,17 @@ def main():
         print(f"  {'sequential p50 (us)':26} {p50:12.0f} {d_p50:12.0f} "
               f"{d_p50 / p50:7.1f}x {'>= 10x':>8}")
     print(f"  {'sequential p99 (us)':26} {p99:12.0f}")
-    print(f"read {options.read_mib} x 1 MiB elements (DYNAMIC, 2 dispatch-workers), "
-          f"best of {options.rounds}:")
-    print(f"  C++ reader (dispatchctl read)  {read['cpp_MBps']:8.0f} MB/s")
-    print(f"  Python iterator, copy=False    {read['python_MBps']:8.0f} MB/s  "
-          f"{read['python_MBps'] / read['cpp_MBps']:.0%} of C++ (target >= 80%)")
-    print(f"  Python iterator, copy=True     {read['python_copy_MBps']:8.0f} MB/s  "
-          f"{read['python_copy_MBps'] / read['cpp_MBps']:.0%} of C++")
-    figures.update(read)
+    if read is None:
+        print("read: skipped (--read-mib 0)")
+    else:
+        print(f"read {options.read_mib} x 1 MiB elements (DYNAMIC, 2 dispatch-workers), "
+              f"best of {options.rounds}:")
+        print(f"  C++ reader (dispatchctl read)  {read['cpp_MBps']:8.0f} MB/s")
+        print(f"  Python iterator, copy=False    {read['python_MBps']:8.0f} MB/s  "
+              f"{read['python_MBps'] / read['cpp_MBps']:.0%} of C++ (target >= 80%)")
+        print(f"  Python iterator, copy=True     {read['python_copy_MBps']:8.0f} MB/s  "
+              f"{read['python_copy_MBps'] / read['cpp_MBps']:.0%} of C++")
+        figures.update(read)
     if options.json:
         print(json.dumps(figures))
     return 0
