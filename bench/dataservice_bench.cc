@@ -26,6 +26,7 @@
 
 #include "bench/latency.h"
 #include "bench/registry.h"
+#include "bench/sim_workers.h"
 #include "bench/summary.h"
 #include "common/flag_parser.h"
 #include "schema/dispatcher.capnp.h"
@@ -73,13 +74,6 @@ double ProcessCpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
-// Answers every push; the simulated workers never run anything.
-class NullControl final : public rpc::WorkerControl::Server {
- public:
-  kj::Promise<void> startTasks(StartTasksContext) override { return kj::READY_NOW; }
-  kj::Promise<void> deleteTasks(DeleteTasksContext) override { return kj::READY_NOW; }
-};
-
 class CountingErrors final : public kj::TaskSet::ErrorHandler {
  public:
   void taskFailed(kj::Exception&& e) override {
@@ -87,24 +81,6 @@ class CountingErrors final : public kj::TaskSet::ErrorHandler {
   }
   uint64_t errors = 0;
 };
-
-struct SimConnection {
-  kj::Own<clients::DispatcherConnection> conn;
-  rpc::WorkerControl::Client control = kj::heap<NullControl>();
-};
-
-kj::Promise<void> SendHeartbeat(SimConnection& c, uint64_t worker) {
-  auto request = c.conn->dispatcher().workerHeartbeatRequest();
-  auto body = request.initRequest();
-  std::string address = "sim-worker-" + std::to_string(worker);
-  body.setAddress(address);
-  body.setTransferAddress(address + "/transfer");
-  body.setWorkerIncarnation(worker + 1);
-  // Sent with every heartbeat, as the real WorkerAgent does.
-  body.setControl(c.control);
-  body.initCurrentTasks(0);
-  return request.send().ignoreResult();
-}
 
 struct HeartbeatFigures {
   uint64_t workers = 0, connections = 0, heartbeats = 0, errors = 0;
@@ -144,7 +120,7 @@ HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
     std::function<kj::Promise<void>()> chain = [&]() -> kj::Promise<void> {
       if (next >= n) return kj::READY_NOW;
       uint64_t w = next++;
-      return SendHeartbeat(conn_of(w), w).then([&]() { return chain(); });
+      return SendSimHeartbeat(conn_of(w), w).then([&]() { return chain(); });
     };
     kj::Vector<kj::Promise<void>> chains;
     for (uint64_t i = 0; i < flags.in_flight * 4; ++i) chains.add(chain());
@@ -178,7 +154,7 @@ HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
     if (now >= end) break;
     for (auto due = start + k * period; due <= now && due < end; due = start + (++k) * period) {
       bool counted = due >= measure_from;
-      tasks.add(SendHeartbeat(conn_of(k % n), k % n).then([&, due, counted]() {
+      tasks.add(SendSimHeartbeat(conn_of(k % n), k % n).then([&, due, counted]() {
         if (!counted) return;
         ++replies;
         lateness.Add(
@@ -252,7 +228,7 @@ SplitFigures MeasureSplits(const DsFlags& flags) {
   worker.conn = loop.Connect(dispatcher.address());
   auto client = loop.Connect(dispatcher.address());
   auto& d = client->dispatcher();
-  loop.Wait(SendHeartbeat(worker, 0));
+  loop.Wait(SendSimHeartbeat(worker, 0));
   uint64_t dataset = RegisterDataset(loop, d, 1ull << 40);
   uint64_t job = loop.Wait(CreateJob(d, dataset, rpc::ProcessingMode::DYNAMIC));
   // The worker's next heartbeat lists its new task.

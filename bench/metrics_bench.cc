@@ -23,6 +23,7 @@
 
 #include "bench/latency.h"
 #include "bench/registry.h"
+#include "bench/sim_workers.h"
 #include "common/flag_parser.h"
 #include "schema/dispatcher.capnp.h"
 #include "tests/integration/client_loop.h"
@@ -45,30 +46,6 @@ struct MetricsFlags {
   std::string synchronous = "full";
 };
 
-class NullControl final : public rpc::WorkerControl::Server {
- public:
-  kj::Promise<void> startTasks(StartTasksContext) override { return kj::READY_NOW; }
-  kj::Promise<void> deleteTasks(DeleteTasksContext) override { return kj::READY_NOW; }
-};
-
-struct SimConnection {
-  kj::Own<clients::DispatcherConnection> conn;
-  rpc::WorkerControl::Client control = kj::heap<NullControl>();
-};
-
-kj::Promise<void> Heartbeat(SimConnection& c, uint64_t worker) {
-  auto request = c.conn->dispatcher().workerHeartbeatRequest();
-  auto body = request.initRequest();
-  std::string address = "sim-worker-" + std::to_string(worker);
-  body.setAddress(address);
-  body.setTransferAddress(address + "/transfer");
-  body.setWorkerIncarnation(worker + 1);
-  body.setControl(c.control);
-  body.setMaxClosures(1);
-  body.initCurrentTasks(0);
-  return request.send().ignoreResult();
-}
-
 struct ProbeFigures {
   uint64_t calls = 0, over_5ms = 0;
   double p50_us = 0, p99_us = 0, max_us = 0;
@@ -81,7 +58,7 @@ ProbeFigures Probe(ClientLoop& loop, SimConnection& probe, uint64_t worker, uint
   const auto end = Clock::now() + std::chrono::seconds(seconds);
   while (Clock::now() < end) {
     const auto start = Clock::now();
-    loop.Wait(Heartbeat(probe, worker));
+    loop.Wait(SendSimHeartbeat(probe, worker, 1));
     const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     samples.Add(ns);
     if (ns > 5000000) ++f.over_5ms;
@@ -147,7 +124,7 @@ int RunMetricsBench(int argc, char** argv) {
     std::function<kj::Promise<void>()> chain = [&]() -> kj::Promise<void> {
       if (next >= n) return kj::READY_NOW;
       uint64_t w = next++;
-      return Heartbeat(conns[w % connections], w).then([&]() { return chain(); });
+      return SendSimHeartbeat(conns[w % connections], w, 1).then([&]() { return chain(); });
     };
     kj::Vector<kj::Promise<void>> chains;
     for (uint64_t i = 0; i < flags.in_flight; ++i) chains.add(chain());
@@ -156,7 +133,7 @@ int RunMetricsBench(int argc, char** argv) {
   const double register_s = std::chrono::duration<double>(Clock::now() - register_start).count();
   SimConnection probe;
   probe.conn = loop.Connect(dispatcher.address());
-  loop.Wait(Heartbeat(probe, n));  // the probe registers as one more worker
+  loop.Wait(SendSimHeartbeat(probe, n, 1));  // the probe registers as one more worker
 
   printf("dispatch-bench metrics: %llu workers registered in %.1f s over %llu connections; "
          "%llu s per phase, a scrape every %llu ms\n",
