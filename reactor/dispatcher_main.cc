@@ -2,7 +2,6 @@
 // until SIGINT/SIGTERM ends it gracefully (exit 0). Exit codes: 0 clean stop,
 // 1 start-up failure, 2 bad flags, 3 journal write failure (fail-stop).
 // With --verify it only checks the work dir: 0 clean, 1 damaged.
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -14,6 +13,7 @@
 #include "common/flag_parser.h"
 #include "common/log.h"
 #include "reactor/dispatcher_server.h"
+#include "reactor/malloc_tuning.h"
 #include "reactor/signals.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
@@ -244,21 +244,8 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  &o.limits.peer_memory_budget_bytes, 1ull << 20, 1ull << 44);
 }
 
-// glibc returns the free top of the heap to the kernel once it passes 128 KiB
-// (its trim threshold), so every loop pass that builds and frees a few
-// hundred KiB (a schedule call of 1,024 closures: its plan and its journal
-// records) paid a brk to grow the heap again and a page fault, with the page
-// zeroed, per 4 KiB it touched: 650 brk calls a second and about a tenth of
-// the dispatcher's CPU in the closures bench. Free memory up to 64 MiB is
-// kept instead (bounded: past that the top is trimmed as before), and blocks
-// under 16 MiB come from the heap, not from an mmap each (setting the trim
-// threshold turns glibc's own adjustment of the mmap threshold off).
-void KeepFreedMemory() {
-  mallopt(M_MMAP_THRESHOLD, 16 << 20);
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
-}
-
 int Main(int argc, char** argv) {
+  TuneMallocOrReexec(argv);
   KeepFreedMemory();
   MainFlags flags;
   FlagParser parser("dispatcher",
@@ -280,6 +267,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogFormat(*format);
+  const char* tunables = getenv("GLIBC_TUNABLES");
+  Log(LogLevel::kDebug, "malloc tunables: ", tunables == nullptr ? "(none)" : tunables);
   if (flags.verify) return Verify(flags.options.work_dir);
   KjLogRouter kj_log_router;  // errors we return to peers are not ours to log at info
   // A result travels in one message (a report, a reply) with other reports

@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "tests/integration/client_loop.h"
@@ -167,6 +168,66 @@ TEST(DispatcherProcess, PortInUseFailsWithExitOne) {
   DispatcherProcess first;
   std::string out;
   EXPECT_EQ(RunToExit({"--listen=" + first.address(), "--work-dir=" + first.work_dir() + "-2"}, &out), 1);
+}
+
+// The malloc tunables a dispatcher started in the current environment runs
+// with, as it logs them at debug level once it runs (re-executed or not).
+std::string MallocTunablesOfADispatcher() {
+  TempDir dir;
+  const std::string log = dir.File("stderr");
+  {
+    DispatcherProcess dispatcher({.extra_flags = {"--log-level=debug"}, .stderr_path = log});
+    EXPECT_TRUE(dispatcher.Terminate().has_value());
+  }
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string label = "malloc tunables: ";
+  const size_t at = text.find(label);
+  if (at == std::string::npos) return "<not logged>";
+  return text.substr(at + label.size(), text.find('\n', at) - at - label.size());
+}
+
+// Sets an environment variable for one test's children, and puts it back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = getenv(name);
+    if (old != nullptr) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(DispatcherProcess, RunsWithTheLargerMallocCacheItSetsForItself) {
+  ScopedEnv no_tunables("GLIBC_TUNABLES", "");
+  EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=4096");
+}
+
+TEST(DispatcherProcess, KeepsTheOperatorsMallocTunables) {
+  {
+    ScopedEnv other("GLIBC_TUNABLES", "glibc.malloc.mxfast=64");
+    EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.mxfast=64:glibc.malloc.tcache_count=4096");
+  }
+  {
+    ScopedEnv own("GLIBC_TUNABLES", "glibc.malloc.tcache_count=16");
+    EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=16");
+  }
+  {
+    ScopedEnv unset_after("GLIBC_TUNABLES", "");
+    unsetenv("GLIBC_TUNABLES");
+    ScopedEnv off("DISPATCH_MALLOC_TUNING", "off");
+    EXPECT_EQ(MallocTunablesOfADispatcher(), "(none)");
+  }
 }
 
 // What a dispatcher logged while answering one unknown job id, at `level`.
