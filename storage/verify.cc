@@ -203,43 +203,45 @@ class Verifier {
     }
   }
 
-  void CheckDatasets() {
-    auto select = Statement::Prepare(db_, "SELECT key, crc, body FROM dataset");
+  // Steps `sql` and hands each row to `row`; a failure to prepare or to
+  // read is damage, named with `table`.
+  template <typename RowFn>
+  void ForEachRow(const char* sql, const char* table, RowFn row) {
+    auto select = Statement::Prepare(db_, sql);
     if (!select.ok()) {
       Damage(select.status().message());
       return;
     }
-    size_t bad = 0;
     int rc;
-    while ((rc = select->Step()) == SQLITE_ROW) {
+    while ((rc = select->Step()) == SQLITE_ROW) row(*select);
+    if (rc != SQLITE_DONE) {
+      Damage(SqliteStatus(db_, rc, std::string("reading the ") + table + " table of " + db_path_).message());
+    }
+  }
+
+  void CheckDatasets() {
+    size_t bad = 0;
+    ForEachRow("SELECT key, crc, body FROM dataset", "dataset", [&](Statement& row) {
       ++r_.datasets;
-      const std::string_view key = select->ColumnBlob(0);
-      if (select->ColumnInt(1) != static_cast<int64_t>(DatasetChecksum(key, select->ColumnBlob(2)))) {
+      const std::string_view key = row.ColumnBlob(0);
+      if (row.ColumnInt(1) != static_cast<int64_t>(DatasetChecksum(key, row.ColumnBlob(2)))) {
         Add(r_.damage, bad, "dataset " + QuoteKey(key) + " in " + db_path_ + " fails its checksum");
       }
-    }
-    if (rc != SQLITE_DONE) Damage(SqliteStatus(db_, rc, "reading the dataset table of " + db_path_).message());
+    });
   }
 
   void CheckResults() {
-    auto select = Statement::Prepare(db_, "SELECT closure, crc, body FROM result");
-    if (!select.ok()) {
-      Damage(select.status().message());
-      return;
-    }
     size_t bad = 0;
-    int rc;
-    while ((rc = select->Step()) == SQLITE_ROW) {
+    ForEachRow("SELECT closure, crc, body FROM result", "result", [&](Statement& row) {
       ++r_.results;
-      const uint64_t closure = static_cast<uint64_t>(select->ColumnInt(0));
-      const std::string_view body = select->ColumnBlob(2);
+      const uint64_t closure = static_cast<uint64_t>(row.ColumnInt(0));
+      const std::string_view body = row.ColumnBlob(2);
       r_.result_bytes += body.size();
-      if (select->ColumnInt(1) != static_cast<int64_t>(ResultChecksum(closure, body))) {
+      if (row.ColumnInt(1) != static_cast<int64_t>(ResultChecksum(closure, body))) {
         Add(r_.damage, bad, "the result of closure " + std::to_string(closure) + " in " + db_path_ +
                                 " fails its checksum");
       }
-    }
-    if (rc != SQLITE_DONE) Damage(SqliteStatus(db_, rc, "reading the result table of " + db_path_).message());
+    });
   }
 
   const std::string work_dir_;
