@@ -66,7 +66,7 @@ struct DurableStateOptions {
   // this (nothing is lost meanwhile: the journal keeps every record).
   uint64_t snapshot_retry_ms = 10000;
   // Called on the loop thread after every snapshot attempt (benchmarks, tests).
-  std::function<void(const SnapshotOutcome&)> snapshot_observer;
+  std::function<void(const SnapshotOutcome&)> snapshot_observer = {};
 };
 
 struct DurableStats {

@@ -98,7 +98,9 @@ TEST(RecordBudget, ScheduledClosuresCutIntoRunsThatEachFitTheirRecord) {
                                     return w;
                                   }()) *
                                      8);
-    if (end < args.size()) EXPECT_GT(build(begin, end + 1), kLimit);
+    if (end < args.size()) {
+      EXPECT_GT(build(begin, end + 1), kLimit);
+    }
     next = end;
   }
   EXPECT_EQ(next, args.size());
