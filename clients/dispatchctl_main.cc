@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clients/dispatchctl_connect.h"
 #include "clients/dispatchctl_read.h"
 #include "clients/dispatchctl_run.h"
 #include "clients/dispatchctl_stats.h"
@@ -141,44 +142,16 @@ int Main(int argc, char** argv) {
   }
 
   std::string output;
-  Status status;
-  uvkj::UvLoop loop;
-  {
-    uvkj::UvAsyncIo io(loop.get());
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
-                   auto work =
-                       DispatcherConnection::Connect(io.network(), flags.dispatcher, flags.token)
-                           .then([](kj::Own<DispatcherConnection> c) { return kj::mv(c); },
-                                 [&](kj::Exception&& e) -> kj::Own<DispatcherConnection> {
-                                   Status s = StatusFromException(e);
-                                   if (s.code() == StatusCode::kUnauthenticated ||
-                                       s.code() == StatusCode::kInvalidArgument) {
-                                     kj::throwFatalException(kj::mv(e));
-                                   }
-                                   ThrowStatus(UnavailableError("cannot reach the dispatcher at " +
-                                                                flags.dispatcher + ": " +
-                                                                s.message()));
-                                 })
-                           .then([&](kj::Own<DispatcherConnection> connection) {
-                             auto& ref = *connection;
-                             return RunCommand(ref.dispatcher(), args, flags.json)
-                                 .attach(kj::mv(connection));
-                           });
-                   output = io.timer()
-                                .timeoutAfter(flags.timeout_ms * kj::MILLISECONDS, kj::mv(work))
-                                .wait(io.wait_scope());
-                 })) {
-      status = StatusFromException(*e);
-    }
-    io.wait_scope().poll();
-  }
-  loop.Close();
-  if (!status.ok()) {
-    fprintf(stderr, "dispatchctl: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  fputs(output.c_str(), stdout);
-  return 0;
+  const int rc = RunCommandOnLoop([&](uvkj::UvAsyncIo& io) {
+    auto work = ConnectForCommand(io.network(), flags.dispatcher, flags.token)
+                    .then([&](kj::Own<DispatcherConnection> connection) {
+                      auto& ref = *connection;
+                      return RunCommand(ref.dispatcher(), args, flags.json).attach(kj::mv(connection));
+                    });
+    output = io.timer().timeoutAfter(flags.timeout_ms * kj::MILLISECONDS, kj::mv(work)).wait(io.wait_scope());
+  });
+  if (rc == 0) fputs(output.c_str(), stdout);
+  return rc;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "clients/dispatcher_connection.h"
+#include "clients/dispatchctl_connect.h"
 #include "common/rpc_status.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
@@ -185,53 +186,26 @@ int RunStats(const std::string& dispatcher, const std::string& token,
              uint64_t timeout_ms) {
   const bool top = args[0] == "top";
   const bool clear = top && !json && isatty(STDOUT_FILENO);
-  Status status;
-  uvkj::UvLoop loop;
-  {
-    uvkj::UvAsyncIo io(loop.get());
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
-                   auto connect =
-                       DispatcherConnection::Connect(io.network(), dispatcher, token)
-                           .catch_([&](kj::Exception&& e) -> kj::Own<DispatcherConnection> {
-                             Status s = StatusFromException(e);
-                             if (s.code() == StatusCode::kUnauthenticated ||
-                                 s.code() == StatusCode::kInvalidArgument) {
-                               kj::throwFatalException(kj::mv(e));
-                             }
-                             ThrowStatus(UnavailableError("cannot reach the dispatcher at " +
-                                                          dispatcher + ": " + s.message()));
-                           });
-                   auto connection =
-                       io.timer()
-                           .timeoutAfter(timeout_ms * kj::MILLISECONDS, kj::mv(connect))
-                           .wait(io.wait_scope());
-                   kj::Own<Snapshot> previous;
-                   for (uint64_t n = 1;; ++n) {
-                     kj::Own<Snapshot> now =
-                         io.timer()
-                             .timeoutAfter(timeout_ms * kj::MILLISECONDS, Fetch(connection->dispatcher()))
-                             .wait(io.wait_scope());
-                     std::string text = json ? FormatJson(*now, /*pretty=*/!top)
-                                             : FormatText(*now, previous.get());
-                     if (clear) text = "\x1b[H\x1b[2J" + text;
-                     fputs(text.c_str(), stdout);
-                     if (top && !json) fputs("\n", stdout);
-                     fflush(stdout);
-                     if (!top || (flags.iterations != 0 && n >= flags.iterations)) break;
-                     previous = kj::mv(now);
-                     io.timer().afterDelay(flags.interval_s * kj::SECONDS).wait(io.wait_scope());
-                   }
-                 })) {
-      status = StatusFromException(*e);
+  return RunCommandOnLoop([&](uvkj::UvAsyncIo& io) {
+    auto connection = io.timer()
+                          .timeoutAfter(timeout_ms * kj::MILLISECONDS,
+                                        ConnectForCommand(io.network(), dispatcher, token))
+                          .wait(io.wait_scope());
+    kj::Own<Snapshot> previous;
+    for (uint64_t n = 1;; ++n) {
+      kj::Own<Snapshot> now = io.timer()
+                                  .timeoutAfter(timeout_ms * kj::MILLISECONDS, Fetch(connection->dispatcher()))
+                                  .wait(io.wait_scope());
+      std::string text = json ? FormatJson(*now, /*pretty=*/!top) : FormatText(*now, previous.get());
+      if (clear) text = "\x1b[H\x1b[2J" + text;
+      fputs(text.c_str(), stdout);
+      if (top && !json) fputs("\n", stdout);
+      fflush(stdout);
+      if (!top || (flags.iterations != 0 && n >= flags.iterations)) break;
+      previous = kj::mv(now);
+      io.timer().afterDelay(flags.interval_s * kj::SECONDS).wait(io.wait_scope());
     }
-    io.wait_scope().poll();
-  }
-  loop.Close();
-  if (!status.ok()) {
-    fprintf(stderr, "dispatchctl: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  });
 }
 
 }  // namespace dispatch::clients
