@@ -53,6 +53,7 @@ struct SnapshotFlags {
   std::string phases = "floor,background,inline";
   std::string work_dir;  // empty: a temp dir
   bool synchronous_full = true;
+  uint64_t checkpoint_wal_frames = 0;  // 0: the store's default
 };
 
 uint64_t NowNs() {
@@ -155,6 +156,7 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
       options.work_dir = dir;
       options.synchronous =
           flags.synchronous_full ? storage::Synchronous::kFull : storage::Synchronous::kNormal;
+      options.checkpoint_wal_frames = static_cast<int>(flags.checkpoint_wal_frames);
       options.durable.snapshot_every = snapshot_every;
       options.durable.snapshot_in_background = background;
       options.durable.snapshot_retry_ms = 0;
@@ -293,6 +295,10 @@ int RunSnapshotBench(int argc, char** argv) {
                    &flags.work_dir);
   parser.AddBool("synchronous-full", "the dispatcher's --synchronous=full (false: normal)",
                  &flags.synchronous_full);
+  parser.AddUint("checkpoint-wal-frames",
+                 "WAL frames that make a checkpoint due (0: the store's default, 2048): smaller "
+                 "checkpoints write back less at a time",
+                 &flags.checkpoint_wal_frames, 0, 1u << 30);
   ParseFlagsOrExit(parser, argc, argv);
   SetLogLevel(LogLevel::kWarning);
 

@@ -79,6 +79,7 @@ Result<std::string> DispatcherServer::Start() {
   storage::StoreOptions store_options;
   store_options.work_dir = options_.work_dir;
   store_options.synchronous = options_.synchronous;
+  if (options_.checkpoint_wal_frames > 0) store_options.checkpoint_wal_frames = options_.checkpoint_wal_frames;
   // The loop writes each group commit; its fsync runs on the thread pool
   // (DurableState), so the loop serves on while the disk syncs.
   store_options.defer_sync = true;

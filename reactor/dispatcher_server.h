@@ -40,6 +40,8 @@ struct DispatcherOptions {
   // Empty: the gateway accepts any token.
   std::string token;
   storage::Synchronous synchronous = storage::Synchronous::kFull;
+  // WAL frames that make a checkpoint due (0: the store's default).
+  int checkpoint_wal_frames = 0;
   DurableStateOptions durable;
   uint64_t tick_ms = 100;
   uint64_t drain_timeout_ms = 5000;
