@@ -381,12 +381,14 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
       break;  // no builder makes the always-rejected variant
     case journal::Update::REGISTER_DATASET:
       out.push_back(RegisterDataset(5, 55, "key-5", "meta"));
+      out.push_back(RegisterDataset(6, 66, "key-6", "meta", "python"));
       break;
     case journal::Update::SET_ELEMENT_SPEC:
       out.push_back(SetElementSpec(5, "spec"));
       break;
     case journal::Update::REGISTER_WORKER:
       out.push_back(RegisterWorker(2, "w:1", "x:1", {"gpu"}, 9));
+      out.push_back(RegisterWorker(3, "w:2", "x:2", {}, 7, {"python", "range"}));
       break;
     case journal::Update::REMOVE_WORKER:
       out.push_back(RemoveWorker(2));
