@@ -154,6 +154,11 @@ kj::Promise<void> AgentLink::SendHeartbeat() {
   heartbeat.setMaxClosures(options_.max_closures);
   auto functions = heartbeat.initFunctions(options_.functions.size());
   for (size_t i = 0; i < options_.functions.size(); ++i) functions.set(i, options_.functions[i]);
+  if (!options_.dataset_kinds.empty()) {
+    auto kinds = heartbeat.initDatasetKinds(options_.dataset_kinds.size());
+    for (size_t i = 0; i < options_.dataset_kinds.size(); ++i)
+      kinds.set(i, options_.dataset_kinds[i]);
+  }
   return timer_.timeoutAfter(HeartbeatTimeoutMs() * kj::MILLISECONDS, request.send())
       .then([this](capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults> response) {
         OnHeartbeatReply(response.getResponse());

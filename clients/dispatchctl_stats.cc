@@ -112,7 +112,7 @@ std::string FormatText(const Snapshot& now, const Snapshot* previous) {
   out += "workers      " + N(now.workers.getWorkers().size()) + " (" + N(now.WorkersConnected()) +
          " connected)\n";
   out += "jobs         " + N(now.jobs.getJobs().size()) + " (" + N(now.JobsUnfinished()) +
-         " unfinished)\n";
+         " unfinished, " + N(s.getJobsWithoutWorker()) + " without a worker)\n";
   out += "closures     waiting " + N(c.getWaiting()) + ", queued " + N(c.getQueued()) + " (" +
          N(c.getQueuedWithoutWorker()) + " without a worker), assigned " + N(c.getAssigned()) +
          ", finished " + N(c.getFinished()) + ", failed " + N(c.getFailed()) + ", cancelled " +

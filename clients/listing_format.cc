@@ -72,20 +72,22 @@ Table ClientTableOf(capnp::List<rpc::JobClientInfo>::Reader clients) {
 }  // namespace
 
 std::string FormatWorkers(capnp::List<rpc::WorkerInfo>::Reader workers) {
-  Table table({"WORKER", "ADDRESS", "TRANSFER", "TAGS", "CONNECTED", "TASKS", "LAST_HEARTBEAT_US"});
+  Table table({"WORKER", "ADDRESS", "TRANSFER", "TAGS", "CONNECTED", "TASKS", "LAST_HEARTBEAT_US",
+               "DATASET_KINDS"});
   for (auto w : workers) {
+    // "-": announced no kinds, so it serves every job.
     table.Add({Num(w.getWorkerId()), Str(w.getAddress()), Str(w.getTransferAddress()),
                Tags(w.getTags()), YesNo(w.getConnected()), Num(w.getNumTasks()),
-               Int(w.getLastHeartbeatMicros())});
+               Int(w.getLastHeartbeatMicros()), Tags(w.getDatasetKinds())});
   }
   return table.Render();
 }
 
 std::string FormatDatasets(capnp::List<rpc::DatasetInfo>::Reader datasets) {
-  Table table({"DATASET", "FINGERPRINT", "ELEMENT_SPEC", "SPLITS"});
+  Table table({"DATASET", "FINGERPRINT", "ELEMENT_SPEC", "SPLITS", "KIND"});
   for (auto d : datasets) {
     table.Add({Num(d.getDatasetId()), Num(d.getFingerprint()), YesNo(d.getHasElementSpec()),
-               Num(d.getNumSplits())});
+               Num(d.getNumSplits()), d.getKind().size() > 0 ? Str(d.getKind()) : "-"});
   }
   return table.Render();
 }

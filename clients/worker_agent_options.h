@@ -34,6 +34,11 @@ struct WorkerAgentOptions {
   // heartbeat. 0 / empty until a closure runner exists.
   uint32_t max_closures = 0;
   std::vector<std::string> functions;
+  // The dataset kinds this worker produces, announced in every heartbeat: the
+  // dispatcher gives it tasks only of datasets of these kinds. Empty: it
+  // announces none and is given a task of every job (WorkerAssembly fills it
+  // from its DatasetKindRegistry).
+  std::vector<std::string> dataset_kinds;
 };
 
 // InvalidArgument naming the first bad field; ok otherwise.

@@ -23,6 +23,9 @@ Result<std::unique_ptr<WorkerAssembly>> WorkerAssembly::Create(WorkerAssemblyOpt
 WorkerAssembly::WorkerAssembly(WorkerAssemblyOptions options, DatasetKindRegistry kinds)
     : kinds_(std::move(kinds)), producers_(options.producer.max_buffered_bytes) {
   std::unique_ptr<TaskHandlerFactory> factory;
+  // The dispatcher routes by these: a worker producing elements announces the
+  // kinds it can open; one that holds tasks without producing announces none.
+  if (!options.hold_tasks) options.agent.dataset_kinds = kinds_.kinds();
   if (options.hold_tasks) {
     factory = std::make_unique<SplitReadingFactory>(SplitReadingOptions{.hold = true});
   } else {

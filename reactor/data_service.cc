@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "reactor/task_info.h"
+#include "state/task_routing.h"
 
 namespace dispatch::reactor {
 
@@ -57,10 +58,9 @@ Status DataService::CheckName(std::string_view what, std::string_view value) con
 
 Status DataService::CreateTasksForJob(uint64_t job_id) {
   std::map<std::string, std::vector<uint64_t>> created;
-  for (const state::Worker* worker : state().ListWorkers()) {
-    if (state().FindTaskForJobAndWorker(job_id, worker->address) != nullptr) continue;
+  // Only workers that can produce the job's dataset (see state/task_routing.h).
+  for (const std::string& address : state::WorkersNeedingTask(state(), job_id)) {
     const uint64_t task_id = state().NextTaskId();
-    const std::string address = worker->address;
     DISPATCH_RETURN_IF_ERROR(Submit([&](journal::Update::Builder update) {
       auto create = update.initCreateTask();
       create.setTaskId(task_id);
@@ -75,13 +75,11 @@ Status DataService::CreateTasksForJob(uint64_t job_id) {
 
 Result<std::vector<uint64_t>> DataService::CreateMissingTasks(const std::string& address) {
   std::vector<uint64_t> created;
-  for (const state::Job* job : state().ListJobs()) {
-    if (job->finished) continue;
-    if (state().FindTaskForJobAndWorker(job->id, address) != nullptr) continue;
+  // Only jobs whose dataset the worker can produce (see state/task_routing.h).
+  for (const uint64_t job_id : state::JobsNeedingTask(state(), address)) {
     const uint64_t task_id = state().NextTaskId();
-    const uint64_t job_id = job->id;
     Status status;
-    if (job->IsRoundRobin()) {
+    if (state().FindJob(job_id)->IsRoundRobin()) {
       // Consumers agree on a round after the furthest any of them reported.
       const int64_t starting_round = consumers_.JobRound(state(), job_id) + 1;
       status = Submit([&](journal::Update::Builder update) {

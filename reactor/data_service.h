@@ -72,10 +72,11 @@ class DataService {
   // Length limits on names and addresses coming from peers.
   Status CheckName(std::string_view what, std::string_view value) const;
 
-  // A new job gets a task on every registered worker; connected workers are
-  // told once the pass commits.
+  // A new job gets a task on every registered worker that can produce its
+  // dataset's kind; connected workers are told once the pass commits.
   Status CreateTasksForJob(uint64_t job_id);
-  // Creates the tasks the worker at `address` lacks for unfinished jobs:
+  // Creates the tasks the worker at `address` lacks for unfinished jobs whose
+  // dataset it can produce:
   // active ones, or pending ones (starting after the consumers' current
   // round) for round-robin jobs. Returns the new task ids.
   Result<std::vector<uint64_t>> CreateMissingTasks(const std::string& address);

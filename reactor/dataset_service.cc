@@ -10,6 +10,7 @@
 #include "reactor/dataset_catalog.h"
 #include "reactor/service_util.h"
 #include "reactor/services.h"
+#include "state/task_routing.h"
 
 namespace dispatch::reactor {
 namespace {
@@ -135,7 +136,10 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
   } else {
     ThrowIfError(CheckSplitSource(params.getSplitSource()));
     std::string metadata = EncodeDatasetMetadata(params.getSplitSource(), params.getMetadata());
-    if (metadata.size() + kRecordOverheadBytes > max_record) {
+    // Jobs of the dataset get tasks only on workers producing its kind.
+    const std::string kind =
+        state::DatasetKindOfDefinition(definition, data.options().max_name_bytes);
+    if (metadata.size() + kind.size() + kRecordOverheadBytes > max_record) {
       ThrowStatus(ResourceExhaustedError("the split source and metadata take " +
                                          std::to_string(metadata.size()) +
                                          " bytes, more than a journal record may hold (" +
@@ -144,7 +148,8 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
     dataset_id = state.NextDatasetId();
     const std::string key = DefinitionKey(dataset_id, fingerprint);
     // The definition joins the batch right after its record: room for both.
-    ThrowIfError(durable.MakeRoom(definition.size() + metadata.size() + kRecordOverheadBytes));
+    ThrowIfError(durable.MakeRoom(definition.size() + metadata.size() + kind.size() +
+                                  kRecordOverheadBytes));
     ThrowIfError(data.Submit([&](journal::Update::Builder update) {
       auto reg = update.initRegisterDataset();
       reg.setDatasetId(dataset_id);
@@ -152,6 +157,7 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
       reg.setMetadata(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(metadata.data()),
                                           metadata.size()));
       reg.setDefinitionKey(key);
+      reg.setKind(kind);
     }));
     // Right after its record, so that both share one transaction (an early
     // commit happens only inside Submit) and a refused record stores nothing.

@@ -17,6 +17,7 @@
 #include "reactor/services.h"
 #include "reactor/status_document.h"
 #include "reactor/status_page.h"
+#include "state/task_routing.h"
 
 #ifndef DISPATCH_VERSION
 #define DISPATCH_VERSION "dev"
@@ -295,7 +296,10 @@ void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
   stats.setPeerMemoryWaiting(budget.waiting());
   stats.setPeerMemoryRefusals(c.guard.budget_refusals);
   stats.setClosedOutboundOverBudget(c.closed_outbound_over_budget);
-  if (data_ != nullptr) stats.setClosuresWithoutWorker(data_->closures().NumUnrunnable());
+  if (data_ != nullptr) {
+    stats.setClosuresWithoutWorker(data_->closures().NumUnrunnable());
+    stats.setJobsWithoutWorker(state::JobsWithoutWorker(data_->state()));
+  }
 }
 
 void DispatcherServer::BeginShutdown(const char* why) {

@@ -66,6 +66,9 @@ kj::Promise<void> DispatcherService::getWorkers(GetWorkersContext context) {
     info.setConnected(data.workers().IsConnected(worker.address));
     info.setNumTasks(static_cast<uint32_t>(state.TasksForWorker(worker.address).size()));
     info.setLastHeartbeatMicros(data.workers().LastHeartbeatMicros(worker.address));
+    auto kinds = info.initDatasetKinds(static_cast<unsigned>(worker.dataset_kinds.size()));
+    unsigned k = 0;
+    for (const std::string& kind : worker.dataset_kinds) kinds.set(k++, kind);
   }
   results.setIncarnation(data.incarnation());
   return data.durable().Barrier();
@@ -82,6 +85,7 @@ kj::Promise<void> DispatcherService::listDatasets(ListDatasetsContext context) {
     list[i].setHasElementSpec(datasets[i]->element_spec.has_value());
     auto source = data.datasets().SplitSource(datasets[i]->id);
     list[i].setNumSplits(source.ok() ? (*source)->num_splits : 0);
+    list[i].setKind(datasets[i]->kind);
   }
   results.setIncarnation(data.incarnation());
   return data.durable().Barrier();

@@ -12,6 +12,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "reactor/dispatcher_server.h"
+#include "state/task_routing.h"
 
 #ifndef DISPATCH_VERSION
 #define DISPATCH_VERSION "dev"
@@ -211,6 +212,9 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
             static_cast<double>(st.NumUnfinishedJobs()), {{"state", "unfinished"}});
     f.Gauge("dispatch_jobs", "Jobs, by whether they finished.",
             static_cast<double>(st.NumJobs() - st.NumUnfinishedJobs()), {{"state", "finished"}});
+    f.Gauge("dispatch_jobs_without_worker",
+            "Unfinished jobs no registered worker can produce (their dataset kind is announced by none).",
+            static_cast<double>(state::JobsWithoutWorker(st)));
     f.Gauge("dispatch_tasks", "Tasks (active, pending and finished).", static_cast<double>(st.NumTasks()));
     f.Gauge("dispatch_job_clients", "Job clients (consumers) holding a job.",
             static_cast<double>(st.NumJobClients()));

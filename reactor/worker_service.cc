@@ -1,17 +1,20 @@
 // DispatcherService: workers. The first heartbeat of an address registers the
-// worker (journaled) and creates its tasks for every unfinished job; every
+// worker (journaled, with the dataset kinds it announces) and creates its
+// tasks for every unfinished job whose dataset it can produce; every
 // heartbeat refreshes its liveness and its WorkerControl capability and
 // answers the tasks it should start and delete. A heartbeat from a new
 // process at a registered address (another worker incarnation) replaces the
 // old registration. workerUpdate records finished tasks.
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "reactor/data_service.h"
 #include "reactor/service_util.h"
 #include "reactor/services.h"
+#include "state/task_routing.h"
 #include "reactor/task_info.h"
 
 namespace dispatch::reactor {
@@ -38,6 +41,10 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   const auto functions = request.getFunctions();
   for (auto function : functions)
     ThrowIfError(data.CheckName("closure function name", View(function)));
+  for (auto kind : request.getDatasetKinds()) {
+    ThrowIfError(data.CheckName("dataset kind", View(kind)));
+    if (kind.size() == 0) ThrowStatus(InvalidArgumentError("a dataset kind must not be empty"));
+  }
   ThrowIfError(data.CheckWorkerAddress(address));
   const uint64_t incarnation = request.getWorkerIncarnation();
 
@@ -56,6 +63,12 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
     reg.setTransferAddress(request.getTransferAddress());
     reg.setTags(request.getTags());
     reg.setIncarnation(incarnation);
+    // Sorted and unique, as the state keeps them (the journal says so too).
+    std::set<std::string> kinds;
+    for (auto kind : request.getDatasetKinds()) kinds.emplace(View(kind));
+    auto kind_list = reg.initDatasetKinds(static_cast<unsigned>(kinds.size()));
+    unsigned k = 0;
+    for (const std::string& kind : kinds) kind_list.set(k++, kind);
     ThrowIfError(data.durable().CheckFits(update.asReader()));
     if (replaced) {
       // Another process at this address: the old one is gone.

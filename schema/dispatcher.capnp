@@ -144,6 +144,14 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # dataset has none yet. Limits (ResourceExhausted naming the limit, nothing
   # registered): the definition up to 64 MiB; the element spec, and the split
   # source with `metadata`, each within one 16 MiB journal record.
+  # The dataset's kind is the first word of the definition's first line (the
+  # bytes up to the first space, tab, CR or newline, after leading ones), as
+  # in "range count=10": jobs of the dataset get tasks only on workers that
+  # produce that kind (WorkerHeartbeatRequest.datasetKinds). A first word
+  # longer than the name limit or holding a control byte gives the dataset
+  # no kind, and every worker is given its tasks. A job no registered worker
+  # can produce waits without an error (as with no worker at all) until one
+  # registers (ServerStats.jobsWithoutWorker counts such jobs).
 
   getDatasetDef @4 (datasetId :UInt64)
       -> (definition :Data, splitSource :SplitSource, metadata :Data, incarnation :UInt64);
@@ -588,6 +596,15 @@ struct WorkerHeartbeatRequest @0xcb578b95f651f783 {
   # The closure functions this worker registered: it is given only closures
   # whose function, and whose per-worker resources' functions, are listed
   # (a worker listing none runs no closures). Fixed for a worker process.
+  datasetKinds @8 :List(Text);
+  # The dataset kinds this worker produces (a dataset's kind is the first word
+  # of its definition, see getOrRegisterDataset). A worker listing kinds is
+  # given a task only of jobs whose dataset's kind is listed, or whose dataset
+  # has no kind. A worker listing none (every worker before this field)
+  # announces nothing and is given a task of every job, as before: it fails the
+  # tasks of kinds it cannot produce. Each kind is at most the name limit
+  # (InvalidArgument naming it, nothing changes). Fixed for a worker process:
+  # the list of the heartbeat that registers it counts, later ones are ignored.
 }
 
 struct WorkerHeartbeatResponse @0xc2faba3584071f05 {
@@ -618,6 +635,7 @@ struct WorkerInfo @0x8df4345f4464d8f7 {
   connected @4 :Bool;
   numTasks @5 :UInt32;
   lastHeartbeatMicros @6 :Int64;
+  datasetKinds @7 :List(Text);   # as registered, sorted; empty: announced none (serves every job)
 }
 
 struct DatasetInfo @0xdedb154bd78b990e {
@@ -625,6 +643,7 @@ struct DatasetInfo @0xdedb154bd78b990e {
   fingerprint @1 :UInt64;
   hasElementSpec @2 :Bool;
   numSplits @3 :UInt64;
+  kind @4 :Text;                 # the first word of its definition; empty: none (any worker)
 }
 
 struct JobInfo @0xe25323511119f606 {
@@ -701,6 +720,10 @@ struct ServerStats @0xc83666b68b88b628 {
   # Queued closures no connected worker can run now, waiting for a worker
   # that registers their functions (ClosureStats.queuedWithoutWorker).
   closuresWithoutWorker @26 :UInt64;
+  # Unfinished jobs that no registered worker can produce (none announces
+  # their dataset's kind, or no worker is registered): they wait, with no
+  # tasks on such workers, for a worker that can.
+  jobsWithoutWorker @27 :UInt64;
 }
 
 interface WorkerControl @0xa8eac0fa617cee1b {

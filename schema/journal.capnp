@@ -36,6 +36,11 @@ struct RegisterDataset {
   fingerprint @1 :UInt64;
   metadata @2 :Data;         # opaque to the dispatcher (e.g. split source description)
   definitionKey @3 :Text;    # key of the definition bytes in the dataset store
+  kind @4 :Text;
+  # The dataset kind (the first word of the definition, see the wire's
+  # getOrRegisterDataset): its jobs' tasks go only to workers that produce it.
+  # Empty: no kind, every worker serves it (so are datasets registered before
+  # this field).
 }
 
 struct SetElementSpec {
@@ -58,6 +63,10 @@ struct RegisterWorker {
   transferAddress @2 :Text;
   tags @3 :List(Text);
   incarnation @4 :UInt64;    # chosen by the worker process at start; fences stale results
+  datasetKinds @5 :List(Text);
+  # The dataset kinds the worker produces, as its registering heartbeat
+  # announced them. Empty: it announced none (so did every worker before this
+  # field) and may be given a task of every job.
 }
 
 struct RemoveWorker {
@@ -149,7 +158,9 @@ struct GarbageCollectJob {
 struct CreateTask {
   # Precondition: `taskId` >= the next task id, nonzero and not 2^64-1; job `jobId` exists
   # and is not finished; a worker is registered at `workerAddress`; the job has
-  # no task (active or pending) for that address.
+  # no task (active or pending) for that address; that worker can produce the
+  # job's dataset (it announced no kinds, or the dataset has no kind, or the
+  # worker's `datasetKinds` hold the dataset's `kind`).
   # Effect: adds an active task of the job on that worker, starting at round 0,
   # with the worker's transfer address. The next task id becomes `taskId` + 1.
   taskId @0 :UInt64;
@@ -438,6 +449,7 @@ struct DatasetRecord {
   hasElementSpec @4 :Bool;
   elementSpec @5 :Data;
   registeredMicros @6 :Int64;
+  kind @7 :Text;              # as RegisterDataset.kind
 }
 
 struct WorkerRecord {
@@ -447,6 +459,7 @@ struct WorkerRecord {
   tags @3 :List(Text);
   incarnation @4 :UInt64;
   registeredMicros @5 :Int64;
+  datasetKinds @6 :List(Text);  # as RegisterWorker.datasetKinds, sorted and unique
 }
 
 struct SplitProviderRecord {

@@ -50,6 +50,7 @@ void DispatcherState::ApplyRegisterDataset(journal::RegisterDataset::Reader u, i
   dataset.metadata = ToString(u.getMetadata());
   dataset.definition_key = ToString(u.getDefinitionKey());
   dataset.registered_micros = now;
+  dataset.kind = ToString(u.getKind());
   indexes_.dataset_by_fingerprint.emplace(dataset.fingerprint, dataset.id);
   indexes_.dataset_by_definition_key.emplace(dataset.definition_key, dataset.id);
   next_dataset_id_ = dataset.id + 1;

@@ -64,7 +64,8 @@ uint64_t DispatcherState::Digest() const {
   h.Tag('D');
   h.U64(datasets_.size());
   for (const auto& [id, d] : datasets_) {
-    const auto& [d_id, fingerprint, metadata, definition_key, element_spec, registered_micros] = d;
+    const auto& [d_id, fingerprint, metadata, definition_key, element_spec, registered_micros,
+                 kind] = d;
     h.U64(id);
     h.U64(fingerprint);
     h.Str(metadata);
@@ -72,12 +73,14 @@ uint64_t DispatcherState::Digest() const {
     h.Bool(element_spec.has_value());
     h.Str(element_spec.value_or(""));
     h.I64(registered_micros);
+    h.Str(kind);
   }
 
   h.Tag('W');
   h.U64(workers_.size());
   for (const auto& [id, w] : workers_) {
-    const auto& [w_id, address, transfer_address, tags, incarnation, registered_micros] = w;
+    const auto& [w_id, address, transfer_address, tags, incarnation, registered_micros,
+                 dataset_kinds] = w;
     h.U64(id);
     h.Str(address);
     h.Str(transfer_address);
@@ -85,6 +88,8 @@ uint64_t DispatcherState::Digest() const {
     for (const std::string& tag : tags) h.Str(tag);
     h.U64(incarnation);
     h.I64(registered_micros);
+    h.U64(dataset_kinds.size());
+    for (const std::string& kind : dataset_kinds) h.Str(kind);
   }
 
   h.Tag('J');

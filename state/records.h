@@ -39,6 +39,7 @@ struct Dataset {
   std::string definition_key;  // where storage keeps the definition bytes
   std::optional<std::string> element_spec;
   int64_t registered_micros = 0;
+  std::string kind;  // the first word of its definition; empty: none, every worker serves it
 };
 
 struct Worker {
@@ -48,6 +49,8 @@ struct Worker {
   std::vector<std::string> tags;
   uint64_t incarnation = 0;
   int64_t registered_micros = 0;
+  // The dataset kinds it produces; empty: it announced none and serves every job.
+  std::set<std::string, std::less<>> dataset_kinds;
 };
 
 struct NamedJobKey {

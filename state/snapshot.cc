@@ -56,6 +56,7 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     r.setHasElementSpec(d.element_spec.has_value());
     if (d.element_spec.has_value()) r.setElementSpec(AsData(*d.element_spec));
     r.setRegisteredMicros(d.registered_micros);
+    r.setKind(AsText(d.kind));
   }
 
   auto workers = s.initWorkers(workers_.size());
@@ -69,6 +70,9 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
     for (unsigned t = 0; t < w.tags.size(); ++t) tags.set(t, AsText(w.tags[t]));
     r.setIncarnation(w.incarnation);
     r.setRegisteredMicros(w.registered_micros);
+    auto kinds = r.initDatasetKinds(w.dataset_kinds.size());
+    unsigned k = 0;
+    for (const std::string& kind : w.dataset_kinds) kinds.set(k++, AsText(kind));
   }
 
   auto jobs = s.initJobs(jobs_.size());
@@ -228,6 +232,7 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     d.definition_key = ToString(r.getDefinitionKey());
     if (r.getHasElementSpec()) d.element_spec = ToString(r.getElementSpec());
     d.registered_micros = r.getRegisteredMicros();
+    d.kind = ToString(r.getKind());
     DISPATCH_RETURN_IF_ERROR(Insert(state.datasets_, d.id, std::move(d), "dataset"));
   }
   for (auto r : s.getWorkers()) {
@@ -238,6 +243,7 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     for (auto tag : r.getTags()) w.tags.push_back(ToString(tag));
     w.incarnation = r.getIncarnation();
     w.registered_micros = r.getRegisteredMicros();
+    for (auto kind : r.getDatasetKinds()) w.dataset_kinds.insert(ToString(kind));
     DISPATCH_RETURN_IF_ERROR(Insert(state.workers_, w.id, std::move(w), "worker"));
   }
   for (auto r : s.getJobs()) {

@@ -9,6 +9,7 @@
 #include "state/bytes.h"
 #include "state/dispatcher_state.h"
 #include "state/index_util.h"
+#include "state/task_routing.h"
 
 namespace dispatch::state {
 
@@ -42,6 +43,13 @@ Status DispatcherState::CheckNewTask(uint64_t task_id, uint64_t job_id,
   if (existing != nullptr) {
     return AlreadyExistsError(JobName(job_id) + " already has " + TaskName(existing->id) +
                               " on worker address " + std::string(address));
+  }
+  const Dataset* dataset = FindDataset(job->dataset_id);
+  if (dataset != nullptr && !CanProduce(*FindWorkerByAddress(address), *dataset)) {
+    return FailedPreconditionError(TaskName(task_id) + " is for worker address " +
+                                   std::string(address) + ", which announces no dataset kind '" +
+                                   dataset->kind + "' (" + JobName(job_id) + " reads dataset " +
+                                   std::to_string(dataset->id) + ")");
   }
   return Status::Ok();
 }

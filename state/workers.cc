@@ -46,6 +46,7 @@ void DispatcherState::ApplyRegisterWorker(journal::RegisterWorker::Reader u, int
   for (capnp::Text::Reader tag : u.getTags()) worker.tags.push_back(ToString(tag));
   worker.incarnation = u.getIncarnation();
   worker.registered_micros = now;
+  for (capnp::Text::Reader kind : u.getDatasetKinds()) worker.dataset_kinds.insert(ToString(kind));
   // A worker back at its address may serve data on another transfer address.
   auto tasks = indexes_.tasks_by_worker.find(worker.address);
   if (tasks != indexes_.tasks_by_worker.end()) {

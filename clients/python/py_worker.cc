@@ -139,8 +139,8 @@ class PyWorker {
     options_.agent.heartbeat_interval_ms = heartbeat_ms;
     // A process taking over a dead worker's address continues its tasks'
     // split streams above the dead one's sequence numbers (as dispatch-worker).
-    // The reference kinds too (range, synthetic, lines): a Python worker in a
-    // cluster gets tasks of every dataset, like any worker.
+    // The reference kinds too (range, synthetic, lines): the worker announces
+    // every kind it registered, and the dispatcher gives it tasks of those.
     RaiseIfError(clients::RegisterBuiltinDatasetKinds(kinds_));
     options_.agent.first_split_sequence =
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(

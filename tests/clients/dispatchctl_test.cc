@@ -153,7 +153,7 @@ TEST_F(DispatchctlTest, StatsPrintsTheDispatchersFiguresAsTextAndJson) {
   ASSERT_EQ(text.exit_code, 0) << text.output;
   for (const char* expected : {"incarnation ", "connections  ", "rpc calls ", "loop         ",
                                "peer memory  ", "workers      1 (1 connected)",
-                               "jobs         1 (1 unfinished)", "closures     waiting 0, queued 0",
+                               "jobs         1 (1 unfinished, 0 without a worker)", "closures     waiting 0, queued 0",
                                "since start  scheduled 0", "stuck        0 closures now, 0 episodes"}) {
     ExpectContains(text, expected);
   }

@@ -263,6 +263,10 @@ Status SimWorker::Heartbeat() {
   auto current = body.initCurrentTasks(static_cast<unsigned>(tasks_.size()));
   unsigned i = 0;
   for (const auto& [id, task] : tasks_) current.set(i++, id);
+  if (!dataset_kinds_.empty()) {
+    auto kinds = body.initDatasetKinds(static_cast<unsigned>(dataset_kinds_.size()));
+    for (unsigned k = 0; k < dataset_kinds_.size(); ++k) kinds.set(k, dataset_kinds_[k]);
+  }
   auto result = Try(loop_, request.send().then([this](auto response) {
     auto r = response.getResponse();
     worker_id_ = r.getWorkerId();

@@ -170,6 +170,8 @@ class SimWorker {
   void Disconnect();
   // false: its heartbeats carry no WorkerControl (tasks come in replies only).
   void set_send_control(bool send) { send_control_ = send; }
+  // The dataset kinds its heartbeats announce (none by default: every job).
+  void set_dataset_kinds(std::vector<std::string> kinds) { dataset_kinds_ = std::move(kinds); }
   // A round trip on the connection kept by Reconnect(keep_old = true): what
   // the dispatcher sent on it before its reply (pushes) has arrived after.
   Status PingOldConnection();
@@ -198,6 +200,7 @@ class SimWorker {
   uint64_t last_incarnation_ = 0;
   uint32_t heartbeat_interval_ms_ = 0;
   bool send_control_ = true;
+  std::vector<std::string> dataset_kinds_;
 };
 
 }  // namespace dispatch::testing

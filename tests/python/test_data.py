@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import collections
+import json
+import subprocess
+import threading
 
 import numpy
 import pytest
 
 import dataset_functions
 import dispatch
-from conftest import DEADLINE, wait_until
+from conftest import BUILD_DIR, DEADLINE, wait_until
 
 
 def test_dynamic_sharding_reads_every_element_exactly_once(cluster):
@@ -159,3 +162,61 @@ def test_progress_bar_only_on_a_terminal(cluster, monkeypatch):
     assert len(list(dispatch.read(cluster.address, dataset))) == 10
     assert pipe.getvalue() == ""
     assert tqdm is not None
+
+
+def dispatchctl_json(address, *args):
+    """`dispatchctl --dispatcher=ADDRESS ARGS... --json` as a Python object."""
+    done = subprocess.run([str(BUILD_DIR / "clients" / "dispatchctl"), f"--dispatcher={address}",
+                           *args, "--json"], capture_output=True, text=True, timeout=DEADLINE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_python_dataset_goes_only_to_python_workers_in_a_mixed_cluster(cluster):
+    cpp = cluster.cpp_worker()
+    python = cluster.python_worker(imports=("dataset_functions",))
+    workers = {w["address"]: w for w in dispatchctl_json(cluster.address, "workers")["workers"]}
+    assert workers[cpp.address]["datasetKinds"] == ["lines", "range", "synthetic"]
+    assert "python" in workers[python.address]["datasetKinds"]
+    dataset = dispatch.Dataset(dataset_functions.numbered, num_splits=20)
+    dataset_id = dispatch.register_dataset(cluster.address, dataset)
+    assert [d["kind"] for d in dispatchctl_json(cluster.address, "datasets")["datasets"]
+            if int(d["datasetId"]) == dataset_id] == ["python"]
+    elements = list(dispatch.read(cluster.address, dataset_id, processing_mode="dynamic"))
+    counts = collections.Counter(elements)
+    assert sorted(counts) == list(range(2000))
+    assert set(counts.values()) == {1}
+    # The job's one task is the Python worker's: the C++ worker, which cannot
+    # produce the kind, was given none.
+    tasks = dispatchctl_json(cluster.address, "tasks")["tasks"]
+    assert [t["workerAddress"] for t in tasks if int(t["datasetId"]) == dataset_id] == \
+        [python.address]
+
+
+def test_python_dataset_waits_for_a_python_worker(cluster):
+    cluster.cpp_worker()
+    dataset = dispatch.Dataset(dataset_functions.numbered, num_splits=5)
+    dataset_id = dispatch.register_dataset(cluster.address, dataset)
+    read = {}
+
+    def reader():
+        try:
+            read["elements"] = list(dispatch.read(cluster.address, dataset_id,
+                                                  processing_mode="dynamic"))
+        except Exception as error:  # reported by the assertions below
+            read["error"] = error
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    # No live worker can produce it: the job waits (counted), the read gets no error.
+    wait_until(lambda: int(dispatchctl_json(cluster.address, "stats")["server"]
+                           .get("jobsWithoutWorker", 0)) == 1,
+               what="the job counted as without a worker")
+    assert "error" not in read and "elements" not in read
+    cluster.python_worker(imports=("dataset_functions",))
+    thread.join(timeout=DEADLINE)
+    assert not thread.is_alive(), "the read did not end once a Python worker joined"
+    assert "error" not in read, read.get("error")
+    assert sorted(read["elements"]) == list(range(500))
+    assert int(dispatchctl_json(cluster.address, "stats")["server"]
+               .get("jobsWithoutWorker", 0)) == 0

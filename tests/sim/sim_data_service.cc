@@ -8,6 +8,7 @@
 #include <string>
 
 #include "state/closure_endings.h"
+#include "state/task_routing.h"
 #include "tests/sim/sim_dispatcher.h"
 
 namespace dispatch::sim {
@@ -103,10 +104,9 @@ void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& reque
 }
 
 void SimDispatcher::CreateMissingTasks(const std::string& address) {
-  for (const state::Job* job : state_.ListUnfinishedJobs()) {
-    if (state_.FindTaskForJobAndWorker(job->id, address) != nullptr) continue;
-    CreateTask(job->id, address);
-  }
+  // The reactor's routing decision (state/task_routing.h); simulated workers
+  // announce no dataset kinds, so every unfinished job.
+  for (uint64_t job_id : state::JobsNeedingTask(state_, address)) CreateTask(job_id, address);
 }
 
 void SimDispatcher::CreateTask(uint64_t job_id, const std::string& address) {
@@ -120,9 +120,8 @@ void SimDispatcher::CreateTask(uint64_t job_id, const std::string& address) {
 }
 
 void SimDispatcher::CreateTasksForJob(uint64_t job_id) {
-  for (const state::Worker* worker : state_.ListWorkers()) {
-    if (state_.FindTaskForJobAndWorker(job_id, worker->address) != nullptr) continue;
-    CreateTask(job_id, std::string(worker->address));  // a copy: the update may move the worker
+  for (const std::string& address : state::WorkersNeedingTask(state_, job_id)) {
+    CreateTask(job_id, address);
   }
 }
 

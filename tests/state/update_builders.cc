@@ -34,7 +34,7 @@ OwnedUpdate OwnedUpdate::FromBytes(const std::string& bytes) {
 }
 
 OwnedUpdate RegisterDataset(uint64_t dataset_id, uint64_t fingerprint, std::string definition_key,
-                            std::string metadata) {
+                            std::string metadata, const std::string& kind) {
   OwnedUpdate u;
   auto r = u.builder().initRegisterDataset();
   r.setDatasetId(dataset_id);
@@ -42,6 +42,7 @@ OwnedUpdate RegisterDataset(uint64_t dataset_id, uint64_t fingerprint, std::stri
   if (definition_key.empty()) definition_key = "dataset-" + std::to_string(dataset_id);
   r.setDefinitionKey(AsText(definition_key));
   r.setMetadata(AsData(metadata));
+  if (!kind.empty()) r.setKind(AsText(kind));
   return u;
 }
 
@@ -55,7 +56,8 @@ OwnedUpdate SetElementSpec(uint64_t dataset_id, const std::string& element_spec)
 
 OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address,
                            const std::string& transfer_address,
-                           const std::vector<std::string>& tags, uint64_t incarnation) {
+                           const std::vector<std::string>& tags, uint64_t incarnation,
+                           const std::vector<std::string>& dataset_kinds) {
   OwnedUpdate u;
   auto r = u.builder().initRegisterWorker();
   r.setWorkerId(worker_id);
@@ -64,6 +66,10 @@ OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address,
   auto list = r.initTags(tags.size());
   for (unsigned i = 0; i < tags.size(); ++i) list.set(i, AsText(tags[i]));
   r.setIncarnation(incarnation);
+  if (!dataset_kinds.empty()) {
+    auto kinds = r.initDatasetKinds(dataset_kinds.size());
+    for (unsigned i = 0; i < dataset_kinds.size(); ++i) kinds.set(i, AsText(dataset_kinds[i]));
+  }
   return u;
 }
 
@@ -375,12 +381,14 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
       break;  // no builder makes the always-rejected variant
     case journal::Update::REGISTER_DATASET:
       out.push_back(RegisterDataset(5, 55, "key-5", "meta"));
+      out.push_back(RegisterDataset(6, 66, "key-6", "meta", "python"));
       break;
     case journal::Update::SET_ELEMENT_SPEC:
       out.push_back(SetElementSpec(5, "spec"));
       break;
     case journal::Update::REGISTER_WORKER:
       out.push_back(RegisterWorker(2, "w:1", "x:1", {"gpu"}, 9));
+      out.push_back(RegisterWorker(3, "w:2", "x:2", {}, 7, {"python", "range"}));
       break;
     case journal::Update::REMOVE_WORKER:
       out.push_back(RemoveWorker(2));

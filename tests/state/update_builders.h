@@ -46,13 +46,17 @@ struct JobOptions {
   bool requeue_unfinished_splits = false;
 };
 
-// Data service. `definition_key` defaults to "dataset-<id>".
+// Data service. `definition_key` defaults to "dataset-<id>"; `kind` empty:
+// the dataset has none.
 OwnedUpdate RegisterDataset(uint64_t dataset_id, uint64_t fingerprint,
-                            std::string definition_key = "", std::string metadata = "");
+                            std::string definition_key = "", std::string metadata = "",
+                            const std::string& kind = "");
 OwnedUpdate SetElementSpec(uint64_t dataset_id, const std::string& element_spec);
+// `dataset_kinds` empty: the worker announced none.
 OwnedUpdate RegisterWorker(uint64_t worker_id, const std::string& address,
                            const std::string& transfer_address = "",
-                           const std::vector<std::string>& tags = {}, uint64_t incarnation = 1);
+                           const std::vector<std::string>& tags = {}, uint64_t incarnation = 1,
+                           const std::vector<std::string>& dataset_kinds = {});
 OwnedUpdate RemoveWorker(uint64_t worker_id);
 OwnedUpdate CreateJob(uint64_t job_id, uint64_t dataset_id, const JobOptions& options = {});
 OwnedUpdate ProduceSplit(uint64_t job_id, int64_t repetition, uint32_t provider, uint64_t task_id,

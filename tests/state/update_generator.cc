@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "state/task_routing.h"
+
 namespace dispatch::state::testing {
 
 namespace {
@@ -180,7 +182,10 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       const uint64_t id = state.NextDatasetId() + (OneIn(5) ? Uniform(3) : 0);
       uint64_t fingerprint = rng_();
       while (state.FindDatasetByFingerprint(fingerprint) != nullptr) fingerprint = rng_();
-      out = RegisterDataset(id, fingerprint, "ds-" + std::to_string(id), bytes(16));
+      // Some datasets have a kind (tasks go only to workers producing it).
+      const char* kKinds[] = {"", "", "range", "python"};
+      out = RegisterDataset(id, fingerprint, "ds-" + std::to_string(id), bytes(16),
+                            kKinds[Uniform(4)]);
       return true;
     }
     case Which::SET_ELEMENT_SPEC: {
@@ -202,7 +207,11 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       std::vector<std::string> tags;
       if (OneIn(2)) tags.push_back("gpu");
       if (OneIn(3)) tags.push_back("rack-" + std::to_string(Uniform(3)));
-      out = RegisterWorker(state.NextWorkerId(), address, "xfer-" + address, tags, rng_());
+      // Most workers announce nothing (served every job); some announce kinds.
+      std::vector<std::string> kinds;
+      if (OneIn(3)) kinds.push_back(OneIn(2) ? "range" : "python");
+      if (!kinds.empty() && OneIn(3)) kinds.push_back("lines");
+      out = RegisterWorker(state.NextWorkerId(), address, "xfer-" + address, tags, rng_(), kinds);
       return true;
     }
     case Which::REMOVE_WORKER: {
@@ -294,10 +303,8 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       std::vector<std::pair<uint64_t, std::string>> pairs;
       for (const Job* job : state.ListUnfinishedJobs()) {
         if (job->finished || (pending && !job->IsRoundRobin())) continue;
-        for (const Worker* worker : state.ListWorkers()) {
-          if (state.FindTaskForJobAndWorker(job->id, worker->address) == nullptr) {
-            pairs.emplace_back(job->id, worker->address);
-          }
+        for (const std::string& address : WorkersNeedingTask(state, job->id)) {
+          pairs.emplace_back(job->id, address);
         }
       }
       if (pairs.empty()) return false;

@@ -114,7 +114,10 @@ class Worker:
 
     def register_dataset(self, kind: str, fn: Callable[[Any], Iterable]) -> None:
         """Produces the elements of datasets of ``kind`` (``Dataset(kind, ...)``):
-        ``fn(split)`` returns an iterable of one split's elements. Before ``start()``."""
+        ``fn(split)`` returns an iterable of one split's elements. Before ``start()``.
+
+        The kind goes into the worker's heartbeats: the dispatcher gives tasks of such
+        datasets only to workers that registered it."""
         if not callable(fn):
             raise TypeError(f"register_dataset() needs a callable, got {fn!r}")
         self._handle.register_dataset_kind(kind)
