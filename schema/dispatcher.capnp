@@ -602,8 +602,8 @@ struct WorkerHeartbeatRequest @0xcb578b95f651f783 {
   # given a task only of jobs whose dataset's kind is listed, or whose dataset
   # has no kind. A worker listing none (every worker before this field)
   # announces nothing and is given a task of every job, as before: it fails the
-  # tasks of kinds it cannot produce. Each kind is at most the name limit
-  # (InvalidArgument naming it, nothing changes). Fixed for a worker process:
+  # tasks of kinds it cannot produce. Each kind is nonempty and within the
+  # name limit (else InvalidArgument naming it, nothing changes). Fixed for a worker process:
   # the list of the heartbeat that registers it counts, later ones are ignored.
 }
 
