@@ -75,6 +75,10 @@ class RpcServer {
   RpcServer& operator=(const RpcServer&) = delete;
 
   void Listen(kj::Own<kj::ConnectionReceiver> receiver);
+  // Serves a stream that did not come through the listener (an in-process
+  // peer such as the gateway fuzz target's in-memory pipe) exactly like an
+  // accepted connection: the same limits, guard, handshake timer and counters.
+  void Serve(kj::Own<kj::AsyncIoStream> stream) { Accept(kj::mv(stream)); }
   void StopAccepting();
   void AddDisconnectListener(DisconnectListener listener);
 

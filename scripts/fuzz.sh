@@ -69,10 +69,20 @@ for t in "${targets[@]}"; do
   # inputs, so every input looks like a leak to libFuzzer's per-input check,
   # which then scans the whole heap each time (most of its time went there).
   [ "$t" = gateway_rpc ] && extra+=(-detect_leaks=0)
+  # ASan's quarantine (256 MiB by default) keeps freed memory away from reuse,
+  # and each gateway input frees a connection's worth (an RPC system, its
+  # buffers), so every input ran on freshly faulted pages; 16 MiB is still
+  # many inputs' worth of use-after-free window. The 0xbe fill of each new
+  # block finds nothing ASan reports. Together they cut its time per input
+  # by ~40% of CPU per input. Later ASAN_OPTIONS entries win.
+  asan_options=${ASAN_OPTIONS:-}
+  if [ "$t" = gateway_rpc ]; then
+    asan_options="quarantine_size_mb=16:max_malloc_fill_size=0${asan_options:+:$asan_options}"
+  fi
   echo "fuzz: $t (${limit[*]})" >&2
   # -timeout: an input that runs 10 s is a hang (the gateway target bounds
   # each of its inputs at 2 s). -rss_limit_mb: the default of libFuzzer.
-  if ! "$build/tests/fuzz/${t}_fuzzer" "${limit[@]}" -timeout=10 -max_len=65536 \
+  if ! ASAN_OPTIONS="$asan_options" "$build/tests/fuzz/${t}_fuzzer" "${limit[@]}" -timeout=10 -max_len=65536 \
       -print_final_stats=1 -artifact_prefix="$build/crashes/$t/" "${extra[@]}" ${FUZZ_FLAGS:-} \
       "$build/corpus/$t" "${seeds[@]}"; then
     echo "fuzz: $t FAILED; inputs in $build/crashes/$t/" >&2
