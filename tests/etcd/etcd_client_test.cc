@@ -268,3 +268,50 @@ TEST_F(EtcdClientTest, ADeadEndpointIsUnavailableAndTheNextRequestGoesToTheNext)
 
 }  // namespace
 }  // namespace dispatch::etcd
+
+namespace dispatch::etcd {
+namespace {
+
+// Three members; the one the client talks to is killed (kill -9): requests
+// fail Unavailable while the client moves on, then succeed on another
+// member, and what was acknowledged before is still there. The pause is
+// printed, not asserted.
+TEST(EtcdClientThreeMembers, AKilledMemberIsLeftForTheNextAndNothingAcknowledgedIsLost) {
+  if (!dispatch::testing::EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
+  dispatch::testing::EtcdCluster cluster({.members = 3});
+  ASSERT_TRUE(cluster.Start()) << cluster.error();
+  uvkj::UvLoop loop;
+  auto io = std::make_unique<uvkj::UvAsyncIo>(loop.get());
+  {
+    EtcdClientOptions options;
+    options.endpoints = cluster.endpoints();
+    options.request_timeout = std::chrono::milliseconds(1000);
+    EtcdClient client(*io, options);
+    auto await = [&](auto promise) { return promise.wait(io->wait_scope()); };
+    ASSERT_TRUE(await(client.Put("acked", "before")).ok());
+    cluster.Kill(0);
+    const auto killed = std::chrono::steady_clock::now();
+    int failures = 0;
+    ASSERT_TRUE(dispatch::testing::WaitUntil([&] {
+      auto put = await(client.Put("after", "x"));
+      if (!put.ok()) ++failures;
+      return put.ok();
+    }));
+    std::printf("member killed: writes paused %lld ms, %d failed attempts, client now on %s\n",
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - killed)
+                                           .count()),
+                failures, client.endpoint().c_str());
+    EXPECT_NE(client.endpoint(), cluster.endpoints()[0]);
+    EXPECT_GE(client.counters().endpoint_switches, 1u);
+    auto read = await(client.Range("acked"));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_EQ(read->kvs.size(), 1u);
+    EXPECT_EQ(read->kvs[0].value, "before");
+  }
+  io.reset();
+  loop.Close();
+}
+
+}  // namespace
+}  // namespace dispatch::etcd
