@@ -20,6 +20,7 @@ LeaderElection::~LeaderElection() {
   // Promises first: their continuations refer to this object and the watch.
   start_ = nullptr;
   keepalive_ = nullptr;
+  deadline_ = nullptr;
   campaign_ = nullptr;
   retire_ = nullptr;
   watch_.reset();
@@ -39,39 +40,57 @@ void LeaderElection::Start() {
                  }
                  lease_id_ = lease->id;
                  keepalive_ = KeepAliveLoop().eagerlyEvaluate(nullptr);
+                 deadline_ = WatchDeadline().eagerlyEvaluate(nullptr);
                  Campaign();
                })
                .eagerlyEvaluate(nullptr);
+}
+
+kj::Duration LeaderElection::Budget() const {
+  return options_.lease_ttl_seconds * kj::SECONDS - Period();
+}
+
+kj::Promise<void> LeaderElection::WatchDeadline() {
+  // Independent of the keepalive in flight: a keepalive etcd never answers
+  // must not keep this side leading past its budget.
+  return io_.timer().atTime(last_ok_sent_ + Budget()).then([this]() -> kj::Promise<void> {
+    if (lost_) return kj::READY_NOW;
+    const kj::Duration since = io_.timer().now() - last_ok_sent_;
+    if (since >= Budget()) {
+      Lose(UnavailableError("no keepalive of lease " + std::to_string(lease_id_) + " succeeded for " +
+                            std::to_string(since / kj::MILLISECONDS) + " ms (budget " +
+                            std::to_string(Budget() / kj::MILLISECONDS) + " ms)"));
+      return kj::READY_NOW;
+    }
+    return WatchDeadline();  // a keepalive succeeded meanwhile: the deadline moved
+  });
 }
 
 kj::Promise<void> LeaderElection::KeepAliveLoop() {
   return io_.timer().afterDelay(Period()).then([this]() -> kj::Promise<void> {
     if (lost_) return kj::READY_NOW;
     const kj::TimePoint sent = io_.timer().now();
-    // Our own clock first: past TTL minus a period without a successful
-    // keepalive, etcd may expire the lease any moment (or already did while
-    // this process was stopped).
-    const kj::Duration budget = options_.lease_ttl_seconds * kj::SECONDS - Period();
-    if (sent - last_ok_sent_ >= budget) {
-      Lose(UnavailableError("no keepalive of lease " + std::to_string(lease_id_) + " succeeded for " +
-                            std::to_string((sent - last_ok_sent_) / kj::MILLISECONDS) +
-                            " ms (budget " + std::to_string(budget / kj::MILLISECONDS) + " ms)"));
-      return kj::READY_NOW;
-    }
-    return client_.LeaseKeepAlive(lease_id_).then([this, sent](Result<int64_t> ttl) -> kj::Promise<void> {
-      if (lost_) return kj::READY_NOW;
-      if (ttl.ok()) {
-        ++counters_.keepalives_ok;
-        last_ok_sent_ = sent;
-      } else if (ttl.status().code() == StatusCode::kNotFound) {
-        Lose(ttl.status());
-        return kj::READY_NOW;
-      } else {
-        ++counters_.keepalives_failed;
-        Log(LogLevel::kWarning, "etcd lease keepalive failed: ", ttl.status().ToString());
-      }
-      return KeepAliveLoop();
-    });
+    // One keepalive in flight, for at most a period.
+    return io_.timer()
+        .timeoutAfter(Period(), client_.LeaseKeepAlive(lease_id_))
+        .then([](Result<int64_t> ttl) { return ttl; },
+              [](kj::Exception&& e) -> Result<int64_t> {
+                return UnavailableError(std::string("keepalive unanswered: ") + e.getDescription().cStr());
+              })
+        .then([this, sent](Result<int64_t> ttl) -> kj::Promise<void> {
+          if (lost_) return kj::READY_NOW;
+          if (ttl.ok()) {
+            ++counters_.keepalives_ok;
+            last_ok_sent_ = sent;
+          } else if (ttl.status().code() == StatusCode::kNotFound) {
+            Lose(ttl.status());
+            return kj::READY_NOW;
+          } else {
+            ++counters_.keepalives_failed;
+            Log(LogLevel::kWarning, "etcd lease keepalive failed: ", ttl.status().ToString());
+          }
+          return KeepAliveLoop();
+        });
   });
 }
 

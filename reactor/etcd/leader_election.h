@@ -11,8 +11,10 @@
 //  - a keepalive answer has no TTL: the lease is gone (etcd says so only thus);
 //  - no keepalive succeeded for TTL minus one keepalive period, measured on
 //    this process's monotonic clock from when the last successful one was
-//    sent, so this side gives up before etcd can expire the lease (a process
-//    stopped by SIGSTOP notices as soon as it runs again).
+//    sent, so this side gives up before etcd can expire the lease: a timer of
+//    its own, whatever the keepalive in flight does (etcd may never answer),
+//    and a process stopped by SIGSTOP notices as soon as it runs again. Each
+//    keepalive may take at most a period.
 // Whoever gets `lost` must stop serving at once: another may already lead.
 // This first version never rejoins by itself; its owner exits (fail-stop) or
 // builds a new LeaderElection.
@@ -73,7 +75,9 @@ class LeaderElection {
 
  private:
   kj::Duration Period() const;
+  kj::Duration Budget() const;
   kj::Promise<void> KeepAliveLoop();
+  kj::Promise<void> WatchDeadline();
   void Campaign();
   kj::Promise<void> CampaignOnce();
   void Follow(const KeyValue& leader, int64_t from_revision);
@@ -92,6 +96,7 @@ class LeaderElection {
   kj::TimePoint last_ok_sent_;
   kj::Promise<void> start_ = nullptr;
   kj::Promise<void> keepalive_ = nullptr;
+  kj::Promise<void> deadline_ = nullptr;
   kj::Promise<void> campaign_ = nullptr;
   std::unique_ptr<EtcdWatch> watch_;
   // Watches replaced from inside their own callback wait here for the next turn.

@@ -1,5 +1,5 @@
 // A candidate in its own process, for the election tests to kill -9 and
-// SIGSTOP: `election_helper ENDPOINTS KEY NAME TTL_SECONDS`. It prints one line
+// SIGSTOP: `election_helper ENDPOINTS KEY NAME TTL_SECONDS [REQUEST_TIMEOUT_MS]`. It prints one line
 // per event on stdout: "leader REVISION", "following VALUE", "lost MESSAGE"
 // (then it exits with 3, as a dispatcher that lost its lease stops serving).
 #include <cstdio>
@@ -16,14 +16,15 @@
 using namespace dispatch;
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s ENDPOINTS KEY NAME TTL_SECONDS\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: %s ENDPOINTS KEY NAME TTL_SECONDS [REQUEST_TIMEOUT_MS]\n", argv[0]);
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
   etcd::EtcdClientOptions client_options;
   std::stringstream list(argv[1]);
   for (std::string e; std::getline(list, e, ',');) client_options.endpoints.push_back(e);
+  if (argc == 6) client_options.request_timeout = std::chrono::milliseconds(std::atoll(argv[5]));
   uvkj::UvLoop loop;
   int exit_code = 0;
   {

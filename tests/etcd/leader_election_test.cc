@@ -30,9 +30,9 @@ class LeaderElectionTest : public ::testing::Test {
     ASSERT_TRUE(cluster_.Start()) << cluster_.error();
   }
 
-  std::unique_ptr<Subprocess> Candidate(const std::string& name) {
-    return std::make_unique<Subprocess>(
-        std::vector<std::string>{ELECTION_HELPER, cluster_.EndpointList(), kKey, name, "2"});
+  std::unique_ptr<Subprocess> Candidate(const std::string& name, const std::string& request_timeout_ms = "5000") {
+    return std::make_unique<Subprocess>(std::vector<std::string>{ELECTION_HELPER, cluster_.EndpointList(), kKey,
+                                                                 name, "2", request_timeout_ms});
   }
 
   // The candidate's next line, or "" at the deadline.
@@ -91,6 +91,19 @@ TEST_F(LeaderElectionTest, ARevokedLeaseEndsLeadershipThroughTheKeepAlive) {
   const std::string a_end = Next(*a);
   // A leader that never followed has no watch: its keepalive's missing TTL tells it.
   EXPECT_NE(a_end.find("is gone: etcd's keepalive answer has no TTL"), std::string::npos) << a_end;
+}
+
+// etcd stops answering (SIGSTOP of its only member): the holder's keepalive
+// never returns, and the holder must still give up within its budget, on
+// its own clock. Its client waits a minute for an answer, longer than this
+// test's deadline, so only the holder's own deadline can end it in time.
+TEST_F(LeaderElectionTest, AHolderStepsDownWhileEtcdDoesNotAnswer) {
+  auto a = Candidate("a", "60000");
+  ASSERT_EQ(Next(*a).rfind("leader ", 0), 0u);
+  cluster_.Signal(0, SIGSTOP);
+  const std::string a_end = Next(*a);
+  cluster_.Signal(0, SIGCONT);
+  EXPECT_EQ(a_end.rfind("lost Unavailable: no keepalive of lease", 0), 0u) << a_end;
 }
 
 }  // namespace

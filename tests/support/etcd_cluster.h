@@ -50,6 +50,8 @@ class EtcdCluster {
   // kill -9 of one member, reaped before it returns.
   void Kill(int member);
   bool Running(int member) const;
+  // Any signal, e.g. SIGSTOP / SIGCONT (a member that stops answering).
+  void Signal(int member, int signum) { members_.at(member)->Signal(signum); }
 
  private:
   bool StartOnce(std::string* why);
