@@ -76,7 +76,8 @@ void EtcdClient::NextEndpoint(size_t failed) {
       options_.endpoints[current_]);
 }
 
-kj::Promise<Result<EtcdClient::Answer>> EtcdClient::Post(const char* path, std::string body) {
+kj::Promise<Result<EtcdClient::Answer>> EtcdClient::Post(const char* path, std::string body,
+                                                          std::chrono::milliseconds timeout_ms) {
   ++counters_.requests;
   const size_t endpoint = current_;
   struct Call {
@@ -101,7 +102,8 @@ kj::Promise<Result<EtcdClient::Answer>> EtcdClient::Post(const char* path, std::
                     c.response_body = kj::mv(response.body);
                     return ReadAll(*c.response_body, c.answer.body, options_.max_answer_bytes, c.over);
                   });
-  const auto timeout = options_.request_timeout.count() * kj::MILLISECONDS;
+  if (timeout_ms.count() <= 0) timeout_ms = options_.request_timeout;
+  const auto timeout = timeout_ms.count() * kj::MILLISECONDS;
   return io_.timer()
       .timeoutAfter(timeout, kj::mv(read))
       .then(
@@ -183,10 +185,10 @@ kj::Promise<Result<Lease>> EtcdClient::LeaseGrant(int64_t ttl_seconds) {
       });
 }
 
-kj::Promise<Result<int64_t>> EtcdClient::LeaseKeepAlive(int64_t id) {
+kj::Promise<Result<int64_t>> EtcdClient::LeaseKeepAlive(int64_t id, std::chrono::milliseconds timeout) {
   // One POST per keepalive (several in one chunked body are answered only
   // when the body ends); the answer is a stream of one line.
-  return Post("/v3/lease/keepalive", json_.EncodeLeaseId(id))
+  return Post("/v3/lease/keepalive", json_.EncodeLeaseId(id), timeout)
       .then([this, id](Result<Answer> a) -> Result<int64_t> {
         auto body = Expect200("/v3/lease/keepalive", std::move(a));
         if (!body.ok()) return body.status();

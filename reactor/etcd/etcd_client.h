@@ -91,7 +91,10 @@ class EtcdClient {
   kj::Promise<Result<Lease>> LeaseGrant(int64_t ttl_seconds);
   // The lease's remaining TTL in seconds; NotFound when the lease is gone
   // (expired or revoked): etcd then answers 200 without a TTL.
-  kj::Promise<Result<int64_t>> LeaseKeepAlive(int64_t id);
+  // `timeout` (0: the client's request_timeout) bounds this keepalive; when
+  // it passes, the keepalive is Unavailable and the next request goes to the
+  // next endpoint, as for any unanswered request.
+  kj::Promise<Result<int64_t>> LeaseKeepAlive(int64_t id, std::chrono::milliseconds timeout = {});
   kj::Promise<Status> LeaseRevoke(int64_t id);
 
   // Every message of the stream goes to `on_batch`, in order; an error
@@ -112,7 +115,8 @@ class EtcdClient {
   };
   // POSTs `body` to `path` on the current endpoint: the answer's status and
   // body, or Unavailable / ResourceExhausted.
-  kj::Promise<Result<Answer>> Post(const char* path, std::string body);
+  kj::Promise<Result<Answer>> Post(const char* path, std::string body,
+                                   std::chrono::milliseconds timeout = {});
   // A 200 answer's body, or the Status its error maps to.
   Result<std::string> Expect200(const char* path, Result<Answer> answer);
   void NextEndpoint(size_t failed);

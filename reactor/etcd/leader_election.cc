@@ -70,13 +70,9 @@ kj::Promise<void> LeaderElection::KeepAliveLoop() {
   return io_.timer().afterDelay(Period()).then([this]() -> kj::Promise<void> {
     if (lost_) return kj::READY_NOW;
     const kj::TimePoint sent = io_.timer().now();
-    // One keepalive in flight, for at most a period.
-    return io_.timer()
-        .timeoutAfter(Period(), client_.LeaseKeepAlive(lease_id_))
-        .then([](Result<int64_t> ttl) { return ttl; },
-              [](kj::Exception&& e) -> Result<int64_t> {
-                return UnavailableError(std::string("keepalive unanswered: ") + e.getDescription().cStr());
-              })
+    // One keepalive in flight, for at most a period: unanswered, the client
+    // sends the next one to its next endpoint.
+    return client_.LeaseKeepAlive(lease_id_, std::chrono::milliseconds(Period() / kj::MILLISECONDS))
         .then([this, sent](Result<int64_t> ttl) -> kj::Promise<void> {
           if (lost_) return kj::READY_NOW;
           if (ttl.ok()) {
