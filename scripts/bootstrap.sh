@@ -3,6 +3,9 @@
 # else: prometheus-cpp-dev writes /metrics; prometheus brings promtool, which
 # the test suite runs on a scrape (Debian also enables its prometheus service);
 # chromium renders the status page headless in a test.
+# etcd-server and etcd-client: the HA tests start their own etcd members on
+# free loopback ports (Debian also enables an etcd service on 2379/2380 where
+# systemd runs; the tests never use those ports).
 # Does nothing (no apt-get at all) when every package is already present.
 # Node.js and npm (for the second client, tests/protocol_client) come from
 # Debian only when no `node` is on the PATH: a machine's own Node.js is kept.
@@ -10,6 +13,7 @@ set -euo pipefail
 
 packages=(g++ cmake make pkg-config libuv1-dev capnproto libcapnp-dev libsqlite3-dev
           libgtest-dev googletest prometheus-cpp-dev prometheus chromium
+          etcd-server etcd-client
           # The Python package (clients/python) and its tests.
           python3-dev pybind11-dev python3-cloudpickle python3-pytest python3-numpy python3-tqdm)
 

@@ -1,0 +1,161 @@
+#include "reactor/etcd/leader_election.h"
+
+#include <kj/debug.h>
+
+#include "common/log.h"
+
+namespace dispatch::etcd {
+
+LeaderElection::LeaderElection(uvkj::UvAsyncIo& io, EtcdClient& client, LeaderElectionOptions options,
+                               LeaderElectionCallbacks callbacks)
+    : io_(io),
+      client_(client),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)),
+      last_ok_sent_(io.timer().now()) {
+  KJ_REQUIRE(options_.lease_ttl_seconds >= 1, "a lease TTL of at least one second");
+}
+
+LeaderElection::~LeaderElection() {
+  // Promises first: their continuations refer to this object and the watch.
+  start_ = nullptr;
+  keepalive_ = nullptr;
+  deadline_ = nullptr;
+  campaign_ = nullptr;
+  retire_ = nullptr;
+  watch_.reset();
+}
+
+kj::Duration LeaderElection::Period() const { return options_.lease_ttl_seconds * kj::SECONDS / 3; }
+
+void LeaderElection::Start() {
+  KJ_REQUIRE(!started_, "LeaderElection started twice");
+  started_ = true;
+  last_ok_sent_ = io_.timer().now();
+  start_ = client_.LeaseGrant(options_.lease_ttl_seconds)
+               .then([this](Result<Lease> lease) {
+                 if (!lease.ok()) {
+                   Lose(lease.status());
+                   return;
+                 }
+                 lease_id_ = lease->id;
+                 keepalive_ = KeepAliveLoop().eagerlyEvaluate(nullptr);
+                 deadline_ = WatchDeadline().eagerlyEvaluate(nullptr);
+                 Campaign();
+               })
+               .eagerlyEvaluate(nullptr);
+}
+
+kj::Duration LeaderElection::Budget() const {
+  return options_.lease_ttl_seconds * kj::SECONDS - Period();
+}
+
+kj::Promise<void> LeaderElection::WatchDeadline() {
+  // Independent of the keepalive in flight: a keepalive etcd never answers
+  // must not keep this side leading past its budget.
+  return io_.timer().atTime(last_ok_sent_ + Budget()).then([this]() -> kj::Promise<void> {
+    if (lost_) return kj::READY_NOW;
+    const kj::Duration since = io_.timer().now() - last_ok_sent_;
+    if (since >= Budget()) {
+      Lose(UnavailableError("no keepalive of lease " + std::to_string(lease_id_) + " succeeded for " +
+                            std::to_string(since / kj::MILLISECONDS) + " ms (budget " +
+                            std::to_string(Budget() / kj::MILLISECONDS) + " ms)"));
+      return kj::READY_NOW;
+    }
+    return WatchDeadline();  // a keepalive succeeded meanwhile: the deadline moved
+  });
+}
+
+kj::Promise<void> LeaderElection::KeepAliveLoop() {
+  return io_.timer().afterDelay(Period()).then([this]() -> kj::Promise<void> {
+    if (lost_) return kj::READY_NOW;
+    const kj::TimePoint sent = io_.timer().now();
+    // One keepalive in flight, for at most a period: unanswered, the client
+    // sends the next one to its next endpoint.
+    return client_.LeaseKeepAlive(lease_id_, std::chrono::milliseconds(Period() / kj::MILLISECONDS))
+        .then([this, sent](Result<int64_t> ttl) -> kj::Promise<void> {
+          if (lost_) return kj::READY_NOW;
+          if (ttl.ok()) {
+            ++counters_.keepalives_ok;
+            last_ok_sent_ = sent;
+          } else if (ttl.status().code() == StatusCode::kNotFound) {
+            Lose(ttl.status());
+            return kj::READY_NOW;
+          } else {
+            ++counters_.keepalives_failed;
+            Log(LogLevel::kWarning, "etcd lease keepalive failed: ", ttl.status().ToString());
+          }
+          return KeepAliveLoop();
+        });
+  });
+}
+
+void LeaderElection::Campaign() {
+  // Never called from inside campaign_'s own chain (which must not replace
+  // itself): from Start's chain and from a watch callback's evalLater.
+  campaign_ = CampaignOnce().eagerlyEvaluate(nullptr);
+}
+
+kj::Promise<void> LeaderElection::CampaignOnce() {
+  if (lost_) return kj::READY_NOW;
+  ++counters_.campaigns;
+  Txn txn;
+  txn.compare.push_back(Compare::CreateRevisionIs(options_.key, 0));
+  txn.success.push_back(Op::Put(options_.key, options_.value, lease_id_));
+  txn.failure.push_back(Op::Get(options_.key));
+  return client_.Commit(txn).then([this](Result<TxnResult> result) -> kj::Promise<void> {
+    if (lost_) return kj::READY_NOW;
+    if (!result.ok()) {
+      Log(LogLevel::kWarning, "etcd campaign failed: ", result.status().ToString());
+      return io_.timer().afterDelay(Period()).then([this]() { return CampaignOnce(); });
+    }
+    if (result->succeeded) {
+      leading_ = true;
+      leader_revision_ = result->revision;
+      callbacks_.elected(leader_revision_);
+      return kj::READY_NOW;
+    }
+    if (result->responses.empty() || result->responses[0].range.kvs.empty()) {
+      // Deleted between the compare and the read: try again.
+      return io_.timer().afterDelay(Period()).then([this]() { return CampaignOnce(); });
+    }
+    Follow(result->responses[0].range.kvs[0], result->revision + 1);
+    return kj::READY_NOW;
+  });
+}
+
+void LeaderElection::Follow(const KeyValue& leader, int64_t from_revision) {
+  callbacks_.following(leader);
+  // The previous watch (if any) may be the caller: retire it a turn later.
+  if (watch_) {
+    retire_ = kj::evalLater([old = kj::heap(std::move(watch_))]() {}).eagerlyEvaluate(nullptr);
+  }
+  watch_ = client_.Watch(options_.key, "", from_revision, [this](Result<WatchBatch> batch) {
+    if (lost_) return;
+    if (!batch.ok() || batch->canceled) {
+      // The stream ended: campaign again, which reads the holder anew.
+      campaign_ = kj::evalLater([this]() { return CampaignOnce(); }).eagerlyEvaluate(nullptr);
+      return;
+    }
+    for (const auto& event : batch->events) {
+      if (event.is_delete && leading_) {
+        Lose(UnavailableError("the leader key " + options_.key + " was deleted"));
+        return;
+      }
+      if (event.is_delete) {
+        campaign_ = kj::evalLater([this]() { return CampaignOnce(); }).eagerlyEvaluate(nullptr);
+        return;
+      }
+    }
+  });
+}
+
+void LeaderElection::Lose(Status why) {
+  if (lost_) return;
+  lost_ = true;
+  leading_ = false;
+  Log(LogLevel::kWarning, "etcd leadership lost: ", why.ToString());
+  callbacks_.lost(why);
+}
+
+}  // namespace dispatch::etcd

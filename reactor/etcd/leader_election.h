@@ -1,0 +1,106 @@
+// LeaderElection: one dispatcher's candidacy for leadership, with an etcd
+// lease (docs/high_availability.md §3). Start() grants a lease of
+// `lease_ttl_seconds` and keeps it alive every TTL/3, one keepalive in
+// flight; it campaigns with one transaction, "if create_revision(key) == 0
+// then put key=value with the lease, else read key". The winner learns its
+// leader revision (the key's create revision: the fencing token every
+// journal transaction compares against); a loser is told who leads, watches
+// the key, and campaigns again when it is deleted (the holder's lease expired
+// or was revoked).
+// Leadership (and candidacy) ends for good, with `lost` called once, when
+//  - a keepalive answer has no TTL: the lease is gone (etcd says so only thus);
+//  - no keepalive succeeded for TTL minus one keepalive period, measured on
+//    this process's monotonic clock from when the last successful one was
+//    sent, so this side gives up before etcd can expire the lease: a timer of
+//    its own, whatever the keepalive in flight does (etcd may never answer),
+//    and a process stopped by SIGSTOP notices as soon as it runs again. Each
+//    keepalive may take at most a period.
+// Whoever gets `lost` must stop serving at once: another may already lead.
+// This first version never rejoins by itself; its owner exits (fail-stop) or
+// builds a new LeaderElection.
+// REQUIRES: loop thread only; not destroyed from inside one of its callbacks;
+// the client outlives it.
+#pragma once
+
+#include <kj/async.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "reactor/etcd/etcd_client.h"
+#include "reactor/uvkj/async_io.h"
+
+namespace dispatch::etcd {
+
+struct LeaderElectionOptions {
+  std::string key;    // e.g. "PREFIX/leader"
+  std::string value;  // this member's record (its address)
+  // etcd raises a TTL below 1.5 x its election timeout (2 s at its defaults).
+  int64_t lease_ttl_seconds = 2;
+};
+
+struct LeaderElectionCallbacks {
+  // This member leads; `leader_revision` is the leader key's create revision.
+  std::function<void(int64_t leader_revision)> elected;
+  // Another member leads (each time a campaign finds one).
+  std::function<void(const KeyValue& leader)> following;
+  // Candidacy and any leadership are over, for the reason given.
+  std::function<void(const Status& why)> lost;
+};
+
+struct LeaderElectionCounters {
+  uint64_t campaigns = 0;
+  uint64_t keepalives_ok = 0;
+  uint64_t keepalives_failed = 0;  // no answer or an error (not "gone")
+};
+
+class LeaderElection {
+ public:
+  LeaderElection(uvkj::UvAsyncIo& io, EtcdClient& client, LeaderElectionOptions options,
+                 LeaderElectionCallbacks callbacks);
+  ~LeaderElection();
+  LeaderElection(const LeaderElection&) = delete;
+  LeaderElection& operator=(const LeaderElection&) = delete;
+
+  void Start();
+
+  bool leading() const { return leading_; }
+  bool lost() const { return lost_; }
+  int64_t leader_revision() const { return leader_revision_; }
+  int64_t lease_id() const { return lease_id_; }
+  const LeaderElectionCounters& counters() const { return counters_; }
+
+ private:
+  kj::Duration Period() const;
+  kj::Duration Budget() const;
+  kj::Promise<void> KeepAliveLoop();
+  kj::Promise<void> WatchDeadline();
+  void Campaign();
+  kj::Promise<void> CampaignOnce();
+  void Follow(const KeyValue& leader, int64_t from_revision);
+  void Lose(Status why);
+
+  uvkj::UvAsyncIo& io_;
+  EtcdClient& client_;
+  const LeaderElectionOptions options_;
+  const LeaderElectionCallbacks callbacks_;
+  LeaderElectionCounters counters_;
+  int64_t lease_id_ = 0;
+  int64_t leader_revision_ = 0;
+  bool leading_ = false;
+  bool lost_ = false;
+  bool started_ = false;
+  kj::TimePoint last_ok_sent_;
+  kj::Promise<void> start_ = nullptr;
+  kj::Promise<void> keepalive_ = nullptr;
+  kj::Promise<void> deadline_ = nullptr;
+  kj::Promise<void> campaign_ = nullptr;
+  std::unique_ptr<EtcdWatch> watch_;
+  // Watches replaced from inside their own callback wait here for the next turn.
+  kj::Promise<void> retire_ = nullptr;
+};
+
+}  // namespace dispatch::etcd

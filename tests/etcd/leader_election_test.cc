@@ -1,0 +1,110 @@
+// LeaderElection across real processes (election_helper) on a real etcd:
+// a standby takes over after kill -9 of the holder; a holder stopped past its
+// lease loses leadership when it runs again and never claims it; a revoked
+// lease ends leadership through the keepalive's missing TTL. Gaps are
+// printed, never asserted.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "tests/support/etcd_cluster.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/wait_until.h"
+
+namespace dispatch::testing {
+namespace {
+
+constexpr const char* kKey = "p/leader";
+
+class LeaderElectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::Available()) {
+      GTEST_SKIP() << "etcd is not installed (Debian etcd-server; scripts/bootstrap.sh installs it)";
+    }
+    ASSERT_TRUE(cluster_.Start()) << cluster_.error();
+  }
+
+  std::unique_ptr<Subprocess> Candidate(const std::string& name, const std::string& request_timeout_ms = "5000") {
+    return std::make_unique<Subprocess>(std::vector<std::string>{ELECTION_HELPER, cluster_.EndpointList(), kKey,
+                                                                 name, "2", request_timeout_ms});
+  }
+
+  // The candidate's next line, or "" at the deadline.
+  static std::string Next(Subprocess& p) { return p.ReadLine(kTestDeadline).value_or(""); }
+
+  // "leader 7 lease 3f..." -> 7
+  static long long Revision(const std::string& line) { return std::stoll(line.substr(7)); }
+
+  EtcdCluster cluster_;
+};
+
+TEST_F(LeaderElectionTest, AStandbyTakesOverAfterKillOfTheHolder) {
+  auto a = Candidate("a");
+  const std::string a_line = Next(*a);
+  ASSERT_EQ(a_line.rfind("leader ", 0), 0u) << a_line;
+  auto b = Candidate("b");
+  EXPECT_EQ(Next(*b), "following a");
+
+  const auto killed = std::chrono::steady_clock::now();
+  a->Signal(SIGKILL);
+  ASSERT_TRUE(a->Wait(kTestDeadline).has_value());
+  const std::string b_line = Next(*b);
+  ASSERT_EQ(b_line.rfind("leader ", 0), 0u) << b_line;
+  // The new leader's fencing token is newer than the dead one's.
+  EXPECT_GT(Revision(b_line), Revision(a_line));
+  std::printf("kill -9 of the holder -> standby leads after %lld ms (lease TTL 2 s)\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - killed)
+                                         .count()));
+}
+
+TEST_F(LeaderElectionTest, AHolderStoppedPastItsLeaseStepsDownWhenItRunsAgain) {
+  auto a = Candidate("a");
+  ASSERT_EQ(Next(*a).rfind("leader ", 0), 0u);
+  auto b = Candidate("b");
+  ASSERT_EQ(Next(*b), "following a");
+  a->Signal(SIGSTOP);
+  const std::string b_line = Next(*b);
+  ASSERT_EQ(b_line.rfind("leader ", 0), 0u) << b_line;
+  a->Signal(SIGCONT);
+  const std::string a_end = Next(*a);
+  EXPECT_EQ(a_end.rfind("lost ", 0), 0u) << a_end;
+  auto status = a->Wait(kTestDeadline);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 3) << *status;
+}
+
+TEST_F(LeaderElectionTest, ARevokedLeaseEndsLeadershipThroughTheKeepAlive) {
+  auto a = Candidate("a");
+  const std::string a_line = Next(*a);
+  ASSERT_EQ(a_line.rfind("leader ", 0), 0u) << a_line;
+  const std::string lease = a_line.substr(a_line.find(" lease ") + 7);
+  Subprocess revoke({"/usr/bin/etcdctl", "--endpoints=" + cluster_.EndpointList(), "lease", "revoke", lease});
+  auto revoked = revoke.Wait(kTestDeadline);
+  ASSERT_TRUE(revoked.has_value() && WIFEXITED(*revoked) && WEXITSTATUS(*revoked) == 0);
+  const std::string a_end = Next(*a);
+  // A leader that never followed has no watch: its keepalive's missing TTL tells it.
+  EXPECT_NE(a_end.find("is gone: etcd's keepalive answer has no TTL"), std::string::npos) << a_end;
+}
+
+// etcd stops answering (SIGSTOP of its only member): the holder's keepalive
+// never returns, and the holder must still give up within its budget, on
+// its own clock. Its client waits a minute for an answer, longer than this
+// test's deadline, so only the holder's own deadline can end it in time.
+TEST_F(LeaderElectionTest, AHolderStepsDownWhileEtcdDoesNotAnswer) {
+  auto a = Candidate("a", "60000");
+  ASSERT_EQ(Next(*a).rfind("leader ", 0), 0u);
+  cluster_.Signal(0, SIGSTOP);
+  const std::string a_end = Next(*a);
+  cluster_.Signal(0, SIGCONT);
+  EXPECT_EQ(a_end.rfind("lost Unavailable: no keepalive of lease", 0), 0u) << a_end;
+}
+
+}  // namespace
+}  // namespace dispatch::testing
