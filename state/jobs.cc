@@ -13,9 +13,6 @@ namespace dispatch::state {
 
 namespace {
 
-// Far beyond any real dataset; refuses a record that would allocate wildly.
-constexpr uint32_t kMaxSplitProviders = 4096;
-
 std::string JobName(uint64_t id) { return "job " + std::to_string(id); }
 std::string ClientName(uint64_t id) { return "job client " + std::to_string(id); }
 

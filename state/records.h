@@ -59,6 +59,10 @@ struct NamedJobKey {
   auto operator<=>(const NamedJobKey&) const = default;
 };
 
+// Most split providers a DYNAMIC job may have: far beyond any real dataset;
+// a record or a snapshot with more is refused before anything is allocated.
+inline constexpr uint32_t kMaxSplitProviders = 4096;
+
 // Where one split provider of a DYNAMIC job stands.
 struct SplitProviderProgress {
   int64_t repetition = 0;         // the repetition splits are handed out for now

@@ -256,6 +256,14 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     j.num_consumers = r.getNumConsumers();
     j.target_workers = r.getTargetWorkers();
     j.requeue_unfinished_splits = r.getRequeueUnfinishedSplits();
+    // Checked before building them: a list of empty structs costs the
+    // encoding nothing, each progress entry a deque's allocation.
+    if (r.getProviders().size() > kMaxSplitProviders) {
+      return DataLossError("job " + std::to_string(j.id) + " in the snapshot has " +
+                           std::to_string(r.getProviders().size()) + " split providers, more than " +
+                           std::to_string(kMaxSplitProviders));
+    }
+    j.providers.reserve(r.getProviders().size());
     for (auto p : r.getProviders()) {
       SplitProviderProgress progress;
       progress.repetition = p.getRepetition();

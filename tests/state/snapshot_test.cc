@@ -376,6 +376,25 @@ TEST(DispatcherStateSnapshot, FromSnapshotRefusesDuplicateIds) {
       << restored.status().ToString();
 }
 
+TEST(DispatcherStateSnapshot, FromSnapshotRefusesMoreSplitProvidersThanAJobMayHave) {
+  capnp::MallocMessageBuilder message;
+  auto snapshot = message.initRoot<journal::StateSnapshot>();
+  RichState().WriteSnapshot(snapshot);
+  // A DYNAMIC job (it has providers): one more than the limit costs the
+  // encoding almost nothing, and used to be built before any check.
+  int dynamic = -1;
+  for (unsigned i = 0; i < snapshot.getJobs().size(); ++i) {
+    if (snapshot.getJobs()[i].getProviders().size() > 0) dynamic = static_cast<int>(i);
+  }
+  ASSERT_GE(dynamic, 0) << "RichState has no DYNAMIC job";
+  snapshot.getJobs()[dynamic].initProviders(kMaxSplitProviders + 1);
+  Result<DispatcherState> restored = DispatcherState::FromSnapshot(snapshot.asReader());
+  ASSERT_FALSE(restored.ok());
+  EXPECT_EQ(restored.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(restored.status().message().find("split providers, more than 4096"), std::string::npos)
+      << restored.status().ToString();
+}
+
 TEST(DispatcherStateSnapshot, FromSnapshotRefusesDanglingReferences) {
   {
     capnp::MallocMessageBuilder message;
