@@ -76,7 +76,7 @@ class ClosureBook {
     uint32_t timeout_ms = 0;
     // ClosureSpec.inputs as sent: ids, or kInputInCall + index in the call
     // (filled by TakeUnsent).
-    std::vector<uint64_t> inputs;
+    std::vector<uint64_t> inputs = {};
     // ScheduleOptions.trace: when the user scheduled it (0: not traced).
     uint64_t trace_scheduled_ns = 0;
   };

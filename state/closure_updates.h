@@ -61,7 +61,7 @@ struct NewClosure {
   int64_t deadline_micros = 0;  // what the record carries (0: none)
   // Input closures (ClosureSpec.inputs): as the request has them (an entry
   // >= kInputInCall is an index into the request), then, in a plan, ids.
-  std::vector<uint64_t> inputs;
+  std::vector<uint64_t> inputs = {};
 };
 
 

@@ -24,7 +24,7 @@ struct RunPush {
   uint32_t attempt = 0;
   std::string function;
   std::string args;
-  std::vector<std::string> inputs;  // the input closures' results, in order
+  std::vector<std::string> inputs = {};  // the input closures' results, in order
   bool cancel = false;  // WorkerControl.cancelClosures: drop this run (best effort)
 };
 
