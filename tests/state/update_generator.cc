@@ -3,6 +3,7 @@
 #include <capnp/schema.h>
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -184,8 +185,13 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       while (state.FindDatasetByFingerprint(fingerprint) != nullptr) fingerprint = rng_();
       // Some datasets have a kind (tasks go only to workers producing it).
       const char* kKinds[] = {"", "", "range", "python"};
-      out = RegisterDataset(id, fingerprint, "ds-" + std::to_string(id), bytes(16),
-                            kKinds[Uniform(4)]);
+      // A loaded snapshot may hold any key for any id (the snapshot fuzz
+      // target's do): never reuse one.
+      std::set<std::string> keys;
+      for (const Dataset* d : state.ListDatasets()) keys.insert(d->definition_key);
+      std::string key = "ds-" + std::to_string(id);
+      while (keys.contains(key)) key = "ds-" + std::to_string(id) + "-" + std::to_string(rng_());
+      out = RegisterDataset(id, fingerprint, key, bytes(16), kKinds[Uniform(4)]);
       return true;
     }
     case Which::SET_ELEMENT_SPEC: {
