@@ -48,6 +48,7 @@ struct ClosureFlags {
   uint64_t warmup = 200;
   std::string synchronous = "full";
   std::string commit_hold_us = "";  // empty: the dispatcher's default
+  std::string inline_sync_records = "";  // empty: the dispatcher's default
   // Sequential round trips carry a timestamp trace (ScheduleOptions.trace),
   // printed as a per-stage breakdown.
   bool trace = true;
@@ -146,6 +147,9 @@ int RunClosuresBench(int argc, char** argv) {
   parser.AddString("commit-hold-us", "US",
                    "the dispatcher's --closure-commit-hold-us (empty: its default)",
                    &flags.commit_hold_us);
+  parser.AddString("inline-sync-records", "N",
+                   "the dispatcher's --inline-sync-records (empty: its default)",
+                   &flags.inline_sync_records);
   parser.AddBool("trace", "trace the sequential round trips and print their breakdown",
                  &flags.trace);
   ParseFlagsOrExit(parser, argc, argv);
@@ -154,6 +158,8 @@ int RunClosuresBench(int argc, char** argv) {
   options.extra_flags = {"--synchronous=" + flags.synchronous};
   if (!flags.commit_hold_us.empty())
     options.extra_flags.push_back("--closure-commit-hold-us=" + flags.commit_hold_us);
+  if (!flags.inline_sync_records.empty())
+    options.extra_flags.push_back("--inline-sync-records=" + flags.inline_sync_records);
   testing::DispatcherProcess dispatcher(options);
   std::vector<std::unique_ptr<testing::Subprocess>> workers;
   for (uint64_t i = 0; i < flags.workers; ++i) {

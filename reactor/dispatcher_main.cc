@@ -110,6 +110,14 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "replies never wait; "
                  "false: the loop writes it inline, holding every reply (for comparison only)",
                  &o.durable.snapshot_in_background);
+  o.durable.inline_sync_max_records = 8;
+  parser.AddUint("inline-sync-records",
+                 "with --synchronous=full, a group commit of at most N records is fsynced on the "
+                 "loop thread when the last fsync took at most 1 ms (a nearly idle loop has "
+                 "nothing to overlap with it, and the thread pool's hand-off costs two thread "
+                 "wake-ups); larger commits and slower disks are fsynced on the thread pool. 0: "
+                 "always the thread pool",
+                 &o.durable.inline_sync_max_records, 0, 1u << 20);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,
                  60000);
   parser.AddUint("drain-timeout-ms",

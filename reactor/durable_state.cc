@@ -346,7 +346,7 @@ void DurableState::CommitPass() {
     open_.Absorb(std::move(batch_waiters_));
     open_written_ = true;
     ++commits_unsynced_;
-    StartSync();
+    StartSync(records);
   } else {
     RemoveSnapshotFiles(batch_waiters_.Fulfill());
   }
@@ -510,13 +510,18 @@ void DurableState::FailStop(const Status& status) {
 // The fsync's pool job: it owns the WalSyncer (a descriptor of its own)
 // while it runs, and its result. It touches nothing else.
 struct DurableState::SyncJob final : public uvkj::PoolJob {
-  void Run() override { result = syncer->Sync(); }
+  void Run() override {
+    const uint64_t start = uv_hrtime();
+    result = syncer->Sync();
+    fsync_ns = uv_hrtime() - start;
+  }
 
   std::unique_ptr<storage::WalSyncer> syncer;
   Status result = InternalError("the WAL fsync did not run");
+  uint64_t fsync_ns = 0;
 };
 
-void DurableState::StartSync() {
+void DurableState::StartSync(size_t records) {
   if (!open_written_ || sync_.in_flight() || failed() || syncer_ == nullptr) return;
   if (fail_next_sync_) {
     fail_next_sync_ = false;
@@ -530,6 +535,14 @@ void DurableState::StartSync() {
   job->syncer = std::move(syncer_);
   sync_start_ns_ = uv_hrtime();
   sync_seq_ = store_.last_seq();
+  const bool inline_sync = records > 0 && records <= options_.inline_sync_max_records &&
+                           last_fsync_ns_ <= options_.inline_sync_max_micros * 1000;
+  if (inline_sync) {
+    ++stats_.inline_syncs;
+    job->Run();
+    OnSyncDone(std::move(job));
+    return;
+  }
   if (sync_.Start(job, [this](std::unique_ptr<SyncJob> done) { OnSyncDone(std::move(done)); }) < 0) {
     // No thread pool to run it: sync here rather than never.
     job->Run();
@@ -539,6 +552,7 @@ void DurableState::StartSync() {
 
 void DurableState::OnSyncDone(std::unique_ptr<SyncJob> job) {
   syncer_ = std::move(job->syncer);
+  last_fsync_ns_ = job->fsync_ns;
   if (!job->result.ok()) {
     // Never retried: after a failed fsync the kernel may have dropped the
     // dirty pages, so a later success would prove nothing.

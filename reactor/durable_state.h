@@ -67,11 +67,22 @@ struct DurableStateOptions {
   uint64_t snapshot_retry_ms = 10000;
   // Called on the loop thread after every snapshot attempt (benchmarks, tests).
   std::function<void(const SnapshotOutcome&)> snapshot_observer = {};
+  // With a deferred fsync: a group commit of at most this many records is
+  // fsynced on the loop thread, right after its write, when the last fsync
+  // took at most inline_sync_max_micros. Such a loop is nearly idle: it has
+  // no work to overlap with the fsync, and handing it to the thread pool
+  // and back costs two thread wake-ups, more than a quick fsync itself on
+  // an idle machine. Larger commits (a busy loop) and slow disks keep the
+  // fsync off the loop. DESIGN.md allows both: once per loop pass, or the
+  // pool. 0: always the thread pool.
+  uint64_t inline_sync_max_records = 0;
+  uint64_t inline_sync_max_micros = 1000;
 };
 
 struct DurableStats {
   uint64_t commits = 0;          // group commits (transactions) written
-  uint64_t syncs = 0;            // WAL fsyncs run on the thread pool (defers_sync)
+  uint64_t syncs = 0;            // WAL fsyncs (defers_sync), on the pool or the loop
+  uint64_t inline_syncs = 0;     // those of them run on the loop thread
   uint64_t commits_per_sync_max = 0;  // most commits one of them made durable
   uint64_t records = 0;          // updates journaled
   uint64_t max_batch = 0;        // most updates in one commit
@@ -96,8 +107,8 @@ struct DurableStats {
 struct DurableHistograms {
   // One group commit's write (store_.Commit; with the fsync unless it is deferred).
   Histogram commit_seconds{Histogram::SecondsBounds()};
-  // One deferred fsync on the thread pool, start to done (it covers every
-  // commit written before it started).
+  // One deferred fsync, start to done (it covers every commit written
+  // before it started): on the pool, the hand-off there and back included.
   Histogram sync_seconds{Histogram::SecondsBounds()};
   Histogram records_per_commit{Histogram::CountBounds()};
   Histogram snapshot_seconds{Histogram::SecondsBounds()};    // start to recorded
@@ -299,10 +310,12 @@ class DurableState {
   DurableWaiters open_;
   uint64_t sync_start_ns_ = 0;  // the running deferred fsync's start
   uint64_t sync_seq_ = 0;       // the last record written before it began
+  uint64_t last_fsync_ns_ = 0;  // the disk's own time in the last fsync (no hand-offs)
   bool open_written_ = false;
   // The WAL fsync in flight (at most one) and the group it makes durable.
   struct SyncJob;
-  void StartSync();
+  // records: those of the commit just written (0: not called right after one).
+  void StartSync(size_t records = 0);
   void OnSyncDone(std::unique_ptr<SyncJob> job);
   uvkj::PoolWork<SyncJob> sync_;
   DurableWaiters syncing_;

@@ -123,7 +123,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(!h.server->shutting_down(), "the dispatcher stopped (exit code %d)",
              h.server->exit_code());
   const auto closed_at = Clock::now();
-  wait_scope.poll();
+  // The close takes a few loop passes; a pass costs microseconds, a timer
+  // tick a millisecond (libuv's resolution), which once made the target run
+  // at ~800 inputs/s. Timer ticks only if the passes are not enough.
+  for (int pass = 0; pass < 64 && h.server->rpc().connection_count() != 0; ++pass) {
+    wait_scope.poll();
+  }
   while (h.server->rpc().connection_count() != 0) {
     FUZZ_CHECK(Clock::now() - closed_at < kForgetDeadline,
                "%zu connections still open after the peer closed",

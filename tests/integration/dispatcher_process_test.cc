@@ -213,6 +213,19 @@ TEST(DispatcherProcess, RunsWithTheLargerMallocCacheItSetsForItself) {
   EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=4096");
 }
 
+// Re-executed for its malloc setting, it still goes by its binary's name:
+// operators find it with ps, pkill or /proc/PID/comm.
+TEST(DispatcherProcess, KeepsItsNameWhenItReexecutesItself) {
+  ScopedEnv no_tunables("GLIBC_TUNABLES", "");
+  DispatcherProcess dispatcher;
+  std::ifstream comm("/proc/" + std::to_string(dispatcher.process().pid()) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  EXPECT_EQ(name, "dispatcher");
+  EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=4096")
+      << "the re-execution is what this test is about";
+}
+
 TEST(DispatcherProcess, KeepsTheOperatorsMallocTunables) {
   {
     ScopedEnv other("GLIBC_TUNABLES", "glibc.malloc.mxfast=64");

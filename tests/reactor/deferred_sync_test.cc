@@ -30,7 +30,8 @@ struct Opened {
   std::unique_ptr<DurableState> durable;
 };
 
-Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_frames = 0) {
+Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_frames = 0,
+                    uint64_t inline_sync_max_records = 0) {
   storage::StoreOptions options;
   options.work_dir = dir;
   options.synchronous = storage::Synchronous::kFull;
@@ -44,7 +45,9 @@ Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_fra
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   opened.store = std::move(store).value();
   EXPECT_TRUE(opened.store->defers_sync());
-  auto durable = DurableState::Recover(loop, *opened.store, {.snapshot_every = 0});
+  auto durable = DurableState::Recover(
+      loop, *opened.store,
+      {.snapshot_every = 0, .inline_sync_max_records = inline_sync_max_records});
   EXPECT_TRUE(durable.ok()) << durable.status().ToString();
   opened.durable = std::move(durable).value();
   return opened;
@@ -90,6 +93,57 @@ TEST_F(DeferredSyncTest, CommitsWrittenDuringAnFsyncShareTheNextOne) {
   EXPECT_EQ(durable.stats().commits_per_sync_max, 2u);
   // Nothing pending: a read is answered at once.
   EXPECT_TRUE(durable.Barrier().poll(io.wait_scope()));
+}
+
+// A small commit on a quick disk is fsynced on the loop, right after its
+// write: durable when the pass ends, with no fsync left in flight. A commit
+// of more records (a busy loop) still goes to the thread pool.
+TEST_F(DeferredSyncTest, ASmallCommitIsFsyncedOnTheLoopAndALargerOneOnThePool) {
+  uvkj::UvAsyncIo io(loop_.get());
+  Opened opened = OpenDeferred(loop_.get(), dir_.path(), 0, /*inline_sync_max_records=*/2);
+  DurableState& durable = *opened.durable;
+
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
+  auto small = durable.Barrier();
+  durable.CommitPass();
+  EXPECT_FALSE(durable.sync_in_flight());
+  EXPECT_TRUE(durable.all_durable());
+  EXPECT_EQ(durable.stats().syncs, 1u);
+  EXPECT_EQ(durable.stats().inline_syncs, 1u);
+  EXPECT_TRUE(small.poll(io.wait_scope()));
+
+  for (uint64_t id = 3; id <= 5; ++id) {
+    ASSERT_TRUE(durable.Submit(b::RegisterDataset(id, 100 + id).reader()).ok());
+  }
+  auto large = durable.Barrier();
+  durable.CommitPass();
+  EXPECT_TRUE(durable.sync_in_flight());
+  EXPECT_FALSE(durable.all_durable());
+  large.wait(io.wait_scope());
+  EXPECT_TRUE(durable.all_durable());
+  EXPECT_EQ(durable.stats().syncs, 2u);
+  EXPECT_EQ(durable.stats().inline_syncs, 1u);
+}
+
+// Fsynced on the loop or on the pool, a failed fsync is the same fail-stop:
+// nothing it covered is acknowledged.
+TEST_F(DeferredSyncTest, AFailedInlineFsyncIsFailStopAndNothingItCoveredIsAcknowledged) {
+  uvkj::UvAsyncIo io(loop_.get());
+  Opened opened = OpenDeferred(loop_.get(), dir_.path(), 0, /*inline_sync_max_records=*/8);
+  DurableState& durable = *opened.durable;
+  int fatal_calls = 0;
+  durable.SetFatalHandler([&](const Status&) { ++fatal_calls; });
+  durable.fail_next_sync_for_testing();
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
+  auto write = durable.Barrier();
+  durable.CommitPass();
+  EXPECT_EQ(durable.stats().inline_syncs, 1u);
+  EXPECT_ANY_THROW(write.wait(io.wait_scope()));
+  EXPECT_EQ(fatal_calls, 1);
+  EXPECT_TRUE(opened.store->failed());
+  EXPECT_EQ(durable.stats().syncs, 0u) << "a failed fsync is not counted as one";
+  EXPECT_FALSE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
 }
 
 TEST_F(DeferredSyncTest, AFailedFsyncIsFailStopAndNothingItCoveredIsAcknowledged) {
