@@ -448,7 +448,7 @@ static std::vector<state::NewClosure> NewClosuresOf(capnp::List<rpc::ClosureSpec
   for (auto spec : specs) {
     closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(), spec.getResources(),
                                          spec.getRequestId(), spec.getPriority(),
-                                         spec.getTimeoutMs(), 0, {}});
+                                         spec.getTimeoutMs()});
     for (uint64_t input : spec.getInputs()) closures.back().inputs.push_back(input);
   }
   return closures;
