@@ -12,7 +12,11 @@
 // passes (then the input counts as slow, not as a failure). Properties: no
 // crash; the server never stops (a storage failure or a shutdown would end
 // it); a closed connection is forgotten (the open connection count returns
-// to zero).
+// to zero). Every kInputsPerDispatcher inputs the dispatcher shuts down
+// cleanly and a fresh one starts in a new work dir: what the inputs
+// registered and scheduled accumulates in one state, and past ~30,000
+// inputs its size, not the input, set the cost of each (openCoordinator
+// walks the coordinator's closures), so a campaign slowed as it ran.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -39,14 +43,51 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kInputDeadline = 2000;  // ms
 constexpr auto kForgetDeadline = std::chrono::seconds(2);
+constexpr uint64_t kInputsPerDispatcher = 5000;
 
 struct Harness {
   std::string dir;
   uvkj::UvLoop loop;
   std::unique_ptr<uvkj::UvAsyncIo> io;
   std::unique_ptr<reactor::DispatcherServer> server;
+  uint64_t generation = 0;  // dispatchers started so far
+  uint64_t inputs = 0;      // inputs given to the current one
   uint64_t slow_inputs = 0;
 };
+
+// A dispatcher in its own work dir under the harness dir, as the first one.
+void StartDispatcher(Harness& h) {
+  const std::string base = h.dir + "/" + std::to_string(h.generation++);
+  std::filesystem::create_directories(base);
+  reactor::DispatcherOptions options;
+  // The listener is bound but unused: inputs come in through Serve().
+  options.listen = "unix:" + base + "/gw.sock";
+  options.work_dir = base + "/work";
+  options.synchronous = storage::Synchronous::kNormal;  // no fsync per input
+  options.tick_ms = 20;
+  // Limits small enough for short inputs to cross them.
+  options.limits.max_message_bytes = 64 << 10;
+  options.limits.max_calls_in_flight_per_connection = 32;
+  options.limits.max_nesting_depth = 16;
+  h.server = std::make_unique<reactor::DispatcherServer>(*h.io, options);
+  Result<std::string> bound = h.server->Start();
+  FUZZ_CHECK(bound.ok(), "dispatcher did not start: %s", bound.status().ToString().c_str());
+  h.inputs = 0;
+}
+
+// Shuts the current dispatcher down the way SIGTERM does (the loop runs until
+// it is done), then removes its work dir and starts a fresh one.
+void ReplaceDispatcher(Harness& h) {
+  h.server->BeginShutdown("fuzz: fresh dispatcher");
+  h.io->Run();
+  FUZZ_CHECK(h.server->exit_code() == 0, "the dispatcher's shutdown failed (exit code %d)",
+             h.server->exit_code());
+  h.server.reset();
+  h.io->wait_scope().poll();
+  std::error_code ignored;
+  std::filesystem::remove_all(h.dir + "/" + std::to_string(h.generation - 1), ignored);
+  StartDispatcher(h);
+}
 
 std::string* g_dir = nullptr;
 void RemoveDir() {
@@ -67,19 +108,7 @@ Harness& TheHarness() {
     // Quiet (KJ's own log too): a peer's bad bytes are not news. DISPATCH_FUZZ_LOG=1: everything.
     SetLogLevel(std::getenv("DISPATCH_FUZZ_LOG") ? LogLevel::kDebug : LogLevel::kError);
     harness->io = std::make_unique<uvkj::UvAsyncIo>(harness->loop.get());
-    reactor::DispatcherOptions options;
-    // The listener is bound but unused: inputs come in through Serve().
-    options.listen = "unix:" + harness->dir + "/gw.sock";
-    options.work_dir = harness->dir + "/work";
-    options.synchronous = storage::Synchronous::kNormal;  // no fsync per input
-    options.tick_ms = 20;
-    // Limits small enough for short inputs to cross them.
-    options.limits.max_message_bytes = 64 << 10;
-    options.limits.max_calls_in_flight_per_connection = 32;
-    options.limits.max_nesting_depth = 16;
-    harness->server = std::make_unique<reactor::DispatcherServer>(*harness->io, options);
-    Result<std::string> bound = harness->server->Start();
-    FUZZ_CHECK(bound.ok(), "dispatcher did not start: %s", bound.status().ToString().c_str());
+    StartDispatcher(*harness);
     return harness;
   }();
   return *h;
@@ -99,6 +128,8 @@ kj::Promise<void> ReadUntilClosed(kj::AsyncIoStream& peer, kj::byte* buf, size_t
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dispatch::fuzz;
   Harness& h = TheHarness();
+  if (h.inputs == kInputsPerDispatcher) ReplaceDispatcher(h);
+  ++h.inputs;
   kj::WaitScope& wait_scope = h.io->wait_scope();
 
   auto pipe = kj::newTwoWayPipe();
