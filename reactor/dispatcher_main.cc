@@ -315,6 +315,12 @@ int Main(int argc, char** argv) {
               prefix.c_str());
       return 2;
     }
+    if (!flags.options.data.fault_tolerant_mode) {
+      // A reset at start-up is a local snapshot the etcd journal would not see.
+      fprintf(stderr, "dispatcher: --etcd needs --fault-tolerant-mode=true: a standby that takes over "
+                      "rebuilds the whole state from the etcd journal\n");
+      return 2;
+    }
     ha_options.endpoints = std::move(endpoints).value();
     ha_options.prefix = prefix;
     ha_options.lease_ttl_ms = flags.lease_ttl_ms;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "clients/blocking_dataset_client.h"
 #include "tests/closures/closure_test_support.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/etcd_cluster.h"
@@ -210,6 +211,41 @@ TEST_F(HaDispatcherTest, ALeaderWhoseKeyWasReplacedIsFencedAtItsNextCommitAndExi
   std::ifstream log(dir_.File("a.log"));
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("fenced: /test/ha/leader was created at revision"), std::string::npos) << text;
+}
+
+// HA mode's limits (reactor/journal_replicator.h): one pass must fit one etcd
+// transaction, so a dataset definition over 256 KiB is refused at
+// validation, naming the limit, and changes nothing; one under it is served.
+TEST_F(HaDispatcherTest, ADatasetDefinitionOverTheHaLimitIsRefusedNamingItAndChangesNothing) {
+  auto a = StartDispatcher("a");
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  clients::DispatcherEndpoint endpoint;
+  endpoint.address = a->address();
+  auto refused = clients::RegisterDatasetAndWait(endpoint, DatasetOf("range count=1 " + std::string(300 << 10, 'x')));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("limit of 262144"), std::string::npos) << refused.status().ToString();
+  auto fits = clients::RegisterDatasetAndWait(endpoint, DatasetOf("range count=1 " + std::string(200 << 10, 'x')));
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_EQ(fits->dataset_id, 1u) << "the refused one took an id";
+}
+
+// Bad HA flags are usage errors (exit 2), found before anything starts.
+TEST(HaDispatcherFlags, BadEtcdPrefixOrResultLimitExitsTwo) {
+  for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{
+           {"--etcd=127.0.0.1:2379"},
+           {"--etcd=http://127.0.0.1:1,", "--ha-prefix=/p"},
+           {"--etcd=http://127.0.0.1:1", "--ha-prefix=p"},
+           {"--etcd=http://127.0.0.1:1", "--ha-prefix=/p/"},
+           {"--etcd=http://127.0.0.1:1", "--max-result-bytes=262145"},
+           {"--etcd=http://127.0.0.1:1", "--fault-tolerant-mode=false"}}) {
+    std::vector<std::string> argv = {DispatcherBinary(), "--listen=tcp:127.0.0.1:0", "--http=off"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    Subprocess process(argv);
+    auto status = process.Wait(kTestDeadline);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << flags.back();
+  }
 }
 
 }  // namespace
