@@ -303,9 +303,31 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     // The records carry only ids, sizes and checksums; the bytes go to the
     // result table in the same transaction.
     state::UpdateList finished;
-    state::AddFinished(finished, Stamp(), results);
+    const size_t budget = durable_.result_bytes_per_commit();
+    if (budget == 0) {
+      state::AddFinished(finished, Stamp(), results);
+    } else {
+      // HA mode: a record's results ride in the same etcd transaction as
+      // the record, so the results one record finishes are cut to the budget.
+      for (size_t begin = 0; begin < results.size();) {
+        size_t end = begin;
+        size_t bytes = 0;
+        while (end < results.size() && (end == begin || bytes + results[end].size <= budget)) {
+          bytes += results[end++].size;
+        }
+        state::AddFinished(finished, Stamp(),
+                           std::vector<state::StoredResult>(results.begin() + begin, results.begin() + end));
+        begin = end;
+      }
+    }
     size_t next = 0;
     for (size_t i = 0; i < finished.size(); ++i) {
+      if (budget != 0) {
+        size_t bytes = finished[i].totalSize().wordCount * 8;
+        const size_t n = finished[i].getClosureBatch().getFinished().size();
+        for (size_t k = next; k < next + n; ++k) bytes += results[k].size;
+        DISPATCH_RETURN_IF_ERROR(durable_.MakeRoom(bytes));
+      }
       std::vector<uint64_t> moved = DependantsMoved(finished[i]);
       DISPATCH_RETURN_IF_ERROR(durable_.Submit(finished[i]));
       for (size_t n = finished[i].getClosureBatch().getFinished().size(); n > 0; --n, ++next) {

@@ -1,6 +1,7 @@
 // `dispatcher`: the dispatcher process. Parses flags, then runs one libuv loop
 // until SIGINT/SIGTERM ends it gracefully (exit 0). Exit codes: 0 clean stop,
-// 1 start-up failure, 2 bad flags, 3 journal write failure (fail-stop).
+// 1 start-up failure, 2 bad flags, 3 journal write failure (fail-stop),
+// 4 an internal invariant broke, 5 HA mode: leadership lost or fenced.
 // With --verify it only checks the work dir: 0 clean, 1 damaged.
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "common/flag_parser.h"
 #include "common/log.h"
 #include "reactor/dispatcher_server.h"
+#include "reactor/ha/ha_controller.h"
 #include "reactor/malloc_tuning.h"
 #include "reactor/signals.h"
 #include "reactor/uvkj/async_io.h"
@@ -28,6 +30,11 @@ struct MainFlags {
   std::string log_format = "text";
   bool allow_remote_without_token = false;
   bool verify = false;
+  // HA mode (docs/high_availability.md): empty --etcd is single node.
+  std::string etcd;
+  std::string ha_prefix = "/dispatch/default";
+  uint64_t lease_ttl_ms = 2000;
+  std::string advertise;
 };
 
 // `--verify`: checks the stopped work dir offline (storage/verify.h), prints
@@ -71,6 +78,26 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "what it found, exit 0 clean, 1 damaged (changes nothing; refused while a "
                  "dispatcher runs there)",
                  &flags.verify);
+  parser.AddString("etcd", "ENDPOINTS",
+                   "HA mode: comma-separated etcd client URLs (http://HOST:PORT,...). The "
+                   "dispatcher campaigns for leadership; the leader journals every group commit "
+                   "as one etcd transaction and replies after etcd acknowledged it; the others are "
+                   "standbys that answer \"not the leader\". Empty (the default): single node, the "
+                   "SQLite journal in --work-dir",
+                   &flags.etcd);
+  parser.AddString("ha-prefix", "PREFIX",
+                   "HA mode: the etcd key prefix of this group of dispatchers (PREFIX/leader, "
+                   "PREFIX/journal/SEQ); starts with / and does not end with one",
+                   &flags.ha_prefix);
+  parser.AddUint("lease-ttl-ms",
+                 "HA mode: the leader's etcd lease, rounded up to whole seconds (at least 2 s): "
+                 "a dead leader is replaced about this long after it stopped",
+                 &flags.lease_ttl_ms, 1000, 3600000);
+  parser.AddString("advertise", "ADDRESS",
+                   "HA mode: the RPC address clients are sent to while this dispatcher leads "
+                   "(standbys name it in their \"not the leader\" errors); empty: the bound "
+                   "--listen address",
+                   &flags.advertise);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
   parser.AddString("log-format", "FORMAT",
                    "text: one line per event, \"TIME LEVEL MESSAGE\"; json: one JSON object per "
@@ -283,6 +310,47 @@ int Main(int argc, char** argv) {
   // or outcomes: half of the message limit leaves room for them.
   uint64_t& max_result = flags.options.data.closures.max_result_bytes;
   const uint64_t max_message = flags.options.limits.max_message_bytes;
+  ha::HaOptions ha_options;
+  if (!flags.etcd.empty()) {
+    auto endpoints = ha::ParseEtcdEndpoints(flags.etcd);
+    if (!endpoints.ok()) {
+      fprintf(stderr, "dispatcher: %s\n", endpoints.status().message().c_str());
+      return 2;
+    }
+    const std::string& prefix = flags.ha_prefix;
+    if (prefix.size() < 2 || prefix.front() != '/' || prefix.back() == '/') {
+      fprintf(stderr, "dispatcher: --ha-prefix must start with / and not end with one, got '%s'\n",
+              prefix.c_str());
+      return 2;
+    }
+    if (!flags.options.data.fault_tolerant_mode) {
+      // A reset at start-up is a local snapshot the etcd journal would not see.
+      fprintf(stderr, "dispatcher: --etcd needs --fault-tolerant-mode=true: a standby that takes over "
+                      "rebuilds the whole state from the etcd journal\n");
+      return 2;
+    }
+    ha_options.endpoints = std::move(endpoints).value();
+    ha_options.prefix = prefix;
+    ha_options.lease_ttl_ms = flags.lease_ttl_ms;
+    ha_options.advertise = flags.advertise;
+    flags.options.ha = true;
+    // One pass's batch always fits one etcd transaction (journal_replicator.h).
+    flags.options.durable.max_batch_bytes = reactor::kHaMaxPassBytes;
+    flags.options.durable.result_bytes_per_commit = reactor::kHaResultBytesPerRecord;
+    flags.options.durable.record_limit_reason =
+        ", --etcd: one etcd transaction carries at most " + std::to_string(kMaxEtcdBatchBytes) +
+        " bytes (kMaxEtcdBatchBytes)";
+    if (max_result == 0) max_result = std::min<uint64_t>(kHaMaxResultBytes, max_message / 2);
+    if (max_result > kHaMaxResultBytes) {
+      fprintf(stderr,
+              "dispatcher: --max-result-bytes=%llu is over the HA limit of %llu bytes (--etcd: a "
+              "result travels in one etcd transaction of at most %llu bytes, kMaxEtcdBatchBytes)\n",
+              static_cast<unsigned long long>(max_result),
+              static_cast<unsigned long long>(kHaMaxResultBytes),
+              static_cast<unsigned long long>(kMaxEtcdBatchBytes));
+      return 2;
+    }
+  }
   if (max_result == 0) max_result = std::min<uint64_t>(32ull << 20, max_message / 2);
   if (max_result > max_message / 2) {
     fprintf(stderr,
@@ -353,7 +421,19 @@ int Main(int argc, char** argv) {
         printf("dispatcher listening on %s\n", bound->c_str());
         if (!server.http_url().empty()) printf("dispatcher status page on %s\n", server.http_url().c_str());
         fflush(stdout);
+        // HA mode: campaign; the server serves once this wins (or stays a
+        // standby naming the leader).
+        std::unique_ptr<ha::HaController> ha_controller;
+        if (flags.options.ha) {
+          if (ha_options.advertise.empty()) ha_options.advertise = *bound;
+          ha_controller = std::make_unique<ha::HaController>(io, server, ha_options);
+          ha_controller->Start();
+        }
         io.Run();
+        // Nothing of it runs once the loop stopped; the server's journal
+        // refers to its etcd journal until the server is destroyed, after
+        // this scope, and never uses it meanwhile.
+        ha_controller.reset();
         exit_code = server.exit_code();
       }
     }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <random>
 
 #include <kj/debug.h>
@@ -77,33 +78,20 @@ DispatcherServer::~DispatcherServer() noexcept(false) {
 }
 
 Result<std::string> DispatcherServer::Start() {
-  storage::StoreOptions store_options;
-  store_options.work_dir = options_.work_dir;
-  store_options.synchronous = options_.synchronous;
-  if (options_.checkpoint_wal_frames > 0) store_options.checkpoint_wal_frames = options_.checkpoint_wal_frames;
-  // The loop writes each group commit; its fsync runs on the thread pool
-  // (DurableState), so the loop serves on while the disk syncs.
-  store_options.defer_sync = true;
-  store_options.max_result_bytes = options_.data.closures.max_result_bytes;
-  auto store = storage::Store::Open(store_options);
-  if (!store.ok()) return store.status();
-  store_ = std::move(store.value());
-  auto durable = DurableState::Recover(io_.loop(), *store_, options_.durable);
-  if (!durable.ok()) return durable.status();
-  durable_ = std::move(durable.value());
-  durable_->SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
-  durable_->SetAppliedObserver([this](journal::Update::Reader update) {
-    closure_timings_.Observe(update, uv_hrtime());
-    closure_watchdog_.OnApplied(update);
-  });
-  // The group commit closes every loop pass, releasing the replies it parked.
-  io_.port().SetPassEndHook([this]() { durable_->CommitPass(); });
-  const DurableStats& recovered = durable_->stats();
-  Log(LogLevel::kInfo, "recovered state: snapshot at ", store_->snapshot_seq(), " + ", recovered.replayed,
-      " journal records in ", recovered.recovery_micros / 1000, " ms (last sequence number ",
-      store_->last_seq(), ")");
-  data_ = std::make_unique<DataService>(io_.loop(), *durable_, options_.data, incarnation_);
-  DISPATCH_RETURN_IF_ERROR(data_->Start());
+  if (!options_.ha) {
+    storage::StoreOptions store_options;
+    store_options.work_dir = options_.work_dir;
+    store_options.synchronous = options_.synchronous;
+    if (options_.checkpoint_wal_frames > 0) store_options.checkpoint_wal_frames = options_.checkpoint_wal_frames;
+    // The loop writes each group commit; its fsync runs on the thread pool
+    // (DurableState), so the loop serves on while the disk syncs.
+    store_options.defer_sync = true;
+    store_options.max_result_bytes = options_.data.closures.max_result_bytes;
+    auto store = storage::Store::Open(store_options);
+    if (!store.ok()) return store.status();
+    store_ = std::move(store.value());
+    DISPATCH_RETURN_IF_ERROR(StartServices());
+  }
   rpc_->AddDisconnectListener([this](RpcServer::ConnectionId id) {
     if (data_ != nullptr && !shutting_down_) data_->workers().OnDisconnect(id);
   });
@@ -138,6 +126,76 @@ Result<std::string> DispatcherServer::Start() {
   return bound;
 }
 
+Status DispatcherServer::StartServices() {
+  auto durable = DurableState::Recover(io_.loop(), *store_, options_.durable);
+  if (!durable.ok()) return durable.status();
+  durable_ = std::move(durable.value());
+  if (replicator_ != nullptr) durable_->SetReplicator(replicator_);
+  durable_->SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
+  durable_->SetAppliedObserver([this](journal::Update::Reader update) {
+    closure_timings_.Observe(update, uv_hrtime());
+    closure_watchdog_.OnApplied(update);
+  });
+  // The group commit closes every loop pass, releasing the replies it parked.
+  io_.port().SetPassEndHook([this]() { durable_->CommitPass(); });
+  const DurableStats& recovered = durable_->stats();
+  Log(LogLevel::kInfo, "recovered state: snapshot at ", store_->snapshot_seq(), " + ", recovered.replayed,
+      " journal records in ", recovered.recovery_micros / 1000, " ms (last sequence number ",
+      store_->last_seq(), ")");
+  data_ = std::make_unique<DataService>(io_.loop(), *durable_, options_.data, incarnation_);
+  return data_->Start();
+}
+
+Result<storage::Store*> DispatcherServer::OpenHaStore() {
+  KJ_REQUIRE(options_.ha && !leading_ && durable_ == nullptr, "OpenHaStore outside an HA standby");
+  store_.reset();
+  const std::string dir = options_.work_dir + "/ha-cache";
+  std::error_code error;
+  std::filesystem::remove_all(dir, error);
+  if (error) return UnavailableError("cannot empty " + dir + ": " + error.message());
+  std::filesystem::create_directories(dir, error);
+  if (error) return UnavailableError("cannot create " + dir + ": " + error.message());
+  storage::StoreOptions store_options;
+  store_options.work_dir = dir;
+  // A cache of the etcd journal: durability is etcd's, so no fsync here.
+  store_options.synchronous = storage::Synchronous::kNormal;
+  store_options.defer_sync = false;
+  store_options.max_result_bytes = options_.data.closures.max_result_bytes;
+  store_options.max_record_bytes = kHaMaxRecordBytes;
+  store_options.max_dataset_bytes = kHaMaxDatasetBytes;
+  auto store = storage::Store::Open(store_options);
+  if (!store.ok()) return store.status();
+  store_ = std::move(store.value());
+  return store_.get();
+}
+
+Status DispatcherServer::BecomeLeader(JournalReplicator* replicator) {
+  KJ_REQUIRE(options_.ha && !leading_ && store_ != nullptr, "BecomeLeader without OpenHaStore");
+  replicator_ = replicator;
+  DISPATCH_RETURN_IF_ERROR(StartServices());
+  leading_ = true;
+  standby_of_.clear();
+  Log(LogLevel::kInfo, "leading: serving as the HA leader");
+  return Status::Ok();
+}
+
+void DispatcherServer::SetStandbyOf(std::string leader_address) { standby_of_ = std::move(leader_address); }
+
+Status DispatcherServer::NotLeaderError() const {
+  if (standby_of_.empty()) return UnavailableError("not the leader; no leader is known yet");
+  return UnavailableError("not the leader; the leader is " + standby_of_);
+}
+
+void DispatcherServer::StopOnLeadershipLost(const Status& why) {
+  if (exit_code_ != 0) return;
+  if (durable_ != nullptr && !durable_->failed()) {
+    // Fails every parked reply; its fatal handler stops the server.
+    durable_->ReplicationFailed(why);
+    return;
+  }
+  StopServing(kExitLeadershipLost, why);
+}
+
 Status DispatcherServer::StartHttp() {
   if (options_.http == "off") return Status::Ok();
   Result<std::string> address = ToKjAddress(options_.http);
@@ -156,6 +214,9 @@ Status DispatcherServer::StartHttp() {
   http_->AddRoute("/readyz", [this]() -> kj::Promise<HttpReply> {
     std::string why;
     if (Ready(&why)) return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
+    if (options_.ha && !leading_ && !shutting_down_) {
+      return HttpReply{503, "text/plain; charset=utf-8", why + "\n"};
+    }
     return HttpReply{503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
   });
   // The loop copies the figures; the thread pool formats them.
@@ -214,6 +275,10 @@ bool DispatcherServer::Ready(std::string* why) const {
     *why = "shutting down";
     return false;
   }
+  if (options_.ha && !leading_) {
+    *why = standby_of_.empty() ? "standby, no leader known yet" : "standby of " + standby_of_;
+    return false;
+  }
   if (durable_ == nullptr || data_ == nullptr) {
     *why = "recovering";
     return false;
@@ -228,7 +293,15 @@ bool DispatcherServer::Ready(std::string* why) const {
 void DispatcherServer::StopOnStorageFailure(const Status& status) {
   // A store that refused a batch as input is healthy: that stop is a bug of
   // ours (see DurableState::SetFatalHandler), told apart from the disk's.
-  exit_code_ = store_->failed() ? kExitStorageFailure : kExitInternalError;
+  // In HA mode a failed replication (leadership lost, fenced) has its own.
+  StopServing(durable_->replication_failed() ? kExitLeadershipLost
+              : store_->failed()             ? kExitStorageFailure
+                                             : kExitInternalError,
+              status);
+}
+
+void DispatcherServer::StopServing(int exit_code, const Status& status) {
+  exit_code_ = exit_code;
   Log(LogLevel::kError, "exiting with code ", exit_code_, ": ", status.ToString().c_str());
   shutting_down_ = true;
   if (http_ != nullptr) http_->Stop();
@@ -340,10 +413,12 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
         // releases the work dir's lock: the next dispatcher starts from a
         // tidy file.
         io_.port().SetPassEndHook(nullptr);
-        durable_->CommitNow();
-        Status snapshot = durable_->Snapshot();
-        if (!snapshot.ok()) {
-          Log(LogLevel::kWarning, "no snapshot at shutdown: ", snapshot.ToString().c_str());
+        if (durable_ != nullptr) {
+          durable_->CommitNow();
+          Status snapshot = durable_->Snapshot();
+          if (!snapshot.ok()) {
+            Log(LogLevel::kWarning, "no snapshot at shutdown: ", snapshot.ToString().c_str());
+          }
         }
         data_.reset();
         durable_.reset();

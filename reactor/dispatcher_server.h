@@ -19,6 +19,7 @@
 #include "reactor/durable_state.h"
 #include "reactor/histogram.h"
 #include "reactor/http_endpoints.h"
+#include "reactor/journal_replicator.h"
 #include "reactor/off_loop.h"
 #include "reactor/owner_thread_check.h"
 #include "reactor/rpc_metrics.h"
@@ -57,6 +58,11 @@ struct DispatcherOptions {
   // The closure watchdog: closures running with none finished for this long
   // are logged once per episode and counted (ClosureWatchdog); 0: off.
   uint64_t stuck_closure_warning_ms = 300000;
+  // HA mode (--etcd; docs/high_availability.md): Start() binds and serves
+  // the gateway as a standby (every call Unavailable) without opening a
+  // journal; an HA controller outside this library then fills a fresh local
+  // store from etcd (OpenHaStore) and calls BecomeLeader. false: single node.
+  bool ha = false;
 };
 
 inline constexpr const char* kDefaultHttp = "tcp:127.0.0.1:8050";
@@ -77,6 +83,29 @@ class DispatcherServer {
   // empty when HTTP is off.
   const std::string& http_url() const { return http_url_; }
 
+  // HA mode only. Empties WORK_DIR/ha-cache (the local copy of the etcd
+  // journal, rebuilt at every start) and opens a Store there for the caller
+  // to fill. REQUIRES: not leading yet.
+  Result<storage::Store*> OpenHaStore();
+  // HA mode only: recovers the state from the store OpenHaStore opened (the
+  // same Apply as a restart's replay), hands every later commit to
+  // `replicator` (which must outlive this object's journal), starts the
+  // timers and serves.
+  Status BecomeLeader(JournalReplicator* replicator);
+  // HA mode: while not leading, the gateway answers "not the leader; the
+  // leader is ADDRESS" (empty: none known yet).
+  void SetStandbyOf(std::string leader_address);
+  // True when the gateway hands out the dispatcher: always in single-node
+  // mode; in HA mode once BecomeLeader succeeded.
+  bool serving() const { return !options_.ha || leading_; }
+  // The Unavailable error a standby's gateway answers with.
+  Status NotLeaderError() const;
+  // Leadership ended (lease lost, fenced): stop at once, exit code
+  // kExitLeadershipLost; nothing more is acknowledged.
+  void StopOnLeadershipLost(const Status& why);
+  // Null unless leading in HA mode.
+  const JournalReplicator* replicator() const { return replicator_; }
+
   // Graceful shutdown; the loop stops once it is done. Idempotent.
   void BeginShutdown(const char* why);
   bool shutting_down() const { return shutting_down_; }
@@ -91,6 +120,8 @@ class DispatcherServer {
   const DispatcherOptions& options() const { return options_; }
   uint64_t uptime_micros() const;
   DurableState& durable() { return *durable_; }
+  // Null while an HA standby (no journal yet) or after shutdown released it.
+  const DurableState* durable_if_open() const { return durable_.get(); }
   RpcMetrics& rpc_metrics() { return *rpc_metrics_; }
   const uvkj::UvRepeatingTimer& tick() const { return *tick_; }
   // How late the housekeeping timer fired, each tick (seconds).
@@ -117,6 +148,9 @@ class DispatcherServer {
   Status StartHttp();
   // A commit failed: no more acknowledgements; leave the loop at once.
   void StopOnStorageFailure(const Status& status);
+  void StopServing(int exit_code, const Status& status);
+  // Opens the journal (single node: the work dir's) and starts the services on it.
+  Status StartServices();
   // The graceful stop: background work over, replies drained, then
   // everything closed in order and the loop stopped.
   kj::Promise<void> DrainThenStop(uint64_t deadline_ms);
@@ -150,6 +184,9 @@ class DispatcherServer {
   std::unique_ptr<HttpEndpoints> http_;
   std::string http_url_;
   bool shutting_down_ = false;
+  bool leading_ = false;               // HA mode: BecomeLeader succeeded
+  std::string standby_of_;             // HA mode: the leader's address, when known
+  JournalReplicator* replicator_ = nullptr;
   int exit_code_ = 0;
   kj::Promise<void> shutdown_ = nullptr;
 };

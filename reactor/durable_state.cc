@@ -127,6 +127,7 @@ int64_t DurableState::NowMicros() const { return std::max(WallClockMicros(), sta
 
 Status DurableState::Submit(journal::Update::Reader update) {
   if (failed()) return failure_;
+  if (replicator_ != nullptr) DISPATCH_RETURN_IF_ERROR(replicator_->Admit());
   // Sized before anything else: an update no journal record can hold is
   // refused here and changes nothing. The store checks again at commit, as a
   // last line that input never reaches.
@@ -149,7 +150,8 @@ Status DurableState::CheckRecordBytes(journal::Update::Reader update, size_t byt
   if (bytes <= max_record_bytes()) return Status::Ok();
   return ResourceExhaustedError("update " + UpdateKind(update) + " of " + std::to_string(bytes) +
                                 " bytes does not fit a journal record (limit " +
-                                std::to_string(max_record_bytes()) + " bytes); nothing was changed");
+                                std::to_string(max_record_bytes()) + " bytes" +
+                                options_.record_limit_reason + "); nothing was changed");
 }
 
 Status DurableState::CheckFits(journal::Update::Reader update) const {
@@ -277,6 +279,8 @@ kj::Promise<void> DurableState::Barrier() {
   // once that commit is written (CommitPass), so no fsync that began before
   // can release them.
   if (!batch_.empty()) return batch_waiters_.Wait();
+  // HA mode: written locally, not yet in the replicated journal.
+  if (replicator_ != nullptr && !replicator_->idle()) return replicator_->Barrier();
   if (open_written_) return open_.Wait();
   // Everything is written and its fsync runs: the caller may have observed
   // an update that fsync covers.
@@ -315,6 +319,7 @@ void DurableState::CommitPass() {
   if (writes_held_) return;
   if (hold_timer_ != nullptr) hold_timer_->Stop();
   size_t records = batch_.record_count();
+  const uint64_t first_seq = store_.last_seq() + 1;
   const uint64_t commit_start = uv_hrtime();
   Result<uint64_t> committed = store_.Commit(batch_);
   if (!committed.ok()) {
@@ -337,6 +342,11 @@ void DurableState::CommitPass() {
   histograms_.records_per_commit.Observe(static_cast<double>(records));
   stats_.records += records;
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
+  if (replicator_ != nullptr) {
+    // HA mode: the local store is a cache; the replies leave once the
+    // replicated journal holds the batch.
+    replicator_->Append(batch_, first_seq, std::move(batch_waiters_));
+  }
   batch_.Clear();
   // What was put in this pass is readable from the store now (the
   // connection sees its own commits, synced or not).
@@ -347,7 +357,7 @@ void DurableState::CommitPass() {
     open_written_ = true;
     ++commits_unsynced_;
     StartSync(records);
-  } else {
+  } else if (replicator_ == nullptr) {
     RemoveSnapshotFiles(batch_waiters_.Fulfill());
   }
 
@@ -495,11 +505,14 @@ Status DurableState::Snapshot() {
 
 void DurableState::FailStop(const Status& status) {
   failure_ = status;
-  Log(LogLevel::kError, "journal commit failed, stopping (fail-stop): ", status.ToString().c_str());
+  Log(LogLevel::kError, replication_failed_ ? "leadership or the etcd journal failed, stopping (fail-stop): "
+                                            : "journal commit failed, stopping (fail-stop): ",
+      status.ToString().c_str());
   // The parked replies learn the truth; nothing after this is acknowledged.
   batch_waiters_.Reject(status);
   open_.Reject(status);
   syncing_.Reject(status);
+  if (replicator_ != nullptr) replicator_->Fail(status);
   open_written_ = false;
   batch_.Clear();
   pending_datasets_.clear();

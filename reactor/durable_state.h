@@ -32,6 +32,7 @@
 #include "common/status.h"
 #include "reactor/durable_waiters.h"
 #include "reactor/histogram.h"
+#include "reactor/journal_replicator.h"
 #include "reactor/snapshot_replica.h"
 #include "reactor/uvkj/pool_work.h"
 #include "reactor/uvkj/repeating_timer.h"
@@ -48,6 +49,12 @@ inline constexpr int kExitStorageFailure = 3;
 // broke (the store refused, as input, a batch every update of which Submit
 // had sized): a bug, not the disk. The restart replays as after exit 3.
 inline constexpr int kExitInternalError = 4;
+// Exit code of an HA dispatcher (--etcd) that stopped because its leadership
+// ended: its lease was lost, or a journal transaction failed its compare
+// (fenced: another dispatcher leads), or the etcd journal refused a batch.
+// Nothing of the batch in flight was acknowledged; a supervisor restarts it
+// as a candidate (docs/high_availability.md §3, §4).
+inline constexpr int kExitLeadershipLost = 5;
 
 struct DurableStateOptions {
   // A snapshot is started once this many records were journaled since the
@@ -77,6 +84,14 @@ struct DurableStateOptions {
   // pool. 0: always the thread pool.
   uint64_t inline_sync_max_records = 0;
   uint64_t inline_sync_max_micros = 1000;
+  // Appended to the refusal of an update larger than a journal record, to
+  // say where the limit comes from (HA mode: one etcd transaction).
+  std::string record_limit_reason = {};
+  // HA mode: the closure results one record finishes take at most this many
+  // bytes together (one result alone may take more, up to its own limit),
+  // so that a pass's batch fits one etcd transaction. 0: no bound (single
+  // node: results go to the local result table).
+  size_t result_bytes_per_commit = 0;
 };
 
 struct DurableStats {
@@ -153,6 +168,8 @@ class DurableState {
   // The store's limit on one journal record, for builders of list-shaped
   // updates that cut their lists to fit (state/record_budget.h).
   size_t max_record_bytes() const { return store_.options().max_record_bytes; }
+  // DurableStateOptions::result_bytes_per_commit.
+  size_t result_bytes_per_commit() const { return options_.result_bytes_per_commit; }
   // Commits the batch now when `bytes` more would take it past
   // max_batch_bytes; the commit's failure, if any. Submit does this for its
   // own record; a handler that puts a dataset definition right after its
@@ -225,6 +242,18 @@ class DurableState {
   void SetFatalHandler(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
   // Told of every update Submit applied, right after it applied (metrics
   // that time transitions: ClosureTimings). Must not Submit.
+  // HA mode: every commit also goes to `replicator` and its replies wait
+  // for it (JournalReplicator). Set once, before the first Submit; null:
+  // single node (the default), nothing of this runs.
+  void SetReplicator(JournalReplicator* replicator) { replicator_ = replicator; }
+  // The replicator failed (leadership lost, fenced, etcd refused): fail-stop
+  // as after a failed commit; replication_failed() tells the owner's exit code.
+  void ReplicationFailed(const Status& status) {
+    if (failed()) return;
+    replication_failed_ = true;
+    FailStop(status);
+  }
+  bool replication_failed() const { return replication_failed_; }
   void SetAppliedObserver(std::function<void(journal::Update::Reader)> observer) {
     on_applied_ = std::move(observer);
   }
@@ -334,6 +363,8 @@ class DurableState {
   bool background_stopped_ = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> stop_waiter_;
   Status failure_;
+  JournalReplicator* replicator_ = nullptr;
+  bool replication_failed_ = false;
   std::function<void(const Status&)> on_fatal_;
   DurableStats stats_;
   DurableHistograms histograms_;

@@ -162,7 +162,8 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
             static_cast<double>(c.guard.budget_waits));
 
   // The journal.
-  DurableState& durable = server.durable();
+  if (const DurableState* journal = server.durable_if_open()) {
+  const DurableState& durable = *journal;
   const DurableStats& ds = durable.stats();
   const DurableHistograms& dh = durable.histograms();
   f.Counter("dispatch_journal_commits_total", "Group commits (SQLite transactions) written.",
@@ -190,7 +191,30 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
           dh.checkpoint_seconds);
   f.Gauge("dispatch_recovery_seconds", "Time the last start-up took to load the snapshot and replay.",
           static_cast<double>(ds.recovery_micros) * 1e-6);
-
+  }
+  if (const JournalReplicator* replicator = server.replicator()) {
+    const ReplicatorStats& rs = replicator->stats();
+    f.Counter("dispatch_etcd_journal_transactions_total",
+              "HA mode: etcd journal transactions acknowledged (one per group of commits).",
+              static_cast<double>(rs.transactions));
+    f.Counter("dispatch_etcd_journal_retries_total",
+              "HA mode: etcd journal transactions sent again after no answer.",
+              static_cast<double>(rs.transaction_retries));
+    f.Counter("dispatch_etcd_journal_bytes_total", "HA mode: journal bytes etcd acknowledged.",
+              static_cast<double>(rs.bytes));
+    f.Counter("dispatch_etcd_journal_groups_split_total",
+              "HA mode: groups closed early by kMaxEtcdBatchBytes.",
+              static_cast<double>(rs.groups_split));
+    f.Counter("dispatch_etcd_journal_backlog_refusals_total",
+              "HA mode: updates refused because too much waited for etcd.",
+              static_cast<double>(rs.refused_backlog));
+    f.Histo("dispatch_etcd_journal_transaction_seconds",
+            "HA mode: one etcd journal transaction, sent to acknowledged.", rs.transaction_seconds);
+    f.Histo("dispatch_etcd_journal_transaction_bytes", "HA mode: bytes of one etcd journal transaction.",
+            rs.bytes_per_transaction);
+    f.Histo("dispatch_etcd_journal_records_per_transaction",
+            "HA mode: journal records in one etcd transaction.", rs.records_per_transaction);
+  }
   // The loop.
   f.Histo("dispatch_loop_lag_seconds",
           "How late the housekeeping timer (--tick-ms) fired: time the loop was busy elsewhere.",

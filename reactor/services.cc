@@ -20,6 +20,8 @@ capnp::Capability::Server::DispatchCallResult GatewayService::dispatchCall(
 
 kj::Promise<void> GatewayService::authenticate(AuthenticateContext context) {
   server_.loop_thread().Check();
+  // HA standby: nothing is served here; the error names the leader.
+  if (!server_.serving()) ThrowStatus(server_.NotLeaderError());
   if (!server_.TokenMatches(context.getParams().getToken())) {
     server_.rpc().CountAuthenticationFailure();
     if (++failed_attempts_ >= kMaxFailedAttempts) {

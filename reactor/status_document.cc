@@ -125,7 +125,8 @@ Json CollectStatus(DispatcherServer& server) {
   DataService* data = server.data();
   if (data == nullptr) return doc;
   const state::DispatcherState& st = data->state();
-  const int64_t now_micros = server.durable().NowMicros();
+  if (server.durable_if_open() == nullptr) return doc;
+  const int64_t now_micros = server.durable_if_open()->NowMicros();
   doc.Set("workersTotal", static_cast<uint64_t>(st.NumWorkers()));
   doc.Set("workers", Workers(*data, now_micros));
   doc.Set("jobsTotal", static_cast<uint64_t>(st.NumJobs()));

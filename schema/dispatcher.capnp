@@ -111,7 +111,10 @@ interface Gateway @0xd63b3058ab2548ee {
   # where the right token may still be sent; the third failed authenticate
   # on one connection (successes in between do not reset the count) closes
   # it. A connection not authenticated within --handshake-timeout-ms is
-  # closed. PROTOCOL.md describes the whole protocol.
+  # closed. In HA mode (--etcd) a standby answers every authenticate with
+  # Unavailable "not the leader; the leader is ADDRESS" (the leader's
+  # --advertise address) or "not the leader; no leader is known yet".
+  # PROTOCOL.md describes the whole protocol.
 }
 
 struct Version @0xe589421a1e9f449e {

@@ -1,0 +1,94 @@
+// EtcdJournal: the HA leader's journal in etcd (docs/high_availability.md §4),
+// a JournalReplicator. Every local group commit (pass) is appended to an open
+// group; one etcd transaction is in flight at a time, and when it is
+// acknowledged everything that accumulated meanwhile goes out as the next
+// single transaction, at most kMaxEtcdBatchBytes per value (a pass that would
+// cross it closes the group; the next pass starts another). Each transaction:
+//   compare create_revision(P/leader) == leader_revision   (fencing)
+//           version(P/journal/SEQ) == 0                     (the slot is free)
+//   success put P/journal/SEQ = group
+//   failure range P/leader, range P/journal/SEQ
+// A group's replies are released only when its transaction is acknowledged.
+// A transaction without an answer (connection failure, timeout) is sent
+// again, to the next endpoint, after retry_delay: if the first attempt had
+// landed, the slot compare fails and the failure branch shows our own value,
+// which counts as acknowledged. A failed compare otherwise (another leader,
+// or the slot holds another value) is fencing, and any other error is the
+// etcd journal refusing us: both call `on_failure` once (fail-stop, exit
+// kExitLeadershipLost), acknowledging nothing of the group in flight.
+// Groups waiting beyond max_queued_bytes make Admit() refuse new updates.
+// REQUIRES: loop thread only; the client outlives it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <kj/async.h>
+
+#include "reactor/etcd/etcd_client.h"
+#include "reactor/journal_replicator.h"
+#include "reactor/uvkj/async_io.h"
+
+namespace dispatch::ha {
+
+struct EtcdJournalOptions {
+  std::string prefix;           // --ha-prefix: keys are PREFIX/leader, PREFIX/journal/SEQ
+  int64_t leader_revision = 0;  // the create revision of PREFIX/leader (our leadership)
+  size_t max_group_bytes = reactor::kMaxEtcdBatchBytes;
+  // Bytes of groups waiting (not in flight) past which Admit() refuses.
+  size_t max_queued_bytes = size_t{64} << 20;
+  std::chrono::milliseconds retry_delay{100};
+};
+
+class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet::ErrorHandler {
+ public:
+  EtcdJournal(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, EtcdJournalOptions options,
+              std::function<void(const Status&)> on_failure);
+  ~EtcdJournal() noexcept(false) override;
+  EtcdJournal(const EtcdJournal&) = delete;
+  EtcdJournal& operator=(const EtcdJournal&) = delete;
+
+  void Append(const storage::Batch& batch, uint64_t first_seq, reactor::DurableWaiters waiters) override;
+  Status Admit() override;
+  kj::Promise<void> Barrier() override;
+  bool idle() const override { return groups_.empty(); }
+  void Fail(const Status& status) override;
+  const reactor::ReplicatorStats& stats() const override { return stats_; }
+
+ private:
+  struct Group {
+    uint64_t first_seq = 0;
+    uint64_t next_seq = 0;  // first_seq + records so far
+    size_t bytes = 0;       // estimated encoded size
+    std::vector<std::unique_ptr<storage::Batch>> passes;
+    reactor::DurableWaiters waiters;
+    std::string value;      // encoded when sent (kept for a retry)
+    uint64_t sent_ns = 0;
+  };
+  void SendFront();
+  kj::Promise<void> Send(Group& group);
+  void OnAnswer(Result<etcd::TxnResult> result);
+  void Acknowledged();
+  void Fatal(const Status& status);
+  void taskFailed(kj::Exception&& exception) override;
+
+  uvkj::UvAsyncIo& io_;
+  etcd::EtcdClient& client_;
+  const EtcdJournalOptions options_;
+  const std::function<void(const Status&)> on_failure_;
+  const std::string leader_key_;
+  // Front: the group in flight (when in_flight_); the rest wait, in order.
+  std::deque<Group> groups_;
+  size_t queued_bytes_ = 0;  // of groups not in flight
+  bool in_flight_ = false;
+  bool failed_ = false;
+  reactor::ReplicatorStats stats_;
+  kj::TaskSet tasks_{*this};  // last: destroyed first (its tasks refer to the rest)
+};
+
+}  // namespace dispatch::ha

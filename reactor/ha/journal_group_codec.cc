@@ -1,0 +1,124 @@
+#include "reactor/ha/journal_group_codec.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include "common/checksum.h"
+#include "reactor/ha/journal_group.capnp.h"
+
+namespace dispatch::ha {
+namespace {
+
+capnp::Data::Reader AsData(const std::string& s) {
+  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(s.data()), s.size());
+}
+
+std::string AsString(capnp::Data::Reader d) {
+  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
+}
+
+constexpr size_t kPerItemBytes = 16;   // a list pointer and padding to a word
+constexpr size_t kPerPassBytes = 128;  // the pass struct and its six list pointers
+
+}  // namespace
+
+size_t EstimatePassBytes(const storage::Batch& pass) {
+  const size_t items = pass.records().size() + 2 * pass.dataset_puts().size() +
+                       2 * pass.result_puts().size() + pass.result_deletes().size();
+  size_t keys = 0;
+  for (const auto& put : pass.dataset_puts()) keys += put.key.size();
+  return pass.payload_bytes() + keys + items * kPerItemBytes + kPerPassBytes;
+}
+
+std::string EncodeJournalGroup(uint64_t first_seq, const std::vector<const storage::Batch*>& passes) {
+  capnp::MallocMessageBuilder message;
+  auto group = message.initRoot<wire::JournalGroup>();
+  group.setFirstSeq(first_seq);
+  auto list = group.initPasses(static_cast<unsigned>(passes.size()));
+  for (unsigned i = 0; i < passes.size(); ++i) {
+    const storage::Batch& batch = *passes[i];
+    auto pass = list[i];
+    auto records = pass.initRecords(static_cast<unsigned>(batch.records().size()));
+    for (unsigned k = 0; k < records.size(); ++k) records.set(k, AsData(batch.records()[k]));
+    const auto& datasets = batch.dataset_puts();
+    auto keys = pass.initDatasetKeys(static_cast<unsigned>(datasets.size()));
+    auto defs = pass.initDatasetDefinitions(static_cast<unsigned>(datasets.size()));
+    for (unsigned k = 0; k < datasets.size(); ++k) {
+      keys.set(k, datasets[k].key);
+      defs.set(k, AsData(datasets[k].definition));
+    }
+    const auto& results = batch.result_puts();
+    auto ids = pass.initResultIds(static_cast<unsigned>(results.size()));
+    auto bytes = pass.initResultBytes(static_cast<unsigned>(results.size()));
+    for (unsigned k = 0; k < results.size(); ++k) {
+      ids.set(k, results[k].closure_id);
+      bytes.set(k, AsData(results[k].bytes));
+    }
+    auto deletes = pass.initResultDeletes(static_cast<unsigned>(batch.result_deletes().size()));
+    for (unsigned k = 0; k < deletes.size(); ++k) deletes.set(k, batch.result_deletes()[k]);
+  }
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const char> body = words.asChars();
+  const uint32_t crc = Crc32c(body.begin(), body.size());
+  std::string value(4 + body.size(), '\0');
+  for (int b = 0; b < 4; ++b) value[b] = static_cast<char>((crc >> (8 * b)) & 0xff);
+  std::memcpy(value.data() + 4, body.begin(), body.size());
+  return value;
+}
+
+Result<DecodedGroup> DecodeJournalGroup(std::string_view value, const std::string& key) {
+  if (value.size() < 4 + sizeof(capnp::word) || (value.size() - 4) % sizeof(capnp::word) != 0) {
+    return DataLossError("etcd journal key " + key + " holds " + std::to_string(value.size()) +
+                         " bytes, not a journal group");
+  }
+  uint32_t stored = 0;
+  for (int b = 0; b < 4; ++b) stored |= static_cast<uint32_t>(static_cast<unsigned char>(value[b])) << (8 * b);
+  const uint32_t crc = Crc32c(value.data() + 4, value.size() - 4);
+  if (crc != stored) {
+    return DataLossError("etcd journal key " + key + " fails its CRC32C (stored " +
+                         std::to_string(stored) + ", computed " + std::to_string(crc) + ")");
+  }
+  // Aligned copy: etcd's bytes come in a std::string.
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>((value.size() - 4) / sizeof(capnp::word));
+  std::memcpy(words.begin(), value.data() + 4, value.size() - 4);
+  DecodedGroup out;
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
+                 capnp::ReaderOptions options;
+                 options.traversalLimitInWords = words.size() * 2 + 64;
+                 capnp::FlatArrayMessageReader reader(words, options);
+                 auto group = reader.getRoot<wire::JournalGroup>();
+                 out.first_seq = group.getFirstSeq();
+                 for (auto pass : group.getPasses()) {
+                   storage::Batch batch;
+                   for (auto record : pass.getRecords()) batch.AddRecord(AsString(record));
+                   auto keys = pass.getDatasetKeys();
+                   auto defs = pass.getDatasetDefinitions();
+                   KJ_REQUIRE(keys.size() == defs.size(), "dataset keys and definitions differ in number");
+                   for (unsigned k = 0; k < keys.size(); ++k) {
+                     batch.PutDataset(std::string(keys[k].cStr(), keys[k].size()), AsString(defs[k]));
+                   }
+                   auto ids = pass.getResultIds();
+                   auto bytes = pass.getResultBytes();
+                   KJ_REQUIRE(ids.size() == bytes.size(), "result ids and bytes differ in number");
+                   for (unsigned k = 0; k < ids.size(); ++k) batch.PutResult(ids[k], AsString(bytes[k]));
+                   for (uint64_t id : pass.getResultDeletes()) batch.DeleteResult(id);
+                   out.record_count += batch.record_count();
+                   out.passes.push_back(std::move(batch));
+                 }
+               })) {
+    return DataLossError("etcd journal key " + key + " does not decode: " + e->getDescription().cStr());
+  }
+  return out;
+}
+
+std::string JournalKey(const std::string& prefix, uint64_t seq) {
+  char digits[32];
+  snprintf(digits, sizeof(digits), "%020llu", static_cast<unsigned long long>(seq));
+  return prefix + "/journal/" + digits;
+}
+
+}  // namespace dispatch::ha

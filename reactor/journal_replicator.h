@@ -1,0 +1,86 @@
+// JournalReplicator: a second journal that every group commit must reach
+// before its replies leave (HA mode: the etcd journal, docs/high_availability.md
+// §4). DurableState commits each batch to its local Store first (a cache that
+// the replicated journal rebuilds at every start), then hands the same batch
+// and the replies parked on it to the replicator, which releases them only
+// once the batch is durable there, in order. Groups are released in the
+// order they were appended; a failure fails every group still held and is
+// reported once through the failure callback the owner gave it (fail-stop).
+// This header carries no etcd dependency: the single-node dispatcher never
+// constructs a replicator.
+// REQUIRES: loop thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <kj/async.h>
+
+#include "common/status.h"
+#include "reactor/durable_waiters.h"
+#include "reactor/histogram.h"
+#include "storage/batch.h"
+
+namespace dispatch::reactor {
+
+// HA mode's limits (docs/high_availability.md §4). One etcd transaction
+// carries at most kMaxEtcdBatchBytes of journal (etcd refuses requests over
+// ~1.5 MiB). A pass's batch is kept well under it: its records and what they
+// store take at most kHaMaxPassBytes before its last item, and that item is
+// at most one record, dataset definition or set of results of the limits
+// below, so even with Cap'n Proto's overhead one pass always fits one
+// transaction. An update over these limits is refused at validation naming
+// the limit, as the single-node journal's own limits are.
+inline constexpr size_t kMaxEtcdBatchBytes = size_t{1} << 20;
+inline constexpr size_t kHaMaxPassBytes = size_t{192} << 10;
+inline constexpr size_t kHaMaxRecordBytes = size_t{256} << 10;
+inline constexpr size_t kHaMaxDatasetBytes = size_t{256} << 10;
+inline constexpr size_t kHaMaxResultBytes = size_t{256} << 10;
+inline constexpr size_t kHaResultBytesPerRecord = size_t{256} << 10;
+
+// Powers of four, 256 B .. 1 MiB (a transaction's value).
+inline std::vector<double> TransactionByteBounds() {
+  std::vector<double> bounds;
+  for (double b = 256; b <= (1 << 20); b *= 4) bounds.push_back(b);
+  return bounds;
+}
+
+// What /metrics shows of the replicated journal (dispatch_etcd_journal_*).
+struct ReplicatorStats {
+  uint64_t transactions = 0;      // transactions acknowledged
+  uint64_t transaction_retries = 0;  // transactions sent again after no answer
+  uint64_t bytes = 0;             // value bytes acknowledged
+  uint64_t records = 0;           // journal records acknowledged
+  uint64_t groups_split = 0;      // groups closed early by the batch byte limit
+  uint64_t groups_queued_max = 0; // most groups waiting at once
+  uint64_t refused_backlog = 0;   // updates refused by Admit
+  Histogram transaction_seconds{Histogram::SecondsBounds()};  // sent to acknowledged
+  Histogram bytes_per_transaction{TransactionByteBounds()};
+  Histogram records_per_transaction{Histogram::CountBounds()};
+};
+
+class JournalReplicator {
+ public:
+  virtual ~JournalReplicator() noexcept(false) = default;
+
+  // `batch` was just committed locally as records first_seq ... first_seq +
+  // batch.record_count() - 1. The replicator copies what it needs before it
+  // returns and releases `waiters` once its own journal holds the batch.
+  virtual void Append(const storage::Batch& batch, uint64_t first_seq, DurableWaiters waiters) = 0;
+  // Ok when a new update may be submitted; Unavailable naming the limit
+  // when too much waits for the replicated journal (back-pressure: the
+  // update changes nothing and the caller may retry).
+  virtual Status Admit() = 0;
+  // Resolves when everything appended so far is durable (at once when
+  // nothing is pending): a read may have observed any of it.
+  virtual kj::Promise<void> Barrier() = 0;
+  // True when nothing appended is waiting.
+  virtual bool idle() const = 0;
+  // Fail-stop from the owner's side: every held group gets `status`, nothing
+  // more is sent. Idempotent.
+  virtual void Fail(const Status& status) = 0;
+  virtual const ReplicatorStats& stats() const = 0;
+};
+
+}  // namespace dispatch::reactor

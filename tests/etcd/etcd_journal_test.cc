@@ -1,0 +1,222 @@
+// EtcdJournal (reactor/ha/etcd_journal.h) against a real etcd member, on a
+// libuv loop through the uvkj bridge as in the dispatcher, and the journal
+// group codec alone: replies wait for the transaction; what accumulates
+// while one is in flight goes out as the next single transaction, split at
+// the group byte limit (counted); a backlog past its limit refuses new
+// updates naming it (counted); a stolen leadership fails the journal
+// (fenced) and acknowledges nothing of the group in flight.
+#include "reactor/ha/etcd_journal.h"
+
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reactor/ha/journal_group_codec.h"
+#include "reactor/uvkj/async_io.h"
+#include "reactor/uvkj/uv_handle.h"
+#include "tests/support/etcd_cluster.h"
+#include "tests/support/loop_passes.h"
+#include "tests/support/wait_until.h"
+
+namespace dispatch::ha {
+namespace {
+
+using dispatch::testing::EtcdCluster;
+using dispatch::testing::LoopPasses;
+using dispatch::testing::WaitUntil;
+
+constexpr const char* kPrefix = "/jt";
+
+storage::Batch Pass(int records, size_t record_bytes, int tag) {
+  storage::Batch batch;
+  for (int i = 0; i < records; ++i) batch.AddRecord(std::string(record_bytes, static_cast<char>('a' + (tag + i) % 26)));
+  return batch;
+}
+
+TEST(JournalGroupCodec, RoundTripsEveryPartOfEveryPassAndRefusesADamagedByte) {
+  storage::Batch one = Pass(3, 10, 0);
+  one.PutDataset("ds-1", "range count=5");
+  one.PutResult(7, "seven");
+  storage::Batch two = Pass(1, 100, 5);
+  two.DeleteResult(7);
+  const std::string value = EncodeJournalGroup(41, {&one, &two});
+  auto decoded = DecodeJournalGroup(value, "k");
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->first_seq, 41u);
+  EXPECT_EQ(decoded->record_count, 4u);
+  ASSERT_EQ(decoded->passes.size(), 2u);
+  EXPECT_EQ(decoded->passes[0].records(), one.records());
+  EXPECT_EQ(decoded->passes[0].dataset_puts()[0].definition, "range count=5");
+  EXPECT_EQ(decoded->passes[0].result_puts()[0].bytes, "seven");
+  EXPECT_EQ(decoded->passes[1].result_deletes(), std::vector<uint64_t>{7});
+  EXPECT_LE(value.size(), EstimatePassBytes(one) + EstimatePassBytes(two));
+  std::string damaged = value;
+  damaged[damaged.size() / 2] ^= 1;
+  auto refused = DecodeJournalGroup(damaged, "P/journal/41");
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find("P/journal/41"), std::string::npos);
+  EXPECT_EQ(JournalKey("/p", 41), "/p/journal/00000000000000000041");
+}
+
+class EtcdJournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::Available()) {
+      GTEST_SKIP() << "etcd is not installed (Debian etcd-server; scripts/bootstrap.sh installs it)";
+    }
+    ASSERT_TRUE(cluster_.Start()) << cluster_.error();
+    etcd::EtcdClientOptions options;
+    options.endpoints = cluster_.endpoints();
+    options.request_timeout = std::chrono::milliseconds(2000);
+    client_ = std::make_unique<etcd::EtcdClient>(io_, options);
+    // Our leadership: the leader key's create revision. A member just
+    // started on a loaded machine may not answer the first request in time:
+    // campaign until it does (a deadline bounds it).
+    etcd::Txn campaign;
+    campaign.compare.push_back(etcd::Compare::CreateRevisionIs(std::string(kPrefix) + "/leader", 0));
+    campaign.success.push_back(etcd::Op::Put(std::string(kPrefix) + "/leader", "me"));
+    Status last;
+    ASSERT_TRUE(WaitUntil([&] {
+      auto won = Await(client_->Commit(campaign));
+      if (won.ok() && won->succeeded) leader_revision_ = won->revision;
+      last = won.ok() ? Status::Ok() : won.status();
+      return leader_revision_ != 0;
+    })) << last.ToString();
+  }
+
+  void TearDown() override {
+    journal_.reset();
+    client_.reset();
+    io_holder_.reset();
+    loop_.Close();
+  }
+
+  template <typename T>
+  T Await(kj::Promise<T> promise) {
+    return io_.timer()
+        .timeoutAfter(dispatch::testing::kTestDeadline.count() * kj::MILLISECONDS, kj::mv(promise))
+        .wait(io_.wait_scope());
+  }
+
+  EtcdJournal& Journal(EtcdJournalOptions options) {
+    options.prefix = kPrefix;
+    options.leader_revision = leader_revision_;
+    journal_ = std::make_unique<EtcdJournal>(io_, *client_, options, [this](const Status& s) { failure_ = s; });
+    return *journal_;
+  }
+
+  // Appends one pass; `released` counts it when its waiters are released.
+  void Append(EtcdJournal& journal, const storage::Batch& pass) {
+    reactor::DurableWaiters waiters;
+    waits_.push_back(waiters.Wait().then([this]() { ++released_; }, [this](kj::Exception&&) { ++rejected_; })
+                         .eagerlyEvaluate(nullptr));
+    journal.Append(pass, next_seq_, std::move(waiters));
+    next_seq_ += pass.record_count();
+  }
+
+  bool RunUntil(const std::function<bool()>& condition) { return WaitUntil(condition, LoopPasses(io_)); }
+
+  // Every group in etcd, decoded, in key order.
+  std::vector<DecodedGroup> Groups() {
+    auto range = Await(client_->Range(std::string(kPrefix) + "/journal/",
+                                      etcd::PrefixEnd(std::string(kPrefix) + "/journal/")));
+    EXPECT_TRUE(range.ok());
+    std::vector<DecodedGroup> out;
+    for (const auto& kv : range->kvs) {
+      auto group = DecodeJournalGroup(kv.value, kv.key);
+      EXPECT_TRUE(group.ok()) << group.status().ToString();
+      EXPECT_EQ(kv.key, JournalKey(kPrefix, group->first_seq));
+      out.push_back(std::move(group).value());
+    }
+    return out;
+  }
+
+  EtcdCluster cluster_;
+  uvkj::UvLoop loop_;
+  std::unique_ptr<uvkj::UvAsyncIo> io_holder_ = std::make_unique<uvkj::UvAsyncIo>(loop_.get());
+  uvkj::UvAsyncIo& io_ = *io_holder_;
+  std::unique_ptr<etcd::EtcdClient> client_;
+  std::unique_ptr<EtcdJournal> journal_;
+  int64_t leader_revision_ = 0;
+  uint64_t next_seq_ = 1;
+  int released_ = 0;
+  int rejected_ = 0;
+  std::optional<Status> failure_;
+  std::vector<kj::Promise<void>> waits_;
+};
+
+TEST_F(EtcdJournalTest, PassesAppendedWhileATransactionIsInFlightGoOutTogetherSplitAtTheByteLimit) {
+  EtcdJournalOptions options;
+  options.max_group_bytes = 4096;
+  EtcdJournal& journal = Journal(options);
+  // The first goes out alone; the next 20 (about 1 KiB each) wait for it
+  // and then go as groups of at most 4 KiB.
+  for (int i = 0; i < 21; ++i) Append(journal, Pass(2, 400, i));
+  EXPECT_EQ(released_, 0) << "released before etcd acknowledged";
+  EXPECT_FALSE(journal.idle());
+  ASSERT_TRUE(RunUntil([&] { return released_ == 21; })) << released_;
+  EXPECT_TRUE(journal.idle());
+  EXPECT_FALSE(failure_.has_value());
+  const auto& stats = journal.stats();
+  EXPECT_GE(stats.groups_split, 4u);
+  EXPECT_LT(stats.transactions, 21u);
+  EXPECT_EQ(stats.records, 42u);
+  // In etcd: contiguous groups, every record once, in order.
+  uint64_t expect = 1;
+  for (const DecodedGroup& group : Groups()) {
+    EXPECT_EQ(group.first_seq, expect);
+    expect += group.record_count;
+  }
+  EXPECT_EQ(expect, 43u);
+}
+
+TEST_F(EtcdJournalTest, ABacklogOverItsLimitRefusesNewUpdatesNamingItUntilEtcdAnswersAgain) {
+  EtcdJournalOptions options;
+  options.max_queued_bytes = 8192;
+  EtcdJournal& journal = Journal(options);
+  ASSERT_TRUE(journal.Admit().ok());
+  cluster_.Signal(0, SIGSTOP);  // etcd stops answering: nothing is acknowledged
+  int appended = 0;
+  while (journal.Admit().ok() && appended < 100) {
+    Append(journal, Pass(1, 1000, appended));
+    ++appended;
+  }
+  Status refused = journal.Admit();
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.message().find("limit 8192 bytes"), std::string::npos) << refused.ToString();
+  // Counted each time: the loop's last check and this one.
+  EXPECT_EQ(journal.stats().refused_backlog, 2u);
+  EXPECT_LT(appended, 100);
+  EXPECT_EQ(released_, 0);
+  cluster_.Signal(0, SIGCONT);
+  ASSERT_TRUE(RunUntil([&] { return released_ == appended; })) << released_ << " of " << appended;
+  EXPECT_TRUE(journal.Admit().ok());
+  EXPECT_FALSE(failure_.has_value());
+}
+
+TEST_F(EtcdJournalTest, AStolenLeadershipFailsTheGroupInFlightAndEveryLaterOne) {
+  EtcdJournal& journal = Journal({});
+  Append(journal, Pass(1, 10, 0));
+  ASSERT_TRUE(RunUntil([&] { return released_ == 1; }));
+  // Another member's leadership: deleted, created again.
+  etcd::Txn del;
+  del.success.push_back(etcd::Op::Delete(std::string(kPrefix) + "/leader"));
+  ASSERT_TRUE(Await(client_->Commit(del)).ok());
+  ASSERT_TRUE(Await(client_->Put(std::string(kPrefix) + "/leader", "another")).ok());
+  Append(journal, Pass(1, 10, 1));
+  Append(journal, Pass(1, 10, 2));
+  ASSERT_TRUE(RunUntil([&] { return rejected_ == 2; })) << rejected_;
+  EXPECT_EQ(released_, 1);
+  ASSERT_TRUE(failure_.has_value());
+  EXPECT_EQ(failure_->code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(failure_->message().find("fenced"), std::string::npos) << failure_->ToString();
+  EXPECT_EQ(Groups().size(), 1u) << "a fenced leader appended";
+  EXPECT_FALSE(journal.Admit().ok());
+}
+
+}  // namespace
+}  // namespace dispatch::ha

@@ -1,0 +1,252 @@
+// HA mode (--etcd) with real processes: a real etcd (tests/support/etcd_cluster.h),
+// real dispatchers (DispatcherProcess), dispatch-worker and dispatchctl.
+//  - the leader journals registrations, jobs and closures in etcd; after
+//    kill -9 of the leader the standby serves with every acknowledged change;
+//  - a standby refuses every call naming the leader, and /readyz says so;
+//  - a leader stopped past its lease (SIGSTOP) and resumed acknowledges
+//    nothing more: its write is never journaled and it exits with code 5.
+// Takeover gaps are printed, never asserted.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clients/blocking_dataset_client.h"
+#include "tests/closures/closure_test_support.h"
+#include "tests/support/dispatcher_process.h"
+#include "tests/support/etcd_cluster.h"
+#include "tests/support/http_get.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/wait_until.h"
+
+namespace dispatch::testing {
+namespace {
+
+constexpr int kExitLeadershipLost = 5;  // reactor/durable_state.h
+
+class HaDispatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::Available()) {
+      GTEST_SKIP() << "etcd is not installed (Debian etcd-server; scripts/bootstrap.sh installs it)";
+    }
+    ASSERT_TRUE(cluster_.Start()) << cluster_.error();
+  }
+
+  std::unique_ptr<DispatcherProcess> StartDispatcher(const std::string& name) {
+    DispatcherProcess::Options options;
+    options.work_dir = dir_.File(name);
+    options.stderr_path = dir_.File(name + ".log");
+    options.extra_flags = {"--etcd=" + cluster_.EndpointList(), "--ha-prefix=/test/ha",
+                           "--lease-ttl-ms=2000", "--worker-heartbeat-interval-ms=100"};
+    return std::make_unique<DispatcherProcess>(options);
+  }
+
+  static std::string Ready(DispatcherProcess& d) {
+    HttpResponse r = HttpGet(d.http_url(), "/readyz", "", std::chrono::seconds(5));
+    return std::to_string(r.status) + " " + r.body;
+  }
+
+  static bool WaitLeading(DispatcherProcess& d) {
+    return WaitUntil([&] { return Ready(d).rfind("200 ", 0) == 0; });
+  }
+
+  // etcdctl (Debian etcd-client) against the test cluster: its output, or
+  // "exit N: ..." when it failed.
+  std::string Etcdctl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", "ETCDCTL_API=3 exec \"$0\" \"$@\" 2>&1",
+                                     "/usr/bin/etcdctl", "--endpoints=" + cluster_.EndpointList()};
+    for (auto& a : args) argv.push_back(a);
+    Subprocess process(argv);
+    std::string out;
+    while (auto line = process.ReadLine(kTestDeadline)) out += *line + "\n";
+    auto status = process.Wait(kTestDeadline);
+    if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) return "exit: " + out;
+    return out;
+  }
+
+  TempDir dir_;
+  EtcdCluster cluster_;
+};
+
+TEST_F(HaDispatcherTest, AStandbyServesEveryAcknowledgedChangeAfterKillOfTheLeader) {
+  auto a = StartDispatcher("a");
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  auto b = StartDispatcher("b");
+  ASSERT_TRUE(WaitUntil([&] { return Ready(*b).find("standby of " + a->address()) != std::string::npos; }))
+      << Ready(*b);
+
+  auto worker = StartClosureWorker(a->address(), 2);
+  // A dataset and a DYNAMIC job read to its end, acknowledged only after
+  // their etcd transactions.
+  CommandResult read = RunDispatchctl({"--dispatcher=" + a->address(), "read", "--mode=dynamic",
+                                       "range", "count=200", "splits=8"});
+  ASSERT_EQ(read.exit_code, 0) << read.output;
+  // Closures run, their results held (not fetched): the coordinator learned
+  // each outcome only after the commit that recorded it.
+  auto coordinator = MakeCoordinator(a->address());
+  std::vector<clients::RemoteValue> values;
+  for (int i = 0; i < 25; ++i) {
+    auto value = coordinator->Schedule("echo", "result " + std::to_string(i));
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    values.push_back(*value);
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    for (auto& v : values) {
+      if (v.status() != clients::RemoteValueStatus::kReady) return false;
+    }
+    return true;
+  })) << "not every closure finished";
+  worker->Kill9();
+  CommandResult datasets_before = RunDispatchctl({"--dispatcher=" + a->address(), "datasets"});
+  ASSERT_EQ(datasets_before.exit_code, 0) << datasets_before.output;
+  CommandResult jobs_before = RunDispatchctl({"--dispatcher=" + a->address(), "jobs"});
+  ASSERT_EQ(jobs_before.exit_code, 0) << jobs_before.output;
+  const ClosureCounters closures_before = GetClosureCounters(a->address());
+  ASSERT_EQ(closures_before.finished, 25u);
+
+  const auto killed = std::chrono::steady_clock::now();
+  a->process().Signal(SIGKILL);
+  ASSERT_TRUE(a->process().Wait(kTestDeadline).has_value());
+  ASSERT_TRUE(WaitLeading(*b)) << Ready(*b);
+  printf("standby served %lld ms after kill -9 of the leader\n",
+         static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - killed)
+                                    .count()));
+
+  CommandResult datasets_after = RunDispatchctl({"--dispatcher=" + b->address(), "datasets"});
+  EXPECT_EQ(datasets_after.exit_code, 0) << datasets_after.output;
+  EXPECT_EQ(datasets_after.output, datasets_before.output);
+  CommandResult jobs_after = RunDispatchctl({"--dispatcher=" + b->address(), "jobs"});
+  EXPECT_EQ(jobs_after.exit_code, 0) << jobs_after.output;
+  EXPECT_EQ(jobs_after.output, jobs_before.output);
+  const ClosureCounters closures_after = GetClosureCounters(b->address());
+  EXPECT_EQ(closures_after.finished, closures_before.finished);
+  EXPECT_EQ(closures_after.queued + closures_after.assigned + closures_after.failed, 0u);
+  // Ids go on where the old leader stopped: the new leader's next dataset
+  // is a new one, and it serves writes.
+  auto second_worker = StartClosureWorker(b->address(), 1);
+  CommandResult run = RunDispatchctl({"--dispatcher=" + b->address(), "run", "--count=3", "echo", "again"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+}
+
+TEST_F(HaDispatcherTest, AStandbyRefusesEveryCallNamingTheLeader) {
+  auto a = StartDispatcher("a");
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  auto b = StartDispatcher("b");
+  ASSERT_TRUE(WaitUntil([&] { return Ready(*b).find("standby of " + a->address()) != std::string::npos; }))
+      << Ready(*b);
+  EXPECT_EQ(Ready(*b), "503 standby of " + a->address() + "\n");
+  EXPECT_EQ(HttpGet(b->http_url(), "/healthz").status, 200);
+  CommandResult refused = RunDispatchctl({"--dispatcher=" + b->address(), "datasets"});
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(refused.output.find("not the leader; the leader is " + a->address()), std::string::npos)
+      << refused.output;
+  CommandResult served = RunDispatchctl({"--dispatcher=" + a->address(), "datasets"});
+  EXPECT_EQ(served.exit_code, 0) << served.output;
+}
+
+TEST_F(HaDispatcherTest, ALeaderStoppedPastItsLeaseAcknowledgesNothingMoreAndExitsWithCode5) {
+  auto a = StartDispatcher("a");
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  auto b = StartDispatcher("b");
+  ASSERT_TRUE(WaitUntil([&] { return Ready(*b).find("standby of") != std::string::npos; })) << Ready(*b);
+  // No worker: closures stay queued, each schedule acknowledged once journaled.
+  auto coordinator = MakeCoordinator(a->address());
+  auto first = coordinator->Schedule("echo", "first");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return first->closure_id() != 0; })) << "the first schedule was not acknowledged";
+
+  a->process().Signal(SIGSTOP);
+  // A write sent to the stopped leader: it waits in the socket until A runs.
+  auto late = coordinator->Schedule("echo", "late");
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  ASSERT_TRUE(WaitLeading(*b)) << Ready(*b);
+  a->process().Signal(SIGCONT);
+  auto status = a->process().Wait(kTestDeadline);
+  ASSERT_TRUE(status.has_value()) << "the deposed leader did not stop";
+  ASSERT_TRUE(WIFEXITED(*status)) << *status;
+  EXPECT_EQ(WEXITSTATUS(*status), kExitLeadershipLost);
+  // The late write was acknowledged by nobody and journaled nowhere; the
+  // first one survived the takeover.
+  EXPECT_EQ(late->closure_id(), 0u);
+  const ClosureCounters on_b = GetClosureCounters(b->address());
+  EXPECT_EQ(on_b.queued + on_b.waiting + on_b.assigned + on_b.finished, 1u);
+}
+
+TEST_F(HaDispatcherTest, ALeaderWhoseKeyWasReplacedIsFencedAtItsNextCommitAndExitsWithCode5) {
+  if (access("/usr/bin/etcdctl", X_OK) != 0) GTEST_SKIP() << "etcdctl is not installed (Debian etcd-client)";
+  auto a = StartDispatcher("a");
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  auto coordinator = MakeCoordinator(a->address());
+  auto first = coordinator->Schedule("echo", "first");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return first->closure_id() != 0; })) << "the first schedule was not acknowledged";
+  const std::string journal_before = Etcdctl({"get", "--prefix", "--keys-only", "/test/ha/journal/"});
+  ASSERT_NE(journal_before.find("/test/ha/journal/"), std::string::npos) << journal_before;
+  // Someone else's leadership: the key deleted and created again (a newer
+  // create revision), A's lease still alive. A was elected at its first
+  // campaign, so no watch tells it: only its next transaction's compare can.
+  ASSERT_EQ(Etcdctl({"del", "/test/ha/leader"}).rfind("exit", 0), std::string::npos);
+  ASSERT_EQ(Etcdctl({"put", "/test/ha/leader", "tcp:impostor:1"}).rfind("exit", 0), std::string::npos);
+  auto late = coordinator->Schedule("echo", "late");
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  auto status = a->process().Wait(kTestDeadline);
+  ASSERT_TRUE(status.has_value()) << "the fenced leader did not stop";
+  ASSERT_TRUE(WIFEXITED(*status)) << *status;
+  EXPECT_EQ(WEXITSTATUS(*status), kExitLeadershipLost);
+  EXPECT_EQ(late->closure_id(), 0u) << "a fenced leader acknowledged a write";
+  EXPECT_EQ(Etcdctl({"get", "--prefix", "--keys-only", "/test/ha/journal/"}), journal_before)
+      << "a fenced leader appended to the journal";
+  // It stopped at its transaction's compare, not for another reason.
+  std::ifstream log(dir_.File("a.log"));
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("fenced: /test/ha/leader was created at revision"), std::string::npos) << text;
+}
+
+// HA mode's limits (reactor/journal_replicator.h): one pass must fit one etcd
+// transaction, so a dataset definition over 256 KiB is refused at
+// validation, naming the limit, and changes nothing; one under it is served.
+TEST_F(HaDispatcherTest, ADatasetDefinitionOverTheHaLimitIsRefusedNamingItAndChangesNothing) {
+  auto a = StartDispatcher("a");
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  clients::DispatcherEndpoint endpoint;
+  endpoint.address = a->address();
+  auto refused = clients::RegisterDatasetAndWait(endpoint, DatasetOf("range count=1 " + std::string(300 << 10, 'x')));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("limit of 262144"), std::string::npos) << refused.status().ToString();
+  auto fits = clients::RegisterDatasetAndWait(endpoint, DatasetOf("range count=1 " + std::string(200 << 10, 'x')));
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  EXPECT_EQ(fits->dataset_id, 1u) << "the refused one took an id";
+}
+
+// Bad HA flags are usage errors (exit 2), found before anything starts.
+TEST(HaDispatcherFlags, BadEtcdPrefixOrResultLimitExitsTwo) {
+  for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{
+           {"--etcd=127.0.0.1:2379"},
+           {"--etcd=http://127.0.0.1:1,", "--ha-prefix=/p"},
+           {"--etcd=http://127.0.0.1:1", "--ha-prefix=p"},
+           {"--etcd=http://127.0.0.1:1", "--ha-prefix=/p/"},
+           {"--etcd=http://127.0.0.1:1", "--max-result-bytes=262145"},
+           {"--etcd=http://127.0.0.1:1", "--fault-tolerant-mode=false"}}) {
+    std::vector<std::string> argv = {DispatcherBinary(), "--listen=tcp:127.0.0.1:0", "--http=off"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    Subprocess process(argv);
+    auto status = process.Wait(kTestDeadline);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << flags.back();
+  }
+}
+
+}  // namespace
+}  // namespace dispatch::testing
