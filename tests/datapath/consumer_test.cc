@@ -50,10 +50,13 @@ TEST(Consumer, OpenRefusesBadOptionsWithClearErrors) {
 }
 
 TEST(Consumer, FollowsAWorkerThatJoinsMidRead) {
-  constexpr uint64_t kCount = 30000;
+  // Long enough that the first worker cannot finish every split before the
+  // second one has started and registered (30,000 elements were, once the
+  // reader got faster, about one run in four on a loaded machine).
+  constexpr uint64_t kCount = 300000;
   DataCluster cluster;
   cluster.StartWorker(0);
-  auto options = cluster.ReaderOf("range count=30000 splits=300", rpc::ProcessingMode::DYNAMIC);
+  auto options = cluster.ReaderOf("range count=300000 splits=300", rpc::ProcessingMode::DYNAMIC);
   options.max_buffered_elements = 128;
   options.max_elements_per_call = 32;
   BackgroundRead read(options);
