@@ -43,29 +43,26 @@ size_t RpcMetrics::IndexOf(uint64_t interface_id, uint16_t method_id) const {
   return first + (method_id < count ? method_id : count);
 }
 
-RpcMetrics::CallStart RpcMetrics::Begin(uint64_t interface_id, uint16_t method_id) {
-  ++calls_started_;
-  return CallStart{IndexOf(interface_id, method_id), uv_hrtime()};
-}
-
-void RpcMetrics::End(const CallStart& call, const kj::Exception* failure) {
-  Method& m = methods_[call.index];
-  ++m.calls;
-  m.latency.Observe(static_cast<double>(uv_hrtime() - call.start_ns) * 1e-9);
-  if (failure != nullptr) {
-    size_t code = static_cast<size_t>(StatusFromException(*failure).code());
-    if (code < kNumCodes) ++m.errors[code];
-  }
-}
-
 kj::Promise<void> RpcMetrics::Track(uint64_t interface_id, uint16_t method_id, kj::Promise<void> call) {
-  const CallStart start = Begin(interface_id, method_id);
+  ++calls_started_;
+  const size_t index = IndexOf(interface_id, method_id);
+  const uint64_t start = uv_hrtime();
   return call
-      .then([this, start]() { End(start, nullptr); },
-            [this, start](kj::Exception&& e) {
-              End(start, &e);
-              kj::throwFatalException(kj::mv(e));
-            })
+      .then(
+      [this, index, start]() -> kj::Promise<void> {
+        Method& m = methods_[index];
+        ++m.calls;
+        m.latency.Observe(static_cast<double>(uv_hrtime() - start) * 1e-9);
+        return kj::READY_NOW;
+      },
+      [this, index, start](kj::Exception&& e) -> kj::Promise<void> {
+        Method& m = methods_[index];
+        ++m.calls;
+        m.latency.Observe(static_cast<double>(uv_hrtime() - start) * 1e-9);
+        size_t code = static_cast<size_t>(StatusFromException(e).code());
+        if (code < kNumCodes) ++m.errors[code];
+        return kj::mv(e);
+      })
       // The counters outlive every call that reports to them.
       .attach(kj::addRef(*this));
 }

@@ -42,17 +42,6 @@ class RpcMetrics final : public kj::Refcounted {
   // outcome. The exception of a failed call passes through unchanged.
   kj::Promise<void> Track(uint64_t interface_id, uint16_t method_id, kj::Promise<void> call);
 
-  // Track() in two halves, for a caller that already has a continuation on
-  // the call (each promise node is an allocation and an event-loop turn on
-  // the hot path): Begin() when the call starts, End() when it ends, with
-  // its exception if it failed.
-  struct CallStart {
-    size_t index = 0;
-    uint64_t start_ns = 0;
-  };
-  CallStart Begin(uint64_t interface_id, uint16_t method_id);
-  void End(const CallStart& call, const kj::Exception* failure);
-
   const std::vector<Method>& methods() const { return methods_; }
   uint64_t calls_started() const { return calls_started_; }
 

@@ -44,28 +44,12 @@ capnp::Capability::Server::DispatchCallResult DispatcherService::dispatchCall(
     return {server_.rpc_metrics().Track(interface_id, method_id, kj::mv(refused)), false};
   }
   RpcServer::ConnectionId id = connection_;
-  // Ends the call's count even when the call is cancelled (its connection gone).
   auto finished = kj::defer([&rpc, id]() { rpc.CallFinished(id); });
-  RpcMetrics& metrics = server_.rpc_metrics();
-  const RpcMetrics::CallStart start = metrics.Begin(interface_id, method_id);
-  DispatchCallResult result{nullptr, false};
-  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
-                 result = rpc::Dispatcher::Server::dispatchCall(interface_id, method_id, context);
-               })) {
-    result = {kj::Promise<void>(kj::mv(*e)), false};  // mapped below
-  }
-  // What DispatchWithPeerErrors and RpcMetrics::Track do, in one promise
-  // node instead of four: this runs for every call (a heartbeat's own work is
-  // a tenth of the dispatcher's CPU for it; the rest is RPC and promises).
-  result.promise = result.promise.then(
-      [metrics = kj::addRef(metrics), start, finished = kj::mv(finished)]() mutable {
-        metrics->End(start, nullptr);
-      },
-      [&metrics, start](kj::Exception&& e) {
-        kj::Exception peer = ExceptionForPeer(kj::mv(e));
-        metrics.End(start, &peer);
-        kj::throwFatalException(kj::mv(peer));
-      });
+  DispatchCallResult result = DispatchWithPeerErrors([&]() {
+    return rpc::Dispatcher::Server::dispatchCall(interface_id, method_id, context);
+  });
+  result.promise =
+      server_.rpc_metrics().Track(interface_id, method_id, result.promise.attach(kj::mv(finished)));
   return result;
 }
 
