@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/process_cpu.h"
 #include "bench/registry.h"
 #include "bench/summary.h"
 #include "clients/dataset_definition.h"
@@ -122,10 +123,16 @@ struct ServiceFigures {
   double bytes_per_s = 0;
   uint64_t elements = 0;
   double open_ms = 0;  // Open() to the first element: dataset, job, task pushes, connections
+  // CPU per element from the first element to the last, on a shared machine
+  // steadier than the rates: this process (the reader's loop thread and the
+  // caller) and the two workers.
+  double consumer_ns = 0;
+  double workers_ns = 0;
 };
 
 ServiceFigures ReadThroughService(const std::string& dispatcher, uint64_t size, uint64_t total,
-                                  const ReadFlags& flags, uint64_t run) {
+                                  const ReadFlags& flags, uint64_t run,
+                                  const std::vector<pid_t>& worker_pids) {
   clients::KindDefinition def;
   def.kind = "synthetic";
   // OFF: each of the 2 workers produces the whole dataset, so half of it each.
@@ -152,6 +159,7 @@ ServiceFigures ReadThroughService(const std::string& dispatcher, uint64_t size, 
   clients::Element element;
   uint64_t bytes = 0;
   Clock::time_point start;
+  CpuMeter cpu(worker_pids);
   while (true) {
     auto next = (*reader)->Next(&element, std::chrono::seconds(60));
     if (!next.ok()) {
@@ -164,15 +172,19 @@ ServiceFigures ReadThroughService(const std::string& dispatcher, uint64_t size, 
       // are counted); the job's set-up is reported apart.
       start = Clock::now();
       f.open_ms = std::chrono::duration<double, std::milli>(start - opened).count();
+      cpu.Start();
       continue;
     }
     bytes += element.data.size();
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (f.elements > 0) cpu.Stop();
   (*reader)->Close();
   if (f.elements > 1 && seconds > 0) {
     f.elements_per_s = (f.elements - 1) / seconds;
     f.bytes_per_s = bytes / seconds;
+    f.consumer_ns = static_cast<double>(cpu.self_nanos()) / (f.elements - 1);
+    f.workers_ns = static_cast<double>(cpu.total_nanos(0, worker_pids.size())) / (f.elements - 1);
   }
   return f;
 }
@@ -209,6 +221,7 @@ int RunReadBench(int argc, char** argv) {
   options.extra_flags = {"--log-level=warning"};
   DispatcherProcess dispatcher(options);
   std::vector<std::unique_ptr<Subprocess>> workers;
+  std::vector<pid_t> worker_pids;
   for (int i = 0; i < 2; ++i) {
     // Port 0: each worker listens where the kernel says and registers there.
     workers.push_back(std::make_unique<Subprocess>(
@@ -221,13 +234,15 @@ int RunReadBench(int argc, char** argv) {
       }
     }
   }
+  for (auto& w : workers) worker_pids.push_back(w->pid());
   printf(
       "dispatch-bench read: 2 workers, 1 consumer, mode %s, %llu MiB per size and run, "
       "median of %llu runs\n\n",
       flags.mode.c_str(), static_cast<unsigned long long>(flags.mib),
       static_cast<unsigned long long>(flags.runs));
-  printf("%-8s %10s %12s %10s %14s %8s %15s %8s %8s\n", "element", "elements", "elements/s",
-         "MB/s", "raw TCP MB/s", "ratio", "spinning MB/s", "ratio", "open ms");
+  printf("%-8s %10s %12s %10s %14s %8s %15s %8s %8s %14s %14s\n", "element", "elements",
+         "elements/s", "MB/s", "raw TCP MB/s", "ratio", "spinning MB/s", "ratio", "open ms",
+         "consumer ns/el", "workers ns/el");
   const uint64_t total = flags.mib << 20;
   uint64_t run_id = 0;
   std::vector<uint64_t> sizes;
@@ -243,10 +258,13 @@ int RunReadBench(int argc, char** argv) {
     at = comma + 1;
   }
   for (uint64_t size : sizes) {
-    std::vector<double> eps, bps, raw, ratio, spin, spin_ratio, open_ms;
+    std::vector<double> eps, bps, raw, ratio, spin, spin_ratio, open_ms, consumer_ns, workers_ns;
     uint64_t elements = 0;
     for (uint64_t r = 0; r < flags.runs; ++r) {
-      ServiceFigures f = ReadThroughService(dispatcher.address(), size, total, flags, ++run_id);
+      ServiceFigures f =
+          ReadThroughService(dispatcher.address(), size, total, flags, ++run_id, worker_pids);
+      consumer_ns.push_back(f.consumer_ns);
+      workers_ns.push_back(f.workers_ns);
       eps.push_back(f.elements_per_s);
       bps.push_back(f.bytes_per_s);
       open_ms.push_back(f.open_ms);
@@ -261,10 +279,10 @@ int RunReadBench(int argc, char** argv) {
     std::string name = size % (1 << 20) == 0   ? std::to_string(size >> 20) + " MiB"
                        : size % (1 << 10) == 0 ? std::to_string(size >> 10) + " KiB"
                                                : std::to_string(size) + " B";
-    printf("%-8s %10llu %12.0f %10.1f %14.1f %7.0f%% %15.1f %7.0f%% %8.1f\n", name.c_str(),
-           static_cast<unsigned long long>(elements), Median(eps), Median(bps) / 1e6,
-           Median(raw) / 1e6, 100 * Median(ratio), Median(spin) / 1e6, 100 * Median(spin_ratio),
-           Median(open_ms));
+    printf("%-8s %10llu %12.0f %10.1f %14.1f %7.0f%% %15.1f %7.0f%% %8.1f %14.0f %14.0f\n",
+           name.c_str(), static_cast<unsigned long long>(elements), Median(eps),
+           Median(bps) / 1e6, Median(raw) / 1e6, 100 * Median(ratio), Median(spin) / 1e6,
+           100 * Median(spin_ratio), Median(open_ms), Median(consumer_ns), Median(workers_ns));
     fflush(stdout);
     // Issue 19's targets: bytes against raw TCP for 10 KiB and 1 MiB
     // elements, elements per second for small ones.

@@ -55,6 +55,27 @@ Status ValidateReaderOptions(const ReaderOptions& o) {
   return Status::Ok();
 }
 
+ElementBatch BatchOfReply(capnp::Response<rpc::WorkerData::GetElementsResults>&& reply,
+                          uint64_t task_id, int64_t round) {
+  ElementBatch batch;
+  batch.task_id = task_id;
+  batch.round = round;
+  auto elements = reply.getResult().getElements();
+  batch.count = elements.size();
+  for (capnp::Data::Reader data : elements) batch.bytes += data.size();
+  if (batch.bytes >= kOwnedElementBytes * batch.count) {
+    batch.owned.reserve(batch.count);
+    for (capnp::Data::Reader data : elements)
+      batch.owned.emplace_back(reinterpret_cast<const char*>(data.begin()), data.size());
+    return batch;  // the reply is not kept
+  }
+  batch.elements.reserve(batch.count);
+  for (capnp::Data::Reader data : elements) batch.elements.push_back(data);
+  // The message stays where it is: moving the response moves its owner only.
+  batch.reply = kj::heap(kj::mv(reply));
+  return batch;
+}
+
 // One connection to a worker's transfer address, made again after a drop
 // (with backoff) for as long as someone asks for it.
 struct ReadSession::Transfer {
@@ -188,14 +209,7 @@ class ReadSession::TaskStream {
           auto result = r.getResult();
           switch (result.getStatus()) {
             case rpc::ElementStatus::READY: {
-              std::vector<Element> elements;
-              elements.reserve(result.getElements().size());
-              for (auto data : result.getElements()) {
-                elements.push_back(
-                    Element{std::string(reinterpret_cast<const char*>(data.begin()), data.size()),
-                            task_.task_id, -1});
-              }
-              if (!session_.sink_.Push(kj::mv(elements))) {
+              if (!session_.sink_.Push(BatchOfReply(kj::mv(r), task_.task_id, -1))) {
                 return session_.sink_.WhenRoom().then([this]() { return Loop(); });
               }
               return Loop();
@@ -359,15 +373,10 @@ kj::Promise<void> ReadSession::RoundRobin() {
             auto result = r.getResult();
             switch (result.getStatus()) {
               case rpc::ElementStatus::READY: {
-                std::vector<Element> elements;
-                for (auto data : result.getElements()) {
-                  elements.push_back(
-                      Element{std::string(reinterpret_cast<const char*>(data.begin()), data.size()),
-                              task_id, round_});
-                }
+                ElementBatch batch = BatchOfReply(kj::mv(r), task_id, round_);
                 ++round_;
                 job_->SetRounds(round_, -1);
-                if (!sink_.Push(kj::mv(elements))) {
+                if (!sink_.Push(kj::mv(batch))) {
                   return sink_.WhenRoom().then([this]() { return RoundRobin(); });
                 }
                 return RoundRobin();

@@ -236,18 +236,34 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
   return true;
 }
 
+namespace {
+
+// What a kept buffer costs beyond its capacity: the string and the
+// allocator's header.
+constexpr uint64_t kBufferOverheadBytes = sizeof(std::string) + 16;
+
+uint64_t BufferCost(const std::string& buffer) {
+  return buffer.capacity() + kBufferOverheadBytes;
+}
+
+}  // namespace
+
 void ElementBufferPool::Take(std::string* element) {
   if (spare_.empty()) return;
   *element = kj::mv(spare_.back());
   spare_.pop_back();
-  bytes_ -= element->capacity();
+  bytes_ -= BufferCost(*element);
 }
 
 void ElementBufferPool::Keep(std::string&& element) {
-  // Small buffers are cheap to make; moved-from ones have nothing to give.
-  constexpr size_t kWorthKeeping = 4096;
-  if (element.capacity() < kWorthKeeping || bytes_ + element.capacity() > limit_bytes_) return;
-  bytes_ += element.capacity();
+  // Small buffers are kept too: a reply of thousands of 100 B elements
+  // freed at once went through glibc's bins (its per-thread cache holds 7
+  // chunks per size), which cost the worker more than producing them. A
+  // string whose bytes sit inside it (capacity 15, moved-from ones) has no
+  // buffer to give.
+  constexpr size_t kInlineCapacity = 15;
+  if (element.capacity() <= kInlineCapacity || bytes_ + BufferCost(element) > limit_bytes_) return;
+  bytes_ += BufferCost(element);
   spare_.push_back(kj::mv(element));
 }
 

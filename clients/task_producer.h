@@ -47,7 +47,8 @@ struct ElementAsk {
 // fresh memory costs a page fault per 4 KiB (~2 ms per MiB measured here,
 // which made a job's first 100 MiB read at a fifth of the usual speed). One
 // pool serves every task of a worker, so a new job starts with the buffers of
-// the last one; it keeps at most `limit_bytes`. Loop thread only.
+// the last one; it keeps at most `limit_bytes` (counted by capacity plus the
+// string and the allocator's header). Loop thread only.
 class ElementBufferPool {
  public:
   explicit ElementBufferPool(uint64_t limit_bytes) : limit_bytes_(limit_bytes) {}

@@ -28,9 +28,21 @@ TEST(ElementBufferPool, GivesBackTheBufferItKeptWithItsMemory) {
   EXPECT_EQ(nothing, "unchanged");
 }
 
-TEST(ElementBufferPool, KeepsNoSmallBuffersAndNothingPastItsLimit) {
+TEST(ElementBufferPool, KeepsSmallBuffersButNoneWithoutMemoryAndNothingPastItsLimit) {
   ElementBufferPool pool(250000);
-  pool.Keep(Buffer(100));  // cheaper to allocate than to keep
+  // A small element's buffer is kept (allocating and freeing thousands at
+  // once cost more); before, only buffers of 4 KiB or more were.
+  std::string small = Buffer(100);
+  const char* memory = small.data();
+  pool.Keep(std::move(small));
+  EXPECT_GE(pool.bytes(), 100u);
+  std::string taken;
+  pool.Take(&taken);
+  EXPECT_EQ(taken.data(), memory);
+  EXPECT_EQ(pool.bytes(), 0u);
+
+  pool.Keep(std::string("inline"));  // its bytes live in the string itself
+  pool.Keep(std::string());
   EXPECT_EQ(pool.bytes(), 0u);
   pool.Keep(Buffer(100000));
   pool.Keep(Buffer(100000));

@@ -50,10 +50,13 @@ TEST(Consumer, OpenRefusesBadOptionsWithClearErrors) {
 }
 
 TEST(Consumer, FollowsAWorkerThatJoinsMidRead) {
-  constexpr uint64_t kCount = 30000;
+  // Long enough that the first worker cannot finish every split before the
+  // second one has started and registered (30,000 elements were, once the
+  // reader got faster, about one run in four on a loaded machine).
+  constexpr uint64_t kCount = 300000;
   DataCluster cluster;
   cluster.StartWorker(0);
-  auto options = cluster.ReaderOf("range count=30000 splits=300", rpc::ProcessingMode::DYNAMIC);
+  auto options = cluster.ReaderOf("range count=300000 splits=300", rpc::ProcessingMode::DYNAMIC);
   options.max_buffered_elements = 128;
   options.max_elements_per_call = 32;
   BackgroundRead read(options);
@@ -90,6 +93,53 @@ TEST(Consumer, ReadsLargeElementsIntact) {
     EXPECT_EQ(index, i);
     EXPECT_EQ(data.find_first_not_of('x', sizeof(index)), std::string::npos) << "element " << i;
   }
+}
+
+TEST(Consumer, NextCopiesSmallElementsIntoTheCallersBuffer) {
+  // Small elements are read where the reply put them and copied into the
+  // Element the caller passes: its buffer is reused, nothing is allocated
+  // per element (before, each Next() handed over a new string).
+  constexpr uint64_t kCount = 3000;
+  DataCluster cluster;
+  cluster.StartWorker(0);
+  auto options =
+      cluster.ReaderOf("synthetic size=100 count=3000 splits=3", rpc::ProcessingMode::OFF);
+  options.max_elements_per_call = 256;  // several replies
+  auto reader = clients::DatasetReader::Open(options);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  clients::Element element;
+  const char* buffer = nullptr;
+  for (uint64_t i = 0; i < kCount; ++i) {
+    auto next = (*reader)->Next(&element, kTestDeadline);
+    ASSERT_TRUE(next.ok() && *next) << "element " << i << ": " << next.status().ToString();
+    ASSERT_EQ(element.data.size(), 100u);
+    uint64_t index = 0;
+    std::memcpy(&index, element.data.data(), sizeof(index));
+    ASSERT_EQ(index, i);
+    ASSERT_EQ(element.data.find_first_not_of('x', sizeof(index)), std::string::npos);
+    if (i == 0) buffer = element.data.data();
+    ASSERT_EQ(element.data.data(), buffer) << "element " << i << " came in a new buffer";
+  }
+  auto end = (*reader)->Next(&element, kTestDeadline);
+  ASSERT_TRUE(end.ok()) << end.status().ToString();
+  EXPECT_FALSE(*end);
+  EXPECT_EQ((*reader)->stats().elements, kCount);
+}
+
+TEST(Consumer, ReadsToTheEndWithAReadAheadSmallerThanAReply) {
+  // The read-ahead counts whole replies, the one being read included: a
+  // limit below one reply's size still wakes the loop when a reply is read.
+  DataCluster cluster;
+  cluster.StartWorker(0);
+  auto options = cluster.ReaderOf("range count=2000 splits=2", rpc::ProcessingMode::OFF);
+  options.max_buffered_elements = 1;
+  options.max_elements_per_call = 300;
+  BackgroundRead read(options);
+  Status status = read.Join();
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  auto values = Values(read.elements());
+  ASSERT_EQ(values.size(), 2000u);
+  for (uint64_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], i);
 }
 
 TEST(Consumer, ClosingAReaderReleasesItsJobClient) {
