@@ -47,12 +47,8 @@ struct DsFlags {
   uint64_t warmup_seconds = 2;
   uint64_t idle_ms = 2000;
   uint64_t workers_per_connection = 100;
-  uint64_t single_splits = 5000;
-  uint64_t batch = 1024;
-  uint64_t batched_calls = 500;
-  uint64_t jobs_sequential = 2000;
-  uint64_t jobs_pipelined = 20000;
-  uint64_t in_flight = 64;
+  SplitRun splits;
+  JobRun jobs;
   bool quick = false;
 };
 
@@ -124,7 +120,7 @@ HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
       return SendSimHeartbeat(conn_of(w), w).then([&]() { return chain(); });
     };
     kj::Vector<kj::Promise<void>> chains;
-    for (uint64_t i = 0; i < flags.in_flight * 4; ++i) chains.add(chain());
+    for (uint64_t i = 0; i < flags.jobs.in_flight * 4; ++i) chains.add(chain());
     loop.Wait(kj::joinPromises(chains.releaseAsArray()), 600 * kj::SECONDS);
   }
   f.register_s = SecondsSince(start);
@@ -213,16 +209,7 @@ int RunDataServiceBench(int argc, char** argv) {
                  &flags.idle_ms, 100, 600000);
   parser.AddUint("workers-per-connection", "simulated workers sharing one connection",
                  &flags.workers_per_connection, 1, 1000000);
-  parser.AddUint("single-splits", "sequential single-split getSplit calls", &flags.single_splits, 1,
-                 100000000);
-  parser.AddUint("batch", "maxSplits of the batched getSplit calls", &flags.batch, 2, 1 << 20);
-  parser.AddUint("batched-calls", "sequential batched getSplit calls", &flags.batched_calls, 1,
-                 10000000);
-  parser.AddUint("jobs-sequential", "sequential getOrCreateJob calls", &flags.jobs_sequential, 1,
-                 10000000);
-  parser.AddUint("jobs-pipelined", "pipelined getOrCreateJob calls", &flags.jobs_pipelined, 1,
-                 10000000);
-  parser.AddUint("in-flight", "calls in flight when pipelined", &flags.in_flight, 1, 100000);
+  DeclareSplitAndJobFlags(parser, flags.splits, flags.jobs);
   parser.AddBool("quick",
                  "short runs (under a minute in all): 3 s per heartbeat run, 1 s "
                  "warmup, fewer calls",
@@ -232,10 +219,10 @@ int RunDataServiceBench(int argc, char** argv) {
     flags.heartbeat_seconds = 3;
     flags.warmup_seconds = 1;
     flags.idle_ms = 1000;
-    flags.single_splits = std::min<uint64_t>(flags.single_splits, 2000);
-    flags.batched_calls = std::min<uint64_t>(flags.batched_calls, 100);
-    flags.jobs_sequential = std::min<uint64_t>(flags.jobs_sequential, 500);
-    flags.jobs_pipelined = std::min<uint64_t>(flags.jobs_pipelined, 4000);
+    flags.splits.single_splits = std::min<uint64_t>(flags.splits.single_splits, 2000);
+    flags.splits.batched_calls = std::min<uint64_t>(flags.splits.batched_calls, 100);
+    flags.jobs.sequential = std::min<uint64_t>(flags.jobs.sequential, 500);
+    flags.jobs.pipelined = std::min<uint64_t>(flags.jobs.pipelined, 4000);
   }
   std::vector<uint64_t> counts = ParseList(flags.workers);
 
@@ -250,13 +237,13 @@ int RunDataServiceBench(int argc, char** argv) {
   SplitFigures splits;
   {
     DispatcherProcess dispatcher;
-    splits = MeasureSplits(dispatcher.address(), {flags.single_splits, flags.batch, flags.batched_calls});
+    splits = MeasureSplits(dispatcher.address(), flags.splits);
   }
   fprintf(stderr, "getSplit: done\n");
   JobFigures jobs;
   {
     DispatcherProcess dispatcher;
-    jobs = MeasureJobs(dispatcher.address(), {flags.jobs_sequential, flags.jobs_pipelined, flags.in_flight});
+    jobs = MeasureJobs(dispatcher.address(), flags.jobs);
   }
 
   printf(
@@ -305,14 +292,14 @@ int RunDataServiceBench(int argc, char** argv) {
   printf("%-44s %14.0f\n", "getSplit single splits/s", splits.single_per_s);
   char batch_name[64];
   snprintf(batch_name, sizeof batch_name, "getSplit batched (max %llu) splits/s",
-           static_cast<unsigned long long>(flags.batch));
+           static_cast<unsigned long long>(flags.splits.batch));
   printf("%-44s %14.0f  >= 100000 (%s)\n", batch_name, splits.batched_per_s,
          Verdict(splits.batched_per_s >= 100000));
   printf("%-44s %14.3f\n", "getSplit batched call p50 (ms)", splits.batched_call_p50_ms);
   printf("%-44s %14.0f\n", "getOrCreateJob sequential calls/s", jobs.sequential_per_s);
   char jobs_name[64];
   snprintf(jobs_name, sizeof jobs_name, "getOrCreateJob pipelined (%llu) calls/s",
-           static_cast<unsigned long long>(flags.in_flight));
+           static_cast<unsigned long long>(flags.jobs.in_flight));
   printf("%-44s %14.0f\n", jobs_name, jobs.pipelined_per_s);
   return 0;
 }

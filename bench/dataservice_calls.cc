@@ -57,6 +57,15 @@ kj::Promise<uint64_t> GetSplit(rpc::Dispatcher::Client& d, uint64_t task, uint64
 
 }  // namespace
 
+void DeclareSplitAndJobFlags(FlagParser& parser, SplitRun& splits, JobRun& jobs) {
+  parser.AddUint("single-splits", "sequential single-split getSplit calls", &splits.single_splits, 1, 100000000);
+  parser.AddUint("batch", "maxSplits of the batched getSplit calls", &splits.batch, 2, 1 << 20);
+  parser.AddUint("batched-calls", "sequential batched getSplit calls", &splits.batched_calls, 1, 10000000);
+  parser.AddUint("jobs-sequential", "sequential getOrCreateJob calls", &jobs.sequential, 1, 10000000);
+  parser.AddUint("jobs-pipelined", "pipelined getOrCreateJob calls", &jobs.pipelined, 1, 10000000);
+  parser.AddUint("in-flight", "calls in flight when pipelined", &jobs.in_flight, 1, 100000);
+}
+
 SplitFigures MeasureSplits(const std::string& address, const SplitRun& run) {
   ClientLoop loop;
   SimConnection worker;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/flag_parser.h"
+
 namespace dispatch::bench {
 
 struct SplitRun {
@@ -29,6 +31,10 @@ struct JobRun {
 struct JobFigures {
   double sequential_per_s = 0, pipelined_per_s = 0;
 };
+
+// --single-splits, --batch, --batched-calls, --jobs-sequential,
+// --jobs-pipelined, --in-flight.
+void DeclareSplitAndJobFlags(FlagParser& parser, SplitRun& splits, JobRun& jobs);
 
 SplitFigures MeasureSplits(const std::string& address, const SplitRun& run);
 JobFigures MeasureJobs(const std::string& address, const JobRun& run);

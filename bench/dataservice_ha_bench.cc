@@ -41,14 +41,7 @@ int RunDataServiceHa(int argc, char** argv) {
   FlagParser parser("dispatch-bench dataservice-ha",
                     "getSplit and getOrCreateJob, single node beside HA dispatchers on 1- and "
                     "3-member etcd groups, with the etcd transaction latency of the same run");
-  parser.AddUint("single-splits", "sequential single-split getSplit calls", &flags.splits.single_splits, 1,
-                 100000000);
-  parser.AddUint("batch", "maxSplits of the batched getSplit calls", &flags.splits.batch, 2, 1 << 20);
-  parser.AddUint("batched-calls", "sequential batched getSplit calls", &flags.splits.batched_calls, 1,
-                 10000000);
-  parser.AddUint("jobs-sequential", "sequential getOrCreateJob calls", &flags.jobs.sequential, 1, 10000000);
-  parser.AddUint("jobs-pipelined", "pipelined getOrCreateJob calls", &flags.jobs.pipelined, 1, 10000000);
-  parser.AddUint("in-flight", "calls in flight when pipelined", &flags.jobs.in_flight, 1, 100000);
+  DeclareSplitAndJobFlags(parser, flags.splits, flags.jobs);
   parser.AddString("members", "LIST", "etcd group sizes to measure, comma-separated (e.g. 1,3)",
                    &flags.members);
   ParseFlagsOrExit(parser, argc, argv);
