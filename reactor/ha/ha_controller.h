@@ -7,8 +7,10 @@
 // (DataLoss naming the key otherwise), and has the server recover from it
 // through the same Apply as a restart's replay, then serve with every commit
 // journaled in etcd (EtcdJournal). Losing the lease, being fenced, or a
-// failed rebuild stops the process with kExitLeadershipLost (fail-stop; a
-// supervisor restarts it as a candidate).
+// failed rebuild stops the process with kExitLeadershipLost; the process
+// then rejoins as a standby by running its binary afresh (dispatcher_main.cc),
+// or exits with that code under --rejoin=false. Each member also writes its
+// record (member_record.h) under PREFIX/members/, attached to its lease.
 // REQUIRES: loop thread only; the server outlives it.
 #pragma once
 
@@ -45,8 +47,13 @@ class HaController {
   HaController& operator=(const HaController&) = delete;
 
   void Start();
+  // A clean stop: ends the candidacy and revokes the lease, so the leader
+  // key and this member's record vanish at once and a standby takes over
+  // without waiting for the TTL. Waits at most `timeout` for etcd.
+  kj::Promise<void> Resign(kj::Duration timeout);
 
  private:
+  void OnGranted(int64_t lease_id);
   void OnElected(int64_t leader_revision);
   kj::Promise<void> ReadJournal(storage::Store& store, std::string from);
   void Stop(const Status& why);
@@ -59,6 +66,7 @@ class HaController {
   std::unique_ptr<etcd::LeaderElection> election_;
   uint64_t groups_read_ = 0;
   kj::Promise<void> rebuild_ = nullptr;
+  kj::Promise<void> member_put_ = nullptr;
 };
 
 }  // namespace dispatch::ha
