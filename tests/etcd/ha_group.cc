@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <deque>
+#include <fstream>
 #include <stdexcept>
 
 #include "tests/support/http_get.h"
@@ -66,6 +68,22 @@ std::string HaGroup::Ready(size_t i) const {
   if (m.process == nullptr) return "down";
   HttpResponse r = HttpGet(m.process->http_url(), "/readyz", "", std::chrono::seconds(5));
   return std::to_string(r.status) + " " + r.body;
+}
+
+std::string HaGroup::LogTails(size_t lines) const {
+  std::string out;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    out += "---- dispatcher " + members_[i].name + " (start " + std::to_string(members_[i].starts) +
+           ", " + Ready(i) + ") " + LogPath(i) + "\n";
+    std::ifstream log(LogPath(i));
+    std::deque<std::string> tail;
+    for (std::string line; std::getline(log, line);) {
+      tail.push_back(line);
+      if (tail.size() > lines) tail.pop_front();
+    }
+    for (const std::string& line : tail) out += line + "\n";
+  }
+  return out;
 }
 
 int HaGroup::Leader() const {

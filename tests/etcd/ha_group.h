@@ -49,6 +49,9 @@ class HaGroup {
   // How often member i was started.
   int starts(size_t i) const { return members_.at(i).starts; }
   std::string LogPath(size_t i) const;
+  // The last `lines` lines of every member's current log, each headed by its
+  // name and /readyz: what a failing test prints.
+  std::string LogTails(size_t lines = 40) const;
 
  private:
   struct Member {

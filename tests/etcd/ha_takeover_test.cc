@@ -258,12 +258,12 @@ TEST(HaTakeoverUnderLoad, KillsOfTheLeaderLoseNothingAcknowledged) {
     if (!progressed(ProgressOf(ledger)) || ProgressOf(ledger).errors > 0) {
       stop_load();
       for (const std::string& error : ledger.errors) ADD_FAILURE() << error;
-      FAIL() << "before kill " << k << ": the load made no progress or failed";
+      FAIL() << "before kill " << k << ": the load made no progress or failed\n" << group.LogTails();
     }
     const int leader = group.Leader();
     if (leader < 0) {
       stop_load();
-      FAIL() << "before kill " << k << ": no leader";
+      FAIL() << "before kill " << k << ": no leader\n" << group.LogTails();
     }
     const auto killed = Clock::now();
     group.Kill9(static_cast<size_t>(leader));
@@ -271,7 +271,7 @@ TEST(HaTakeoverUnderLoad, KillsOfTheLeaderLoseNothingAcknowledged) {
     const auto served = Clock::now();
     if (next < 0) {
       stop_load();
-      FAIL() << "kill " << k << ": no standby took over";
+      FAIL() << "kill " << k << ": no standby took over\n" << group.LogTails();
     }
     gaps_ms.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(served - killed).count());
     printf("kill %d of %d: dispatcher %c -> %c in %lld ms\n", k, kills, 'a' + leader, 'a' + next,
@@ -281,12 +281,12 @@ TEST(HaTakeoverUnderLoad, KillsOfTheLeaderLoseNothingAcknowledged) {
     group.Start(static_cast<size_t>(leader));
     if (!group.WaitStandby(static_cast<size_t>(leader))) {
       stop_load();
-      FAIL() << "kill " << k << ": the restarted dispatcher is no standby: " << group.Ready(leader);
+      FAIL() << "kill " << k << ": the restarted dispatcher is no standby\n" << group.LogTails();
     }
   }
   const bool last_progress = progressed(ProgressOf(ledger));
   stop_load();
-  ASSERT_TRUE(last_progress) << "after the last kill the load made no progress";
+  ASSERT_TRUE(last_progress) << "after the last kill the load made no progress\n" << group.LogTails();
   for (const std::string& error : ledger.errors) ADD_FAILURE() << error;
 
   // Every acknowledged registration is on the final leader: registering the
