@@ -54,6 +54,29 @@ void HaGroup::Kill9(size_t i) {
   m.process.reset();
 }
 
+std::vector<std::string> HaGroup::RestartExited() {
+  std::vector<std::string> restarted;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    Member& m = members_[i];
+    if (m.process == nullptr) continue;
+    std::optional<int> status = m.process->process().Wait(std::chrono::milliseconds(0));
+    if (!status) continue;
+    std::string line = "dispatcher " + m.name + " exited on its own (wait status " +
+                       std::to_string(*status) + "); its log ends:\n";
+    std::ifstream log(LogPath(i));
+    std::deque<std::string> tail;
+    for (std::string text; std::getline(log, text);) {
+      tail.push_back(text);
+      if (tail.size() > 15) tail.pop_front();
+    }
+    for (const std::string& text : tail) line += "  " + text + "\n";
+    m.process.reset();
+    Start(i);
+    restarted.push_back(std::move(line));
+  }
+  return restarted;
+}
+
 std::string HaGroup::AddressList(std::vector<size_t> order) const {
   if (order.empty()) {
     for (size_t i = 0; i < members_.size(); ++i) order.push_back(i);

@@ -30,6 +30,11 @@ class HaGroup {
   void Start(size_t i);
   // kill -9 of member i, reaped before it returns.
   void Kill9(size_t i);
+  // The supervisor's other half: members that exited on their own (a lost
+  // lease with --rejoin=false, a rejoin that failed to start, a crash) are
+  // reaped and started again. One line per restart: who, how it ended, and
+  // the tail of its log.
+  std::vector<std::string> RestartExited();
   bool Running(size_t i) const { return members_.at(i).process != nullptr; }
   const std::string& address(size_t i) const { return members_.at(i).address; }
   DispatcherProcess& process(size_t i) { return *members_.at(i).process; }
