@@ -21,6 +21,7 @@ AgentLink::AgentLink(kj::Timer& timer, kj::Network& network, const WorkerAgentOp
       board_(board),
       backoff_(options.backoff_initial_ms, options.backoff_max_ms,
                options.seed ^ worker_incarnation),
+      addresses_(DispatcherAddresses::Parse(options.dispatcher_address)),
       interval_ms_(options.heartbeat_interval_ms) {}
 
 bool AgentLink::IsRetryable(const kj::Exception& exception) {
@@ -57,9 +58,12 @@ kj::Promise<void> AgentLink::Run() {
 
 kj::Promise<void> AgentLink::RunSession() {
   heartbeat_requested_ = false;
-  auto connect =
-      DispatcherConnection::Connect(network_, options_.dispatcher_address, options_.token);
-  return timer_.timeoutAfter(options_.connect_timeout_ms * kj::MILLISECONDS, kj::mv(connect))
+  if (!addresses_.ok()) return ExceptionFromStatus(addresses_.status());
+  // Each address gets the connect timeout; the round as a whole a bound too.
+  auto connect = DispatcherConnection::Connect(network_, *addresses_, options_.token, &timer_,
+                                               options_.connect_timeout_ms);
+  const uint64_t round_ms = uint64_t{options_.connect_timeout_ms} * (addresses_->list().size() + 2);
+  return timer_.timeoutAfter(round_ms * kj::MILLISECONDS, kj::mv(connect))
       .then([this](kj::Own<DispatcherConnection> connection) {
         connection_ = kj::mv(connection);
         ++session_;
@@ -68,7 +72,7 @@ kj::Promise<void> AgentLink::RunSession() {
           ++s.connects;
         });
         Log(LogLevel::kDebug, "worker ", options_.worker_address.c_str(), ": connected to ",
-            options_.dispatcher_address.c_str());
+            connection_->address().c_str());
         kj::Promise<void> dropped = connection_->OnDisconnect().then([]() -> kj::Promise<void> {
           return KJ_EXCEPTION(DISCONNECTED, "the dispatcher closed the connection");
         });

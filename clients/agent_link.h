@@ -84,6 +84,8 @@ class AgentLink {
   rpc::WorkerControl::Client control_;
   StatusBoard& board_;
   Backoff backoff_;
+  // The dispatchers to try (one, or an HA group); remembers the leader.
+  const Result<DispatcherAddresses> addresses_;
 
   kj::Own<DispatcherConnection> connection_;
   bool registered_ = false;

@@ -15,7 +15,7 @@
 namespace dispatch::clients {
 
 struct DispatcherEndpoint {
-  std::string address;  // "tcp:HOST:PORT" or "unix:PATH"
+  std::string address;  // "tcp:HOST:PORT" or "unix:PATH", or a comma-separated list
   std::string token;
   std::chrono::milliseconds timeout{30000};
 };

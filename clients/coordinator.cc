@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "clients/dispatcher_addresses.h"
 #include "common/address.h"
 #include "common/closure_trace.h"
 #include "common/log.h"
@@ -13,9 +14,9 @@
 namespace dispatch::clients {
 
 Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
-  Result<std::string> address = ToKjAddress(o.dispatcher_address);
-  if (!address.ok())
-    return InvalidArgumentError("dispatcher address: " + address.status().message());
+  Result<std::vector<std::string>> addresses = ParseDispatcherAddressList(o.dispatcher_address);
+  if (!addresses.ok())
+    return InvalidArgumentError("dispatcher address: " + addresses.status().message());
   if (o.max_schedule_batch == 0) return InvalidArgumentError("max_schedule_batch must be > 0");
   if (o.max_schedule_calls_in_flight == 0) {
     return InvalidArgumentError("max_schedule_calls_in_flight must be > 0");

@@ -43,7 +43,9 @@ struct ScheduleOptions {
 };
 
 struct CoordinatorOptions {
-  std::string dispatcher_address;  // "tcp:HOST:PORT" or "unix:PATH"
+  // "tcp:HOST:PORT" or "unix:PATH", or a comma-separated list of them (an HA
+  // group: the client finds the leader, clients/dispatcher_addresses.h).
+  std::string dispatcher_address;
   std::string token;               // presented at the gateway
   // The coordinator's closures live under this id at the dispatcher: a new
   // Coordinator opening the same id sees them (Attach, Join). 0: random.

@@ -32,6 +32,7 @@ CoordinatorSession::CoordinatorSession(kj::Timer& timer, kj::Network& network,
       coordinator_id_(coordinator_id),
       book_(book),
       backoff_(options.backoff_initial_ms, options.backoff_max_ms, options.seed ^ coordinator_id),
+      addresses_(DispatcherAddresses::Parse(options.dispatcher_address)),
       coordinator_(Disconnected()),
       tasks_(*this) {}
 
@@ -46,9 +47,12 @@ kj::Promise<void> CoordinatorSession::Run() {
 }
 
 kj::Promise<void> CoordinatorSession::RunSession() {
-  auto connect =
-      DispatcherConnection::Connect(network_, options_.dispatcher_address, options_.token);
-  return timer_.timeoutAfter(options_.connect_timeout_ms * kj::MILLISECONDS, kj::mv(connect))
+  if (!addresses_.ok()) return ExceptionFromStatus(addresses_.status());
+  // Each address gets the connect timeout; the round as a whole a bound too.
+  auto connect = DispatcherConnection::Connect(network_, *addresses_, options_.token, &timer_,
+                                               options_.connect_timeout_ms);
+  const uint64_t round_ms = uint64_t{options_.connect_timeout_ms} * (addresses_->list().size() + 2);
+  return timer_.timeoutAfter(round_ms * kj::MILLISECONDS, kj::mv(connect))
       .then([this](kj::Own<DispatcherConnection> connection) {
         connection_ = kj::mv(connection);
         auto request = connection_->dispatcher().openCoordinatorRequest();

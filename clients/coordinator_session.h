@@ -88,6 +88,8 @@ class CoordinatorSession final : public kj::TaskSet::ErrorHandler {
   const uint64_t coordinator_id_;
   ClosureBook& book_;
   Backoff backoff_;
+  // The dispatchers to try (one, or an HA group); remembers the leader.
+  const Result<DispatcherAddresses> addresses_;
 
   kj::Own<DispatcherConnection> connection_;
   rpc::Coordinator::Client coordinator_;

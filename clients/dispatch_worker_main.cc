@@ -51,7 +51,9 @@ Status ParseUint32(const std::string& name, const std::string& value, uint32_t m
 
 void DeclareFlags(FlagParser& parser, Flags& flags) {
   WorkerAgentOptions& o = flags.agent;
-  parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH (required)",
+  parser.AddString("dispatcher", "ADDRESS",
+                   "the dispatcher: tcp:HOST:PORT or unix:PATH, or a comma-separated list of "
+                   "them (an HA group: the leader is found) (required)",
                    &o.dispatcher_address);
   parser.AddString("address", "ADDRESS",
                    "this worker's address, its identity across reconnects (required); "

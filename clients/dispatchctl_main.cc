@@ -115,7 +115,9 @@ int Main(int argc, char** argv) {
   Flags flags;
   FlagParser parser("dispatchctl",
                     std::string("Looks at a running dispatcher. Commands: ") + kCommands + ".");
-  parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH (required but for group)",
+  parser.AddString("dispatcher", "ADDRESS",
+                   "the dispatcher: tcp:HOST:PORT or unix:PATH, or a comma-separated list of "
+                   "them (an HA group: the leader is found) (required but for group)",
                    &flags.dispatcher);
   parser.AddString("token", "TOKEN", "secret presented at the dispatcher's gateway", &flags.token);
   parser.AddBool("json", "print the reply as JSON", &flags.json);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "clients/dispatcher_addresses.h"
 #include "common/address.h"
 #include "common/log.h"
 #include "common/rpc_status.h"
@@ -24,9 +25,9 @@ bool IsDisconnect(const kj::Exception& e) {
 }  // namespace
 
 Status ValidateReaderOptions(const ReaderOptions& o) {
-  Result<std::string> address = ToKjAddress(o.dispatcher_address);
-  if (!address.ok())
-    return InvalidArgumentError("dispatcher address: " + address.status().message());
+  Result<std::vector<std::string>> addresses = ParseDispatcherAddressList(o.dispatcher_address);
+  if (!addresses.ok())
+    return InvalidArgumentError("dispatcher address: " + addresses.status().message());
   if (o.dataset_id == 0 && o.dataset.definition.empty()) {
     return InvalidArgumentError("no dataset: give a definition or a registered dataset id");
   }

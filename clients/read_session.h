@@ -32,7 +32,9 @@ struct Element {
 };
 
 struct ReaderOptions {
-  std::string dispatcher_address;  // "tcp:HOST:PORT" or "unix:PATH"
+  // "tcp:HOST:PORT" or "unix:PATH", or a comma-separated list of them (an HA
+  // group: the client finds the leader, clients/dispatcher_addresses.h).
+  std::string dispatcher_address;
   std::string token;
   DatasetSpec dataset;          // registered (idempotently) unless dataset_id is set
   uint64_t dataset_id = 0;      // nonzero: an already registered dataset

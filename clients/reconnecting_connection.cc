@@ -3,6 +3,7 @@
 #include <kj/debug.h>
 
 #include "common/log.h"
+#include "common/rpc_status.h"
 
 namespace dispatch::clients {
 
@@ -13,6 +14,7 @@ ReconnectingConnection::ReconnectingConnection(kj::Network& network, kj::Timer& 
     : network_(network),
       timer_(timer),
       address_(std::move(address)),
+      addresses_(DispatcherAddresses::Parse(address_)),
       token_(std::move(token)),
       backoff_(backoff_initial_ms, backoff_max_ms, seed) {}
 
@@ -33,7 +35,10 @@ kj::Promise<void> ReconnectingConnection::Ready() {
 }
 
 kj::Promise<void> ReconnectingConnection::Connect() {
-  return DispatcherConnection::Connect(network_, address_, token_)
+  if (!addresses_.ok()) return ExceptionFromStatus(addresses_.status());
+  // An address that swallows packets must not hold up the rest of a list.
+  constexpr uint64_t kAttemptTimeoutMs = 10000;
+  return DispatcherConnection::Connect(network_, *addresses_, token_, &timer_, kAttemptTimeoutMs)
       .then(
           [this](kj::Own<DispatcherConnection> connection) -> kj::Promise<void> {
             connection_ = kj::mv(connection);

@@ -25,7 +25,9 @@ class ReconnectingConnection {
   ReconnectingConnection(const ReconnectingConnection&) = delete;
   ReconnectingConnection& operator=(const ReconnectingConnection&) = delete;
 
-  // Resolves when connected (now, or after as many attempts as it takes).
+  // Resolves when connected (now, or after as many attempts as it takes);
+  // `address` may be a list (DispatcherConnection::Connect walks it). Rejects
+  // only for a malformed address list.
   kj::Promise<void> Ready();
   // The live connection's dispatcher; one whose calls fail as DISCONNECTED
   // when there is none.
@@ -42,7 +44,8 @@ class ReconnectingConnection {
 
   kj::Network& network_;
   kj::Timer& timer_;
-  const std::string address_;
+  const std::string address_;  // as given: one address or a list
+  const Result<DispatcherAddresses> addresses_;  // remembers the leader of a list
   const std::string token_;
   Backoff backoff_;
   kj::Own<DispatcherConnection> connection_;

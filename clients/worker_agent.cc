@@ -9,6 +9,7 @@
 #include "clients/closure_runner.h"
 #include "clients/task_table.h"
 #include "clients/worker_control_server.h"
+#include "clients/dispatcher_addresses.h"
 #include "common/address.h"
 #include "common/log.h"
 #include "reactor/uvkj/async_io.h"
@@ -16,9 +17,9 @@
 namespace dispatch::clients {
 
 Status ValidateWorkerAgentOptions(const WorkerAgentOptions& o) {
-  Result<std::string> address = ToKjAddress(o.dispatcher_address);
-  if (!address.ok())
-    return InvalidArgumentError("dispatcher address: " + address.status().message());
+  Result<std::vector<std::string>> addresses = ParseDispatcherAddressList(o.dispatcher_address);
+  if (!addresses.ok())
+    return InvalidArgumentError("dispatcher address: " + addresses.status().message());
   if (o.worker_address.empty()) return InvalidArgumentError("the worker address is empty");
   if (o.heartbeat_interval_ms == 0) return InvalidArgumentError("heartbeat interval must be > 0");
   if (o.backoff_initial_ms == 0 || o.backoff_initial_ms > o.backoff_max_ms) {

@@ -12,7 +12,9 @@
 namespace dispatch::clients {
 
 struct WorkerAgentOptions {
-  std::string dispatcher_address;  // "tcp:HOST:PORT" or "unix:PATH"
+  // "tcp:HOST:PORT" or "unix:PATH", or a comma-separated list of them (an HA
+  // group: the client finds the leader, clients/dispatcher_addresses.h).
+  std::string dispatcher_address;
   std::string token;               // presented at the gateway
   // The worker's identity across reconnects and dispatcher restarts: the same
   // address is the same worker. Unique per worker.

@@ -3,6 +3,7 @@
 //  - the leader journals registrations, jobs and closures in etcd; after
 //    kill -9 of the leader the standby serves with every acknowledged change;
 //  - a standby refuses every call naming the leader, and /readyz says so;
+//    a client given only the standby follows it to the leader;
 //  - a leader stopped past its lease (SIGSTOP) and resumed acknowledges
 //    nothing more: its write is never journaled, and it rejoins as a standby
 //    (or, with --rejoin=false, exits with code 5 once fenced);
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "clients/blocking_dataset_client.h"
+#include "common/rpc_status.h"
 #include "tests/closures/closure_test_support.h"
 #include "tests/integration/client_loop.h"
 #include "tests/support/dispatcher_process.h"
@@ -185,10 +187,18 @@ TEST_F(HaDispatcherTest, AStandbyRefusesEveryCallNamingTheLeader) {
       << Ready(*b);
   EXPECT_EQ(Ready(*b), "503 standby of " + a->address() + "\n");
   EXPECT_EQ(HttpGet(b->http_url(), "/healthz").status, 200);
-  CommandResult refused = RunDispatchctl({"--dispatcher=" + b->address(), "datasets"});
-  EXPECT_NE(refused.exit_code, 0) << refused.output;
-  EXPECT_NE(refused.output.find("not the leader; the leader is " + a->address()), std::string::npos)
-      << refused.output;
+  // One address, no following: the gateway's refusal as it is on the wire.
+  ClientLoop loop;
+  kj::Maybe<kj::Exception> refused = kj::runCatchingExceptions(
+      [&] { loop.Wait(clients::DispatcherConnection::ConnectOne(loop.io().network(), b->address(), "")); });
+  KJ_IF_MAYBE (e, refused) {
+    EXPECT_EQ(StatusFromException(*e).ToString(), "Unavailable: not the leader; the leader is " + a->address());
+  } else {
+    ADD_FAILURE() << "the standby accepted a connection";
+  }
+  // Every client follows that refusal to the leader (issue 20, Clients).
+  CommandResult followed = RunDispatchctl({"--dispatcher=" + b->address(), "datasets"});
+  EXPECT_EQ(followed.exit_code, 0) << followed.output;
   CommandResult served = RunDispatchctl({"--dispatcher=" + a->address(), "datasets"});
   EXPECT_EQ(served.exit_code, 0) << served.output;
 }

@@ -1,4 +1,8 @@
-"""Dispatcher addresses: "tcp:HOST:PORT", "unix:PATH", or "HOST:PORT" for tcp."""
+"""Dispatcher addresses: "tcp:HOST:PORT", "unix:PATH", or "HOST:PORT" for tcp.
+
+A comma-separated list of them names an HA group ("tcp:a:5050,tcp:b:5050"): the C++ client
+tries them in turn and follows a standby's "not the leader; the leader is ADDRESS".
+"""
 
 from __future__ import annotations
 
@@ -10,15 +14,20 @@ from dispatch.errors import InsecureConnectionWarning
 warnings.simplefilter("always", InsecureConnectionWarning)
 
 
-def normalize(address: str) -> str:
-    if not isinstance(address, str) or not address:
-        raise TypeError("a dispatcher address is a str such as 'tcp:127.0.0.1:5050'")
-    if address.startswith(("tcp:", "unix:")):
-        return address
+def _normalize_one(address: str) -> str:
+    address = address.strip()
+    if not address or address.startswith(("tcp:", "unix:")):
+        return address  # an empty entry is left for the C++ client to name
     return "tcp:" + address
 
 
-def is_loopback(address: str) -> bool:
+def normalize(address: str) -> str:
+    if not isinstance(address, str) or not address:
+        raise TypeError("a dispatcher address is a str such as 'tcp:127.0.0.1:5050'")
+    return ",".join(_normalize_one(entry) for entry in address.split(","))
+
+
+def _is_loopback_one(address: str) -> bool:
     if address.startswith("unix:"):
         return True
     host = address[len("tcp:"):].rsplit(":", 1)[0].strip("[]")
@@ -28,6 +37,11 @@ def is_loopback(address: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_loopback(address: str) -> bool:
+    """True when every address of the (normalized) list stays on this machine."""
+    return all(_is_loopback_one(entry) for entry in address.split(","))
 
 
 def checked(address: str, token: str | None, what: str) -> str:

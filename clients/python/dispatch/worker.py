@@ -24,7 +24,9 @@ __all__ = ["main", "current", "Worker"]
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m dispatch.worker",
                                      description="A Python worker for a dispatch dispatcher.")
-    parser.add_argument("--dispatcher", required=True, help="tcp:HOST:PORT or unix:PATH")
+    parser.add_argument("--dispatcher", required=True,
+                        help="tcp:HOST:PORT or unix:PATH, or a comma-separated list of them "
+                             "(an HA group: the leader is found)")
     parser.add_argument("--address", default="tcp:127.0.0.1:0",
                         help="this worker's address and identity (port 0: a free port)")
     parser.add_argument("--slots", type=int, default=1, help="closures run at once")

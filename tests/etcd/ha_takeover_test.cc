@@ -1,0 +1,364 @@
+// Issue 20's first proof: kill -9 of the leading dispatcher under load, N
+// times, with an ack ledger. Three real etcd members, three real dispatchers
+// in HA mode (tests/etcd/ha_group.h), two dispatch-worker processes; every
+// client is given the three addresses. Load, each on a thread of its own:
+//  - dataset registrations (a new definition each time): the ledger keeps
+//    every id the dispatcher acknowledged;
+//  - consumers reading DYNAMIC jobs to their end, one job after the other:
+//    every element of each job exactly once (no split handed out twice, none
+//    lost);
+//  - a Coordinator scheduling closures and fetching each result: every
+//    acknowledged closure's result arrives, with its own bytes, once.
+// The test is the supervisor: it waits until every kind of load made
+// progress on the current leader, kills it (-9), measures the gap until a
+// standby serves (/readyz 200), and starts the killed one again (it rejoins as
+// a standby). At the end the final leader holds every acknowledged
+// registration (registering the same definition again returns the same id),
+// no closure failed and none is left behind. The gaps' p50/p99/max and the
+// counts are printed, never asserted.
+//
+// N: DISPATCH_HA_KILLS (default 3). `ctest -C long -L etcd-long` runs N = 50.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "clients/builtin_dataset_kinds.h"
+#include "clients/blocking_dataset_client.h"
+#include "clients/dataset_client.h"
+#include "clients/dataset_definition.h"
+#include "clients/dataset_reader.h"
+#include "tests/closures/closure_test_support.h"
+#include "tests/etcd/ha_group.h"
+#include "tests/integration/client_loop.h"
+#include "tests/support/etcd_cluster.h"
+#include "tests/support/wait_until.h"
+
+namespace dispatch::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int KillsFromEnvironment() {
+  const char* env = std::getenv("DISPATCH_HA_KILLS");
+  int kills = env != nullptr ? std::atoi(env) : 3;
+  return kills > 0 ? kills : 3;
+}
+
+// What the load threads saw acknowledged, and what went wrong.
+struct Ledger {
+  std::mutex mu;
+  std::map<uint64_t, uint64_t> datasets;     // COUNT of "range count=COUNT splits=1" -> acknowledged id
+  uint64_t registration_failures = 0;        // refused or unanswered (not acknowledged)
+  uint64_t closures_acknowledged = 0;        // results fetched, each checked
+  uint64_t reads_finished = 0;               // jobs read to their end, each checked
+  uint64_t elements = 0;                     // read so far, all jobs
+  uint64_t opens_retried = 0;                // DatasetReader::Open cut off by a takeover
+  std::vector<std::string> errors;           // broken promises: the test fails on any
+
+  void Error(std::string what) {
+    std::lock_guard<std::mutex> lock(mu);
+    errors.push_back(std::move(what));
+  }
+};
+
+// The load threads' stop flag; waiting on it paces a thread and wakes it at
+// once when the test ends.
+class StopFlag {
+ public:
+  void Set() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  // True when stopped (at once or within `pause`).
+  bool StoppedWithin(std::chrono::milliseconds pause) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, pause, [&] { return stop_; });
+  }
+  bool stopped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+clients::DatasetSpec RangeSpec(uint64_t count, uint64_t splits) {
+  Result<clients::KindDefinition> parsed = clients::ParseKindDefinition(
+      "range count=" + std::to_string(count) + " splits=" + std::to_string(splits));
+  Result<clients::DatasetSpec> spec = clients::BuiltinDatasetSpec(*parsed);
+  return *spec;
+}
+
+void RegisterDatasets(const std::string& addresses, Ledger& ledger, StopFlag& stop) {
+  clients::DispatcherEndpoint endpoint;
+  endpoint.address = addresses;
+  endpoint.timeout = std::chrono::seconds(10);
+  uint64_t count = 1;  // the next definition: "range count=COUNT splits=1"
+  while (true) {
+    Result<clients::RegisteredDataset> registered =
+        clients::RegisterDatasetAndWait(endpoint, RangeSpec(count, 1));
+    {
+      std::lock_guard<std::mutex> lock(ledger.mu);
+      if (registered.ok()) {
+        ledger.datasets[count++] = registered->dataset_id;
+      } else {
+        ++ledger.registration_failures;  // during a takeover: not acknowledged, tried again
+      }
+    }
+    if (stop.StoppedWithin(std::chrono::milliseconds(registered.ok() ? 20 : 50))) return;
+  }
+}
+
+void ReadJobs(const std::string& addresses, Ledger& ledger, StopFlag& stop) {
+  constexpr uint64_t kCount = 20000;
+  constexpr uint64_t kSplits = 100;
+  while (!stop.stopped()) {
+    clients::ReaderOptions options;
+    options.dispatcher_address = addresses;
+    options.dataset = RangeSpec(kCount, kSplits);
+    options.job.processing_mode = rpc::ProcessingMode::DYNAMIC;
+    options.job.heartbeat_interval_ms = 100;
+    options.max_buffered_elements = 512;
+    options.max_elements_per_call = 64;
+    auto reader = clients::DatasetReader::Open(options, std::chrono::seconds(60));
+    if (!reader.ok() && reader.status().code() == StatusCode::kUnavailable) {
+      // The connection dropped while the job was being opened (Open does not
+      // retry that itself, after a takeover as after a restart): nothing was
+      // acknowledged, open another job.
+      std::lock_guard<std::mutex> lock(ledger.mu);
+      ++ledger.opens_retried;
+      continue;
+    }
+    if (!reader.ok()) return ledger.Error("a consumer could not open its job: " + reader.status().ToString());
+    std::vector<uint64_t> values;
+    values.reserve(kCount);
+    clients::Element element;
+    while (true) {
+      Result<bool> next = (*reader)->Next(&element, std::chrono::seconds(60));
+      if (!next.ok()) return ledger.Error("a read failed: " + next.status().ToString());
+      if (!*next) break;
+      values.push_back(std::stoull(element.data));
+      if (values.size() % 256 == 0) {
+        std::lock_guard<std::mutex> lock(ledger.mu);
+        ledger.elements += 256;
+      }
+    }
+    (*reader)->Close();
+    std::sort(values.begin(), values.end());
+    bool exact = values.size() == kCount;
+    for (uint64_t i = 0; exact && i < kCount; ++i) exact = values[i] == i;
+    if (!exact) {
+      return ledger.Error("job " + std::to_string((*reader)->stats().job_id) + " read " +
+                          std::to_string(values.size()) + " elements of " + std::to_string(kCount) +
+                          ", not each once");
+    }
+    std::lock_guard<std::mutex> lock(ledger.mu);
+    ++ledger.reads_finished;
+  }
+}
+
+void RunClosures(clients::Coordinator& coordinator, Ledger& ledger, StopFlag& stop) {
+  constexpr int kBatch = 20;
+  for (uint64_t batch = 0; !stop.stopped(); ++batch) {
+    std::vector<std::pair<std::string, clients::RemoteValue>> values;
+    for (int i = 0; i < kBatch; ++i) {
+      std::string args = "closure " + std::to_string(batch) + "." + std::to_string(i);
+      auto value = coordinator.Schedule("echo", args);
+      if (!value.ok()) return ledger.Error("Schedule failed: " + value.status().ToString());
+      values.emplace_back(std::move(args), *value);
+    }
+    for (auto& [args, value] : values) {
+      Result<std::string> result = value.FetchFor(std::chrono::seconds(60));
+      if (!result.ok()) return ledger.Error("closure " + args + ": " + result.status().ToString());
+      if (*result != args) return ledger.Error("closure " + args + " returned '" + *result + "'");
+      std::lock_guard<std::mutex> lock(ledger.mu);
+      ++ledger.closures_acknowledged;
+    }
+  }
+}
+
+struct Progress {
+  uint64_t datasets = 0, closures = 0, elements = 0, errors = 0;
+};
+
+Progress ProgressOf(Ledger& ledger) {
+  std::lock_guard<std::mutex> lock(ledger.mu);
+  return Progress{ledger.datasets.size(), ledger.closures_acknowledged, ledger.elements,
+                  ledger.errors.size()};
+}
+
+std::string Quantiles(std::vector<int64_t> ms) {
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))]; };
+  return "p50 " + std::to_string(at(0.5)) + " ms, p99 " + std::to_string(at(0.99)) + " ms, max " +
+         std::to_string(ms.back()) + " ms";
+}
+
+TEST(HaTakeoverUnderLoad, KillsOfTheLeaderLoseNothingAcknowledged) {
+  if (!EtcdCluster::Available()) {
+    GTEST_SKIP() << "etcd is not installed (Debian etcd-server; scripts/bootstrap.sh installs it)";
+  }
+  const int kills = KillsFromEnvironment();
+  EtcdClusterOptions etcd_options;
+  etcd_options.members = 3;
+  EtcdCluster etcd(etcd_options);
+  ASSERT_TRUE(etcd.Start()) << etcd.error();
+  HaGroup group(etcd, 3, "2000", {"--log-level=warning"});
+  group.Start(0);
+  ASSERT_EQ(group.WaitLeader(), 0) << group.Ready(0);
+  for (size_t i = 1; i < group.size(); ++i) {
+    group.Start(i);
+    ASSERT_TRUE(group.WaitStandby(i)) << group.Ready(i);
+  }
+  const std::string addresses = group.AddressList();
+  std::vector<std::unique_ptr<WorkerProcess>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(StartClosureWorker(addresses, 2));
+  auto coordinator = MakeCoordinator(addresses);
+
+  Ledger ledger;
+  StopFlag stop;
+  std::vector<std::thread> load;
+  load.emplace_back([&] { RegisterDatasets(addresses, ledger, stop); });
+  load.emplace_back([&] { ReadJobs(addresses, ledger, stop); });
+  load.emplace_back([&] { RunClosures(*coordinator, ledger, stop); });
+  auto stop_load = [&] {
+    stop.Set();
+    for (auto& t : load) {
+      if (t.joinable()) t.join();
+    }
+  };
+  // Members that exited on their own are started again, as a supervisor
+  // would; each such exit is printed (it is no takeover the test caused).
+  std::vector<std::string> unplanned_exits;
+  auto supervise = [&] {
+    for (std::string& exit : group.RestartExited()) {
+      printf("%s", exit.c_str());
+      fflush(stdout);
+      unplanned_exits.push_back(std::move(exit));
+    }
+  };
+  // Every kind of load has gone on since `from` (the current leader serves it).
+  auto progressed = [&](Progress from) {
+    return WaitUntil(
+        [&] {
+          supervise();
+          Progress now = ProgressOf(ledger);
+          return (now.datasets >= from.datasets + 3 && now.closures >= from.closures + 20 &&
+                  now.elements >= from.elements + 2000) ||
+                 now.errors > 0;
+        },
+        std::chrono::seconds(120));
+  };
+
+  std::vector<int64_t> gaps_ms;
+  for (int k = 1; k <= kills; ++k) {
+    if (!progressed(ProgressOf(ledger)) || ProgressOf(ledger).errors > 0) {
+      stop_load();
+      for (const std::string& error : ledger.errors) ADD_FAILURE() << error;
+      FAIL() << "before kill " << k << ": the load made no progress or failed\n" << group.LogTails();
+    }
+    int leader = -1;
+    WaitUntil(
+        [&] {
+          supervise();
+          return (leader = group.Leader()) >= 0;
+        },
+        std::chrono::seconds(60));
+    if (leader < 0) {
+      stop_load();
+      FAIL() << "before kill " << k << ": no leader\n" << group.LogTails();
+    }
+    const auto killed = Clock::now();
+    group.Kill9(static_cast<size_t>(leader));
+    int next = -1;
+    WaitUntil(
+        [&] {
+          supervise();
+          return (next = group.Leader()) >= 0;
+        },
+        std::chrono::seconds(60));
+    const auto served = Clock::now();
+    if (next < 0) {
+      stop_load();
+      FAIL() << "kill " << k << ": no standby took over\n" << group.LogTails();
+    }
+    gaps_ms.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(served - killed).count());
+    printf("kill %d of %d: dispatcher %c -> %c in %lld ms\n", k, kills, 'a' + leader, 'a' + next,
+           static_cast<long long>(gaps_ms.back()));
+    fflush(stdout);
+    // The supervisor's part: the killed one comes back as a standby.
+    group.Start(static_cast<size_t>(leader));
+    if (!group.WaitStandby(static_cast<size_t>(leader))) {
+      stop_load();
+      FAIL() << "kill " << k << ": the restarted dispatcher is no standby\n" << group.LogTails();
+    }
+  }
+  const bool last_progress = progressed(ProgressOf(ledger));
+  stop_load();
+  ASSERT_TRUE(last_progress) << "after the last kill the load made no progress\n" << group.LogTails();
+  for (const std::string& error : ledger.errors) ADD_FAILURE() << error;
+
+  // Every acknowledged registration is on the final leader: registering the
+  // same definition again returns the id that was acknowledged.
+  const int final_leader = group.WaitLeader();
+  ASSERT_GE(final_leader, 0);
+  uint64_t lost = 0;
+  {
+    ClientLoop loop;
+    auto connection = loop.Connect(addresses);
+    EXPECT_EQ(connection->address(), group.address(static_cast<size_t>(final_leader)));
+    for (const auto& [count, id] : ledger.datasets) {
+      clients::RegisteredDataset again =
+          loop.Wait(clients::RegisterDataset(connection->dispatcher(), RangeSpec(count, 1)));
+      if (again.dataset_id != id) {
+        ++lost;
+        ADD_FAILURE() << "dataset 'range count=" << count << " splits=1' was acknowledged as " << id
+                      << ", the final leader has it as " << again.dataset_id;
+      }
+    }
+  }
+  const ClosureCounters closures = GetClosureCounters(addresses);
+  EXPECT_EQ(closures.failed, 0u);
+  EXPECT_EQ(closures.queued + closures.assigned + closures.waiting, 0u) << "closures left behind";
+  const clients::CoordinatorStatus coordinator_status = coordinator->status();
+
+  printf("HA takeover under load: %d kills of the leader (3 etcd members, %zu dispatchers)\n", kills,
+         group.size());
+  printf("  gap until a standby served: %s\n", Quantiles(gaps_ms).c_str());
+  printf("  dispatchers that exited on their own and were restarted: %zu\n", unplanned_exits.size());
+  printf("  acknowledged: %zu dataset registrations (%llu lost), %llu closures, %llu DYNAMIC jobs read "
+         "exactly once (%llu elements)\n",
+         ledger.datasets.size(), static_cast<unsigned long long>(lost),
+         static_cast<unsigned long long>(ledger.closures_acknowledged),
+         static_cast<unsigned long long>(ledger.reads_finished),
+         static_cast<unsigned long long>(ledger.elements));
+  printf("  retried after a takeover cut them off: %llu registrations, %llu job opens; coordinator: %llu "
+         "sessions, %llu dispatcher incarnations changed, %llu repeated outcomes dropped; final leader: "
+         "%llu closures finished, %llu results accepted, %llu late reports ignored\n",
+         static_cast<unsigned long long>(ledger.registration_failures),
+         static_cast<unsigned long long>(ledger.opens_retried),
+         static_cast<unsigned long long>(coordinator_status.sessions_opened),
+         static_cast<unsigned long long>(coordinator_status.dispatcher_restarts),
+         static_cast<unsigned long long>(coordinator_status.duplicate_outcomes_dropped),
+         static_cast<unsigned long long>(closures.finished),
+         static_cast<unsigned long long>(closures.results_accepted),
+         static_cast<unsigned long long>(closures.reports_ignored));
+  EXPECT_GE(coordinator_status.dispatcher_restarts, static_cast<uint64_t>(kills));
+}
+
+}  // namespace
+}  // namespace dispatch::testing
