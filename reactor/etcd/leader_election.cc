@@ -31,20 +31,29 @@ kj::Duration LeaderElection::Period() const { return options_.lease_ttl_seconds 
 void LeaderElection::Start() {
   KJ_REQUIRE(!started_, "LeaderElection started twice");
   started_ = true;
-  last_ok_sent_ = io_.timer().now();
-  start_ = client_.LeaseGrant(options_.lease_ttl_seconds)
-               .then([this](Result<Lease> lease) {
-                 if (!lease.ok()) {
-                   Lose(lease.status());
-                   return;
-                 }
-                 lease_id_ = lease->id;
-                 if (callbacks_.granted) callbacks_.granted(lease_id_);
-                 keepalive_ = KeepAliveLoop().eagerlyEvaluate(nullptr);
-                 deadline_ = WatchDeadline().eagerlyEvaluate(nullptr);
-                 Campaign();
-               })
-               .eagerlyEvaluate(nullptr);
+  start_ = Grant().eagerlyEvaluate(nullptr);
+}
+
+kj::Promise<void> LeaderElection::Grant() {
+  // Nothing is held before the grant, so nothing can be lost: a grant that
+  // fails (the endpoint is down, etcd has no leader yet) is tried again a
+  // keepalive period later, on the client's next endpoint. Giving up here
+  // would make every candidate whose first endpoint died stop at start.
+  return client_.LeaseGrant(options_.lease_ttl_seconds).then([this](Result<Lease> lease) -> kj::Promise<void> {
+    if (lost_) return kj::READY_NOW;
+    if (!lease.ok()) {
+      ++counters_.grants_failed;
+      Log(LogLevel::kWarning, "etcd lease grant failed (trying again): ", lease.status().ToString());
+      return io_.timer().afterDelay(Period()).then([this]() { return Grant(); });
+    }
+    lease_id_ = lease->id;
+    last_ok_sent_ = io_.timer().now();
+    if (callbacks_.granted) callbacks_.granted(lease_id_);
+    keepalive_ = KeepAliveLoop().eagerlyEvaluate(nullptr);
+    deadline_ = WatchDeadline().eagerlyEvaluate(nullptr);
+    Campaign();
+    return kj::READY_NOW;
+  });
 }
 
 kj::Duration LeaderElection::Budget() const {

@@ -1,6 +1,8 @@
 // LeaderElection: one dispatcher's candidacy for leadership, with an etcd
 // lease (docs/high_availability.md §3). Start() grants a lease of
-// `lease_ttl_seconds` and keeps it alive every TTL/3, one keepalive in
+// `lease_ttl_seconds` (a failed grant is tried again every keepalive period,
+// on the client's next endpoint: nothing is held yet, so nothing is lost)
+// and keeps it alive every TTL/3, one keepalive in
 // flight; it campaigns with one transaction, "if create_revision(key) == 0
 // then put key=value with the lease, else read key". The winner learns its
 // leader revision (the key's create revision: the fencing token every
@@ -60,6 +62,7 @@ struct LeaderElectionCounters {
   uint64_t campaigns = 0;
   uint64_t keepalives_ok = 0;
   uint64_t keepalives_failed = 0;  // no answer or an error (not "gone")
+  uint64_t grants_failed = 0;      // lease grants tried again (no lease is held yet)
 };
 
 class LeaderElection {
@@ -84,6 +87,7 @@ class LeaderElection {
 
  private:
   kj::Duration Period() const;
+  kj::Promise<void> Grant();
   kj::Duration Budget() const;
   kj::Promise<void> KeepAliveLoop();
   kj::Promise<void> WatchDeadline();

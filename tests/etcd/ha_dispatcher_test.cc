@@ -267,6 +267,21 @@ TEST_F(HaDispatcherTest, ALeaderStoppedPastItsLeaseAcknowledgesNothingMoreAndRej
   EXPECT_NE(text.find("rejoining the group as a standby"), std::string::npos) << text;
 }
 
+// A first etcd endpoint that refuses connections (a member that died) does
+// not stop a candidate: the lease grant is tried again on the next endpoint.
+// (Before, every fresh candidate whose first endpoint was down stopped at
+// once, and with --rejoin ran itself afresh into the same stop forever.)
+TEST_F(HaDispatcherTest, ACandidateWhoseFirstEtcdEndpointIsDeadStillLeads) {
+  DispatcherProcess::Options options;
+  options.work_dir = dir_.File("a");
+  options.stderr_path = dir_.File("a.log");
+  // Port 1 on loopback: nothing listens there, so connecting is refused.
+  options.extra_flags = {"--etcd=http://127.0.0.1:1," + cluster_.EndpointList(), "--ha-prefix=/test/ha",
+                         "--lease-ttl-ms=2000", "--rejoin=false"};
+  DispatcherProcess a(options);
+  EXPECT_TRUE(WaitLeading(a)) << Ready(a);
+}
+
 // A clean stop (SIGTERM) revokes the leader's lease: etcd deletes the leader
 // key and the member record at once, so a standby takes over long before
 // the 60 s TTL could expire.

@@ -177,7 +177,10 @@ int EtcdCluster::Leader() const {
     std::vector<std::string> fields;
     std::stringstream row(out);
     std::string field;
-    while (std::getline(row, field, ',')) fields.push_back(field.substr(field.find_first_not_of(' ')));
+    while (std::getline(row, field, ',')) {
+      const size_t start = field.find_first_not_of(' ');
+      fields.push_back(start == std::string::npos ? "" : field.substr(start));
+    }
     if (fields.size() > 4 && fields[4] == "true") return static_cast<int>(i);
   }
   return -1;
