@@ -7,6 +7,7 @@
 #include <kj/debug.h>
 
 #include "common/log.h"
+#include "common/checksum.h"
 #include "reactor/ha/journal_group_codec.h"
 
 namespace dispatch::ha {
@@ -50,6 +51,8 @@ HaController::HaController(uvkj::UvAsyncIo& io, reactor::DispatcherServer& serve
 HaController::~HaController() {
   rebuild_ = nullptr;
   election_.reset();
+  if (journal_ != nullptr) journal_->SetSnapshotWriter(nullptr);
+  snapshots_.reset();
   // The server's journal refers to journal_: it is never used after the
   // loop stopped, and the server is destroyed after this object's owner
   // is done with both.
@@ -87,21 +90,121 @@ void HaController::OnElected(int64_t leader_revision) {
   }
   const uint64_t start = uv_hrtime();
   storage::Store& local = **store;
-  rebuild_ = ReadJournal(local, options_.prefix + "/journal/")
+  rebuild_ = LoadSnapshot(local)
+                 .then([this, &local]() {
+                   return ReadJournal(local, JournalKey(options_.prefix, local.last_seq() + 1));
+                 })
                  .then([this, leader_revision, start, &local]() {
                    EtcdJournalOptions journal_options;
                    journal_options.prefix = options_.prefix;
                    journal_options.leader_revision = leader_revision;
                    journal_ = std::make_unique<EtcdJournal>(
                        io_, *client_, journal_options, [this](const Status& why) { Stop(why); });
-                   Log(LogLevel::kInfo, "read ", groups_read_, " journal groups from etcd (last sequence number ",
-                       local.last_seq(), ") in ", (uv_hrtime() - start) / 1000000, " ms");
+                   // etcd holds every record the local store was filled with.
+                   journal_->StartAfter(local.last_seq());
+                   EtcdSnapshotWriterOptions snapshot_options;
+                   snapshot_options.prefix = options_.prefix;
+                   snapshot_options.leader_revision = leader_revision;
+                   snapshot_options.kill_before_switch = options_.test_kill_before_snapshot_switch;
+                   snapshots_ = std::make_unique<EtcdSnapshotWriter>(
+                       io_, *client_, *journal_, local, snapshot_options, [this](const Status& why) { Stop(why); });
+                   journal_->SetSnapshotWriter(snapshots_.get());
+                   Log(LogLevel::kInfo, "read the snapshot at record ", local.snapshot_seq(), " and ", groups_read_,
+                       " journal groups from etcd (last sequence number ", local.last_seq(), ") in ",
+                       (uv_hrtime() - start) / 1000000, " ms");
                    Status leading = server_.BecomeLeader(journal_.get());
                    if (!leading.ok()) Stop(leading);
                  })
                  .eagerlyEvaluate([this](kj::Exception&& e) {
                    Stop(InternalError(std::string("rebuilding from etcd failed: ") + e.getDescription().cStr()));
                  });
+}
+
+kj::Promise<void> HaController::LoadSnapshot(storage::Store& store) {
+  const std::string current = SnapshotCurrentKey(options_.prefix);
+  return client_->Range(current).then([this, &store, current](Result<etcd::RangeResult> range) -> kj::Promise<void> {
+    if (!range.ok()) {
+      Stop(UnavailableError("cannot read " + current + " from etcd: " + range.status().ToString()));
+      return kj::NEVER_DONE;
+    }
+    if (range->kvs.empty()) return kj::READY_NOW;  // no snapshot yet: the journal starts at 1
+    auto descriptor = DecodeSnapshotDescriptor(range->kvs[0].value, current);
+    if (!descriptor.ok()) {
+      Stop(descriptor.status());
+      return kj::NEVER_DONE;
+    }
+    auto image = std::make_shared<std::string>();
+    image->reserve(descriptor->bytes);
+    const SnapshotDescriptor d = *descriptor;
+    return ReadChunks(d, 0, image).then([this, &store, descriptor = d, image]() -> kj::Promise<void> {
+      const std::string what = "the etcd snapshot at record " + std::to_string(descriptor.seq);
+      Status status;
+      if (image->size() != descriptor.bytes) {
+        status = DataLossError(what + " holds " + std::to_string(image->size()) + " bytes in its chunks, " +
+                               SnapshotCurrentKey(options_.prefix) + " says " + std::to_string(descriptor.bytes));
+      } else if (Crc32c(image->data(), image->size()) != descriptor.crc32c) {
+        status = DataLossError(what + " fails the CRC32C " + SnapshotCurrentKey(options_.prefix) + " holds");
+      }
+      if (status.ok()) {
+        auto decoded = DecodeSnapshotImage(*image, what);
+        image->clear();
+        if (!decoded.ok()) {
+          status = decoded.status();
+        } else if (decoded->seq != descriptor.seq) {
+          status = DataLossError(what + " holds the image of record " + std::to_string(decoded->seq));
+        } else {
+          status = store.InstallSnapshot(decoded->seq, decoded->state, decoded->tables);
+        }
+      }
+      if (!status.ok()) {
+        Stop(status);
+        return kj::NEVER_DONE;
+      }
+      return kj::READY_NOW;
+    });
+  });
+}
+
+kj::Promise<void> HaController::ReadChunks(SnapshotDescriptor descriptor, uint64_t next,
+                                           std::shared_ptr<std::string> image) {
+  if (next == descriptor.chunks) return kj::READY_NOW;
+  const std::string from = SnapshotChunkKey(options_.prefix, descriptor.seq, next);
+  const std::string end = SnapshotChunkKey(options_.prefix, descriptor.seq, descriptor.chunks);
+  return client_->Range(from, end, kKeysPerRange)
+      .then([this, descriptor, next, image](Result<etcd::RangeResult> range) mutable -> kj::Promise<void> {
+        if (!range.ok()) {
+          Stop(UnavailableError("cannot read the etcd snapshot's chunks: " + range.status().ToString()));
+          return kj::NEVER_DONE;
+        }
+        for (const etcd::KeyValue& kv : range->kvs) {
+          const std::string expected = SnapshotChunkKey(options_.prefix, descriptor.seq, next);
+          Status status;
+          if (kv.key != expected) {
+            status = DataLossError("etcd snapshot chunk " + expected + " is missing (the next key is " + kv.key + ")");
+          } else {
+            auto payload = SnapshotChunkPayload(kv.value, kv.key, descriptor.chunk_bytes);
+            if (!payload.ok()) {
+              status = payload.status();
+            } else if (next + 1 < descriptor.chunks && payload->size() != descriptor.chunk_bytes) {
+              status = DataLossError("etcd snapshot chunk " + kv.key + " holds " + std::to_string(payload->size()) +
+                                     " bytes, not " + std::to_string(descriptor.chunk_bytes));
+            } else {
+              image->append(payload->data(), payload->size());
+            }
+          }
+          if (!status.ok()) {
+            Stop(status);
+            return kj::NEVER_DONE;
+          }
+          ++next;
+        }
+        if (range->kvs.empty()) {
+          Stop(DataLossError("etcd snapshot chunk " + SnapshotChunkKey(options_.prefix, descriptor.seq, next) +
+                             " is missing"));
+          return kj::NEVER_DONE;
+        }
+        return ReadChunks(descriptor, next, image);
+      });
 }
 
 kj::Promise<void> HaController::ReadJournal(storage::Store& store, std::string from) {

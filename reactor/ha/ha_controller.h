@@ -1,12 +1,15 @@
 // HaController: what --etcd adds to the dispatcher process
-// (docs/high_availability.md §3, §4, §6, first version). It campaigns for
-// leadership (LeaderElection); while another member leads, the server is a
-// standby whose gateway names that leader; on winning, it reads the whole
-// journal from etcd (paged ranges of PREFIX/journal/) into a fresh local store,
-// checking each group's CRC and that sequence numbers run on without a gap
-// (DataLoss naming the key otherwise), and has the server recover from it
-// through the same Apply as a restart's replay, then serve with every commit
-// journaled in etcd (EtcdJournal). Losing the lease, being fenced, or a
+// (docs/high_availability.md §3-§6). It campaigns for leadership
+// (LeaderElection); while another member leads, the server is a cold standby
+// whose gateway names that leader; on winning, it loads the snapshot in etcd
+// (P/snapshot/current and its chunks, checked against the descriptor's sizes
+// and CRC32C) into a fresh local store as that store's snapshot, then reads
+// the journal keys after it (paged ranges of PREFIX/journal/ from S+1),
+// checking each group's CRC and that sequence numbers run on from S+1
+// without a gap (DataLoss naming the key otherwise), and has the server
+// recover from it through the same Apply as a restart's replay, then serve
+// with every commit journaled in etcd (EtcdJournal) and every local snapshot
+// sent on to etcd (EtcdSnapshotWriter). Losing the lease, being fenced, or a
 // failed rebuild stops the process with kExitLeadershipLost (fail-stop; a
 // supervisor restarts it as a candidate).
 // REQUIRES: loop thread only; the server outlives it.
@@ -23,6 +26,8 @@
 #include "reactor/etcd/etcd_client.h"
 #include "reactor/etcd/leader_election.h"
 #include "reactor/ha/etcd_journal.h"
+#include "reactor/ha/etcd_snapshot_writer.h"
+#include "reactor/ha/snapshot_codec.h"
 #include "reactor/uvkj/async_io.h"
 
 namespace dispatch::ha {
@@ -32,6 +37,9 @@ struct HaOptions {
   std::string prefix = "/dispatch/default";  // --ha-prefix
   uint64_t lease_ttl_ms = 2000;        // --lease-ttl-ms
   std::string advertise;               // --advertise (the leader key's value)
+  // EtcdSnapshotWriterOptions::kill_before_switch, from the environment
+  // (DISPATCH_TEST_HA_SNAPSHOT_KILL_BEFORE_SWITCH): tests only.
+  uint64_t test_kill_before_snapshot_switch = 0;
 };
 
 // Splits --etcd's comma-separated list; InvalidArgument naming a bad entry.
@@ -48,6 +56,10 @@ class HaController {
 
  private:
   void OnElected(int64_t leader_revision);
+  // P/snapshot/current and its chunks, checked and installed in `store` as
+  // its snapshot (nothing when there is none).
+  kj::Promise<void> LoadSnapshot(storage::Store& store);
+  kj::Promise<void> ReadChunks(SnapshotDescriptor descriptor, uint64_t next, std::shared_ptr<std::string> image);
   kj::Promise<void> ReadJournal(storage::Store& store, std::string from);
   void Stop(const Status& why);
 
@@ -56,6 +68,7 @@ class HaController {
   const HaOptions options_;
   std::unique_ptr<etcd::EtcdClient> client_;
   std::unique_ptr<EtcdJournal> journal_;
+  std::unique_ptr<EtcdSnapshotWriter> snapshots_;
   std::unique_ptr<etcd::LeaderElection> election_;
   uint64_t groups_read_ = 0;
   kj::Promise<void> rebuild_ = nullptr;
