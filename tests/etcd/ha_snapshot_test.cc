@@ -50,6 +50,15 @@ class HaSnapshotTest : public ::testing::Test {
     ASSERT_TRUE(cluster_.Start()) << cluster_.error();
   }
 
+  // A failed test shows the end of every dispatcher's log.
+  void TearDown() override {
+    if (!HasFailure()) return;
+    for (const char* name : {"a", "b"}) {
+      const std::string log = Log(name);
+      printf("--- end of %s.log ---\n%s\n", name, log.substr(log.size() > 4000 ? log.size() - 4000 : 0).c_str());
+    }
+  }
+
   std::unique_ptr<DispatcherProcess> StartDispatcher(const std::string& name, uint64_t snapshot_every) {
     DispatcherProcess::Options options;
     options.work_dir = dir_.File(name);
@@ -206,12 +215,14 @@ TEST_F(HaSnapshotTest, JournalKeysStayFewAndATakeoverKeepsEveryAcknowledgedChang
                 .find(std::string(kPrefix) + "/snapshot/current"),
             std::string::npos);
 
+  // Closed, the coordinator has sent the releases of what it fetched.
+  coordinator.reset();
+  ASSERT_TRUE(WaitForCounters(a->address(), [&](const ClosureCounters& c) { return c.finished == held.size(); }));
   CommandResult datasets_before = RunDispatchctl({"--dispatcher=" + a->address(), "datasets"});
   ASSERT_EQ(datasets_before.exit_code, 0) << datasets_before.output;
   CommandResult jobs_before = RunDispatchctl({"--dispatcher=" + a->address(), "jobs"});
   ASSERT_EQ(jobs_before.exit_code, 0) << jobs_before.output;
   const ClosureCounters closures_before = GetClosureCounters(a->address());
-  coordinator.reset();
 
   const auto killed = std::chrono::steady_clock::now();
   a->process().Signal(SIGKILL);
