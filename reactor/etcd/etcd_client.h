@@ -81,8 +81,10 @@ class EtcdClient {
   kj::Promise<Result<int64_t>> Put(const std::string& key, const std::string& value,
                                    int64_t lease = 0);
   // `range_end` empty: the key alone; PrefixEnd(key): every key under it.
+  // `revision` 0: the latest; else the keys as they were at that revision
+  // (an error once etcd compacted past it).
   kj::Promise<Result<RangeResult>> Range(const std::string& key, const std::string& range_end = {},
-                                         int64_t limit = 0);
+                                         int64_t limit = 0, int64_t revision = 0);
   kj::Promise<Result<TxnResult>> Commit(const Txn& txn);
   // Drops the history before `revision`; `physical` waits until the backend
   // really freed it (see the note: without it a defrag at once frees little).

@@ -129,10 +129,11 @@ std::string GatewayJson::EncodePut(const std::string& key, const std::string& va
 }
 
 std::string GatewayJson::EncodeRange(const std::string& key, const std::string& range_end,
-                                     int64_t limit) const {
+                                     int64_t limit, int64_t revision) const {
   capnp::MallocMessageBuilder message;
   auto range = message.initRoot<gw::RangeRequest>();
   SetRange(range, key, range_end, limit);
+  range.setRevision(revision);
   return ToString(codec_.encode(range.asReader()));
 }
 

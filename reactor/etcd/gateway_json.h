@@ -23,7 +23,9 @@ class GatewayJson {
   GatewayJson& operator=(const GatewayJson&) = delete;
 
   std::string EncodePut(const std::string& key, const std::string& value, int64_t lease) const;
-  std::string EncodeRange(const std::string& key, const std::string& range_end, int64_t limit) const;
+  // `revision` 0: the latest; else the store as it was at that revision.
+  std::string EncodeRange(const std::string& key, const std::string& range_end, int64_t limit,
+                          int64_t revision = 0) const;
   std::string EncodeTxn(const Txn& txn) const;
   std::string EncodeCompaction(int64_t revision, bool physical) const;
   std::string EncodeLeaseGrant(int64_t ttl_seconds) const;

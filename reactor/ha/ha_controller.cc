@@ -13,10 +13,7 @@
 namespace dispatch::ha {
 namespace {
 
-// Journal keys read per range request: at most 64 MiB of answer at
-// kMaxEtcdBatchBytes each, under the client's answer limit... kept small so
-// one answer stays far below it.
-constexpr int64_t kKeysPerRange = 4;
+constexpr int64_t kKeysPerRange = EtcdStateReader::kKeysPerRange;
 
 }  // namespace
 
@@ -50,6 +47,7 @@ HaController::HaController(uvkj::UvAsyncIo& io, reactor::DispatcherServer& serve
 
 HaController::~HaController() {
   rebuild_ = nullptr;
+  follower_.reset();
   election_.reset();
   if (journal_ != nullptr) journal_->SetSnapshotWriter(nullptr);
   snapshots_.reset();
@@ -72,6 +70,12 @@ void HaController::Start() {
   callbacks.following = [this](const etcd::KeyValue& leader) {
     Log(LogLevel::kInfo, "standby: the leader is ", leader.value.c_str());
     server_.SetStandbyOf(leader.value);
+    if (follower_ == nullptr && journal_ == nullptr) {
+      // A hot standby: follow the journal while waiting (§6).
+      follower_ = std::make_unique<StandbyFollower>(io_, *client_, server_, options_.prefix,
+                                                    [this](const Status& why) { Stop(why); });
+      follower_->Start();
+    }
   };
   callbacks.lost = [this](const Status& why) { Stop(why); };
   election_ = std::make_unique<etcd::LeaderElection>(io_, *client_, election_options, callbacks);
@@ -82,19 +86,44 @@ void HaController::Start() {
 }
 
 void HaController::OnElected(int64_t leader_revision) {
-  Log(LogLevel::kInfo, "elected (leader revision ", leader_revision, "): reading the journal from etcd");
-  Result<storage::Store*> store = server_.OpenHaStore();
-  if (!store.ok()) {
-    Stop(store.status());
-    return;
-  }
   const uint64_t start = uv_hrtime();
-  storage::Store& local = **store;
-  rebuild_ = LoadSnapshot(local)
-                 .then([this, &local]() {
-                   return ReadJournal(local, JournalKey(options_.prefix, local.last_seq() + 1));
+  kj::Promise<Status> filled = nullptr;
+  storage::Store* store = nullptr;
+  if (follower_ != nullptr && follower_->following()) {
+    // Hot: the store holds what the watch delivered; only the end of the
+    // journal (keys the old leader wrote that the watch had not brought
+    // yet) is left to read.
+    Log(LogLevel::kInfo, "elected (leader revision ", leader_revision, "): reading the journal after record ",
+        follower_->store()->last_seq(), " from etcd");
+    store = follower_->store();
+    filled = follower_->CatchUp();
+  } else {
+    // Cold: the follower had not loaded yet (or is loading again).
+    follower_.reset();
+    Log(LogLevel::kInfo, "elected (leader revision ", leader_revision, "): reading the journal from etcd");
+    Result<storage::Store*> opened = server_.OpenHaStore();
+    if (!opened.ok()) {
+      Stop(opened.status());
+      return;
+    }
+    store = *opened;
+    auto reader = std::make_shared<EtcdStateReader>(*client_, options_.prefix);
+    // The reader lives as long as the whole chain (not only the first step).
+    filled = reader->LoadSnapshot(*store, 0)
+                 .then([reader, store](Status loaded) -> kj::Promise<Status> {
+                   if (!loaded.ok()) return loaded;
+                   return reader->ReadJournal(*store, 0);
                  })
-                 .then([this, leader_revision, start, &local]() {
+                 .attach(std::shared_ptr<EtcdStateReader>(reader));
+  }
+  storage::Store& local = *store;
+  rebuild_ = filled
+                 .then([this, leader_revision, start, &local](Status status) {
+                   if (!status.ok()) {
+                     Stop(status);
+                     return;
+                   }
+                   follower_.reset();
                    EtcdJournalOptions journal_options;
                    journal_options.prefix = options_.prefix;
                    journal_options.leader_revision = leader_revision;
@@ -109,143 +138,15 @@ void HaController::OnElected(int64_t leader_revision) {
                    snapshots_ = std::make_unique<EtcdSnapshotWriter>(
                        io_, *client_, *journal_, local, snapshot_options, [this](const Status& why) { Stop(why); });
                    journal_->SetSnapshotWriter(snapshots_.get());
-                   Log(LogLevel::kInfo, "read the snapshot at record ", local.snapshot_seq(), " and ", groups_read_,
-                       " journal groups from etcd (last sequence number ", local.last_seq(), ") in ",
-                       (uv_hrtime() - start) / 1000000, " ms");
+                   Log(LogLevel::kInfo, "the local store holds the snapshot at record ", local.snapshot_seq(),
+                       " and the journal to record ", local.last_seq(), "; filled in ",
+                       (uv_hrtime() - start) / 1000000, " ms since elected");
                    Status leading = server_.BecomeLeader(journal_.get());
                    if (!leading.ok()) Stop(leading);
                  })
                  .eagerlyEvaluate([this](kj::Exception&& e) {
                    Stop(InternalError(std::string("rebuilding from etcd failed: ") + e.getDescription().cStr()));
                  });
-}
-
-kj::Promise<void> HaController::LoadSnapshot(storage::Store& store) {
-  const std::string current = SnapshotCurrentKey(options_.prefix);
-  return client_->Range(current).then([this, &store, current](Result<etcd::RangeResult> range) -> kj::Promise<void> {
-    if (!range.ok()) {
-      Stop(UnavailableError("cannot read " + current + " from etcd: " + range.status().ToString()));
-      return kj::NEVER_DONE;
-    }
-    if (range->kvs.empty()) return kj::READY_NOW;  // no snapshot yet: the journal starts at 1
-    auto descriptor = DecodeSnapshotDescriptor(range->kvs[0].value, current);
-    if (!descriptor.ok()) {
-      Stop(descriptor.status());
-      return kj::NEVER_DONE;
-    }
-    auto image = std::make_shared<std::string>();
-    image->reserve(descriptor->bytes);
-    const SnapshotDescriptor d = *descriptor;
-    return ReadChunks(d, 0, image).then([this, &store, descriptor = d, image]() -> kj::Promise<void> {
-      const std::string what = "the etcd snapshot at record " + std::to_string(descriptor.seq);
-      Status status;
-      if (image->size() != descriptor.bytes) {
-        status = DataLossError(what + " holds " + std::to_string(image->size()) + " bytes in its chunks, " +
-                               SnapshotCurrentKey(options_.prefix) + " says " + std::to_string(descriptor.bytes));
-      } else if (Crc32c(image->data(), image->size()) != descriptor.crc32c) {
-        status = DataLossError(what + " fails the CRC32C " + SnapshotCurrentKey(options_.prefix) + " holds");
-      }
-      if (status.ok()) {
-        auto decoded = DecodeSnapshotImage(*image, what);
-        image->clear();
-        if (!decoded.ok()) {
-          status = decoded.status();
-        } else if (decoded->seq != descriptor.seq) {
-          status = DataLossError(what + " holds the image of record " + std::to_string(decoded->seq));
-        } else {
-          status = store.InstallSnapshot(decoded->seq, decoded->state, decoded->tables);
-        }
-      }
-      if (!status.ok()) {
-        Stop(status);
-        return kj::NEVER_DONE;
-      }
-      return kj::READY_NOW;
-    });
-  });
-}
-
-kj::Promise<void> HaController::ReadChunks(SnapshotDescriptor descriptor, uint64_t next,
-                                           std::shared_ptr<std::string> image) {
-  if (next == descriptor.chunks) return kj::READY_NOW;
-  const std::string from = SnapshotChunkKey(options_.prefix, descriptor.seq, next);
-  const std::string end = SnapshotChunkKey(options_.prefix, descriptor.seq, descriptor.chunks);
-  return client_->Range(from, end, kKeysPerRange)
-      .then([this, descriptor, next, image](Result<etcd::RangeResult> range) mutable -> kj::Promise<void> {
-        if (!range.ok()) {
-          Stop(UnavailableError("cannot read the etcd snapshot's chunks: " + range.status().ToString()));
-          return kj::NEVER_DONE;
-        }
-        for (const etcd::KeyValue& kv : range->kvs) {
-          const std::string expected = SnapshotChunkKey(options_.prefix, descriptor.seq, next);
-          Status status;
-          if (kv.key != expected) {
-            status = DataLossError("etcd snapshot chunk " + expected + " is missing (the next key is " + kv.key + ")");
-          } else {
-            auto payload = SnapshotChunkPayload(kv.value, kv.key, descriptor.chunk_bytes);
-            if (!payload.ok()) {
-              status = payload.status();
-            } else if (next + 1 < descriptor.chunks && payload->size() != descriptor.chunk_bytes) {
-              status = DataLossError("etcd snapshot chunk " + kv.key + " holds " + std::to_string(payload->size()) +
-                                     " bytes, not " + std::to_string(descriptor.chunk_bytes));
-            } else {
-              image->append(payload->data(), payload->size());
-            }
-          }
-          if (!status.ok()) {
-            Stop(status);
-            return kj::NEVER_DONE;
-          }
-          ++next;
-        }
-        if (range->kvs.empty()) {
-          Stop(DataLossError("etcd snapshot chunk " + SnapshotChunkKey(options_.prefix, descriptor.seq, next) +
-                             " is missing"));
-          return kj::NEVER_DONE;
-        }
-        return ReadChunks(descriptor, next, image);
-      });
-}
-
-kj::Promise<void> HaController::ReadJournal(storage::Store& store, std::string from) {
-  const std::string end = etcd::PrefixEnd(options_.prefix + "/journal/");
-  return client_->Range(from, end, kKeysPerRange)
-      .then([this, &store, end](Result<etcd::RangeResult> range) -> kj::Promise<void> {
-        if (!range.ok()) {
-          // A candidate cannot lead without the whole journal; the
-          // supervisor's restart tries again.
-          Stop(UnavailableError("cannot read the journal from etcd: " + range.status().ToString()));
-          return kj::NEVER_DONE;
-        }
-        for (const etcd::KeyValue& kv : range->kvs) {
-          Result<DecodedGroup> group = DecodeJournalGroup(kv.value, kv.key);
-          Status status = group.status();
-          if (status.ok() && kv.key != JournalKey(options_.prefix, group->first_seq)) {
-            status = DataLossError("etcd journal key " + kv.key + " holds the group of sequence number " +
-                                   std::to_string(group->first_seq));
-          }
-          if (status.ok() && group->first_seq != store.last_seq() + 1) {
-            status = DataLossError("etcd journal gap: key " + kv.key + " follows sequence number " +
-                                   std::to_string(store.last_seq()));
-          }
-          if (status.ok()) {
-            for (const storage::Batch& pass : group->passes) {
-              Result<uint64_t> committed = store.Commit(pass);
-              if (!committed.ok()) {
-                status = committed.status();
-                break;
-              }
-            }
-          }
-          if (!status.ok()) {
-            Stop(status);
-            return kj::NEVER_DONE;
-          }
-          ++groups_read_;
-        }
-        if (!range->more || range->kvs.empty()) return kj::READY_NOW;
-        return ReadJournal(store, range->kvs.back().key + std::string(1, '\0'));
-      });
 }
 
 void HaController::Stop(const Status& why) {

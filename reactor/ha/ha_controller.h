@@ -27,7 +27,9 @@
 #include "reactor/etcd/leader_election.h"
 #include "reactor/ha/etcd_journal.h"
 #include "reactor/ha/etcd_snapshot_writer.h"
+#include "reactor/ha/etcd_state_reader.h"
 #include "reactor/ha/snapshot_codec.h"
+#include "reactor/ha/standby_follower.h"
 #include "reactor/uvkj/async_io.h"
 
 namespace dispatch::ha {
@@ -56,11 +58,6 @@ class HaController {
 
  private:
   void OnElected(int64_t leader_revision);
-  // P/snapshot/current and its chunks, checked and installed in `store` as
-  // its snapshot (nothing when there is none).
-  kj::Promise<void> LoadSnapshot(storage::Store& store);
-  kj::Promise<void> ReadChunks(SnapshotDescriptor descriptor, uint64_t next, std::shared_ptr<std::string> image);
-  kj::Promise<void> ReadJournal(storage::Store& store, std::string from);
   void Stop(const Status& why);
 
   uvkj::UvAsyncIo& io_;
@@ -69,8 +66,8 @@ class HaController {
   std::unique_ptr<etcd::EtcdClient> client_;
   std::unique_ptr<EtcdJournal> journal_;
   std::unique_ptr<EtcdSnapshotWriter> snapshots_;
+  std::unique_ptr<StandbyFollower> follower_;  // while a standby
   std::unique_ptr<etcd::LeaderElection> election_;
-  uint64_t groups_read_ = 0;
   kj::Promise<void> rebuild_ = nullptr;
 };
 

@@ -97,7 +97,7 @@ TEST(HaTakeoverGap, PrintsTheGapAfterKillOfALeaderWithALongJournal) {
   std::ifstream log(dir.File("b.log"));
   std::string line;
   while (std::getline(log, line)) {
-    if (line.find("elected") != std::string::npos || line.find("read the snapshot") != std::string::npos ||
+    if (line.find("elected") != std::string::npos || line.find("holds the snapshot") != std::string::npos || line.find("standby: loaded") != std::string::npos ||
         line.find("recovered state") != std::string::npos || line.find("caught up") != std::string::npos) {
       printf("b: %s\n", line.c_str());
     }
