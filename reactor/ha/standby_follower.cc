@@ -8,6 +8,12 @@
 
 namespace dispatch::ha {
 
+struct StandbyFollower::CheckpointJob : uvkj::PoolJob {
+  std::unique_ptr<storage::Checkpointer> checkpointer;
+  Result<storage::CheckpointStats> stats = storage::CheckpointStats{};
+  void Run() override { stats = checkpointer->Checkpoint(); }
+};
+
 StandbyFollower::StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, reactor::DispatcherServer& server,
                                  std::string prefix, std::function<void(const Status&)> on_failure)
     : io_(io),
@@ -15,7 +21,8 @@ StandbyFollower::StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, 
       server_(server),
       prefix_(std::move(prefix)),
       on_failure_(std::move(on_failure)),
-      reader_(client, prefix_) {}
+      reader_(client, prefix_),
+      checkpoint_(io.loop()) {}
 
 StandbyFollower::~StandbyFollower() {
   // Promises first: their continuations refer to this object and the watch.
@@ -24,6 +31,9 @@ StandbyFollower::~StandbyFollower() {
   restart_ = nullptr;
   watch_.reset();
   current_watch_.reset();
+  // A checkpoint in flight ends on the pool by itself (its own connection).
+  checkpoint_.Abandon();
+  checkpointer_.reset();
 }
 
 void StandbyFollower::Start() { Load(); }
@@ -34,6 +44,8 @@ void StandbyFollower::Load() {
   current_watch_.reset();
   refresh_ = nullptr;
   pending_image_.reset();
+  checkpoint_.Abandon();
+  checkpointer_.reset();  // before the store it belongs to goes
   Result<storage::Store*> store = server_.OpenHaStore();
   if (!store.ok()) {
     failed_ = true;
@@ -108,6 +120,7 @@ void StandbyFollower::OnWatch(Result<etcd::WatchBatch> batch) {
       }
       ++groups_applied_;
       TakeSnapshot();
+      MaybeCheckpoint();
     } else if (event.kv.key == current) {
       Refresh(event.kv.mod_revision);
     }
@@ -147,6 +160,32 @@ void StandbyFollower::TakeSnapshot() {
   ++snapshots_taken_;
 }
 
+void StandbyFollower::MaybeCheckpoint() {
+  if (checkpoint_.in_flight() || !store_->WantsCheckpoint()) return;
+  if (checkpointer_ == nullptr) {
+    auto opened = store_->NewCheckpointer();
+    if (!opened.ok()) {
+      Log(LogLevel::kWarning, "standby: no checkpointer: ", opened.status().ToString().c_str());
+      return;
+    }
+    checkpointer_ = std::move(opened).value();
+  }
+  auto job = std::make_unique<CheckpointJob>();
+  job->checkpointer = std::move(checkpointer_);
+  storage::Store* store = store_;
+  const int rc = checkpoint_.Start(job, [this, store](std::unique_ptr<CheckpointJob> done) {
+    checkpointer_ = std::move(done->checkpointer);
+    if (store != store_ || failed_) return;
+    if (!done->stats.ok()) {
+      failed_ = true;
+      on_failure_(done->stats.status());
+      return;
+    }
+    (void)store_->FinishCheckpoint(*done->stats);
+  });
+  if (rc != 0) checkpointer_ = std::move(job->checkpointer);
+}
+
 void StandbyFollower::Restart(const std::string& why) {
   if (stopped_ || failed_) return;
   ++reloads_;
@@ -161,6 +200,9 @@ kj::Promise<Status> StandbyFollower::CatchUp() {
   stopped_ = true;
   following_ = false;
   refresh_ = nullptr;
+  // The leader's DurableState checkpoints from now on.
+  checkpoint_.Abandon();
+  checkpointer_.reset();
   // The watch's stream closes once this returns to the loop (not from
   // inside a callback of its own: CatchUp runs from the election's).
   auto watch = std::move(watch_);

@@ -13,7 +13,8 @@
 // that fails starts the whole load over, from a fresh store. On winning,
 // CatchUp() stops the watch and ranges the journal from the store's position
 // to the end: the store then holds everything etcd holds, and the server
-// recovers from it as after a restart.
+// recovers from it as after a restart. The store's WAL is checkpointed on
+// the thread pool as it grows.
 // REQUIRES: loop thread only; client and server outlive it.
 #pragma once
 
@@ -28,6 +29,8 @@
 #include "reactor/etcd/etcd_client.h"
 #include "reactor/ha/etcd_state_reader.h"
 #include "reactor/uvkj/async_io.h"
+#include "reactor/uvkj/pool_work.h"
+#include "storage/checkpointer.h"
 
 namespace dispatch::ha {
 
@@ -54,6 +57,10 @@ class StandbyFollower {
   void OnWatch(Result<etcd::WatchBatch> batch);
   void Refresh(int64_t revision);
   void TakeSnapshot();
+  // The store's WAL is copied back off the loop, as DurableState does for a
+  // leader (nothing else checkpoints a standby's store).
+  void MaybeCheckpoint();
+  struct CheckpointJob;
   void Restart(const std::string& why);
 
   uvkj::UvAsyncIo& io_;
@@ -71,6 +78,8 @@ class StandbyFollower {
   uint64_t snapshots_taken_ = 0;
   // A current snapshot read from etcd whose record the store does not hold yet.
   std::shared_ptr<DecodedSnapshotImage> pending_image_;
+  std::unique_ptr<storage::Checkpointer> checkpointer_;  // idle; the job holds it while it runs
+  uvkj::PoolWork<CheckpointJob> checkpoint_;
   std::unique_ptr<etcd::EtcdWatch> watch_;          // PREFIX/journal/
   std::unique_ptr<etcd::EtcdWatch> current_watch_;  // PREFIX/snapshot/current
   kj::Promise<void> load_ = nullptr;

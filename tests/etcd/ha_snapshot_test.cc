@@ -3,7 +3,8 @@
 // dispatch-worker and dispatchctl.
 //  - with a small --snapshot-every, the journal keys in etcd stay few while
 //    thousands of updates go by, and a takeover after kill -9 of the leader
-//    keeps every acknowledged dataset, job, closure and held result;
+//    by a hot standby (§6: it followed the journal and the snapshots) keeps
+//    every acknowledged dataset, job, closure and held result;
 //  - a damaged snapshot chunk is refused at takeover, naming its key;
 //  - a leader killed between its chunks and their switch leaves orphan
 //    chunks: the takeover uses the previous complete snapshot, keeps every
@@ -234,6 +235,10 @@ TEST_F(HaSnapshotTest, JournalKeysStayFewAndATakeoverKeepsEveryAcknowledgedChang
   const std::string log = Log("b");
   EXPECT_NE(log.find("holds the snapshot at record "), std::string::npos) << log;
   EXPECT_EQ(log.find("holds the snapshot at record 0 "), std::string::npos) << log;
+  // A hot standby (§6): it had followed the journal and took the snapshots
+  // over as they became current, so at its election only the end was left.
+  EXPECT_NE(log.find("standby: loaded the snapshot at record "), std::string::npos) << log;
+  EXPECT_NE(log.find("reading the journal after record "), std::string::npos) << log;
 
   CommandResult datasets_after = RunDispatchctl({"--dispatcher=" + b->address(), "datasets"});
   EXPECT_EQ(datasets_after.output, datasets_before.output);

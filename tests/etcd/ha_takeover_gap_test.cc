@@ -4,7 +4,7 @@
 // released), then kill -9; the test prints how long until the standby
 // serves, and the standby's own account of its rebuild (its log lines).
 // HA_GAP_SNAPSHOT_EVERY sets --snapshot-every (default 1000). Label
-// etcd-long: left out of the default `ctest -L etcd` run (about a minute).
+// ha-long: left out of `ctest -L etcd` (about a minute).
 #include <signal.h>
 #include <stdlib.h>
 
