@@ -333,5 +333,30 @@ TEST_F(HaSnapshotTest, ALeaderKilledBeforeItsSwitchLeavesOrphansTheTakeoverIgnor
   for (const std::string& orphan : before) EXPECT_EQ(after.count(orphan), 0u) << orphan;
 }
 
+// §6: a hot standby checks what its watch brings as a takeover checks what
+// it reads: a damaged group stops it (exit 5) naming the key.
+TEST_F(HaSnapshotTest, AHotStandbyStopsOnADamagedJournalGroupNamingItsKey) {
+  auto a = StartDispatcher("a", 1000);
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  auto b = StartDispatcher("b", 1000);
+  ASSERT_TRUE(WaitUntil([&] { return Ready(*b).find("standby of " + a->address()) != std::string::npos; }))
+      << Ready(*b);
+  ASSERT_TRUE(WaitUntil([&] { return Log("b").find("following the journal") != std::string::npos; })) << Log("b");
+  auto coordinator = MakeCoordinator(a->address());
+  ASSERT_EQ(ScheduleAcknowledged(*coordinator, 10, 0).size(), 10u);
+  // The key after the last record A journaled (A started on an empty etcd).
+  const uint64_t last = static_cast<uint64_t>(Metric(*a, "dispatch_journal_records_total"));
+  char digits[32];
+  snprintf(digits, sizeof(digits), "%020llu", static_cast<unsigned long long>(last + 1));
+  const std::string key = std::string(kPrefix) + "/journal/" + digits;
+  ASSERT_EQ(Etcdctl({"put", key, "not a journal group of ours"}).rfind("exit", 0), std::string::npos);
+  auto status = b->process().Wait(kTestDeadline);
+  ASSERT_TRUE(status.has_value()) << "the standby went on after a damaged group";
+  ASSERT_TRUE(WIFEXITED(*status)) << *status;
+  EXPECT_EQ(WEXITSTATUS(*status), kExitLeadershipLost);
+  const std::string log = Log("b");
+  EXPECT_NE(log.find("etcd journal key " + key), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace dispatch::testing
