@@ -87,6 +87,11 @@ TEST(HaTakeoverGap, PrintsTheGapAfterKillOfALeaderWithALongJournal) {
          Metric(*a, "dispatch_etcd_snapshots_total"), static_cast<unsigned long long>(every));
   coordinator.reset();
   worker->Kill9();
+  // The hot standby's local copy: its WAL is checkpointed as it grows.
+  for (const char* file : {"b/ha-cache/dispatch.db", "b/ha-cache/dispatch.db-wal"}) {
+    std::ifstream in(dir.File(file), std::ios::binary | std::ios::ate);
+    printf("standby's %s: %lld bytes\n", file, static_cast<long long>(in ? static_cast<long long>(in.tellg()) : -1));
+  }
   const auto killed = std::chrono::steady_clock::now();
   a->process().Signal(SIGKILL);
   ASSERT_TRUE(a->process().Wait(kTestDeadline).has_value());
