@@ -12,24 +12,20 @@
 // Benchmarks report, never assert.
 #include <stdio.h>
 
-#include <algorithm>
 #include <chrono>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench/ha_bench_support.h"
 #include "bench/latency.h"
 #include "bench/registry.h"
 #include "clients/coordinator.h"
 #include "common/flag_parser.h"
-#include "reactor/histogram.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/etcd_cluster.h"
-#include "tests/support/http_get.h"
 #include "tests/support/subprocess.h"
-#include "tests/support/wait_until.h"
 
 namespace dispatch::bench {
 namespace {
@@ -50,49 +46,11 @@ struct Figures {
   double closures_per_second = 0;
   double p50_us = 0;
   double p99_us = 0;
-  double txn_p50_us = -1;  // -1: single node
-  double txn_p99_us = -1;
-  uint64_t transactions = 0;
+  TxnQuantiles txn;
 };
 
 void CheckOk(const Status& status, const char* what) {
   if (!status.ok()) throw std::runtime_error(std::string(what) + ": " + status.ToString());
-}
-
-// The p50/p99 of one Prometheus histogram in a /metrics text.
-void HistogramQuantiles(const std::string& metrics, const std::string& name, Figures& out) {
-  std::vector<double> bounds;
-  std::vector<uint64_t> cumulative;
-  uint64_t count = 0;
-  std::istringstream lines(metrics);
-  std::string line;
-  const std::string bucket = name + "_bucket{le=\"";
-  while (std::getline(lines, line)) {
-    if (line.rfind(bucket, 0) == 0) {
-      const size_t end = line.find('"', bucket.size());
-      const std::string le = line.substr(bucket.size(), end - bucket.size());
-      const uint64_t n = std::stoull(line.substr(line.rfind(' ') + 1));
-      if (le == "+Inf") {
-        count = n;
-      } else {
-        bounds.push_back(std::stod(le));
-        cumulative.push_back(n);
-      }
-    } else if (line.rfind(name + "_count ", 0) == 0) {
-      count = std::stoull(line.substr(line.rfind(' ') + 1));
-    }
-  }
-  if (bounds.empty() || count == 0) return;
-  std::vector<uint64_t> per_bucket;
-  uint64_t previous = 0;
-  for (uint64_t c : cumulative) {
-    per_bucket.push_back(c - previous);
-    previous = c;
-  }
-  per_bucket.push_back(count - previous);
-  out.txn_p50_us = reactor::Histogram::Quantile(bounds, per_bucket, 0.5) * 1e6;
-  out.txn_p99_us = reactor::Histogram::Quantile(bounds, per_bucket, 0.99) * 1e6;
-  out.transactions = count;
 }
 
 std::unique_ptr<testing::Subprocess> StartBenchWorker(const std::string& dispatcher, uint64_t slots) {
@@ -110,14 +68,8 @@ std::unique_ptr<testing::Subprocess> StartBenchWorker(const std::string& dispatc
 Figures Measure(const std::string& name, const HaBenchFlags& flags, const std::string& etcd) {
   Figures figures;
   figures.name = name;
-  testing::DispatcherProcess::Options options;
-  if (!etcd.empty()) options.extra_flags = {"--etcd=" + etcd, "--ha-prefix=/bench"};
-  testing::DispatcherProcess dispatcher(options);
-  if (!testing::WaitUntil([&] {
-        return testing::HttpGet(dispatcher.http_url(), "/readyz", "", std::chrono::seconds(5)).status == 200;
-      })) {
-    throw std::runtime_error(name + ": the dispatcher never became ready");
-  }
+  auto started = StartReadyDispatcher(name, etcd);
+  testing::DispatcherProcess& dispatcher = *started;
   std::vector<std::unique_ptr<testing::Subprocess>> workers;
   for (uint64_t i = 0; i < flags.workers; ++i) workers.push_back(StartBenchWorker(dispatcher.address(), flags.slots));
   clients::CoordinatorOptions coordinator_options;
@@ -151,10 +103,7 @@ Figures Measure(const std::string& name, const HaBenchFlags& flags, const std::s
   }
   figures.p50_us = samples.PercentileMicros(50);
   figures.p99_us = samples.PercentileMicros(99);
-  if (!etcd.empty()) {
-    testing::HttpResponse metrics = testing::HttpGet(dispatcher.http_url(), "/metrics");
-    HistogramQuantiles(metrics.body, "dispatch_etcd_journal_transaction_seconds", figures);
-  }
+  if (!etcd.empty()) figures.txn = ReadTxnQuantiles(dispatcher.http_url());
   coordinator.reset();
   return figures;
 }
@@ -177,37 +126,29 @@ int RunClosuresHa(int argc, char** argv) {
     return 1;
   }
   std::vector<Figures> all;
-  all.push_back(Measure("single node", flags, ""));
-  std::stringstream list(flags.members);
-  std::string item;
-  while (std::getline(list, item, ',')) {
-    testing::EtcdClusterOptions options;
-    options.members = std::stoi(item);
-    testing::EtcdCluster cluster(options);
-    if (!cluster.Start()) throw std::runtime_error("etcd: " + cluster.error());
-    all.push_back(Measure("etcd, " + item + (item == "1" ? " member" : " members"), flags,
-                          cluster.EndpointList()));
-  }
+  ForEachSetup(flags.members, [&](const std::string& name, const std::string& etcd) {
+    all.push_back(Measure(name, flags, etcd));
+  });
   printf("\nclosures-ha: %llu no-op closures on %llu workers x %llu slots; %llu sequential round trips\n",
          static_cast<unsigned long long>(flags.closures), static_cast<unsigned long long>(flags.workers),
          static_cast<unsigned long long>(flags.slots), static_cast<unsigned long long>(flags.sequential));
   printf("%-18s %12s %10s %10s %12s %12s %8s\n", "dispatcher", "closures/s", "rt p50 us", "rt p99 us",
          "etcd txn p50", "etcd txn p99", "txns");
   for (const Figures& f : all) {
-    if (f.txn_p50_us < 0) {
+    if (f.txn.p50_us < 0) {
       printf("%-18s %12.0f %10.1f %10.1f %12s %12s %8s\n", f.name.c_str(), f.closures_per_second, f.p50_us,
              f.p99_us, "-", "-", "-");
     } else {
       printf("%-18s %12.0f %10.1f %10.1f %12.1f %12.1f %8llu\n", f.name.c_str(), f.closures_per_second,
-             f.p50_us, f.p99_us, f.txn_p50_us, f.txn_p99_us, static_cast<unsigned long long>(f.transactions));
+             f.p50_us, f.p99_us, f.txn.p50_us, f.txn.p99_us, static_cast<unsigned long long>(f.txn.transactions));
     }
   }
   const Figures& single = all.front();
   for (size_t i = 1; i < all.size(); ++i) {
     const Figures& g = all[i];
-    const double bound = single.p50_us + 1.5 * g.txn_p50_us;
+    const double bound = single.p50_us + 1.5 * g.txn.p50_us;
     printf("%s: round trip p50 %.1f us vs target <= %.1f (single %.1f + 1.5 x txn p50 %.1f): %s\n",
-           g.name.c_str(), g.p50_us, bound, single.p50_us, g.txn_p50_us, g.p50_us <= bound ? "met" : "NOT met");
+           g.name.c_str(), g.p50_us, bound, single.p50_us, g.txn.p50_us, g.p50_us <= bound ? "met" : "NOT met");
     printf("%s: closures/s %.0f vs target >= %.0f (50%% of single): %s\n", g.name.c_str(),
            g.closures_per_second, 0.5 * single.closures_per_second,
            g.closures_per_second >= 0.5 * single.closures_per_second ? "met" : "NOT met");

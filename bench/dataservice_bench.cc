@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/dataservice_calls.h"
 #include "bench/latency.h"
 #include "bench/registry.h"
 #include "bench/sim_workers.h"
@@ -46,12 +47,8 @@ struct DsFlags {
   uint64_t warmup_seconds = 2;
   uint64_t idle_ms = 2000;
   uint64_t workers_per_connection = 100;
-  uint64_t single_splits = 5000;
-  uint64_t batch = 1024;
-  uint64_t batched_calls = 500;
-  uint64_t jobs_sequential = 2000;
-  uint64_t jobs_pipelined = 20000;
-  uint64_t in_flight = 64;
+  SplitRun splits;
+  JobRun jobs;
   bool quick = false;
 };
 
@@ -123,7 +120,7 @@ HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
       return SendSimHeartbeat(conn_of(w), w).then([&]() { return chain(); });
     };
     kj::Vector<kj::Promise<void>> chains;
-    for (uint64_t i = 0; i < flags.in_flight * 4; ++i) chains.add(chain());
+    for (uint64_t i = 0; i < flags.jobs.in_flight * 4; ++i) chains.add(chain());
     loop.Wait(kj::joinPromises(chains.releaseAsArray()), 600 * kj::SECONDS);
   }
   f.register_s = SecondsSince(start);
@@ -184,126 +181,6 @@ HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
   return f;
 }
 
-struct SplitFigures {
-  double p50_ms = 0, p99_ms = 0, single_per_s = 0, batched_per_s = 0, batched_call_p50_ms = 0;
-};
-
-capnp::Data::Reader AsData(const std::string& bytes) {
-  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(bytes.data()), bytes.size());
-}
-
-uint64_t RegisterDataset(ClientLoop& loop, rpc::Dispatcher::Client& d, uint64_t indexed) {
-  auto request = d.getOrRegisterDatasetRequest();
-  std::string definition = "bench-dataset";
-  request.setDefinition(AsData(definition));
-  request.initSplitSource().setIndexed(indexed);
-  return loop.Wait(request.send()).getDatasetId();
-}
-
-kj::Promise<uint64_t> CreateJob(rpc::Dispatcher::Client& d, uint64_t dataset,
-                                rpc::ProcessingMode mode) {
-  auto request = d.getOrCreateJobRequest();
-  auto job = request.initRequest();
-  job.setDatasetId(dataset);
-  job.setProcessingMode(mode);
-  return request.send().then([](auto response) { return response.getJobId(); });
-}
-
-kj::Promise<uint64_t> GetSplit(rpc::Dispatcher::Client& d, uint64_t task, uint64_t sequence,
-                               uint32_t max_splits) {
-  auto request = d.getSplitRequest();
-  auto body = request.initRequest();
-  body.setTaskId(task);
-  body.setRepetition(0);
-  body.setSequence(sequence);
-  body.setMaxSplits(max_splits);
-  return request.send().then(
-      [](auto response) -> uint64_t { return response.getResponse().getSplits().size(); });
-}
-
-SplitFigures MeasureSplits(const DsFlags& flags) {
-  DispatcherProcess dispatcher;
-  ClientLoop loop;
-  SimConnection worker;
-  worker.conn = loop.Connect(dispatcher.address());
-  auto client = loop.Connect(dispatcher.address());
-  auto& d = client->dispatcher();
-  loop.Wait(SendSimHeartbeat(worker, 0));
-  uint64_t dataset = RegisterDataset(loop, d, 1ull << 40);
-  uint64_t job = loop.Wait(CreateJob(d, dataset, rpc::ProcessingMode::DYNAMIC));
-  // The worker's next heartbeat lists its new task.
-  uint64_t task = 0;
-  {
-    auto request = worker.conn->dispatcher().workerHeartbeatRequest();
-    auto body = request.initRequest();
-    body.setAddress("sim-worker-0");
-    body.setTransferAddress("sim-worker-0/transfer");
-    body.setWorkerIncarnation(1);
-    body.setControl(worker.control);
-    auto response = loop.Wait(request.send());
-    for (auto info : response.getResponse().getNewTasks())
-      if (info.getJobId() == job) task = info.getTaskId();
-  }
-  if (task == 0) throw std::runtime_error("the simulated worker got no task for the job");
-
-  SplitFigures f;
-  uint64_t sequence = 0;
-  LatencySamples samples;
-  samples.Reserve(flags.single_splits);
-  auto start = Clock::now();
-  for (uint64_t i = 0; i < flags.single_splits; ++i) {
-    auto t0 = Clock::now();
-    loop.Wait(GetSplit(d, task, ++sequence, 1));
-    samples.Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-  }
-  f.single_per_s = flags.single_splits / SecondsSince(start);
-  f.p50_ms = samples.PercentileMicros(50) / 1000;
-  f.p99_ms = samples.PercentileMicros(99) / 1000;
-
-  LatencySamples batched;
-  uint64_t splits = 0;
-  start = Clock::now();
-  for (uint64_t i = 0; i < flags.batched_calls; ++i) {
-    auto t0 = Clock::now();
-    splits += loop.Wait(GetSplit(d, task, ++sequence, static_cast<uint32_t>(flags.batch)));
-    batched.Add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-  }
-  f.batched_per_s = splits / SecondsSince(start);
-  f.batched_call_p50_ms = batched.PercentileMicros(50) / 1000;
-  return f;
-}
-
-struct JobFigures {
-  double sequential_per_s = 0, pipelined_per_s = 0;
-};
-
-JobFigures MeasureJobs(const DsFlags& flags) {
-  DispatcherProcess dispatcher;
-  ClientLoop loop;
-  auto client = loop.Connect(dispatcher.address());
-  auto& d = client->dispatcher();
-  uint64_t dataset = RegisterDataset(loop, d, 1000);
-  JobFigures f;
-  auto start = Clock::now();
-  for (uint64_t i = 0; i < flags.jobs_sequential; ++i)
-    loop.Wait(CreateJob(d, dataset, rpc::ProcessingMode::OFF));
-  f.sequential_per_s = flags.jobs_sequential / SecondsSince(start);
-
-  uint64_t sent = 0;
-  std::function<kj::Promise<void>()> chain = [&]() -> kj::Promise<void> {
-    if (sent >= flags.jobs_pipelined) return kj::READY_NOW;
-    ++sent;
-    return CreateJob(d, dataset, rpc::ProcessingMode::OFF).then([&](uint64_t) {
-      return chain();
-    });
-  };
-  kj::Vector<kj::Promise<void>> chains;
-  start = Clock::now();
-  for (uint64_t i = 0; i < flags.in_flight; ++i) chains.add(chain());
-  loop.Wait(kj::joinPromises(chains.releaseAsArray()), 600 * kj::SECONDS);
-  f.pipelined_per_s = flags.jobs_pipelined / SecondsSince(start);
-  return f;
-}
 
 std::vector<uint64_t> ParseList(const std::string& text) {
   std::vector<uint64_t> values;
@@ -332,16 +209,7 @@ int RunDataServiceBench(int argc, char** argv) {
                  &flags.idle_ms, 100, 600000);
   parser.AddUint("workers-per-connection", "simulated workers sharing one connection",
                  &flags.workers_per_connection, 1, 1000000);
-  parser.AddUint("single-splits", "sequential single-split getSplit calls", &flags.single_splits, 1,
-                 100000000);
-  parser.AddUint("batch", "maxSplits of the batched getSplit calls", &flags.batch, 2, 1 << 20);
-  parser.AddUint("batched-calls", "sequential batched getSplit calls", &flags.batched_calls, 1,
-                 10000000);
-  parser.AddUint("jobs-sequential", "sequential getOrCreateJob calls", &flags.jobs_sequential, 1,
-                 10000000);
-  parser.AddUint("jobs-pipelined", "pipelined getOrCreateJob calls", &flags.jobs_pipelined, 1,
-                 10000000);
-  parser.AddUint("in-flight", "calls in flight when pipelined", &flags.in_flight, 1, 100000);
+  DeclareSplitAndJobFlags(parser, flags.splits, flags.jobs);
   parser.AddBool("quick",
                  "short runs (under a minute in all): 3 s per heartbeat run, 1 s "
                  "warmup, fewer calls",
@@ -351,10 +219,10 @@ int RunDataServiceBench(int argc, char** argv) {
     flags.heartbeat_seconds = 3;
     flags.warmup_seconds = 1;
     flags.idle_ms = 1000;
-    flags.single_splits = std::min<uint64_t>(flags.single_splits, 2000);
-    flags.batched_calls = std::min<uint64_t>(flags.batched_calls, 100);
-    flags.jobs_sequential = std::min<uint64_t>(flags.jobs_sequential, 500);
-    flags.jobs_pipelined = std::min<uint64_t>(flags.jobs_pipelined, 4000);
+    flags.splits.single_splits = std::min<uint64_t>(flags.splits.single_splits, 2000);
+    flags.splits.batched_calls = std::min<uint64_t>(flags.splits.batched_calls, 100);
+    flags.jobs.sequential = std::min<uint64_t>(flags.jobs.sequential, 500);
+    flags.jobs.pipelined = std::min<uint64_t>(flags.jobs.pipelined, 4000);
   }
   std::vector<uint64_t> counts = ParseList(flags.workers);
 
@@ -366,9 +234,17 @@ int RunDataServiceBench(int argc, char** argv) {
     fprintf(stderr, "heartbeats: %llu workers registered in %.1f s, %.0f/s sustained\n",
             static_cast<unsigned long long>(n), h.register_s, h.per_s);
   }
-  SplitFigures splits = MeasureSplits(flags);
+  SplitFigures splits;
+  {
+    DispatcherProcess dispatcher;
+    splits = MeasureSplits(dispatcher.address(), flags.splits);
+  }
   fprintf(stderr, "getSplit: done\n");
-  JobFigures jobs = MeasureJobs(flags);
+  JobFigures jobs;
+  {
+    DispatcherProcess dispatcher;
+    jobs = MeasureJobs(dispatcher.address(), flags.jobs);
+  }
 
   printf(
       "\ndataservice: dispatcher --synchronous=full; %llu s heartbeat windows (+%llu s warmup), "
@@ -416,14 +292,14 @@ int RunDataServiceBench(int argc, char** argv) {
   printf("%-44s %14.0f\n", "getSplit single splits/s", splits.single_per_s);
   char batch_name[64];
   snprintf(batch_name, sizeof batch_name, "getSplit batched (max %llu) splits/s",
-           static_cast<unsigned long long>(flags.batch));
+           static_cast<unsigned long long>(flags.splits.batch));
   printf("%-44s %14.0f  >= 100000 (%s)\n", batch_name, splits.batched_per_s,
          Verdict(splits.batched_per_s >= 100000));
   printf("%-44s %14.3f\n", "getSplit batched call p50 (ms)", splits.batched_call_p50_ms);
   printf("%-44s %14.0f\n", "getOrCreateJob sequential calls/s", jobs.sequential_per_s);
   char jobs_name[64];
   snprintf(jobs_name, sizeof jobs_name, "getOrCreateJob pipelined (%llu) calls/s",
-           static_cast<unsigned long long>(flags.in_flight));
+           static_cast<unsigned long long>(flags.jobs.in_flight));
   printf("%-44s %14.0f\n", jobs_name, jobs.pipelined_per_s);
   return 0;
 }

@@ -2,7 +2,8 @@
 // tasks and job clients, or shows one job, as an aligned table or (--json) as
 // the reply struct in capnp's JSON encoding; `read` reads a dataset through
 // the service (dispatchctl_read.h); `stats` and `top` show the dispatcher's
-// figures (dispatchctl_stats.h). Exit codes: 0 ok, 1 the
+// figures (dispatchctl_stats.h); `group` shows an HA group from etcd
+// (dispatchctl_group.h). Exit codes: 0 ok, 1 the
 // dispatcher refused or could not be reached (its message on stderr), 2 usage.
 #include <capnp/compat/json.h>
 #include <kj/debug.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 
 #include "clients/dispatchctl_connect.h"
+#include "clients/dispatchctl_group.h"
 #include "clients/dispatchctl_read.h"
 #include "clients/dispatchctl_run.h"
 #include "clients/dispatchctl_stats.h"
@@ -27,7 +29,7 @@ namespace {
 
 constexpr const char* kCommands =
     "workers | datasets | jobs | tasks | clients | job ID | read KIND [ARGS...] | run FUNCTION "
-    "[ARGS] | stats | top";
+    "[ARGS] | stats | top | group";
 
 struct Flags {
   std::string dispatcher;
@@ -99,6 +101,7 @@ std::string CheckArgs(const std::vector<std::string>& args) {
   if (c == "read") return "";  // checked by CheckReadArgs
   if (c == "run") return CheckRunArgs(args);
   if (c == "stats" || c == "top") return CheckStatsArgs(args);
+  if (c == "group") return "";  // checked by CheckGroupArgs
   if (c != "job") return "unknown command '" + c + "'; one of: " + kCommands;
   if (args.size() != 2) return "'job' takes one job id";
   const std::string& id = args[1];
@@ -112,7 +115,7 @@ int Main(int argc, char** argv) {
   Flags flags;
   FlagParser parser("dispatchctl",
                     std::string("Looks at a running dispatcher. Commands: ") + kCommands + ".");
-  parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH (required)",
+  parser.AddString("dispatcher", "ADDRESS", "the dispatcher: tcp:HOST:PORT or unix:PATH (required but for group)",
                    &flags.dispatcher);
   parser.AddString("token", "TOKEN", "secret presented at the dispatcher's gateway", &flags.token);
   parser.AddBool("json", "print the reply as JSON", &flags.json);
@@ -123,9 +126,14 @@ int Main(int argc, char** argv) {
   DeclareRunFlags(parser, run_flags);
   TopFlags top_flags;
   DeclareTopFlags(parser, top_flags);
+  GroupFlags group_flags;
+  DeclareGroupFlags(parser, group_flags);
   std::vector<std::string> args;
   ParseFlagsOrExit(parser, argc, argv, &args);
-  std::string usage_error = flags.dispatcher.empty() ? "--dispatcher is required" : CheckArgs(args);
+  std::string usage_error = CheckArgs(args);
+  const bool group = usage_error.empty() && args[0] == "group";
+  if (group) usage_error = CheckGroupArgs(args, group_flags);
+  if (usage_error.empty() && !group && flags.dispatcher.empty()) usage_error = "--dispatcher is required";
   if (usage_error.empty() && args[0] == "read") usage_error = CheckReadArgs(args, read_flags);
   if (!usage_error.empty()) {
     fprintf(stderr, "dispatchctl: %s\nrun with --help for usage\n", usage_error.c_str());
@@ -133,6 +141,7 @@ int Main(int argc, char** argv) {
   }
   SetLogLevel(LogLevel::kError);
   signal(SIGPIPE, SIG_IGN);
+  if (group) return RunGroup(group_flags, flags.timeout_ms);
   if (args[0] == "run") return RunClosures(flags.dispatcher, flags.token, args, run_flags);
   if (args[0] == "stats" || args[0] == "top") {
     return RunStats(flags.dispatcher, flags.token, args, top_flags, flags.json, flags.timeout_ms);

@@ -1,13 +1,19 @@
 // `dispatcher`: the dispatcher process. Parses flags, then runs one libuv loop
 // until SIGINT/SIGTERM ends it gracefully (exit 0). Exit codes: 0 clean stop,
 // 1 start-up failure, 2 bad flags, 3 journal write failure (fail-stop),
-// 4 an internal invariant broke, 5 HA mode: leadership lost or fenced.
+// 4 an internal invariant broke, 5 HA mode: leadership lost or fenced (with
+// --rejoin=false; by default such a member runs itself afresh as a standby).
 // With --verify it only checks the work dir: 0 clean, 1 damaged.
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <kj/debug.h>
 
@@ -15,6 +21,7 @@
 #include "common/flag_parser.h"
 #include "common/log.h"
 #include "reactor/dispatcher_server.h"
+#include "reactor/exec_self.h"
 #include "reactor/ha/ha_controller.h"
 #include "reactor/malloc_tuning.h"
 #include "reactor/signals.h"
@@ -36,6 +43,7 @@ struct MainFlags {
   std::string ha_prefix = "/dispatch/default";
   uint64_t lease_ttl_ms = 2000;
   std::string advertise;
+  bool rejoin = true;
 };
 
 // `--verify`: checks the stopped work dir offline (storage/verify.h), prints
@@ -99,6 +107,11 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                    "(standbys name it in their \"not the leader\" errors); empty: the bound "
                    "--listen address",
                    &flags.advertise);
+  parser.AddBool("rejoin",
+                 "HA mode: after losing leadership (lease lost, fenced), wait 1 s and run this "
+                 "binary afresh, same pid and same bound addresses, to rejoin the group as a "
+                 "standby; false: exit with code 5 and leave the restart to a supervisor",
+                 &flags.rejoin);
   parser.AddString("log-level", "LEVEL", "debug, info, warning or error", &flags.log_level);
   parser.AddString("log-format", "FORMAT",
                    "text: one line per event, \"TIME LEVEL MESSAGE\"; json: one JSON object per "
@@ -280,6 +293,42 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  &o.limits.peer_memory_budget_bytes, 1ull << 20, 1ull << 44);
 }
 
+// The --http flag value that binds `http_url` (DispatcherServer::http_url())
+// again: "http://HOST:PORT/" -> "tcp:HOST:PORT", "http+unix:PATH" -> "unix:PATH".
+std::string HttpFlagFor(const std::string& http_url) {
+  if (http_url.rfind("http+", 0) == 0) return http_url.substr(5);
+  std::string host_port = http_url.substr(7);
+  if (!host_port.empty() && host_port.back() == '/') host_port.pop_back();
+  return "tcp:" + host_port;
+}
+
+// --rejoin: this member lost its leadership and its state is no longer the
+// group's. Runs the binary afresh with the same flags and the addresses it
+// had bound (so clients and the leader key find it where they did, even
+// with port 0), after a pause that keeps an unreachable etcd from turning
+// this into a busy loop. Returns only if that failed.
+void RejoinAsStandby(int argc, char** argv, const std::string& listen, const std::string& http) {
+  std::vector<std::string> args(argv, argv + argc);
+  const std::string listen_flag = "--listen=" + listen;
+  const std::string http_flag = "--http=" + (http.empty() ? std::string("off") : HttpFlagFor(http));
+  // A member that rejoined before already ends with these two: no growth.
+  if (args.size() < 3 || args[args.size() - 2] != listen_flag || args.back() != http_flag) {
+    args.push_back(listen_flag);
+    args.push_back(http_flag);
+  }
+  std::vector<char*> exec_argv;
+  for (std::string& arg : args) exec_argv.push_back(arg.data());
+  exec_argv.push_back(nullptr);
+  Log(LogLevel::kWarning, "rejoining the group as a standby in 1 s: running ", argv[0], " afresh");
+  fflush(stdout);
+  fflush(stderr);
+  const struct timespec pause = {1, 0};
+  nanosleep(&pause, nullptr);
+  ExecSelf(exec_argv.data());
+  Log(LogLevel::kError, "cannot run ", argv[0], " afresh (", strerror(errno), "): exiting with code ",
+      kExitLeadershipLost);
+}
+
 int Main(int argc, char** argv) {
   TuneMallocOrReexec(argv);
   KeepFreedMemory();
@@ -403,6 +452,7 @@ int Main(int argc, char** argv) {
 
   uvkj::UvLoop loop;
   int exit_code = 0;
+  std::string bound_listen, bound_http;  // for --rejoin
   {
     uvkj::UvAsyncIo io(loop.get());
     {
@@ -435,12 +485,17 @@ int Main(int argc, char** argv) {
           ha_controller = std::make_unique<ha::HaController>(io, server, ha_options);
           ha_controller->Start();
         }
+        bound_listen = *bound;
+        bound_http = server.http_url();
         io.Run();
+        exit_code = server.exit_code();
+        // A clean stop hands leadership over at once: the lease is revoked,
+        // etcd deletes the leader key, a standby's watch sees it.
+        if (ha_controller && exit_code == 0) ha_controller->Resign(kj::SECONDS).wait(io.wait_scope());
         // Nothing of it runs once the loop stopped; the server's journal
         // refers to its etcd journal until the server is destroyed, after
         // this scope, and never uses it meanwhile.
         ha_controller.reset();
-        exit_code = server.exit_code();
       }
     }
     // Events queued while tearing the server down must run before the loop goes.
@@ -448,6 +503,7 @@ int Main(int argc, char** argv) {
   }
   int rc = loop.Close();
   if (rc != 0) Log(LogLevel::kWarning, "libuv loop closed with handles still open: ", uv_strerror(rc));
+  if (exit_code == kExitLeadershipLost && flags.rejoin) RejoinAsStandby(argc, argv, bound_listen, bound_http);
   return exit_code;
 }
 

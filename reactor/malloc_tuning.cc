@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "reactor/exec_self.h"
+
 namespace dispatch::reactor {
 namespace {
 
@@ -33,15 +35,7 @@ void TuneMallocOrReexec(char** argv) {
   if (value.find(kTcacheTunable) != std::string::npos) return;
   value = value.empty() ? kTcacheSetting : value + ":" + kTcacheSetting;
   if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
-  // Through the binary's own path, not /proc/self/exe: the kernel names the
-  // process after the file executed, and operators find it (ps, pkill,
-  // systemd, /proc/PID/comm) as "dispatcher", not as "exe".
-  char path[4096];
-  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (length > 0) {
-    path[length] = '\0';
-    execv(path, argv);
-  }
+  ExecSelf(argv);
   // Not re-executed (no /proc, say): run as we are, without the variable
   // we could not apply, so children do not inherit a half-made setting.
   if (tunables == nullptr) {

@@ -150,8 +150,8 @@ kj::Promise<Result<int64_t>> EtcdClient::Put(const std::string& key, const std::
 }
 
 kj::Promise<Result<RangeResult>> EtcdClient::Range(const std::string& key, const std::string& range_end,
-                                                   int64_t limit, int64_t revision) {
-  return Post("/v3/kv/range", json_.EncodeRange(key, range_end, limit, revision))
+                                                   int64_t limit, bool descending, int64_t revision) {
+  return Post("/v3/kv/range", json_.EncodeRange(key, range_end, limit, descending, revision))
       .then([this](Result<Answer> a) -> Result<RangeResult> {
         auto body = Expect200("/v3/kv/range", std::move(a));
         if (!body.ok()) return body.status();
@@ -196,6 +196,14 @@ kj::Promise<Result<int64_t>> EtcdClient::LeaseKeepAlive(int64_t id, std::chrono:
         if (line.empty()) return UnavailableError("etcd's keepalive answer is empty");
         return json_.DecodeKeepAliveLine(line, id);
       });
+}
+
+kj::Promise<Result<Lease>> EtcdClient::LeaseTimeToLive(int64_t id) {
+  return Post("/v3/lease/timetolive", json_.EncodeLeaseId(id)).then([this](Result<Answer> a) -> Result<Lease> {
+    auto body = Expect200("/v3/lease/timetolive", std::move(a));
+    if (!body.ok()) return body.status();
+    return json_.DecodeLeaseTimeToLive(*body);
+  });
 }
 
 kj::Promise<Status> EtcdClient::LeaseRevoke(int64_t id) {

@@ -81,10 +81,11 @@ class EtcdClient {
   kj::Promise<Result<int64_t>> Put(const std::string& key, const std::string& value,
                                    int64_t lease = 0);
   // `range_end` empty: the key alone; PrefixEnd(key): every key under it.
+  // `descending`: the keys in reverse order (with limit 1: the last key).
   // `revision` 0: the latest; else the keys as they were at that revision
   // (an error once etcd compacted past it).
   kj::Promise<Result<RangeResult>> Range(const std::string& key, const std::string& range_end = {},
-                                         int64_t limit = 0, int64_t revision = 0);
+                                         int64_t limit = 0, bool descending = false, int64_t revision = 0);
   kj::Promise<Result<TxnResult>> Commit(const Txn& txn);
   // Drops the history before `revision`; `physical` waits until the backend
   // really freed it (see the note: without it a defrag at once frees little).
@@ -98,6 +99,9 @@ class EtcdClient {
   // next endpoint, as for any unanswered request.
   kj::Promise<Result<int64_t>> LeaseKeepAlive(int64_t id, std::chrono::milliseconds timeout = {});
   kj::Promise<Status> LeaseRevoke(int64_t id);
+  // The lease's TTL left in seconds (-1 once it expired or was revoked) and
+  // its granted TTL; reading it does not keep the lease alive.
+  kj::Promise<Result<Lease>> LeaseTimeToLive(int64_t id);
 
   // Every message of the stream goes to `on_batch`, in order; an error
   // Result is the last call (the stream ended, failed, or a line was over the

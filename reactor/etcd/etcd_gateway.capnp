@@ -41,6 +41,13 @@ struct RangeRequest {
   revision @3 :Int64;
   keysOnly @4 :Bool $Json.name("keys_only");
   countOnly @5 :Bool $Json.name("count_only");
+  sortOrder @6 :SortOrder $Json.name("sort_order");  # by key (sort_target's default)
+}
+
+enum SortOrder {
+  none @0 $Json.name("NONE");
+  ascend @1 $Json.name("ASCEND");
+  descend @2 $Json.name("DESCEND");
 }
 
 struct RangeResponse {
@@ -165,6 +172,14 @@ struct LeaseRevokeResponse {
   header @0 :ResponseHeader;
 }
 
+struct LeaseTimeToLiveResponse {
+  # /v3/lease/timetolive: TTL is -1 once the lease expired or was revoked.
+  header @0 :ResponseHeader;
+  id @1 :Int64 $Json.name("ID");
+  ttl @2 :Int64 $Json.name("TTL");
+  grantedTtl @3 :Int64 $Json.name("grantedTTL");
+}
+
 struct WatchCreateRequest {
   key @0 :Data $Json.base64;
   rangeEnd @1 :Data $Json.base64 $Json.name("range_end");
@@ -229,4 +244,5 @@ struct AllMessages {
   i @8 :CompactionRequest; j @9 :CompactionResponse; k @10 :LeaseGrantRequest;
   l @11 :LeaseGrantResponse; m @12 :LeaseIdRequest; n @13 :LeaseRevokeResponse;
   o @14 :WatchRequest; p @15 :WatchLine; q @16 :KeepAliveLine; r @17 :ErrorAnswer;
+  s @18 :LeaseTimeToLiveResponse;
 }

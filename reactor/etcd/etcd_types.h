@@ -104,7 +104,8 @@ struct TxnResult {
 
 struct Lease {
   int64_t id = 0;
-  int64_t ttl_seconds = 0;  // as granted (etcd may raise a small TTL)
+  int64_t ttl_seconds = 0;  // as granted (etcd may raise a small TTL); time to live: left, -1 gone
+  int64_t granted_ttl_seconds = 0;  // time to live only: the TTL it was granted with
 };
 
 struct WatchEvent {

@@ -129,10 +129,11 @@ std::string GatewayJson::EncodePut(const std::string& key, const std::string& va
 }
 
 std::string GatewayJson::EncodeRange(const std::string& key, const std::string& range_end,
-                                     int64_t limit, int64_t revision) const {
+                                     int64_t limit, bool descending, int64_t revision) const {
   capnp::MallocMessageBuilder message;
   auto range = message.initRoot<gw::RangeRequest>();
   SetRange(range, key, range_end, limit);
+  if (descending) range.setSortOrder(gw::SortOrder::DESCEND);
   range.setRevision(revision);
   return ToString(codec_.encode(range.asReader()));
 }
@@ -248,6 +249,13 @@ Result<Lease> GatewayJson::DecodeLeaseGrant(std::string_view body) const {
     return InternalError("etcd's answer to a lease grant has no lease id or TTL");
   }
   return Lease{answer->getId(), answer->getTtl()};
+}
+
+Result<Lease> GatewayJson::DecodeLeaseTimeToLive(std::string_view body) const {
+  capnp::MallocMessageBuilder message;
+  auto answer = Decode<gw::LeaseTimeToLiveResponse>(codec_, body, message, "a lease time-to-live");
+  if (!answer.ok()) return answer.status();
+  return Lease{answer->getId(), answer->getTtl(), answer->getGrantedTtl()};
 }
 
 Result<int64_t> GatewayJson::DecodeKeepAliveLine(std::string_view line, int64_t id) const {

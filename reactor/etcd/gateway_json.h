@@ -23,9 +23,10 @@ class GatewayJson {
   GatewayJson& operator=(const GatewayJson&) = delete;
 
   std::string EncodePut(const std::string& key, const std::string& value, int64_t lease) const;
+  // `descending`: the keys in reverse order (with limit 1: the last key).
   // `revision` 0: the latest; else the store as it was at that revision.
   std::string EncodeRange(const std::string& key, const std::string& range_end, int64_t limit,
-                          int64_t revision = 0) const;
+                          bool descending = false, int64_t revision = 0) const;
   std::string EncodeTxn(const Txn& txn) const;
   std::string EncodeCompaction(int64_t revision, bool physical) const;
   std::string EncodeLeaseGrant(int64_t ttl_seconds) const;
@@ -39,6 +40,8 @@ class GatewayJson {
   Result<RangeResult> DecodeRange(std::string_view body) const;
   Result<TxnResult> DecodeTxn(std::string_view body) const;
   Result<Lease> DecodeLeaseGrant(std::string_view body) const;
+  // /v3/lease/timetolive: the TTL left (-1: the lease is gone) and granted.
+  Result<Lease> DecodeLeaseTimeToLive(std::string_view body) const;
   // One line of /v3/lease/keepalive: the lease's remaining TTL in seconds, or
   // NotFound when the answer has no TTL (etcd's only sign the lease is gone).
   Result<int64_t> DecodeKeepAliveLine(std::string_view line, int64_t id) const;

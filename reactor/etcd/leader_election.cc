@@ -39,6 +39,7 @@ void LeaderElection::Start() {
                    return;
                  }
                  lease_id_ = lease->id;
+                 if (callbacks_.granted) callbacks_.granted(lease_id_);
                  keepalive_ = KeepAliveLoop().eagerlyEvaluate(nullptr);
                  deadline_ = WatchDeadline().eagerlyEvaluate(nullptr);
                  Campaign();
@@ -148,6 +149,19 @@ void LeaderElection::Follow(const KeyValue& leader, int64_t from_revision) {
       }
     }
   });
+}
+
+kj::Promise<Status> LeaderElection::Resign() {
+  const bool was_lost = lost_;
+  lost_ = true;
+  leading_ = false;
+  start_ = nullptr;
+  keepalive_ = nullptr;
+  deadline_ = nullptr;
+  campaign_ = nullptr;
+  if (was_lost || lease_id_ == 0) return Status::Ok();
+  Log(LogLevel::kInfo, "revoking etcd lease ", lease_id_, " (resigning)");
+  return client_.LeaseRevoke(lease_id_);
 }
 
 void LeaderElection::Lose(Status why) {

@@ -16,8 +16,10 @@
 //    and a process stopped by SIGSTOP notices as soon as it runs again. Each
 //    keepalive may take at most a period.
 // Whoever gets `lost` must stop serving at once: another may already lead.
-// This first version never rejoins by itself; its owner exits (fail-stop) or
-// builds a new LeaderElection.
+// It never rejoins by itself: its owner starts afresh (the dispatcher runs
+// its own binary again, dispatcher_main.cc). Resign() ends it on purpose
+// (a clean stop): the lease is revoked, so etcd deletes the leader key at
+// once and a standby need not wait for the TTL.
 // REQUIRES: loop thread only; not destroyed from inside one of its callbacks;
 // the client outlives it.
 #pragma once
@@ -43,6 +45,9 @@ struct LeaderElectionOptions {
 };
 
 struct LeaderElectionCallbacks {
+  // The lease was granted (before the first campaign): keys this member
+  // attaches to it vanish with it. Optional.
+  std::function<void(int64_t lease_id)> granted;
   // This member leads; `leader_revision` is the leader key's create revision.
   std::function<void(int64_t leader_revision)> elected;
   // Another member leads (each time a campaign finds one).
@@ -66,6 +71,10 @@ class LeaderElection {
   LeaderElection& operator=(const LeaderElection&) = delete;
 
   void Start();
+  // Ends candidacy and leadership without calling `lost`: no keepalive or
+  // campaign follows, and the lease is revoked (best effort: resolves with
+  // etcd's answer, or Unavailable; a lease never granted is not revoked).
+  kj::Promise<Status> Resign();
 
   bool leading() const { return leading_; }
   bool lost() const { return lost_; }

@@ -7,7 +7,7 @@ namespace dispatch::ha {
 
 kj::Promise<Status> EtcdStateReader::ReadSnapshot(int64_t revision, std::shared_ptr<DecodedSnapshotImage> out) {
   const std::string current = SnapshotCurrentKey(prefix_);
-  return client_.Range(current, {}, 0, revision)
+  return client_.Range(current, {}, 0, /*descending=*/false, revision)
       .then([this, current, revision, out](Result<etcd::RangeResult> range) -> kj::Promise<Status> {
         if (!range.ok()) return UnavailableError("cannot read " + current + " from etcd: " + range.status().ToString());
         if (range->kvs.empty()) return Status::Ok();  // no snapshot yet: the journal starts at 1
@@ -52,7 +52,7 @@ kj::Promise<Status> EtcdStateReader::ReadChunks(SnapshotDescriptor descriptor, u
   if (next == descriptor.chunks) return Status::Ok();
   const std::string from = SnapshotChunkKey(prefix_, descriptor.seq, next);
   const std::string end = SnapshotChunkKey(prefix_, descriptor.seq, descriptor.chunks);
-  return client_.Range(from, end, kKeysPerRange, revision)
+  return client_.Range(from, end, kKeysPerRange, /*descending=*/false, revision)
       .then([this, descriptor, next, image, revision](Result<etcd::RangeResult> range) mutable -> kj::Promise<Status> {
         if (!range.ok()) return UnavailableError("cannot read the etcd snapshot's chunks: " + range.status().ToString());
         if (range->kvs.empty()) {
@@ -83,7 +83,7 @@ kj::Promise<Status> EtcdStateReader::ReadJournal(storage::Store& store, int64_t 
 kj::Promise<Status> EtcdStateReader::ReadJournalFrom(storage::Store& store, std::string from, int64_t revision) {
   const std::string end = etcd::PrefixEnd(prefix_ + "/journal/");
   storage::Store* target = &store;
-  return client_.Range(from, end, kKeysPerRange, revision)
+  return client_.Range(from, end, kKeysPerRange, /*descending=*/false, revision)
       .then([this, target, revision](Result<etcd::RangeResult> range) -> kj::Promise<Status> {
         if (!range.ok()) return UnavailableError("cannot read the journal from etcd: " + range.status().ToString());
         for (const etcd::KeyValue& kv : range->kvs) {

@@ -1,14 +1,17 @@
 #include "reactor/ha/ha_controller.h"
 
+#include <unistd.h>
 #include <uv.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include <kj/debug.h>
 
 #include "common/log.h"
 #include "common/checksum.h"
 #include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/member_record.h"
 
 namespace dispatch::ha {
 namespace {
@@ -48,6 +51,7 @@ HaController::HaController(uvkj::UvAsyncIo& io, reactor::DispatcherServer& serve
 HaController::~HaController() {
   rebuild_ = nullptr;
   follower_.reset();
+  member_put_ = nullptr;
   election_.reset();
   if (journal_ != nullptr) journal_->SetSnapshotWriter(nullptr);
   snapshots_.reset();
@@ -66,6 +70,7 @@ void HaController::Start() {
   election_options.lease_ttl_seconds =
       std::max<int64_t>(2, static_cast<int64_t>((options_.lease_ttl_ms + 999) / 1000));
   etcd::LeaderElectionCallbacks callbacks;
+  callbacks.granted = [this](int64_t lease_id) { OnGranted(lease_id); };
   callbacks.elected = [this](int64_t revision) { OnElected(revision); };
   callbacks.following = [this](const etcd::KeyValue& leader) {
     Log(LogLevel::kInfo, "standby: the leader is ", leader.value.c_str());
@@ -83,6 +88,35 @@ void HaController::Start() {
       client_->endpoint().c_str(), " as ", options_.advertise.c_str(), " (lease TTL ",
       election_options.lease_ttl_seconds, " s)");
   election_->Start();
+}
+
+void HaController::OnGranted(int64_t lease_id) {
+  MemberRecord member;
+  member.rpc = options_.advertise;
+  member.http = server_.http_url();
+  member.pid = static_cast<uint32_t>(getpid());
+  member.started_unix_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  const std::string key = MemberKey(options_.prefix, lease_id);
+  // Informational (dispatchctl group): a failed put costs no correctness.
+  member_put_ = client_->Put(key, EncodeMemberRecord(member), lease_id)
+                    .then([key](Result<int64_t> put) {
+                      if (!put.ok()) Log(LogLevel::kWarning, "cannot write ", key.c_str(), ": ", put.status().ToString());
+                    })
+                    .eagerlyEvaluate(nullptr);
+}
+
+kj::Promise<void> HaController::Resign(kj::Duration timeout) {
+  rebuild_ = nullptr;
+  if (!election_) return kj::READY_NOW;
+  return io_.timer()
+      .timeoutAfter(timeout, election_->Resign())
+      .then(
+          [](Status revoked) {
+            if (!revoked.ok()) Log(LogLevel::kWarning, "lease not revoked: ", revoked.ToString());
+          },
+          [](kj::Exception&& e) { Log(LogLevel::kWarning, "lease not revoked: ", e.getDescription().cStr()); });
 }
 
 void HaController::OnElected(int64_t leader_revision) {

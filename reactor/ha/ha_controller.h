@@ -1,17 +1,20 @@
 // HaController: what --etcd adds to the dispatcher process
 // (docs/high_availability.md §3-§6). It campaigns for leadership
-// (LeaderElection); while another member leads, the server is a cold standby
-// whose gateway names that leader; on winning, it loads the snapshot in etcd
-// (P/snapshot/current and its chunks, checked against the descriptor's sizes
-// and CRC32C) into a fresh local store as that store's snapshot, then reads
-// the journal keys after it (paged ranges of PREFIX/journal/ from S+1),
-// checking each group's CRC and that sequence numbers run on from S+1
-// without a gap (DataLoss naming the key otherwise), and has the server
-// recover from it through the same Apply as a restart's replay, then serve
-// with every commit journaled in etcd (EtcdJournal) and every local snapshot
-// sent on to etcd (EtcdSnapshotWriter). Losing the lease, being fenced, or a
-// failed rebuild stops the process with kExitLeadershipLost (fail-stop; a
-// supervisor restarts it as a candidate).
+// (LeaderElection); while another member leads, the server is a hot standby
+// whose gateway names that leader and whose StandbyFollower keeps a local
+// store following the etcd journal; on winning, it brings that store to the
+// journal's end (or, when the follower had not loaded yet, loads the snapshot
+// in etcd, checked against the descriptor's sizes and CRC32C, and the journal
+// keys after it from S+1, each group's CRC checked and sequence numbers
+// running on without a gap: DataLoss naming the key otherwise:
+// EtcdStateReader), has the server recover from it through the same Apply as
+// a restart's replay, then serves with every commit journaled in etcd
+// (EtcdJournal) and every local snapshot sent on to etcd
+// (EtcdSnapshotWriter). Losing the lease, being fenced, or a failed rebuild
+// stops the process with kExitLeadershipLost; the process then rejoins as a
+// standby by running its binary afresh (dispatcher_main.cc), or exits with
+// that code under --rejoin=false. Each member also writes its record
+// (member_record.h) under PREFIX/members/, attached to its lease.
 // REQUIRES: loop thread only; the server outlives it.
 #pragma once
 
@@ -55,8 +58,13 @@ class HaController {
   HaController& operator=(const HaController&) = delete;
 
   void Start();
+  // A clean stop: ends the candidacy and revokes the lease, so the leader
+  // key and this member's record vanish at once and a standby takes over
+  // without waiting for the TTL. Waits at most `timeout` for etcd.
+  kj::Promise<void> Resign(kj::Duration timeout);
 
  private:
+  void OnGranted(int64_t lease_id);
   void OnElected(int64_t leader_revision);
   void Stop(const Status& why);
 
@@ -69,6 +77,7 @@ class HaController {
   std::unique_ptr<StandbyFollower> follower_;  // while a standby
   std::unique_ptr<etcd::LeaderElection> election_;
   kj::Promise<void> rebuild_ = nullptr;
+  kj::Promise<void> member_put_ = nullptr;
 };
 
 }  // namespace dispatch::ha

@@ -4,7 +4,9 @@
 //    kill -9 of the leader the standby serves with every acknowledged change;
 //  - a standby refuses every call naming the leader, and /readyz says so;
 //  - a leader stopped past its lease (SIGSTOP) and resumed acknowledges
-//    nothing more: its write is never journaled and it exits with code 5.
+//    nothing more: its write is never journaled, and it rejoins as a standby
+//    (or, with --rejoin=false, exits with code 5 once fenced);
+//  - a clean stop revokes the lease; `dispatchctl group` shows the group.
 // Takeover gaps are printed, never asserted.
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,16 +14,20 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "clients/blocking_dataset_client.h"
 #include "tests/closures/closure_test_support.h"
+#include "tests/integration/client_loop.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/etcd_cluster.h"
 #include "tests/support/http_get.h"
@@ -32,6 +38,7 @@ namespace dispatch::testing {
 namespace {
 
 constexpr int kExitLeadershipLost = 5;  // reactor/durable_state.h
+constexpr char kLateDefinition[] = "range count=3 late";
 
 class HaDispatcherTest : public ::testing::Test {
  protected:
@@ -42,18 +49,49 @@ class HaDispatcherTest : public ::testing::Test {
     ASSERT_TRUE(cluster_.Start()) << cluster_.error();
   }
 
-  std::unique_ptr<DispatcherProcess> StartDispatcher(const std::string& name) {
+  // A failed test shows what each dispatcher logged.
+  void TearDown() override {
+    if (!HasFailure()) return;
+    for (const char* name : {"a", "b", "c"}) {
+      std::ifstream log(dir_.File(std::string(name) + ".log"));
+      if (!log) continue;
+      const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      printf("---- %s.log ----\n%s", name, text.c_str());
+    }
+  }
+
+  std::unique_ptr<DispatcherProcess> StartDispatcher(const std::string& name,
+                                                     std::vector<std::string> flags = {}) {
     DispatcherProcess::Options options;
     options.work_dir = dir_.File(name);
     options.stderr_path = dir_.File(name + ".log");
     options.extra_flags = {"--etcd=" + cluster_.EndpointList(), "--ha-prefix=/test/ha",
                            "--lease-ttl-ms=2000", "--worker-heartbeat-interval-ms=100"};
+    for (std::string& flag : flags) options.extra_flags.push_back(std::move(flag));
     return std::make_unique<DispatcherProcess>(options);
   }
 
+  // Non-empty lines of etcdctl's output (a key per line with --keys-only).
+  static size_t CountLines(const std::string& text) {
+    size_t n = 0, start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      if (end > start) ++n;
+      start = end + 1;
+    }
+    return n;
+  }
+
+  // "STATUS BODY" of /readyz, or "unreachable: WHY" while nothing listens
+  // (a member between leaving and rejoining).
   static std::string Ready(DispatcherProcess& d) {
-    HttpResponse r = HttpGet(d.http_url(), "/readyz", "", std::chrono::seconds(5));
-    return std::to_string(r.status) + " " + r.body;
+    try {
+      HttpResponse r = HttpGet(d.http_url(), "/readyz", "", std::chrono::seconds(5));
+      return std::to_string(r.status) + " " + r.body;
+    } catch (const std::exception& e) {
+      return std::string("unreachable: ") + e.what();
+    }
   }
 
   static bool WaitLeading(DispatcherProcess& d) {
@@ -155,7 +193,7 @@ TEST_F(HaDispatcherTest, AStandbyRefusesEveryCallNamingTheLeader) {
   EXPECT_EQ(served.exit_code, 0) << served.output;
 }
 
-TEST_F(HaDispatcherTest, ALeaderStoppedPastItsLeaseAcknowledgesNothingMoreAndExitsWithCode5) {
+TEST_F(HaDispatcherTest, ALeaderStoppedPastItsLeaseAcknowledgesNothingMoreAndRejoinsAsAStandby) {
   auto a = StartDispatcher("a");
   ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
   auto b = StartDispatcher("b");
@@ -166,26 +204,121 @@ TEST_F(HaDispatcherTest, ALeaderStoppedPastItsLeaseAcknowledgesNothingMoreAndExi
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   ASSERT_TRUE(WaitUntil([&] { return first->closure_id() != 0; })) << "the first schedule was not acknowledged";
 
+  // A write on a connection of its own, which never goes anywhere else: it
+  // waits in the socket while A is stopped, and A must not acknowledge it.
+  // Its own thread, since each thread has at most one event loop.
+  std::atomic<bool> connected{false}, stopped{false}, sent{false}, done{false};
+  std::string outcome;
+  std::thread writer([&] {
+    ClientLoop loop;
+    auto connection = loop.Connect(a->address());
+    connected = true;
+    WaitUntil([&] { return stopped.load(); }, loop);
+    auto late = connection->dispatcher().getOrRegisterDatasetRequest();
+    late.setDefinition(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(kLateDefinition),
+                                           strlen(kLateDefinition)));
+    auto reply = late.send();
+    // The loop's pending work (the write to the socket) runs now, long
+    // before B can lead (a lease's time from now).
+    loop.wait_scope().poll();
+    sent = true;
+    try {
+      loop.Wait(kj::mv(reply));
+      outcome = "acknowledged";
+    } catch (const kj::Exception& e) {
+      outcome = std::string("refused: ") + e.getDescription().cStr();
+    }
+    done = true;
+  });
+  ASSERT_TRUE(WaitUntil([&] { return connected.load(); }));
   a->process().Signal(SIGSTOP);
-  // A write sent to the stopped leader: it waits in the socket until A runs.
-  auto late = coordinator->Schedule("echo", "late");
-  ASSERT_TRUE(late.ok()) << late.status().ToString();
-  ASSERT_TRUE(WaitLeading(*b)) << Ready(*b);
+  stopped = true;
+  const bool b_leads = WaitUntil([&] { return sent.load(); }) && WaitLeading(*b);
   a->process().Signal(SIGCONT);
-  auto status = a->process().Wait(kTestDeadline);
-  ASSERT_TRUE(status.has_value()) << "the deposed leader did not stop";
-  ASSERT_TRUE(WIFEXITED(*status)) << *status;
-  EXPECT_EQ(WEXITSTATUS(*status), kExitLeadershipLost);
-  // The late write was acknowledged by nobody and journaled nowhere; the
-  // first one survived the takeover.
-  EXPECT_EQ(late->closure_id(), 0u);
+  writer.join();
+  ASSERT_TRUE(b_leads) << Ready(*b);
+  ASSERT_TRUE(done.load());
+  EXPECT_EQ(outcome.rfind("refused: ", 0), 0u) << "the deposed leader acknowledged a write after the takeover: "
+                                                << outcome;
+
+  // Same process (same pid, same addresses), now a standby of B.
+  ASSERT_TRUE(WaitUntil([&] { return Ready(*a) == "503 standby of " + b->address() + "\n"; })) << Ready(*a);
+  CommandResult group = RunDispatchctl({"group", "--etcd=" + cluster_.EndpointList(), "--ha-prefix=/test/ha"});
+  ASSERT_EQ(group.exit_code, 0) << group.output;
+  EXPECT_NE(group.output.find("pid " + std::to_string(a->process().pid())), std::string::npos) << group.output;
+  // The late write was journaled nowhere; the first one survived.
+  CommandResult datasets = RunDispatchctl({"--dispatcher=" + b->address(), "datasets"});
+  ASSERT_EQ(datasets.exit_code, 0) << datasets.output;
+  EXPECT_EQ(datasets.output.find("late"), std::string::npos) << datasets.output;
   const ClosureCounters on_b = GetClosureCounters(b->address());
   EXPECT_EQ(on_b.queued + on_b.waiting + on_b.assigned + on_b.finished, 1u);
+  std::ifstream log(dir_.File("a.log"));
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("rejoining the group as a standby"), std::string::npos) << text;
 }
 
-TEST_F(HaDispatcherTest, ALeaderWhoseKeyWasReplacedIsFencedAtItsNextCommitAndExitsWithCode5) {
+// A clean stop (SIGTERM) revokes the leader's lease: etcd deletes the leader
+// key and the member record at once, so a standby takes over long before
+// the 60 s TTL could expire.
+TEST_F(HaDispatcherTest, ACleanStopRevokesTheLeaseAndAStandbyTakesOverWithoutWaitingForTheTtl) {
+  if (access("/usr/bin/etcdctl", X_OK) != 0) GTEST_SKIP() << "etcdctl is not installed (Debian etcd-client)";
+  auto a = StartDispatcher("a", {"--lease-ttl-ms=60000"});
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  auto b = StartDispatcher("b", {"--lease-ttl-ms=60000"});
+  ASSERT_TRUE(WaitUntil([&] { return Ready(*b).find("standby of") != std::string::npos; })) << Ready(*b);
+  ASSERT_TRUE(WaitUntil([&] { return CountLines(Etcdctl({"get", "--prefix", "--keys-only", "/test/ha/members/"})) == 2; }));
+  a->process().Signal(SIGTERM);
+  auto status = a->process().Wait(kTestDeadline);
+  ASSERT_TRUE(status.has_value() && WIFEXITED(*status)) << "the leader did not stop";
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  // Gone the moment A exited: only a revoke does that before the TTL.
+  EXPECT_EQ(CountLines(Etcdctl({"get", "--prefix", "--keys-only", "/test/ha/members/"})), 1u);
+  EXPECT_TRUE(WaitLeading(*b)) << Ready(*b);
+}
+
+// `dispatchctl group` reads the group from etcd: the leader with its lease,
+// every member, and the journal's last sequence number.
+TEST_F(HaDispatcherTest, DispatchctlGroupShowsTheLeaderItsLeaseTheMembersAndTheJournalPosition) {
   if (access("/usr/bin/etcdctl", X_OK) != 0) GTEST_SKIP() << "etcdctl is not installed (Debian etcd-client)";
   auto a = StartDispatcher("a");
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  auto b = StartDispatcher("b");
+  ASSERT_TRUE(WaitUntil([&] { return Ready(*b).find("standby of") != std::string::npos; })) << Ready(*b);
+  ASSERT_TRUE(WaitUntil([&] { return CountLines(Etcdctl({"get", "--prefix", "--keys-only", "/test/ha/members/"})) == 2; }));
+  auto coordinator = MakeCoordinator(a->address());
+  for (int i = 0; i < 5; ++i) {
+    auto value = coordinator->Schedule("echo", "x");
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    ASSERT_TRUE(WaitUntil([&] { return value->closure_id() != 0; }));
+  }
+  CommandResult group = RunDispatchctl({"group", "--etcd=" + cluster_.EndpointList(), "--ha-prefix=/test/ha"});
+  ASSERT_EQ(group.exit_code, 0) << group.output;
+  EXPECT_NE(group.output.find("leader   " + a->address() + "  lease "), std::string::npos) << group.output;
+  EXPECT_NE(group.output.find("s left of 2 s)"), std::string::npos) << group.output;
+  EXPECT_NE(group.output.find("member   " + a->address()), std::string::npos) << group.output;
+  EXPECT_NE(group.output.find("pid " + std::to_string(a->process().pid()) + "  " + a->http_url() + "  (leader)"),
+            std::string::npos) << group.output;
+  EXPECT_NE(group.output.find("pid " + std::to_string(b->process().pid()) + "  " + b->http_url() + "  (standby)"),
+            std::string::npos) << group.output;
+  // The journal's keys, as etcdctl counts them, and a last sequence number
+  // that covers at least the five acknowledged schedules.
+  const size_t keys = CountLines(Etcdctl({"get", "--prefix", "--keys-only", "/test/ha/journal/"}));
+  EXPECT_NE(group.output.find("journal  " + std::to_string(keys) + " keys in etcd"), std::string::npos)
+      << group.output;
+  const size_t at = group.output.find("last sequence number ");
+  ASSERT_NE(at, std::string::npos) << group.output;
+  EXPECT_GE(std::stoull(group.output.substr(at + 21)), 5u) << group.output;
+  // Without --etcd it is a usage error.
+  CommandResult usage = RunDispatchctl({"group"});
+  EXPECT_EQ(usage.exit_code, 2) << usage.output;
+  EXPECT_NE(usage.output.find("'group' needs --etcd"), std::string::npos) << usage.output;
+}
+
+// With --rejoin=false a member that lost its leadership exits with code 5
+// and leaves its restart to a supervisor.
+TEST_F(HaDispatcherTest, ALeaderWhoseKeyWasReplacedIsFencedAtItsNextCommitAndExitsWithCode5) {
+  if (access("/usr/bin/etcdctl", X_OK) != 0) GTEST_SKIP() << "etcdctl is not installed (Debian etcd-client)";
+  auto a = StartDispatcher("a", {"--rejoin=false"});
   ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
   auto coordinator = MakeCoordinator(a->address());
   auto first = coordinator->Schedule("echo", "first");

@@ -66,7 +66,9 @@ class HaSnapshotTest : public ::testing::Test {
     options.stderr_path = dir_.File(name + ".log");
     options.extra_flags = {"--etcd=" + cluster_.EndpointList(), std::string("--ha-prefix=") + kPrefix,
                            "--lease-ttl-ms=2000", "--worker-heartbeat-interval-ms=100",
-                           "--snapshot-every=" + std::to_string(snapshot_every), "--log-level=info"};
+                           "--snapshot-every=" + std::to_string(snapshot_every), "--log-level=info",
+                           // A stopped member exits (5) instead of rejoining: the tests check why.
+                           "--rejoin=false"};
     return std::make_unique<DispatcherProcess>(options);
   }
 

@@ -164,4 +164,23 @@ bool EtcdCluster::Start() {
   return false;
 }
 
+int EtcdCluster::Leader() const {
+  if (access("/usr/bin/etcdctl", X_OK) != 0) return -1;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (!Running(static_cast<int>(i))) continue;
+    // One line per endpoint: "ENDPOINT, ID, VERSION, SIZE, IS LEADER, ...".
+    Subprocess etcdctl({"/bin/sh", "-c", "ETCDCTL_API=3 exec /usr/bin/etcdctl \"$@\" 2>/dev/null", "etcdctl",
+                        "--endpoints=" + endpoints_[i], "--command-timeout=2s", "endpoint", "status"});
+    std::string out;
+    while (auto line = etcdctl.ReadLine(std::chrono::seconds(5))) out += *line;
+    etcdctl.Wait(std::chrono::seconds(5));
+    std::vector<std::string> fields;
+    std::stringstream row(out);
+    std::string field;
+    while (std::getline(row, field, ',')) fields.push_back(field.substr(field.find_first_not_of(' ')));
+    if (fields.size() > 4 && fields[4] == "true") return static_cast<int>(i);
+  }
+  return -1;
+}
+
 }  // namespace dispatch::testing

@@ -50,6 +50,10 @@ class EtcdCluster {
   // kill -9 of one member, reaped before it returns.
   void Kill(int member);
   bool Running(int member) const;
+  // The member that is raft's leader now, by etcdctl's endpoint status
+  // (Debian etcd-client); -1 when none answers as leader or etcdctl is
+  // missing.
+  int Leader() const;
   // Any signal, e.g. SIGSTOP / SIGCONT (a member that stops answering).
   void Signal(int member, int signum) { members_.at(member)->Signal(signum); }
 
