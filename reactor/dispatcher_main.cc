@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -476,6 +477,11 @@ int Main(int argc, char** argv) {
         std::unique_ptr<ha::HaController> ha_controller;
         if (flags.options.ha) {
           if (ha_options.advertise.empty()) ha_options.advertise = *bound;
+          // Tests only (tests/etcd): a leader that dies between the chunks
+          // of its Nth etcd snapshot and their switch.
+          if (const char* n = getenv("DISPATCH_TEST_HA_SNAPSHOT_KILL_BEFORE_SWITCH")) {
+            ha_options.test_kill_before_snapshot_switch = strtoull(n, nullptr, 10);
+          }
           ha_controller = std::make_unique<ha::HaController>(io, server, ha_options);
           ha_controller->Start();
         }

@@ -373,7 +373,14 @@ void DurableState::MaybeSnapshot() {
   if (!options_.snapshot_in_background) {
     // The old way, kept for comparison: every reply waits for this.
     const uint64_t start = uv_hrtime();
+    const uint64_t seq = store_.last_seq();
+    if (replicator_ != nullptr) replicator_->SnapshotStarted(seq);
     Status status = Snapshot();
+    if (replicator_ != nullptr) {
+      replicator_->SnapshotEnded(seq, status.ok() && store_.latest_snapshot().has_value()
+                                          ? &*store_.latest_snapshot()
+                                          : nullptr);
+    }
     SnapshotOutcome outcome;
     outcome.status = status;
     outcome.started_ns = start;
@@ -407,9 +414,19 @@ void DurableState::MaybeSnapshot() {
     return;
   }
   last_snapshot_start_seq_ = seq;
+  if (replicator_ != nullptr) replicator_->SnapshotStarted(seq);
 }
 
 void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
+  OnSnapshotDoneLocally(outcome);
+  if (replicator_ == nullptr) return;
+  // HA mode: the replicated journal hears whether the store recorded it.
+  const auto& recorded = store_.latest_snapshot();
+  const bool ok = outcome.status.ok() && recorded.has_value() && recorded->name == outcome.info.name;
+  replicator_->SnapshotEnded(outcome.info.seq, ok ? &*recorded : nullptr);
+}
+
+void DurableState::OnSnapshotDoneLocally(SnapshotOutcome& outcome) {
   if (outcome.status.ok() && outcome.info.seq < store_.snapshot_seq()) {
     // A newer snapshot was recorded meanwhile (an inline one): this file is
     // of no use.

@@ -316,6 +316,7 @@ class DurableState {
   // Fulfils the StopBackgroundWork() waiter once nothing is in flight.
   void WakeStopWaiter();
   void OnSnapshotDone(SnapshotOutcome outcome);
+  void OnSnapshotDoneLocally(SnapshotOutcome& outcome);
   void RemoveSnapshotFiles(const std::vector<std::string>& names);
 
   uv_loop_t* const loop_;

@@ -21,6 +21,7 @@
 #include "reactor/durable_waiters.h"
 #include "reactor/histogram.h"
 #include "storage/batch.h"
+#include "storage/snapshot_file.h"
 
 namespace dispatch::reactor {
 
@@ -58,6 +59,18 @@ struct ReplicatorStats {
   Histogram transaction_seconds{Histogram::SecondsBounds()};  // sent to acknowledged
   Histogram bytes_per_transaction{TransactionByteBounds()};
   Histogram records_per_transaction{Histogram::CountBounds()};
+  // The snapshot in etcd (docs/high_availability.md §5).
+  uint64_t snapshots_written = 0;     // snapshots made current in etcd
+  uint64_t snapshot_bytes = 0;        // chunk value bytes etcd acknowledged
+  uint64_t snapshot_chunks = 0;       // chunk transactions acknowledged
+  uint64_t snapshot_failures = 0;     // snapshots given up (the journal keeps everything)
+  uint64_t snapshots_skipped = 0;     // local snapshots not sent: one was still going to etcd
+  uint64_t snapshot_retries = 0;      // snapshot transactions sent again after no answer
+  uint64_t snapshot_keys_deleted = 0; // journal and old chunk keys deleted by the switches
+  uint64_t compactions = 0;           // compactions etcd finished (physical)
+  uint64_t compaction_failures = 0;
+  uint64_t last_snapshot_seq = 0;     // S of the current snapshot in etcd (0: none)
+  Histogram snapshot_seconds{Histogram::SecondsBounds()};  // local snapshot recorded -> current in etcd
 };
 
 class JournalReplicator {
@@ -81,6 +94,17 @@ class JournalReplicator {
   // more is sent. Idempotent.
   virtual void Fail(const Status& status) = 0;
   virtual const ReplicatorStats& stats() const = 0;
+
+  // Local snapshots, so that the replicated journal can snapshot too and
+  // drop what the snapshot covers. SnapshotStarted: right after the commit
+  // of record `seq`, a snapshot of the state after it begins (nothing else
+  // was committed in between). SnapshotEnded: that snapshot ended,
+  // recorded in the local store (`recorded` names its file) or not (null).
+  virtual void SnapshotStarted(uint64_t seq) { (void)seq; }
+  virtual void SnapshotEnded(uint64_t seq, const storage::SnapshotFileInfo* recorded) {
+    (void)seq;
+    (void)recorded;
+  }
 };
 
 }  // namespace dispatch::reactor

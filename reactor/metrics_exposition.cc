@@ -214,6 +214,32 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
             rs.bytes_per_transaction);
     f.Histo("dispatch_etcd_journal_records_per_transaction",
             "HA mode: journal records in one etcd transaction.", rs.records_per_transaction);
+    f.Counter("dispatch_etcd_snapshots_total", "HA mode: snapshots made current in etcd.",
+              static_cast<double>(rs.snapshots_written));
+    f.Counter("dispatch_etcd_snapshot_bytes_total", "HA mode: snapshot chunk bytes etcd acknowledged.",
+              static_cast<double>(rs.snapshot_bytes));
+    f.Counter("dispatch_etcd_snapshot_chunks_total", "HA mode: snapshot chunks etcd acknowledged.",
+              static_cast<double>(rs.snapshot_chunks));
+    f.Counter("dispatch_etcd_snapshot_failures_total",
+              "HA mode: snapshots given up before their switch (the journal keeps every record).",
+              static_cast<double>(rs.snapshot_failures));
+    f.Counter("dispatch_etcd_snapshots_skipped_total",
+              "HA mode: local snapshots not sent because a newer one replaced them while another was sent.",
+              static_cast<double>(rs.snapshots_skipped));
+    f.Counter("dispatch_etcd_snapshot_retries_total",
+              "HA mode: snapshot transactions sent again after no answer.",
+              static_cast<double>(rs.snapshot_retries));
+    f.Counter("dispatch_etcd_keys_deleted_total",
+              "HA mode: journal keys and old snapshot chunks deleted by snapshot switches.",
+              static_cast<double>(rs.snapshot_keys_deleted));
+    f.Counter("dispatch_etcd_compactions_total", "HA mode: etcd compactions (physical) at a snapshot switch.",
+              static_cast<double>(rs.compactions));
+    f.Counter("dispatch_etcd_compaction_failures_total", "HA mode: etcd compactions that failed.",
+              static_cast<double>(rs.compaction_failures));
+    f.Gauge("dispatch_etcd_snapshot_seq", "HA mode: the record the current snapshot in etcd covers (0: none).",
+            static_cast<double>(rs.last_snapshot_seq));
+    f.Histo("dispatch_etcd_snapshot_seconds",
+            "HA mode: one etcd snapshot, local snapshot recorded to current in etcd.", rs.snapshot_seconds);
   }
   // The loop.
   f.Histo("dispatch_loop_lag_seconds",

@@ -268,6 +268,43 @@ Status Store::WriteSnapshot(uint64_t seq, std::string_view bytes) {
   return Status::Ok();
 }
 
+Status Store::InstallSnapshot(uint64_t seq, std::string_view bytes, const Batch& tables) {
+  if (failed()) return failure_;
+  if (last_seq_ != 0 || has_snapshot_ || journal_first_seq_ != 1) {
+    return FailedPreconditionError("cannot install a snapshot at record " + std::to_string(seq) + " into " +
+                                   db_path_ + ": it is not empty (last record " + std::to_string(last_seq_) +
+                                   ", snapshot at " + std::to_string(snapshot_seq_) + ")");
+  }
+  if (!tables.records().empty()) {
+    return InvalidArgumentError("the tables installed with a snapshot carry no journal records");
+  }
+  if (bytes.size() > options_.max_snapshot_bytes) {
+    return ResourceExhaustedError("snapshot at record " + std::to_string(seq) + " is " +
+                                  std::to_string(bytes.size()) + " bytes, over the limit of " +
+                                  std::to_string(options_.max_snapshot_bytes));
+  }
+  DISPATCH_RETURN_IF_ERROR(ValidateBatch(tables));
+  auto info = WriteSnapshotFile(options_.work_dir, seq, bytes);
+  if (!info.ok()) return info.status();
+  // Two transactions: a crash between them leaves a cache that the next
+  // takeover empties anyway (only HA mode installs).
+  if (!tables.empty()) {
+    Status written = WriteBatch(tables, 1, 0);
+    if (!written.ok()) return FailStop(std::move(written));
+  }
+  std::vector<std::string> obsolete;
+  Status status = RecordSnapshotTransaction(*info, &obsolete);
+  if (!status.ok()) return FailStop(std::move(status));
+  has_snapshot_ = true;
+  snapshot_seq_ = seq;
+  last_seq_ = seq;
+  journal_first_seq_ = seq + 1;
+  snapshot_file_ = info->name;
+  latest_snapshot_ = *info;
+  WriteMark(seq, options_.synchronous == Synchronous::kFull);
+  return Status::Ok();
+}
+
 Result<std::vector<std::string>> Store::RecordSnapshot(const SnapshotFileInfo& info) {
   if (failed()) return failure_;
   if (in_replay_) return InternalError("Store::RecordSnapshot called from inside a Replay callback");

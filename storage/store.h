@@ -83,6 +83,7 @@
 #include "storage/journal_reader.h"
 #include "storage/snapshot_file.h"
 #include "storage/sqlite.h"
+#include "storage/tables_reader.h"
 #include "storage/wal_syncer.h"
 
 namespace dispatch::storage {
@@ -229,6 +230,15 @@ class Store {
   // fail-stop), which also makes every earlier commit durable.
   Status WriteSnapshot(uint64_t seq, std::string_view bytes);
 
+  // HA mode's takeover (docs/high_availability.md §5): makes an empty store
+  // (no record, no snapshot: a fresh ha-cache) hold the snapshot `bytes` of
+  // the state after record `seq`, with `tables`' dataset definitions and
+  // closure results as stored at that record, so the journal goes on at
+  // seq+1. `tables` carries no records. FailedPrecondition when the store is
+  // not empty; the limits of Commit and WriteSnapshot apply (nothing
+  // written). SQLite failures are fail-stop, as for Commit.
+  Status InstallSnapshot(uint64_t seq, std::string_view bytes, const Batch& tables);
+
   // The latest snapshot, nullopt if none was recorded; DataLoss naming the
   // file if it is missing or damaged. Start-up = this + Replay(its seq).
   Result<std::optional<Snapshot>> LoadLatestSnapshot();
@@ -330,6 +340,8 @@ class Store {
   // A JournalReader with its own read-only connection to this database; see
   // journal_reader.h. Destroy it before the Store.
   Result<std::unique_ptr<JournalReader>> NewJournalReader();
+  // A TablesReader (tables_reader.h), likewise.
+  Result<std::unique_ptr<TablesReader>> NewTablesReader();
 
   uint64_t last_seq() const { return last_seq_; }
   // The lowest journal record still present (last_seq()+1 when none is).

@@ -475,6 +475,8 @@ Result<std::unique_ptr<JournalReader>> Store::NewJournalReader() {
   return JournalReader::Open(db_path_);
 }
 
+Result<std::unique_ptr<TablesReader>> Store::NewTablesReader() { return TablesReader::Open(db_path_); }
+
 int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int frames) {
   Store* store = static_cast<Store*>(self);
   // The WAL only shrinks when SQLite restarted it from the beginning; then

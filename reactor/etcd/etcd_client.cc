@@ -150,8 +150,8 @@ kj::Promise<Result<int64_t>> EtcdClient::Put(const std::string& key, const std::
 }
 
 kj::Promise<Result<RangeResult>> EtcdClient::Range(const std::string& key, const std::string& range_end,
-                                                   int64_t limit, bool descending) {
-  return Post("/v3/kv/range", json_.EncodeRange(key, range_end, limit, descending))
+                                                   int64_t limit, bool descending, int64_t revision) {
+  return Post("/v3/kv/range", json_.EncodeRange(key, range_end, limit, descending, revision))
       .then([this](Result<Answer> a) -> Result<RangeResult> {
         auto body = Expect200("/v3/kv/range", std::move(a));
         if (!body.ok()) return body.status();

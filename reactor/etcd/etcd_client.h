@@ -82,8 +82,10 @@ class EtcdClient {
                                    int64_t lease = 0);
   // `range_end` empty: the key alone; PrefixEnd(key): every key under it.
   // `descending`: the keys in reverse order (with limit 1: the last key).
+  // `revision` 0: the latest; else the keys as they were at that revision
+  // (an error once etcd compacted past it).
   kj::Promise<Result<RangeResult>> Range(const std::string& key, const std::string& range_end = {},
-                                         int64_t limit = 0, bool descending = false);
+                                         int64_t limit = 0, bool descending = false, int64_t revision = 0);
   kj::Promise<Result<TxnResult>> Commit(const Txn& txn);
   // Drops the history before `revision`; `physical` waits until the backend
   // really freed it (see the note: without it a defrag at once frees little).

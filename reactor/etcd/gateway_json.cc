@@ -129,11 +129,12 @@ std::string GatewayJson::EncodePut(const std::string& key, const std::string& va
 }
 
 std::string GatewayJson::EncodeRange(const std::string& key, const std::string& range_end,
-                                     int64_t limit, bool descending) const {
+                                     int64_t limit, bool descending, int64_t revision) const {
   capnp::MallocMessageBuilder message;
   auto range = message.initRoot<gw::RangeRequest>();
   SetRange(range, key, range_end, limit);
   if (descending) range.setSortOrder(gw::SortOrder::DESCEND);
+  range.setRevision(revision);
   return ToString(codec_.encode(range.asReader()));
 }
 

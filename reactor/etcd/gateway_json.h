@@ -24,8 +24,9 @@ class GatewayJson {
 
   std::string EncodePut(const std::string& key, const std::string& value, int64_t lease) const;
   // `descending`: the keys in reverse order (with limit 1: the last key).
+  // `revision` 0: the latest; else the store as it was at that revision.
   std::string EncodeRange(const std::string& key, const std::string& range_end, int64_t limit,
-                          bool descending = false) const;
+                          bool descending = false, int64_t revision = 0) const;
   std::string EncodeTxn(const Txn& txn) const;
   std::string EncodeCompaction(int64_t revision, bool physical) const;
   std::string EncodeLeaseGrant(int64_t ttl_seconds) const;

@@ -7,6 +7,7 @@
 #include <kj/debug.h>
 
 #include "common/log.h"
+#include "reactor/ha/etcd_snapshot_writer.h"
 #include "reactor/ha/journal_group_codec.h"
 
 namespace dispatch::ha {
@@ -45,7 +46,7 @@ void EtcdJournal::Append(const storage::Batch& batch, uint64_t first_seq, reacto
     return;
   }
   // The open group is the last one, unless it is the one in flight.
-  const bool can_join = !groups_.empty() && !(in_flight_ && groups_.size() == 1);
+  const bool can_join = !groups_.empty() && !(in_flight_ && groups_.size() == 1) && !groups_.back().closed;
   if (can_join && groups_.back().bytes + bytes > options_.max_group_bytes) ++stats_.groups_split;
   if (!can_join || groups_.back().bytes + bytes > options_.max_group_bytes) {
     Group group;
@@ -167,6 +168,7 @@ void EtcdJournal::Acknowledged() {
   groups_.pop_front();
   in_flight_ = false;
   const uint64_t now = uv_hrtime();
+  acknowledged_seq_ = group.next_seq - 1;
   ++stats_.transactions;
   stats_.bytes += group.value.size();
   stats_.records += group.next_seq - group.first_seq;
@@ -176,6 +178,15 @@ void EtcdJournal::Acknowledged() {
   // Sent before the replies go, so the next round trip starts at once.
   SendFront();
   group.waiters.Fulfill();
+}
+
+void EtcdJournal::SnapshotStarted(uint64_t seq) {
+  if (!groups_.empty() && groups_.back().next_seq == seq + 1) groups_.back().closed = true;
+  if (snapshot_writer_ != nullptr) snapshot_writer_->Started(seq);
+}
+
+void EtcdJournal::SnapshotEnded(uint64_t seq, const storage::SnapshotFileInfo* recorded) {
+  if (snapshot_writer_ != nullptr) snapshot_writer_->Ended(seq, recorded);
 }
 
 void EtcdJournal::Fatal(const Status& status) {

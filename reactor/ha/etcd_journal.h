@@ -36,6 +36,8 @@
 
 namespace dispatch::ha {
 
+class EtcdSnapshotWriter;
+
 struct EtcdJournalOptions {
   std::string prefix;           // --ha-prefix: keys are PREFIX/leader, PREFIX/journal/SEQ
   int64_t leader_revision = 0;  // the create revision of PREFIX/leader (our leadership)
@@ -59,6 +61,21 @@ class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet
   bool idle() const override { return groups_.empty(); }
   void Fail(const Status& status) override;
   const reactor::ReplicatorStats& stats() const override { return stats_; }
+  // Closes the open group at `seq` (so the next key is P/journal/seq+1,
+  // where a snapshot of record `seq` lets the journal go on), then tells
+  // the snapshot writer, if any.
+  void SnapshotStarted(uint64_t seq) override;
+  void SnapshotEnded(uint64_t seq, const storage::SnapshotFileInfo* recorded) override;
+
+  // Where local snapshots are sent on; null: nowhere.
+  void SetSnapshotWriter(EtcdSnapshotWriter* writer) { snapshot_writer_ = writer; }
+  // The last record etcd acknowledged (every record up to it is in etcd).
+  uint64_t acknowledged_seq() const { return acknowledged_seq_; }
+  // Makes the journal go on after record `seq` (a takeover that installed
+  // the snapshot of `seq` with no journal after it). REQUIRES: nothing appended.
+  void StartAfter(uint64_t seq) { acknowledged_seq_ = seq; }
+  bool failed() const { return failed_; }
+  reactor::ReplicatorStats& mutable_stats() { return stats_; }
 
  private:
   struct Group {
@@ -69,6 +86,7 @@ class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet
     reactor::DurableWaiters waiters;
     std::string value;      // encoded when sent (kept for a retry)
     uint64_t sent_ns = 0;
+    bool closed = false;    // a snapshot starts after it: nothing more joins
   };
   void SendFront();
   kj::Promise<void> Send(Group& group);
@@ -87,6 +105,8 @@ class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet
   size_t queued_bytes_ = 0;  // of groups not in flight
   bool in_flight_ = false;
   bool failed_ = false;
+  uint64_t acknowledged_seq_ = 0;
+  EtcdSnapshotWriter* snapshot_writer_ = nullptr;
   reactor::ReplicatorStats stats_;
   kj::TaskSet tasks_{*this};  // last: destroyed first (its tasks refer to the rest)
 };

@@ -9,16 +9,14 @@
 #include <kj/debug.h>
 
 #include "common/log.h"
+#include "common/checksum.h"
 #include "reactor/ha/journal_group_codec.h"
 #include "reactor/ha/member_record.h"
 
 namespace dispatch::ha {
 namespace {
 
-// Journal keys read per range request: at most 64 MiB of answer at
-// kMaxEtcdBatchBytes each, under the client's answer limit... kept small so
-// one answer stays far below it.
-constexpr int64_t kKeysPerRange = 4;
+constexpr int64_t kKeysPerRange = EtcdStateReader::kKeysPerRange;
 
 }  // namespace
 
@@ -52,8 +50,11 @@ HaController::HaController(uvkj::UvAsyncIo& io, reactor::DispatcherServer& serve
 
 HaController::~HaController() {
   rebuild_ = nullptr;
+  follower_.reset();
   member_put_ = nullptr;
   election_.reset();
+  if (journal_ != nullptr) journal_->SetSnapshotWriter(nullptr);
+  snapshots_.reset();
   // The server's journal refers to journal_: it is never used after the
   // loop stopped, and the server is destroyed after this object's owner
   // is done with both.
@@ -74,6 +75,12 @@ void HaController::Start() {
   callbacks.following = [this](const etcd::KeyValue& leader) {
     Log(LogLevel::kInfo, "standby: the leader is ", leader.value.c_str());
     server_.SetStandbyOf(leader.value);
+    if (follower_ == nullptr && journal_ == nullptr) {
+      // A hot standby: follow the journal while waiting (§6).
+      follower_ = std::make_unique<StandbyFollower>(io_, *client_, server_, options_.prefix,
+                                                    [this](const Status& why) { Stop(why); });
+      follower_->Start();
+    }
   };
   callbacks.lost = [this](const Status& why) { Stop(why); };
   election_ = std::make_unique<etcd::LeaderElection>(io_, *client_, election_options, callbacks);
@@ -113,70 +120,67 @@ kj::Promise<void> HaController::Resign(kj::Duration timeout) {
 }
 
 void HaController::OnElected(int64_t leader_revision) {
-  Log(LogLevel::kInfo, "elected (leader revision ", leader_revision, "): reading the journal from etcd");
-  Result<storage::Store*> store = server_.OpenHaStore();
-  if (!store.ok()) {
-    Stop(store.status());
-    return;
-  }
   const uint64_t start = uv_hrtime();
-  storage::Store& local = **store;
-  rebuild_ = ReadJournal(local, options_.prefix + "/journal/")
-                 .then([this, leader_revision, start, &local]() {
+  kj::Promise<Status> filled = nullptr;
+  storage::Store* store = nullptr;
+  if (follower_ != nullptr && follower_->following()) {
+    // Hot: the store holds what the watch delivered; only the end of the
+    // journal (keys the old leader wrote that the watch had not brought
+    // yet) is left to read.
+    Log(LogLevel::kInfo, "elected (leader revision ", leader_revision, "): reading the journal after record ",
+        follower_->store()->last_seq(), " from etcd");
+    store = follower_->store();
+    filled = follower_->CatchUp();
+  } else {
+    // Cold: the follower had not loaded yet (or is loading again).
+    follower_.reset();
+    Log(LogLevel::kInfo, "elected (leader revision ", leader_revision, "): reading the journal from etcd");
+    Result<storage::Store*> opened = server_.OpenHaStore();
+    if (!opened.ok()) {
+      Stop(opened.status());
+      return;
+    }
+    store = *opened;
+    auto reader = std::make_shared<EtcdStateReader>(*client_, options_.prefix);
+    // The reader lives as long as the whole chain (not only the first step).
+    filled = reader->LoadSnapshot(*store, 0)
+                 .then([reader, store](Status loaded) -> kj::Promise<Status> {
+                   if (!loaded.ok()) return loaded;
+                   return reader->ReadJournal(*store, 0);
+                 })
+                 .attach(std::shared_ptr<EtcdStateReader>(reader));
+  }
+  storage::Store& local = *store;
+  rebuild_ = filled
+                 .then([this, leader_revision, start, &local](Status status) {
+                   if (!status.ok()) {
+                     Stop(status);
+                     return;
+                   }
+                   follower_.reset();
                    EtcdJournalOptions journal_options;
                    journal_options.prefix = options_.prefix;
                    journal_options.leader_revision = leader_revision;
                    journal_ = std::make_unique<EtcdJournal>(
                        io_, *client_, journal_options, [this](const Status& why) { Stop(why); });
-                   Log(LogLevel::kInfo, "read ", groups_read_, " journal groups from etcd (last sequence number ",
-                       local.last_seq(), ") in ", (uv_hrtime() - start) / 1000000, " ms");
+                   // etcd holds every record the local store was filled with.
+                   journal_->StartAfter(local.last_seq());
+                   EtcdSnapshotWriterOptions snapshot_options;
+                   snapshot_options.prefix = options_.prefix;
+                   snapshot_options.leader_revision = leader_revision;
+                   snapshot_options.kill_before_switch = options_.test_kill_before_snapshot_switch;
+                   snapshots_ = std::make_unique<EtcdSnapshotWriter>(
+                       io_, *client_, *journal_, local, snapshot_options, [this](const Status& why) { Stop(why); });
+                   journal_->SetSnapshotWriter(snapshots_.get());
+                   Log(LogLevel::kInfo, "the local store holds the snapshot at record ", local.snapshot_seq(),
+                       " and the journal to record ", local.last_seq(), "; filled in ",
+                       (uv_hrtime() - start) / 1000000, " ms since elected");
                    Status leading = server_.BecomeLeader(journal_.get());
                    if (!leading.ok()) Stop(leading);
                  })
                  .eagerlyEvaluate([this](kj::Exception&& e) {
                    Stop(InternalError(std::string("rebuilding from etcd failed: ") + e.getDescription().cStr()));
                  });
-}
-
-kj::Promise<void> HaController::ReadJournal(storage::Store& store, std::string from) {
-  const std::string end = etcd::PrefixEnd(options_.prefix + "/journal/");
-  return client_->Range(from, end, kKeysPerRange)
-      .then([this, &store, end](Result<etcd::RangeResult> range) -> kj::Promise<void> {
-        if (!range.ok()) {
-          // A candidate cannot lead without the whole journal; the
-          // supervisor's restart tries again.
-          Stop(UnavailableError("cannot read the journal from etcd: " + range.status().ToString()));
-          return kj::NEVER_DONE;
-        }
-        for (const etcd::KeyValue& kv : range->kvs) {
-          Result<DecodedGroup> group = DecodeJournalGroup(kv.value, kv.key);
-          Status status = group.status();
-          if (status.ok() && kv.key != JournalKey(options_.prefix, group->first_seq)) {
-            status = DataLossError("etcd journal key " + kv.key + " holds the group of sequence number " +
-                                   std::to_string(group->first_seq));
-          }
-          if (status.ok() && group->first_seq != store.last_seq() + 1) {
-            status = DataLossError("etcd journal gap: key " + kv.key + " follows sequence number " +
-                                   std::to_string(store.last_seq()));
-          }
-          if (status.ok()) {
-            for (const storage::Batch& pass : group->passes) {
-              Result<uint64_t> committed = store.Commit(pass);
-              if (!committed.ok()) {
-                status = committed.status();
-                break;
-              }
-            }
-          }
-          if (!status.ok()) {
-            Stop(status);
-            return kj::NEVER_DONE;
-          }
-          ++groups_read_;
-        }
-        if (!range->more || range->kvs.empty()) return kj::READY_NOW;
-        return ReadJournal(store, range->kvs.back().key + std::string(1, '\0'));
-      });
 }
 
 void HaController::Stop(const Status& why) {

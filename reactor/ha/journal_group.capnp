@@ -23,3 +23,26 @@ struct Pass {
   resultBytes @4 :List(Data);
   resultDeletes @5 :List(UInt64);  # applied after the puts, as Store::Commit does
 }
+
+# The snapshot in etcd (docs/high_availability.md §5). SnapshotImage is the
+# whole snapshot: the local store's snapshot body (state::EncodeSnapshot, the
+# same image the store keeps in its snapshot file) and, as one Pass without
+# records, every dataset definition and closure result stored at `seq` (the
+# journal keys that carried them are deleted once the snapshot is current).
+# Its flat encoding is cut into chunks, each value under P/snapshot/S/CHUNK
+# being 4 bytes of CRC32C (little endian) of the chunk's payload, then the
+# payload. P/snapshot/current holds a SnapshotDescriptor, framed as a journal
+# group is (CRC32C in front).
+struct SnapshotImage {
+  seq @0 :UInt64;    # the state after record seq
+  state @1 :Data;    # the store's snapshot body
+  tables @2 :Pass;   # datasetKeys/Definitions and resultIds/Bytes only
+}
+
+struct SnapshotDescriptor {
+  seq @0 :UInt64;        # the snapshot's S: chunks are under P/snapshot/S/
+  chunks @1 :UInt64;     # chunk keys 0 .. chunks-1
+  bytes @2 :UInt64;      # the image's bytes, all chunks' payloads together
+  crc32c @3 :UInt32;     # of those bytes
+  chunkBytes @4 :UInt64; # payload bytes of every chunk but the last
+}

@@ -8,18 +8,10 @@
 #include <kj/exception.h>
 
 #include "common/checksum.h"
-#include "reactor/ha/journal_group.capnp.h"
+#include "reactor/ha/pass_codec.h"
 
 namespace dispatch::ha {
 namespace {
-
-capnp::Data::Reader AsData(const std::string& s) {
-  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(s.data()), s.size());
-}
-
-std::string AsString(capnp::Data::Reader d) {
-  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
-}
 
 constexpr size_t kPerItemBytes = 16;   // a list pointer and padding to a word
 constexpr size_t kPerPassBytes = 128;  // the pass struct and its six list pointers
@@ -34,33 +26,62 @@ size_t EstimatePassBytes(const storage::Batch& pass) {
   return pass.payload_bytes() + keys + items * kPerItemBytes + kPerPassBytes;
 }
 
+void EncodePass(const storage::Batch& batch, wire::Pass::Builder pass) {
+  auto records = pass.initRecords(static_cast<unsigned>(batch.records().size()));
+  for (unsigned k = 0; k < records.size(); ++k) records.set(k, AsData(batch.records()[k]));
+  const auto& datasets = batch.dataset_puts();
+  auto keys = pass.initDatasetKeys(static_cast<unsigned>(datasets.size()));
+  auto defs = pass.initDatasetDefinitions(static_cast<unsigned>(datasets.size()));
+  for (unsigned k = 0; k < datasets.size(); ++k) {
+    keys.set(k, datasets[k].key);
+    defs.set(k, AsData(datasets[k].definition));
+  }
+  const auto& results = batch.result_puts();
+  auto ids = pass.initResultIds(static_cast<unsigned>(results.size()));
+  auto bytes = pass.initResultBytes(static_cast<unsigned>(results.size()));
+  for (unsigned k = 0; k < results.size(); ++k) {
+    ids.set(k, results[k].closure_id);
+    bytes.set(k, AsData(results[k].bytes));
+  }
+  auto deletes = pass.initResultDeletes(static_cast<unsigned>(batch.result_deletes().size()));
+  for (unsigned k = 0; k < deletes.size(); ++k) deletes.set(k, batch.result_deletes()[k]);
+}
+
+storage::Batch DecodePass(wire::Pass::Reader pass) {
+  storage::Batch batch;
+  for (auto record : pass.getRecords()) batch.AddRecord(AsString(record));
+  auto keys = pass.getDatasetKeys();
+  auto defs = pass.getDatasetDefinitions();
+  KJ_REQUIRE(keys.size() == defs.size(), "dataset keys and definitions differ in number");
+  for (unsigned k = 0; k < keys.size(); ++k) {
+    batch.PutDataset(std::string(keys[k].cStr(), keys[k].size()), AsString(defs[k]));
+  }
+  auto ids = pass.getResultIds();
+  auto bytes = pass.getResultBytes();
+  KJ_REQUIRE(ids.size() == bytes.size(), "result ids and bytes differ in number");
+  for (unsigned k = 0; k < ids.size(); ++k) batch.PutResult(ids[k], AsString(bytes[k]));
+  for (uint64_t id : pass.getResultDeletes()) batch.DeleteResult(id);
+  return batch;
+}
+
 std::string EncodeJournalGroup(uint64_t first_seq, const std::vector<const storage::Batch*>& passes) {
   capnp::MallocMessageBuilder message;
   auto group = message.initRoot<wire::JournalGroup>();
   group.setFirstSeq(first_seq);
   auto list = group.initPasses(static_cast<unsigned>(passes.size()));
-  for (unsigned i = 0; i < passes.size(); ++i) {
-    const storage::Batch& batch = *passes[i];
-    auto pass = list[i];
-    auto records = pass.initRecords(static_cast<unsigned>(batch.records().size()));
-    for (unsigned k = 0; k < records.size(); ++k) records.set(k, AsData(batch.records()[k]));
-    const auto& datasets = batch.dataset_puts();
-    auto keys = pass.initDatasetKeys(static_cast<unsigned>(datasets.size()));
-    auto defs = pass.initDatasetDefinitions(static_cast<unsigned>(datasets.size()));
-    for (unsigned k = 0; k < datasets.size(); ++k) {
-      keys.set(k, datasets[k].key);
-      defs.set(k, AsData(datasets[k].definition));
-    }
-    const auto& results = batch.result_puts();
-    auto ids = pass.initResultIds(static_cast<unsigned>(results.size()));
-    auto bytes = pass.initResultBytes(static_cast<unsigned>(results.size()));
-    for (unsigned k = 0; k < results.size(); ++k) {
-      ids.set(k, results[k].closure_id);
-      bytes.set(k, AsData(results[k].bytes));
-    }
-    auto deletes = pass.initResultDeletes(static_cast<unsigned>(batch.result_deletes().size()));
-    for (unsigned k = 0; k < deletes.size(); ++k) deletes.set(k, batch.result_deletes()[k]);
-  }
+  for (unsigned i = 0; i < passes.size(); ++i) EncodePass(*passes[i], list[i]);
+  return FrameMessage(message);
+}
+
+capnp::Data::Reader AsData(const std::string& s) {
+  return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(s.data()), s.size());
+}
+
+std::string AsString(capnp::Data::Reader d) {
+  return std::string(reinterpret_cast<const char*>(d.begin()), d.size());
+}
+
+std::string FrameMessage(capnp::MessageBuilder& message) {
   kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
   kj::ArrayPtr<const char> body = words.asChars();
   const uint32_t crc = Crc32c(body.begin(), body.size());
@@ -70,21 +91,28 @@ std::string EncodeJournalGroup(uint64_t first_seq, const std::vector<const stora
   return value;
 }
 
-Result<DecodedGroup> DecodeJournalGroup(std::string_view value, const std::string& key) {
+Result<kj::Array<capnp::word>> UnframeMessage(std::string_view value, const std::string& what) {
   if (value.size() < 4 + sizeof(capnp::word) || (value.size() - 4) % sizeof(capnp::word) != 0) {
-    return DataLossError("etcd journal key " + key + " holds " + std::to_string(value.size()) +
-                         " bytes, not a journal group");
+    return DataLossError(what + " holds " + std::to_string(value.size()) +
+                         " bytes, not a CRC32C and a whole number of words");
   }
   uint32_t stored = 0;
   for (int b = 0; b < 4; ++b) stored |= static_cast<uint32_t>(static_cast<unsigned char>(value[b])) << (8 * b);
   const uint32_t crc = Crc32c(value.data() + 4, value.size() - 4);
   if (crc != stored) {
-    return DataLossError("etcd journal key " + key + " fails its CRC32C (stored " +
-                         std::to_string(stored) + ", computed " + std::to_string(crc) + ")");
+    return DataLossError(what + " fails its CRC32C (stored " + std::to_string(stored) + ", computed " +
+                         std::to_string(crc) + ")");
   }
   // Aligned copy: etcd's bytes come in a std::string.
   kj::Array<capnp::word> words = kj::heapArray<capnp::word>((value.size() - 4) / sizeof(capnp::word));
   std::memcpy(words.begin(), value.data() + 4, value.size() - 4);
+  return words;
+}
+
+Result<DecodedGroup> DecodeJournalGroup(std::string_view value, const std::string& key) {
+  auto framed = UnframeMessage(value, "etcd journal key " + key);
+  if (!framed.ok()) return framed.status();
+  kj::Array<capnp::word> words = std::move(framed).value();
   DecodedGroup out;
   KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
                  capnp::ReaderOptions options;
@@ -93,19 +121,7 @@ Result<DecodedGroup> DecodeJournalGroup(std::string_view value, const std::strin
                  auto group = reader.getRoot<wire::JournalGroup>();
                  out.first_seq = group.getFirstSeq();
                  for (auto pass : group.getPasses()) {
-                   storage::Batch batch;
-                   for (auto record : pass.getRecords()) batch.AddRecord(AsString(record));
-                   auto keys = pass.getDatasetKeys();
-                   auto defs = pass.getDatasetDefinitions();
-                   KJ_REQUIRE(keys.size() == defs.size(), "dataset keys and definitions differ in number");
-                   for (unsigned k = 0; k < keys.size(); ++k) {
-                     batch.PutDataset(std::string(keys[k].cStr(), keys[k].size()), AsString(defs[k]));
-                   }
-                   auto ids = pass.getResultIds();
-                   auto bytes = pass.getResultBytes();
-                   KJ_REQUIRE(ids.size() == bytes.size(), "result ids and bytes differ in number");
-                   for (unsigned k = 0; k < ids.size(); ++k) batch.PutResult(ids[k], AsString(bytes[k]));
-                   for (uint64_t id : pass.getResultDeletes()) batch.DeleteResult(id);
+                   storage::Batch batch = DecodePass(pass);
                    out.record_count += batch.record_count();
                    out.passes.push_back(std::move(batch));
                  }
@@ -115,10 +131,12 @@ Result<DecodedGroup> DecodeJournalGroup(std::string_view value, const std::strin
   return out;
 }
 
-std::string JournalKey(const std::string& prefix, uint64_t seq) {
+std::string KeyDigits(uint64_t n) {
   char digits[32];
-  snprintf(digits, sizeof(digits), "%020llu", static_cast<unsigned long long>(seq));
-  return prefix + "/journal/" + digits;
+  snprintf(digits, sizeof(digits), "%020llu", static_cast<unsigned long long>(n));
+  return digits;
 }
+
+std::string JournalKey(const std::string& prefix, uint64_t seq) { return prefix + "/journal/" + KeyDigits(seq); }
 
 }  // namespace dispatch::ha

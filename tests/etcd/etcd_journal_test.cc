@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/snapshot_codec.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
 #include "tests/support/etcd_cluster.h"
@@ -60,6 +61,49 @@ TEST(JournalGroupCodec, RoundTripsEveryPartOfEveryPassAndRefusesADamagedByte) {
   EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(refused.status().message().find("P/journal/41"), std::string::npos);
   EXPECT_EQ(JournalKey("/p", 41), "/p/journal/00000000000000000041");
+}
+
+TEST(SnapshotCodec, AnImageCutIntoChunksRoundTripsAndADamagedChunkIsRefusedNamingItsKey) {
+  storage::Batch tables;
+  tables.PutDataset("ds-1", "range count=5");
+  tables.PutResult(7, std::string(3000, 'r'));
+  const std::string state(10000, 's');
+  auto image = EncodeSnapshotImage(41, state, tables);
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  SnapshotChunks chunks = CutSnapshot(41, *image, 1000);
+  EXPECT_EQ(chunks.descriptor.chunks, (image->size() + 999) / 1000);
+  EXPECT_EQ(chunks.values.size(), chunks.descriptor.chunks);
+  auto descriptor = DecodeSnapshotDescriptor(EncodeSnapshotDescriptor(chunks.descriptor), "cur");
+  ASSERT_TRUE(descriptor.ok()) << descriptor.status().ToString();
+  EXPECT_EQ(descriptor->seq, 41u);
+  EXPECT_EQ(descriptor->bytes, image->size());
+  std::string joined;
+  for (size_t i = 0; i < chunks.values.size(); ++i) {
+    auto payload = SnapshotChunkPayload(chunks.values[i], SnapshotChunkKey("/p", 41, i), 1000);
+    ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+    joined += *payload;
+  }
+  auto decoded = DecodeSnapshotImage(joined, "image");
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->seq, 41u);
+  EXPECT_EQ(decoded->state, state);
+  ASSERT_EQ(decoded->tables.result_puts().size(), 1u);
+  EXPECT_EQ(decoded->tables.result_puts()[0].bytes, std::string(3000, 'r'));
+  EXPECT_EQ(decoded->tables.dataset_puts()[0].key, "ds-1");
+
+  std::string damaged = chunks.values[2];
+  damaged[10] ^= 1;
+  const std::string key = SnapshotChunkKey("/p", 41, 2);
+  EXPECT_EQ(key, "/p/snapshot/00000000000000000041/00000000000000000002");
+  auto refused = SnapshotChunkPayload(damaged, key, 1000);
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(refused.status().message().find(key), std::string::npos) << refused.status().ToString();
+  // A descriptor whose sizes disagree is refused too.
+  SnapshotDescriptor wrong = chunks.descriptor;
+  wrong.chunks += 1;
+  EXPECT_EQ(DecodeSnapshotDescriptor(EncodeSnapshotDescriptor(wrong), "cur").status().code(), StatusCode::kDataLoss);
+  // "current" sorts after every chunk prefix, so one range deletes them all.
+  EXPECT_LT(SnapshotChunkKey("/p", ~uint64_t{0}, ~uint64_t{0}), SnapshotCurrentKey("/p"));
 }
 
 class EtcdJournalTest : public ::testing::Test {

@@ -1,0 +1,36 @@
+// The pieces the etcd values of HA mode share (reactor/ha/journal_group.capnp):
+// a pass (what one local Store::Commit wrote) as a capnp Pass, the framing
+// of a flat message behind its CRC32C, and the fixed-width decimal of keys.
+// Used by the journal group codec and the snapshot codec.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <capnp/message.h>
+#include <kj/array.h>
+
+#include "common/status.h"
+#include "reactor/ha/journal_group.capnp.h"
+#include "storage/batch.h"
+
+namespace dispatch::ha {
+
+void EncodePass(const storage::Batch& batch, wire::Pass::Builder pass);
+// Throws (KJ) on a malformed pass: callers run it under runCatchingExceptions.
+storage::Batch DecodePass(wire::Pass::Reader pass);
+
+capnp::Data::Reader AsData(const std::string& s);
+std::string AsString(capnp::Data::Reader d);
+
+// 4 bytes of CRC32C (little endian) of the flat message, then the message.
+std::string FrameMessage(capnp::MessageBuilder& message);
+// The aligned words of a framed value; DataLoss naming `what` when it is too
+// short, not whole words, or fails its CRC32C.
+Result<kj::Array<capnp::word>> UnframeMessage(std::string_view value, const std::string& what);
+
+// `n` as 20 zero-padded decimal digits: numeric order is etcd's key order.
+std::string KeyDigits(uint64_t n);
+
+}  // namespace dispatch::ha

@@ -1,0 +1,90 @@
+// StandbyFollower: a hot standby's copy of the etcd journal
+// (docs/high_availability.md §6). While another dispatcher leads, it fills a
+// fresh local store (the server's ha-cache) from etcd at one revision R (the
+// snapshot, then the journal keys after it: EtcdStateReader), then watches
+// PREFIX/journal/ .. PREFIX/snapshot/ from R+1 and commits each journal group
+// to the store as it arrives (a gap or a damaged group: `on_failure`, a
+// DataLoss exit; a restart rebuilds from etcd). A new current snapshot (a
+// second watch, on PREFIX/snapshot/current) becomes the store's snapshot too
+// once the store holds its record (its image is read from etcd at the
+// event's revision and recorded with Store::WriteSnapshot), so that the
+// takeover's replay stays within about one --snapshot-every. A watch that etcd
+// cancels (its start was compacted: the standby fell behind a snapshot) or
+// that fails starts the whole load over, from a fresh store. On winning,
+// CatchUp() stops the watch and ranges the journal from the store's position
+// to the end: the store then holds everything etcd holds, and the server
+// recovers from it as after a restart. The store's WAL is checkpointed on
+// the thread pool as it grows.
+// REQUIRES: loop thread only; client and server outlive it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <kj/async.h>
+
+#include "reactor/dispatcher_server.h"
+#include "reactor/etcd/etcd_client.h"
+#include "reactor/ha/etcd_state_reader.h"
+#include "reactor/uvkj/async_io.h"
+#include "reactor/uvkj/pool_work.h"
+#include "storage/checkpointer.h"
+
+namespace dispatch::ha {
+
+class StandbyFollower {
+ public:
+  StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, reactor::DispatcherServer& server,
+                  std::string prefix, std::function<void(const Status&)> on_failure);
+  ~StandbyFollower();
+  StandbyFollower(const StandbyFollower&) = delete;
+  StandbyFollower& operator=(const StandbyFollower&) = delete;
+
+  void Start();
+  // True once the store holds etcd's state at some revision and the watch
+  // is applying what follows.
+  bool following() const { return following_; }
+  // Stops following and brings the store to etcd's end. REQUIRES: following().
+  kj::Promise<Status> CatchUp();
+  storage::Store* store() const { return store_; }
+  uint64_t groups_applied() const { return groups_applied_; }
+  uint64_t reloads() const { return reloads_; }
+
+ private:
+  void Load();
+  void OnWatch(Result<etcd::WatchBatch> batch);
+  void Refresh(int64_t revision);
+  void TakeSnapshot();
+  // The store's WAL is copied back off the loop, as DurableState does for a
+  // leader (nothing else checkpoints a standby's store).
+  void MaybeCheckpoint();
+  struct CheckpointJob;
+  void Restart(const std::string& why);
+
+  uvkj::UvAsyncIo& io_;
+  etcd::EtcdClient& client_;
+  reactor::DispatcherServer& server_;
+  const std::string prefix_;
+  const std::function<void(const Status&)> on_failure_;
+  EtcdStateReader reader_;
+  storage::Store* store_ = nullptr;
+  bool following_ = false;
+  bool stopped_ = false;
+  bool failed_ = false;
+  uint64_t groups_applied_ = 0;
+  uint64_t reloads_ = 0;
+  uint64_t snapshots_taken_ = 0;
+  // A current snapshot read from etcd whose record the store does not hold yet.
+  std::shared_ptr<DecodedSnapshotImage> pending_image_;
+  std::unique_ptr<storage::Checkpointer> checkpointer_;  // idle; the job holds it while it runs
+  uvkj::PoolWork<CheckpointJob> checkpoint_;
+  std::unique_ptr<etcd::EtcdWatch> watch_;          // PREFIX/journal/
+  std::unique_ptr<etcd::EtcdWatch> current_watch_;  // PREFIX/snapshot/current
+  kj::Promise<void> load_ = nullptr;
+  kj::Promise<void> refresh_ = nullptr;
+  kj::Promise<void> restart_ = nullptr;
+};
+
+}  // namespace dispatch::ha
