@@ -4,7 +4,7 @@
 # encoded journal.Update, numbered from firstSeq on, across passes), the
 # dataset definitions and closure results stored with them, and the result
 # rows it deleted. The value in etcd is 4 bytes of CRC32C (little endian) of
-# the message that follows, then the message (Cap'n Proto, flat, unpacked).
+# the message that follows, then the message (Cap'n Proto's packed encoding).
 @0xb6af1c90f0c4e6b4;
 
 using Cxx = import "/capnp/c++.capnp";

@@ -4,7 +4,10 @@
 #include <cstring>
 
 #include <capnp/message.h>
+#include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
+#include <kj/io.h>
+#include <kj/vector.h>
 #include <kj/exception.h>
 
 #include "common/checksum.h"
@@ -15,6 +18,9 @@ namespace {
 
 constexpr size_t kPerItemBytes = 16;   // a list pointer and padding to a word
 constexpr size_t kPerPassBytes = 128;  // the pass struct and its six list pointers
+// An etcd value is at most ~1.5 MiB packed; unpacked, no value of ours is
+// over a few MiB. More is damage that passed the CRC (never ours).
+constexpr uint64_t kMaxUnpackedWords = (uint64_t{8} << 20) / sizeof(capnp::word);
 
 }  // namespace
 
@@ -82,8 +88,12 @@ std::string AsString(capnp::Data::Reader d) {
 }
 
 std::string FrameMessage(capnp::MessageBuilder& message) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  kj::ArrayPtr<const char> body = words.asChars();
+  // Packed: a journal group is mostly small structs and short records,
+  // whose zero bytes packing drops (closures-ha: fewer bytes per etcd
+  // transaction, and etcd's write of a transaction grows with its bytes).
+  kj::VectorOutputStream packed;
+  capnp::writePackedMessage(packed, message);
+  kj::ArrayPtr<const kj::byte> body = packed.getArray();
   const uint32_t crc = Crc32c(body.begin(), body.size());
   std::string value(4 + body.size(), '\0');
   for (int b = 0; b < 4; ++b) value[b] = static_cast<char>((crc >> (8 * b)) & 0xff);
@@ -92,9 +102,9 @@ std::string FrameMessage(capnp::MessageBuilder& message) {
 }
 
 Result<kj::Array<capnp::word>> UnframeMessage(std::string_view value, const std::string& what) {
-  if (value.size() < 4 + sizeof(capnp::word) || (value.size() - 4) % sizeof(capnp::word) != 0) {
+  if (value.size() < 4 + 2) {
     return DataLossError(what + " holds " + std::to_string(value.size()) +
-                         " bytes, not a CRC32C and a whole number of words");
+                         " bytes, too few for a CRC32C and a packed message");
   }
   uint32_t stored = 0;
   for (int b = 0; b < 4; ++b) stored |= static_cast<uint32_t>(static_cast<unsigned char>(value[b])) << (8 * b);
@@ -103,9 +113,23 @@ Result<kj::Array<capnp::word>> UnframeMessage(std::string_view value, const std:
     return DataLossError(what + " fails its CRC32C (stored " + std::to_string(stored) + ", computed " +
                          std::to_string(crc) + ")");
   }
-  // Aligned copy: etcd's bytes come in a std::string.
-  kj::Array<capnp::word> words = kj::heapArray<capnp::word>((value.size() - 4) / sizeof(capnp::word));
-  std::memcpy(words.begin(), value.data() + 4, value.size() - 4);
+  kj::Array<capnp::word> words;
+  KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() {
+                 kj::ArrayInputStream in(kj::arrayPtr(reinterpret_cast<const kj::byte*>(value.data()) + 4,
+                                                      value.size() - 4));
+                 capnp::ReaderOptions options;
+                 options.traversalLimitInWords = kMaxUnpackedWords;
+                 capnp::PackedMessageReader reader(in, options);
+                 kj::Vector<kj::ArrayPtr<const capnp::word>> segments;
+                 for (capnp::uint id = 0;; ++id) {
+                   kj::ArrayPtr<const capnp::word> segment = reader.getSegment(id);
+                   if (segment == nullptr) break;
+                   segments.add(segment);
+                 }
+                 words = capnp::messageToFlatArray(segments.asPtr());
+               })) {
+    return DataLossError(what + " does not unpack: " + e->getDescription().cStr());
+  }
   return words;
 }
 

@@ -24,10 +24,11 @@ storage::Batch DecodePass(wire::Pass::Reader pass);
 capnp::Data::Reader AsData(const std::string& s);
 std::string AsString(capnp::Data::Reader d);
 
-// 4 bytes of CRC32C (little endian) of the flat message, then the message.
+// 4 bytes of CRC32C (little endian) of the packed message, then the message
+// in Cap'n Proto's packed encoding.
 std::string FrameMessage(capnp::MessageBuilder& message);
-// The aligned words of a framed value; DataLoss naming `what` when it is too
-// short, not whole words, or fails its CRC32C.
+// The aligned flat words of a framed value; DataLoss naming `what` when it
+// is too short, fails its CRC32C, or does not unpack.
 Result<kj::Array<capnp::word>> UnframeMessage(std::string_view value, const std::string& what);
 
 // `n` as 20 zero-padded decimal digits: numeric order is etcd's key order.
