@@ -92,19 +92,7 @@ class HaSnapshotTest : public ::testing::Test {
     return -1;
   }
 
-  // etcdctl (Debian etcd-client) against the test cluster: its output, or
-  // "exit: ..." when it failed.
-  std::string Etcdctl(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"/bin/sh", "-c", "ETCDCTL_API=3 exec \"$0\" \"$@\" 2>&1",
-                                     "/usr/bin/etcdctl", "--endpoints=" + cluster_.EndpointList()};
-    for (auto& a : args) argv.push_back(a);
-    Subprocess process(argv);
-    std::string out;
-    while (auto line = process.ReadLine(kTestDeadline)) out += *line + "\n";
-    auto status = process.Wait(kTestDeadline);
-    if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) return "exit: " + out;
-    return out;
-  }
+  std::string Etcdctl(std::vector<std::string> args) { return cluster_.Etcdctl(std::move(args)); }
 
   std::vector<std::string> Keys(const std::string& under) {
     std::vector<std::string> keys;

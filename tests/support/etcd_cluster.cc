@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -162,6 +163,18 @@ bool EtcdCluster::Start() {
   }
   error_ = why;
   return false;
+}
+
+std::string EtcdCluster::Etcdctl(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {"/bin/sh", "-c", "ETCDCTL_API=3 exec \"$0\" \"$@\" 2>&1",
+                                   "/usr/bin/etcdctl", "--endpoints=" + EndpointList()};
+  for (const auto& a : args) argv.push_back(a);
+  Subprocess process(argv);
+  std::string out;
+  while (auto line = process.ReadLine(kTestDeadline)) out += *line + "\n";
+  auto status = process.Wait(kTestDeadline);
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) return "exit: " + out;
+  return out;
 }
 
 int EtcdCluster::Leader() const {

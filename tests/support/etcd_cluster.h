@@ -50,6 +50,9 @@ class EtcdCluster {
   // kill -9 of one member, reaped before it returns.
   void Kill(int member);
   bool Running(int member) const;
+  // etcdctl (Debian etcd-client) against every member: its output (stderr
+  // included), or "exit: OUTPUT" when it failed.
+  std::string Etcdctl(const std::vector<std::string>& args) const;
   // The member that is raft's leader now, by etcdctl's endpoint status
   // (Debian etcd-client); -1 when none answers as leader or etcdctl is
   // missing.
