@@ -99,8 +99,10 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                    "PREFIX/journal/SEQ); starts with / and does not end with one",
                    &flags.ha_prefix);
   parser.AddUint("lease-ttl-ms",
-                 "HA mode: the leader's etcd lease, rounded up to whole seconds (at least 2 s): "
-                 "a dead leader is replaced about this long after it stopped",
+                 "HA mode: the leader's etcd lease, rounded up to whole seconds (at least 1 s; etcd "
+                 "raises one under 1.5 x its election timeout, e.g. 1 s to 2 s at its default "
+                 "timing, and the granted TTL is used): a dead leader is replaced about this long "
+                 "after it stopped",
                  &flags.lease_ttl_ms, 1000, 3600000);
   parser.AddString("advertise", "ADDRESS",
                    "HA mode: the RPC address clients are sent to while this dispatcher leads "

@@ -12,6 +12,7 @@ LeaderElection::LeaderElection(uvkj::UvAsyncIo& io, EtcdClient& client, LeaderEl
       client_(client),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
+      ttl_seconds_(options_.lease_ttl_seconds),
       last_ok_sent_(io.timer().now()) {
   KJ_REQUIRE(options_.lease_ttl_seconds >= 1, "a lease TTL of at least one second");
 }
@@ -26,7 +27,7 @@ LeaderElection::~LeaderElection() {
   watch_.reset();
 }
 
-kj::Duration LeaderElection::Period() const { return options_.lease_ttl_seconds * kj::SECONDS / 3; }
+kj::Duration LeaderElection::Period() const { return ttl_seconds_ * kj::SECONDS / 3; }
 
 void LeaderElection::Start() {
   KJ_REQUIRE(!started_, "LeaderElection started twice");
@@ -47,6 +48,10 @@ kj::Promise<void> LeaderElection::Grant() {
       return io_.timer().afterDelay(Period()).then([this]() { return Grant(); });
     }
     lease_id_ = lease->id;
+    // etcd may grant more than was asked (at its default timing anything
+    // under 1.5 s of election timeout becomes 2 s): pace the keepalives and
+    // the deadline by the TTL etcd will really enforce.
+    ttl_seconds_ = std::max(options_.lease_ttl_seconds, lease->ttl_seconds);
     last_ok_sent_ = io_.timer().now();
     if (callbacks_.granted) callbacks_.granted(lease_id_);
     keepalive_ = KeepAliveLoop().eagerlyEvaluate(nullptr);
@@ -57,7 +62,7 @@ kj::Promise<void> LeaderElection::Grant() {
 }
 
 kj::Duration LeaderElection::Budget() const {
-  return options_.lease_ttl_seconds * kj::SECONDS - Period();
+  return ttl_seconds_ * kj::SECONDS - Period();
 }
 
 kj::Promise<void> LeaderElection::WatchDeadline() {

@@ -42,7 +42,8 @@ namespace dispatch::etcd {
 struct LeaderElectionOptions {
   std::string key;    // e.g. "PREFIX/leader"
   std::string value;  // this member's record (its address)
-  // etcd raises a TTL below 1.5 x its election timeout (2 s at its defaults).
+  // etcd raises a TTL below 1.5 x its election timeout (to 2 s at its
+  // defaults); the keepalives then follow the TTL it granted.
   int64_t lease_ttl_seconds = 2;
 };
 
@@ -102,6 +103,7 @@ class LeaderElection {
   const LeaderElectionCallbacks callbacks_;
   LeaderElectionCounters counters_;
   int64_t lease_id_ = 0;
+  int64_t ttl_seconds_;  // the TTL etcd granted (at least the one asked for)
   int64_t leader_revision_ = 0;
   bool leading_ = false;
   bool lost_ = false;

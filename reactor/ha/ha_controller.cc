@@ -66,9 +66,11 @@ void HaController::Start() {
   etcd::LeaderElectionOptions election_options;
   election_options.key = options_.prefix + "/leader";
   election_options.value = options_.advertise;
-  // Whole seconds, at least 2 (etcd raises a smaller TTL at its default timing).
+  // Whole seconds, at least 1; etcd raises a TTL under 1.5 x its election
+  // timeout (to 2 s at its default timing), and the election then paces
+  // itself by the TTL etcd granted.
   election_options.lease_ttl_seconds =
-      std::max<int64_t>(2, static_cast<int64_t>((options_.lease_ttl_ms + 999) / 1000));
+      std::max<int64_t>(1, static_cast<int64_t>((options_.lease_ttl_ms + 999) / 1000));
   etcd::LeaderElectionCallbacks callbacks;
   callbacks.granted = [this](int64_t lease_id) { OnGranted(lease_id); };
   callbacks.elected = [this](int64_t revision) { OnElected(revision); };

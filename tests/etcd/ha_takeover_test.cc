@@ -51,6 +51,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// DISPATCH_HA_LEASE_TTL_MS (default 2000) and DISPATCH_HA_ETCD_ELECTION_MS
+// (etcd's election timeout, default 1000, its heartbeat a tenth of it): a
+// 1 s lease needs etcd at a faster timing (e.g. 500), else etcd grants 2 s.
+uint64_t FromEnvironment(const char* name, uint64_t fallback) {
+  const char* env = std::getenv(name);
+  const long long value = env != nullptr ? std::atoll(env) : 0;
+  return value > 0 ? static_cast<uint64_t>(value) : fallback;
+}
+
 int KillsFromEnvironment() {
   const char* env = std::getenv("DISPATCH_HA_KILLS");
   int kills = env != nullptr ? std::atoi(env) : 3;
@@ -244,9 +253,12 @@ class HaUnderLoad : public ::testing::Test {
     }
     EtcdClusterOptions etcd_options;
     etcd_options.members = 3;
+    etcd_options.election_timeout_ms = static_cast<int>(FromEnvironment("DISPATCH_HA_ETCD_ELECTION_MS", 1000));
+    etcd_options.heartbeat_interval_ms = etcd_options.election_timeout_ms / 10;
     etcd_ = std::make_unique<EtcdCluster>(etcd_options);
     ASSERT_TRUE(etcd_->Start()) << etcd_->error();
-    group_ = std::make_unique<HaGroup>(*etcd_, 3, "2000", std::vector<std::string>{"--log-level=warning"});
+    group_ = std::make_unique<HaGroup>(*etcd_, 3, std::to_string(FromEnvironment("DISPATCH_HA_LEASE_TTL_MS", 2000)),
+                                       std::vector<std::string>{"--log-level=warning"});
     group_->Start(0);
     ASSERT_EQ(group_->WaitLeader(), 0) << group_->Ready(0);
     for (size_t i = 1; i < group_->size(); ++i) {
