@@ -484,6 +484,9 @@ int Main(int argc, char** argv) {
           if (const char* n = getenv("DISPATCH_TEST_HA_SNAPSHOT_KILL_BEFORE_SWITCH")) {
             ha_options.test_kill_before_snapshot_switch = strtoull(n, nullptr, 10);
           }
+          if (const char* check = getenv("DISPATCH_TEST_HA_CHECK_LIVE_STATE")) {
+            ha_options.test_check_live_state = std::string(check) == "1";
+          }
           ha_controller = std::make_unique<ha::HaController>(io, server, ha_options);
           ha_controller->Start();
         }

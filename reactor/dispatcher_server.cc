@@ -126,8 +126,9 @@ Result<std::string> DispatcherServer::Start() {
   return bound;
 }
 
-Status DispatcherServer::StartServices() {
-  auto durable = DurableState::Recover(io_.loop(), *store_, options_.durable);
+Status DispatcherServer::StartServices(std::unique_ptr<state::DispatcherState> live) {
+  const bool took_live = live != nullptr;
+  auto durable = DurableState::Recover(io_.loop(), *store_, options_.durable, std::move(live));
   if (!durable.ok()) return durable.status();
   durable_ = std::move(durable.value());
   if (replicator_ != nullptr) durable_->SetReplicator(replicator_);
@@ -139,9 +140,14 @@ Status DispatcherServer::StartServices() {
   // The group commit closes every loop pass, releasing the replies it parked.
   io_.port().SetPassEndHook([this]() { durable_->CommitPass(); });
   const DurableStats& recovered = durable_->stats();
-  Log(LogLevel::kInfo, "recovered state: snapshot at ", store_->snapshot_seq(), " + ", recovered.replayed,
-      " journal records in ", recovered.recovery_micros / 1000, " ms (last sequence number ",
-      store_->last_seq(), ")");
+  if (took_live) {
+    Log(LogLevel::kInfo, "took the standby's live state over (last sequence number ", store_->last_seq(), ") in ",
+        recovered.recovery_micros / 1000, " ms: nothing to replay");
+  } else {
+    Log(LogLevel::kInfo, "recovered state: snapshot at ", store_->snapshot_seq(), " + ", recovered.replayed,
+        " journal records in ", recovered.recovery_micros / 1000, " ms (last sequence number ",
+        store_->last_seq(), ")");
+  }
   data_ = std::make_unique<DataService>(io_.loop(), *durable_, options_.data, incarnation_);
   return data_->Start();
 }
@@ -169,10 +175,10 @@ Result<storage::Store*> DispatcherServer::OpenHaStore() {
   return store_.get();
 }
 
-Status DispatcherServer::BecomeLeader(JournalReplicator* replicator) {
+Status DispatcherServer::BecomeLeader(JournalReplicator* replicator, std::unique_ptr<state::DispatcherState> live) {
   KJ_REQUIRE(options_.ha && !leading_ && store_ != nullptr, "BecomeLeader without OpenHaStore");
   replicator_ = replicator;
-  DISPATCH_RETURN_IF_ERROR(StartServices());
+  DISPATCH_RETURN_IF_ERROR(StartServices(std::move(live)));
   leading_ = true;
   standby_of_.clear();
   Log(LogLevel::kInfo, "leading: serving as the HA leader");

@@ -88,10 +88,11 @@ class DispatcherServer {
   // to fill. REQUIRES: not leading yet.
   Result<storage::Store*> OpenHaStore();
   // HA mode only: recovers the state from the store OpenHaStore opened (the
-  // same Apply as a restart's replay), hands every later commit to
+  // same Apply as a restart's replay; none when `live`, a hot standby's
+  // state of exactly that store, is given), hands every later commit to
   // `replicator` (which must outlive this object's journal), starts the
   // timers and serves.
-  Status BecomeLeader(JournalReplicator* replicator);
+  Status BecomeLeader(JournalReplicator* replicator, std::unique_ptr<state::DispatcherState> live = nullptr);
   // HA mode: while not leading, the gateway answers "not the leader; the
   // leader is ADDRESS" (empty: none known yet).
   void SetStandbyOf(std::string leader_address);
@@ -150,7 +151,7 @@ class DispatcherServer {
   void StopOnStorageFailure(const Status& status);
   void StopServing(int exit_code, const Status& status);
   // Opens the journal (single node: the work dir's) and starts the services on it.
-  Status StartServices();
+  Status StartServices(std::unique_ptr<state::DispatcherState> live = nullptr);
   // The graceful stop: background work over, replies drained, then
   // everything closed in order and the loop stopped.
   kj::Promise<void> DrainThenStop(uint64_t deadline_ms);

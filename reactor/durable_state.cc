@@ -55,12 +55,14 @@ DurableState::DurableState(uv_loop_t* loop, storage::Store& store, DurableStateO
 DurableState::~DurableState() = default;
 
 Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, storage::Store& store,
-                                                            DurableStateOptions options) {
+                                                            DurableStateOptions options,
+                                                            std::unique_ptr<state::DispatcherState> live) {
   std::unique_ptr<DurableState> self(new DurableState(loop, store, options));
   uint64_t start = MonotonicMicros();
   for (const std::string& warning : store.open_warnings()) {
     Log(LogLevel::kWarning, warning.c_str());
   }
+  if (live != nullptr) return AdoptLive(std::move(self), std::move(live), start);
 
   auto snapshot = store.LoadLatestSnapshot();
   if (!snapshot.ok()) return snapshot.status();
@@ -97,7 +99,25 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(uv_loop_t* loop, sto
           primed.ToString().c_str());
     }
   }
+  return FinishRecovery(std::move(self), start);
+}
 
+Result<std::unique_ptr<DurableState>> DurableState::AdoptLive(std::unique_ptr<DurableState> self,
+                                                              std::unique_ptr<state::DispatcherState> live,
+                                                              uint64_t start) {
+  // No priming either: joining it would wait for the very replay the live
+  // state saves. The first snapshot builds its replica off the loop.
+  auto snapshotter = SnapshotReplica::Create(self->loop_, self->store_);
+  if (!snapshotter.ok()) return snapshotter.status();
+  self->snapshotter_ = std::move(snapshotter).value();
+  self->state_ = std::move(*live);
+  DISPATCH_RETURN_IF_ERROR(self->DropUnheldResults());
+  return FinishRecovery(std::move(self), start);
+}
+
+Result<std::unique_ptr<DurableState>> DurableState::FinishRecovery(std::unique_ptr<DurableState> self,
+                                                                   uint64_t start) {
+  storage::Store& store = self->store_;
   auto checkpointer = store.NewCheckpointer();
   if (!checkpointer.ok()) return checkpointer.status();
   self->checkpointer_ = std::move(checkpointer.value());

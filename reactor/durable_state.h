@@ -136,8 +136,12 @@ class DurableState {
   // after it through the same Apply. A record that does not decode or does
   // not apply is DataLoss naming its sequence number: start-up stops rather
   // than continue from a partial state.
+  // `live` (HA mode, a hot standby's takeover): the state already built
+  // from exactly the store's snapshot and records (StandbyFollower applied
+  // each as it arrived); it is taken as it is, with no replay.
   static Result<std::unique_ptr<DurableState>> Recover(uv_loop_t* loop, storage::Store& store,
-                                                       DurableStateOptions options);
+                                                       DurableStateOptions options,
+                                                       std::unique_ptr<state::DispatcherState> live = nullptr);
   // Gives background work in flight up without waiting (uvkj::PoolWork):
   // a snapshot task stops at its next check, a checkpoint finishes on its
   // own connection; neither touches this object or the Store. An owner
@@ -300,6 +304,11 @@ class DurableState {
   DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options);
 
   Status Replay();
+  // Recover's two endings: with a standby's live state, and the part both share.
+  static Result<std::unique_ptr<DurableState>> AdoptLive(std::unique_ptr<DurableState> self,
+                                                         std::unique_ptr<state::DispatcherState> live,
+                                                         uint64_t start);
+  static Result<std::unique_ptr<DurableState>> FinishRecovery(std::unique_ptr<DurableState> self, uint64_t start);
   // Deletes stored results the state does not hold (left by a reset, which
   // forgets closures without releasing them), in one transaction.
   Status DropUnheldResults();

@@ -113,6 +113,13 @@ void LeaderElection::Campaign() {
 
 kj::Promise<void> LeaderElection::CampaignOnce() {
   if (lost_) return kj::READY_NOW;
+  if (!callbacks_.ready_to_lead) return CampaignNow();
+  return callbacks_.ready_to_lead().then([this]() { return CampaignNow(); },
+                                         [this](kj::Exception&&) { return CampaignNow(); });
+}
+
+kj::Promise<void> LeaderElection::CampaignNow() {
+  if (lost_) return kj::READY_NOW;
   ++counters_.campaigns;
   Txn txn;
   txn.compare.push_back(Compare::CreateRevisionIs(options_.key, 0));

@@ -57,6 +57,11 @@ struct LeaderElectionCallbacks {
   std::function<void(const KeyValue& leader)> following;
   // Candidacy and any leadership are over, for the reason given.
   std::function<void(const Status& why)> lost;
+  // Awaited before each campaign: resolves when this member may lead at
+  // once. A standby still loading the journal holds its campaign back, so
+  // that a caught-up standby wins the race and the takeover needs no load.
+  // A rejection counts as ready. Optional.
+  std::function<kj::Promise<void>()> ready_to_lead;
 };
 
 struct LeaderElectionCounters {
@@ -94,6 +99,7 @@ class LeaderElection {
   kj::Promise<void> WatchDeadline();
   void Campaign();
   kj::Promise<void> CampaignOnce();
+  kj::Promise<void> CampaignNow();
   void Follow(const KeyValue& leader, int64_t from_revision);
   void Lose(Status why);
 

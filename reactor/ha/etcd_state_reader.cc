@@ -1,5 +1,7 @@
 #include "reactor/ha/etcd_state_reader.h"
 
+#include <algorithm>
+
 #include "common/checksum.h"
 #include "reactor/ha/journal_group_codec.h"
 
@@ -83,14 +85,21 @@ kj::Promise<Status> EtcdStateReader::ReadJournal(storage::Store& store, int64_t 
 kj::Promise<Status> EtcdStateReader::ReadJournalFrom(storage::Store& store, std::string from, int64_t revision) {
   const std::string end = etcd::PrefixEnd(prefix_ + "/journal/");
   storage::Store* target = &store;
-  return client_.Range(from, end, kKeysPerRange, /*descending=*/false, revision)
-      .then([this, target, revision](Result<etcd::RangeResult> range) -> kj::Promise<Status> {
+  const int64_t limit = journal_keys_per_range_;
+  return client_.Range(from, end, limit, /*descending=*/false, revision)
+      .then([this, target, from, limit, revision](Result<etcd::RangeResult> range) -> kj::Promise<Status> {
+        if (!range.ok() && range.status().code() == StatusCode::kResourceExhausted && limit > kKeysPerRange) {
+          ++ranges_shrunk_;
+          journal_keys_per_range_ = std::max(kKeysPerRange, limit / 2);
+          return ReadJournalFrom(*target, from, revision);
+        }
         if (!range.ok()) return UnavailableError("cannot read the journal from etcd: " + range.status().ToString());
         for (const etcd::KeyValue& kv : range->kvs) {
           Status applied = ApplyGroup(*target, kv);
           if (!applied.ok()) return applied;
         }
         if (!range->more || range->kvs.empty()) return Status::Ok();
+        journal_keys_per_range_ = std::min(kMaxJournalKeysPerRange, limit * 2);
         return ReadJournalFrom(*target, range->kvs.back().key + std::string(1, '\0'), revision);
       });
 }
@@ -109,6 +118,9 @@ Status EtcdStateReader::ApplyGroup(storage::Store& store, const etcd::KeyValue& 
   for (const storage::Batch& pass : group->passes) {
     Result<uint64_t> committed = store.Commit(pass);
     if (!committed.ok()) return committed.status();
+    if (record_observer_) {
+      for (const std::string& record : pass.records()) record_observer_(record);
+    }
   }
   ++groups_read_;
   return Status::Ok();

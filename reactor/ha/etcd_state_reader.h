@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <kj/async.h>
 
@@ -26,9 +28,17 @@ class EtcdStateReader {
  public:
   EtcdStateReader(etcd::EtcdClient& client, std::string prefix) : client_(client), prefix_(std::move(prefix)) {}
 
-  // Journal keys read per range request: each value is at most
-  // kMaxEtcdBatchBytes; callers size the client's answer limit for it.
+  // Snapshot chunks read per range request: each is close to
+  // kMaxEtcdBatchBytes; callers size the client's answer limit for this
+  // many values of that size.
   static constexpr int64_t kKeysPerRange = 4;
+  // Journal keys read per range request at first. Groups are mostly far
+  // smaller than kMaxEtcdBatchBytes (a few KiB under load), so four per
+  // request made a cold load of a few thousand groups take seconds of round
+  // trips. etcd has no byte limit on a range: an answer over the client's
+  // limit halves the count and asks again (down to kKeysPerRange, which
+  // always fits), and the count grows back after each full answer.
+  static constexpr int64_t kMaxJournalKeysPerRange = 1024;
 
   // The current snapshot's image into `out` (its seq stays 0 when there is
   // none).
@@ -41,7 +51,15 @@ class EtcdStateReader {
   // committed.
   Status ApplyGroup(storage::Store& store, const etcd::KeyValue& kv);
 
+  // Called with each journal record ApplyGroup committed, in sequence
+  // order (a hot standby applies it to its live state). Optional.
+  void set_record_observer(std::function<void(std::string_view record)> observer) {
+    record_observer_ = std::move(observer);
+  }
+
   uint64_t groups_read() const { return groups_read_; }
+  // Answers over the client's limit (each cost one range request again).
+  uint64_t ranges_shrunk() const { return ranges_shrunk_; }
 
  private:
   kj::Promise<Status> ReadChunks(SnapshotDescriptor descriptor, uint64_t next, std::shared_ptr<std::string> image,
@@ -50,7 +68,10 @@ class EtcdStateReader {
 
   etcd::EtcdClient& client_;
   const std::string prefix_;
+  std::function<void(std::string_view)> record_observer_;
   uint64_t groups_read_ = 0;
+  uint64_t ranges_shrunk_ = 0;
+  int64_t journal_keys_per_range_ = kMaxJournalKeysPerRange;
 };
 
 }  // namespace dispatch::ha

@@ -12,11 +12,36 @@
 #include "common/checksum.h"
 #include "reactor/ha/journal_group_codec.h"
 #include "reactor/ha/member_record.h"
+#include "state/codec.h"
 
 namespace dispatch::ha {
 namespace {
 
 constexpr int64_t kKeysPerRange = EtcdStateReader::kKeysPerRange;
+// The longest a standby whose follower is still loading holds back its
+// campaign (LeaderElectionCallbacks::ready_to_lead).
+constexpr kj::Duration kLoadingStandbyWait = 10 * kj::SECONDS;
+
+// HaOptions::test_check_live_state: the live state against a replay of the
+// same store (what a takeover without one would have served).
+Status CheckLiveState(storage::Store& store, const state::DispatcherState& live) {
+  state::DispatcherState replayed;
+  auto snapshot = store.LoadLatestSnapshot();
+  if (!snapshot.ok()) return snapshot.status();
+  if (snapshot->has_value()) {
+    auto decoded = state::DecodeSnapshot((*snapshot)->bytes);
+    if (!decoded.ok()) return decoded.status();
+    replayed = std::move(decoded).value();
+  }
+  DISPATCH_RETURN_IF_ERROR(store.Replay(store.snapshot_seq(), [&replayed](uint64_t, std::string_view bytes) {
+    return state::ApplyEncodedUpdate(replayed, bytes);
+  }));
+  if (state::EncodeSnapshot(replayed) != state::EncodeSnapshot(live)) {
+    return DataLossError("the live state differs from the store's replay through record " +
+                         std::to_string(store.last_seq()));
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -85,6 +110,16 @@ void HaController::Start() {
     }
   };
   callbacks.lost = [this](const Status& why) { Stop(why); };
+  callbacks.ready_to_lead = [this]() -> kj::Promise<void> {
+    // Winning while the follower loads would load everything again, cold;
+    // waiting lets a caught-up standby win instead. Bounded, so that a
+    // follower that cannot load (it restarts its load on errors) never keeps
+    // a lone survivor from leading.
+    if (follower_ == nullptr || follower_->following()) return kj::READY_NOW;
+    Log(LogLevel::kInfo, "standby: still loading the journal from etcd; campaigning once it is loaded (at most ",
+        kLoadingStandbyWait / kj::MILLISECONDS, " ms)");
+    return io_.timer().timeoutAfter(kLoadingStandbyWait, follower_->WhenFollowing());
+  };
   election_ = std::make_unique<etcd::LeaderElection>(io_, *client_, election_options, callbacks);
   Log(LogLevel::kInfo, "HA mode: campaigning for ", election_options.key.c_str(), " on ",
       client_->endpoint().c_str(), " as ", options_.advertise.c_str(), " (lease TTL ",
@@ -159,7 +194,18 @@ void HaController::OnElected(int64_t leader_revision) {
                      Stop(status);
                      return;
                    }
+                   std::unique_ptr<state::DispatcherState> live;
+                   if (follower_ != nullptr) live = follower_->TakeLiveState();
                    follower_.reset();
+                   if (live != nullptr && options_.test_check_live_state) {
+                     Status same = CheckLiveState(local, *live);
+                     if (!same.ok()) {
+                       Stop(same);
+                       return;
+                     }
+                     Log(LogLevel::kInfo, "the live state matches the store's replay through record ",
+                         local.last_seq());
+                   }
                    EtcdJournalOptions journal_options;
                    journal_options.prefix = options_.prefix;
                    journal_options.leader_revision = leader_revision;
@@ -177,7 +223,7 @@ void HaController::OnElected(int64_t leader_revision) {
                    Log(LogLevel::kInfo, "the local store holds the snapshot at record ", local.snapshot_seq(),
                        " and the journal to record ", local.last_seq(), "; filled in ",
                        (uv_hrtime() - start) / 1000000, " ms since elected");
-                   Status leading = server_.BecomeLeader(journal_.get());
+                   Status leading = server_.BecomeLeader(journal_.get(), std::move(live));
                    if (!leading.ok()) Stop(leading);
                  })
                  .eagerlyEvaluate([this](kj::Exception&& e) {

@@ -45,6 +45,10 @@ struct HaOptions {
   // EtcdSnapshotWriterOptions::kill_before_switch, from the environment
   // (DISPATCH_TEST_HA_SNAPSHOT_KILL_BEFORE_SWITCH): tests only.
   uint64_t test_kill_before_snapshot_switch = 0;
+  // Tests only (DISPATCH_TEST_HA_CHECK_LIVE_STATE=1): at a hot takeover the
+  // store is replayed as well and must give the standby's live state, byte
+  // for byte in the snapshot encoding; a difference stops the member.
+  bool test_check_live_state = false;
 };
 
 // Splits --etcd's comma-separated list; InvalidArgument naming a bad entry.

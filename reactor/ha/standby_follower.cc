@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "reactor/ha/journal_group_codec.h"
 #include "reactor/ha/snapshot_codec.h"
+#include "state/codec.h"
 
 namespace dispatch::ha {
 
@@ -22,7 +23,9 @@ StandbyFollower::StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, 
       prefix_(std::move(prefix)),
       on_failure_(std::move(on_failure)),
       reader_(client, prefix_),
-      checkpoint_(io.loop()) {}
+      checkpoint_(io.loop()) {
+  reader_.set_record_observer([this](std::string_view record) { ApplyToLiveState(record); });
+}
 
 StandbyFollower::~StandbyFollower() {
   // Promises first: their continuations refer to this object and the watch.
@@ -38,8 +41,16 @@ StandbyFollower::~StandbyFollower() {
 
 void StandbyFollower::Start() { Load(); }
 
+kj::Promise<void> StandbyFollower::WhenFollowing() {
+  if (following_) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  waiting_for_following_.push_back(kj::mv(paf.fulfiller));
+  return kj::mv(paf.promise);
+}
+
 void StandbyFollower::Load() {
   following_ = false;
+  live_.reset();
   watch_.reset();
   current_watch_.reset();
   refresh_ = nullptr;
@@ -65,6 +76,7 @@ void StandbyFollower::Load() {
                 return reader_.LoadSnapshot(*store_, revision)
                     .then([this, revision](Status loaded) -> kj::Promise<Status> {
                       if (!loaded.ok()) return loaded;
+                      StartLiveState();
                       return reader_.ReadJournal(*store_, revision);
                     })
                     .then([this, revision](Status read) {
@@ -81,6 +93,8 @@ void StandbyFollower::Load() {
                           " and the journal to record ", store_->last_seq(), " (etcd revision ", revision,
                           "); following the journal");
                       following_ = true;
+                      for (auto& waiting : waiting_for_following_) waiting->fulfill();
+                      waiting_for_following_.clear();
                       // Two watches: the chunks between the journal and
                       // the current snapshot's key are not for us.
                       watch_ = client_.Watch(prefix_ + "/journal/", etcd::PrefixEnd(prefix_ + "/journal/"),
@@ -193,6 +207,45 @@ void StandbyFollower::Restart(const std::string& why) {
   Log(LogLevel::kWarning, "standby: loading from etcd again: ", why.c_str());
   // Not from inside the watch's own callback: the watch goes on the next turn.
   restart_ = io_.timer().afterDelay(100 * kj::MILLISECONDS).then([this]() { Load(); }).eagerlyEvaluate(nullptr);
+}
+
+void StandbyFollower::StartLiveState() {
+  live_.reset();
+  live_seq_ = store_->snapshot_seq();
+  auto snapshot = store_->LoadLatestSnapshot();
+  if (!snapshot.ok()) return DropLiveState("the store's snapshot: " + snapshot.status().ToString());
+  if (!snapshot->has_value()) {
+    live_ = std::make_unique<state::DispatcherState>();
+    return;
+  }
+  auto decoded = state::DecodeSnapshot((*snapshot)->bytes);
+  if (!decoded.ok()) return DropLiveState("the snapshot does not decode: " + decoded.status().ToString());
+  live_ = std::make_unique<state::DispatcherState>(std::move(decoded).value());
+}
+
+void StandbyFollower::ApplyToLiveState(std::string_view record) {
+  if (live_ == nullptr) return;
+  Status applied = state::ApplyEncodedUpdate(*live_, record);
+  if (!applied.ok()) {
+    DropLiveState("record " + std::to_string(live_seq_ + 1) + " does not apply: " + applied.ToString());
+    return;
+  }
+  ++live_seq_;
+}
+
+void StandbyFollower::DropLiveState(const std::string& why) {
+  // Not fatal here: the takeover replays the store and meets (and reports)
+  // any damage the same way a restart would.
+  Log(LogLevel::kWarning, "standby: no live state (a takeover will replay the store): ", why.c_str());
+  live_.reset();
+}
+
+std::unique_ptr<state::DispatcherState> StandbyFollower::TakeLiveState() {
+  if (live_ != nullptr && live_seq_ != store_->last_seq()) {
+    DropLiveState("it holds record " + std::to_string(live_seq_) + ", the store " +
+                  std::to_string(store_->last_seq()));
+  }
+  return std::move(live_);
 }
 
 kj::Promise<Status> StandbyFollower::CatchUp() {

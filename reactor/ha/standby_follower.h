@@ -8,7 +8,10 @@
 // second watch, on PREFIX/snapshot/current) becomes the store's snapshot too
 // once the store holds its record (its image is read from etcd at the
 // event's revision and recorded with Store::WriteSnapshot), so that the
-// takeover's replay stays within about one --snapshot-every. A watch that etcd
+// takeover's replay stays within about one --snapshot-every when the live
+// state below is lost. Every record the store takes is applied to a live
+// DispatcherState too (built from the store's snapshot at load), so that the
+// winner serves from it with no replay at all. A watch that etcd
 // cancels (its start was compacted: the standby fell behind a snapshot) or
 // that fails starts the whole load over, from a fresh store. On winning,
 // CatchUp() stops the watch and ranges the journal from the store's position
@@ -22,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <kj/async.h>
 
@@ -30,6 +34,7 @@
 #include "reactor/ha/etcd_state_reader.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/pool_work.h"
+#include "state/dispatcher_state.h"
 #include "storage/checkpointer.h"
 
 namespace dispatch::ha {
@@ -46,9 +51,16 @@ class StandbyFollower {
   // True once the store holds etcd's state at some revision and the watch
   // is applying what follows.
   bool following() const { return following_; }
+  // Resolves once following() is true (at once when it is already); broken
+  // when the follower is destroyed first.
+  kj::Promise<void> WhenFollowing();
   // Stops following and brings the store to etcd's end. REQUIRES: following().
   kj::Promise<Status> CatchUp();
   storage::Store* store() const { return store_; }
+  // After CatchUp: the DispatcherState of exactly the store's snapshot and
+  // records, applied as they arrived (§6: the takeover replays nothing), or
+  // null when it could not be kept (the takeover then replays the store).
+  std::unique_ptr<state::DispatcherState> TakeLiveState();
   uint64_t groups_applied() const { return groups_applied_; }
   uint64_t reloads() const { return reloads_; }
 
@@ -62,6 +74,11 @@ class StandbyFollower {
   void MaybeCheckpoint();
   struct CheckpointJob;
   void Restart(const std::string& why);
+  // The live state from the store's snapshot (none: an empty state); the
+  // journal records then arrive through the reader's observer.
+  void StartLiveState();
+  void ApplyToLiveState(std::string_view record);
+  void DropLiveState(const std::string& why);
 
   uvkj::UvAsyncIo& io_;
   etcd::EtcdClient& client_;
@@ -71,6 +88,7 @@ class StandbyFollower {
   EtcdStateReader reader_;
   storage::Store* store_ = nullptr;
   bool following_ = false;
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiting_for_following_;
   bool stopped_ = false;
   bool failed_ = false;
   uint64_t groups_applied_ = 0;
@@ -78,6 +96,8 @@ class StandbyFollower {
   uint64_t snapshots_taken_ = 0;
   // A current snapshot read from etcd whose record the store does not hold yet.
   std::shared_ptr<DecodedSnapshotImage> pending_image_;
+  std::unique_ptr<state::DispatcherState> live_;
+  uint64_t live_seq_ = 0;  // the store's last record the live state holds
   std::unique_ptr<storage::Checkpointer> checkpointer_;  // idle; the job holds it while it runs
   uvkj::PoolWork<CheckpointJob> checkpoint_;
   std::unique_ptr<etcd::EtcdWatch> watch_;          // PREFIX/journal/

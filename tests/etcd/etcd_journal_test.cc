@@ -4,7 +4,9 @@
 // while one is in flight goes out as the next single transaction, split at
 // the group byte limit (counted); a backlog past its limit refuses new
 // updates naming it (counted); a stolen leadership fails the journal
-// (fenced) and acknowledges nothing of the group in flight.
+// (fenced) and acknowledges nothing of the group in flight. EtcdStateReader
+// reads such a journal back with fewer keys per request when an answer is
+// over the client's limit.
 #include "reactor/ha/etcd_journal.h"
 
 #include <signal.h>
@@ -15,13 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "reactor/ha/etcd_state_reader.h"
 #include "reactor/ha/journal_group_codec.h"
 #include "reactor/ha/snapshot_codec.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
 #include "tests/support/etcd_cluster.h"
 #include "tests/support/loop_passes.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/wait_until.h"
+#include "tests/storage/test_util.h"
 
 namespace dispatch::ha {
 namespace {
@@ -260,6 +265,40 @@ TEST_F(EtcdJournalTest, AStolenLeadershipFailsTheGroupInFlightAndEveryLaterOne) 
   EXPECT_NE(failure_->message().find("fenced"), std::string::npos) << failure_->ToString();
   EXPECT_EQ(Groups().size(), 1u) << "a fenced leader appended";
   EXPECT_FALSE(journal.Admit().ok());
+}
+
+TEST_F(EtcdJournalTest, AJournalReadOverTheAnswerLimitIsReadAgainInSmallerRangesAndArrivesWhole) {
+  EtcdJournalOptions options;
+  options.max_group_bytes = 4096;
+  EtcdJournal& journal = Journal(options);
+  // 60 groups of one 3000-byte record each (each pass waits for the one
+  // before it, so no two share a group).
+  constexpr int kGroups = 60;
+  for (int i = 0; i < kGroups; ++i) {
+    Append(journal, Pass(1, 3000, i));
+    ASSERT_TRUE(RunUntil([&] { return released_ == i + 1; })) << released_;
+  }
+  ASSERT_EQ(Groups().size(), static_cast<size_t>(kGroups));
+  // A reader whose client takes answers of at most 64 KiB: a range of all
+  // 60 groups (about 240 KiB as base64 in JSON) is over it.
+  etcd::EtcdClientOptions small;
+  small.endpoints = cluster_.endpoints();
+  small.max_answer_bytes = 64 << 10;
+  etcd::EtcdClient client(io_, small);
+  EtcdStateReader reader(client, kPrefix);
+  dispatch::testing::TempDir dir;
+  auto store = storage::Store::Open(storage::testing::OptionsFor(dir.path(), storage::Synchronous::kNormal));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Status read = Await(reader.ReadJournal(**store, 0));
+  ASSERT_TRUE(read.ok()) << read.ToString();
+  EXPECT_GE(reader.ranges_shrunk(), 1u);
+  EXPECT_EQ(reader.groups_read(), static_cast<uint64_t>(kGroups));
+  auto records = storage::testing::ReplayAll(**store, 0);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  ASSERT_EQ(records->size(), static_cast<size_t>(kGroups));
+  for (int i = 0; i < kGroups; ++i) {
+    EXPECT_EQ((*records)[i].second, std::string(3000, static_cast<char>('a' + i % 26))) << "record " << i + 1;
+  }
 }
 
 }  // namespace

@@ -109,6 +109,19 @@ std::string HaGroup::LogTails(size_t lines) const {
   return out;
 }
 
+std::vector<std::string> HaGroup::LogLinesWith(const std::string& needle) const {
+  std::vector<std::string> found;
+  for (const Member& m : members_) {
+    for (int start = 1; start <= m.starts; ++start) {
+      std::ifstream log(dir_.File(m.name + "." + std::to_string(start) + ".log"));
+      for (std::string line; std::getline(log, line);) {
+        if (line.find(needle) != std::string::npos) found.push_back(m.name + ": " + line);
+      }
+    }
+  }
+  return found;
+}
+
 int HaGroup::Leader() const {
   for (size_t i = 0; i < members_.size(); ++i) {
     if (Ready(i).rfind("200 ", 0) == 0) return static_cast<int>(i);

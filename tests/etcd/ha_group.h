@@ -54,6 +54,8 @@ class HaGroup {
   // How often member i was started.
   int starts(size_t i) const { return members_.at(i).starts; }
   std::string LogPath(size_t i) const;
+  // Every line holding `needle` in any log of any member (all its starts).
+  std::vector<std::string> LogLinesWith(const std::string& needle) const;
   // The last `lines` lines of every member's current log, each headed by its
   // name and /readyz: what a failing test prints.
   std::string LogTails(size_t lines = 40) const;

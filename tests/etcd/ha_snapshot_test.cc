@@ -49,10 +49,13 @@ class HaSnapshotTest : public ::testing::Test {
     }
     if (access("/usr/bin/etcdctl", X_OK) != 0) GTEST_SKIP() << "etcdctl is not installed (Debian etcd-client)";
     ASSERT_TRUE(cluster_.Start()) << cluster_.error();
+    // Every hot takeover checks its live state against a replay.
+    setenv("DISPATCH_TEST_HA_CHECK_LIVE_STATE", "1", 1);
   }
 
   // A failed test shows the end of every dispatcher's log.
   void TearDown() override {
+    unsetenv("DISPATCH_TEST_HA_CHECK_LIVE_STATE");
     if (!HasFailure()) return;
     for (const char* name : {"a", "b"}) {
       const std::string log = Log(name);
@@ -230,6 +233,10 @@ TEST_F(HaSnapshotTest, JournalKeysStayFewAndATakeoverKeepsEveryAcknowledgedChang
   // over as they became current, so at its election only the end was left.
   EXPECT_NE(log.find("standby: loaded the snapshot at record "), std::string::npos) << log;
   EXPECT_NE(log.find("reading the journal after record "), std::string::npos) << log;
+  // And it served from the state it had kept live (§6: nothing to replay),
+  // which equals a replay of its store (DISPATCH_TEST_HA_CHECK_LIVE_STATE).
+  EXPECT_NE(log.find("took the standby's live state over"), std::string::npos) << log;
+  EXPECT_NE(log.find("the live state matches the store's replay through record "), std::string::npos) << log;
 
   CommandResult datasets_after = RunDispatchctl({"--dispatcher=" + b->address(), "datasets"});
   EXPECT_EQ(datasets_after.output, datasets_before.output);

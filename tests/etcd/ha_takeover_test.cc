@@ -22,12 +22,14 @@
 //
 // N: DISPATCH_HA_KILLS (default 3). `ctest -C long -L etcd-long` runs N = 50.
 #include <gtest/gtest.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -54,6 +56,26 @@ using Clock = std::chrono::steady_clock;
 // DISPATCH_HA_LEASE_TTL_MS (default 2000) and DISPATCH_HA_ETCD_ELECTION_MS
 // (etcd's election timeout, default 1000, its heartbeat a tenth of it): a
 // 1 s lease needs etcd at a faster timing (e.g. 500), else etcd grants 2 s.
+// UTC with milliseconds, as the dispatchers' logs stamp their lines: a slow
+// takeover is read against the logs (DISPATCH_KEEP_TEST_DIRS=1 keeps them).
+std::string WallClockNow() {
+  timeval tv;
+  gettimeofday(&tv, nullptr);
+  tm utc;
+  gmtime_r(&tv.tv_sec, &utc);
+  char stamp[40];
+  const size_t n = strftime(stamp, sizeof(stamp), "%H:%M:%S", &utc);
+  snprintf(stamp + n, sizeof(stamp) - n, ".%03ld", static_cast<long>(tv.tv_usec / 1000));
+  return stamp;
+}
+
+// DISPATCH_HA_LOG_LEVEL (default warning): info shows each takeover's steps
+// in the dispatchers' logs.
+std::string LogLevelFromEnvironment() {
+  const char* env = std::getenv("DISPATCH_HA_LOG_LEVEL");
+  return env != nullptr && *env != '\0' ? env : "warning";
+}
+
 uint64_t FromEnvironment(const char* name, uint64_t fallback) {
   const char* env = std::getenv(name);
   const long long value = env != nullptr ? std::atoll(env) : 0;
@@ -256,9 +278,12 @@ class HaUnderLoad : public ::testing::Test {
     etcd_options.election_timeout_ms = static_cast<int>(FromEnvironment("DISPATCH_HA_ETCD_ELECTION_MS", 1000));
     etcd_options.heartbeat_interval_ms = etcd_options.election_timeout_ms / 10;
     etcd_ = std::make_unique<EtcdCluster>(etcd_options);
+    // Each hot takeover checks its live state against a replay of its store
+    // and stops the member on a difference (found in the logs at the end).
+    setenv("DISPATCH_TEST_HA_CHECK_LIVE_STATE", "1", 1);
     ASSERT_TRUE(etcd_->Start()) << etcd_->error();
     group_ = std::make_unique<HaGroup>(*etcd_, 3, std::to_string(FromEnvironment("DISPATCH_HA_LEASE_TTL_MS", 2000)),
-                                       std::vector<std::string>{"--log-level=warning"});
+                                       std::vector<std::string>{"--log-level=" + LogLevelFromEnvironment()});
     group_->Start(0);
     ASSERT_EQ(group_->WaitLeader(), 0) << group_->Ready(0);
     for (size_t i = 1; i < group_->size(); ++i) {
@@ -273,7 +298,10 @@ class HaUnderLoad : public ::testing::Test {
     load_.emplace_back([this] { RunClosures(*coordinator_, ledger_, stop_); });
   }
 
-  void TearDown() override { StopLoad(); }
+  void TearDown() override {
+    StopLoad();
+    unsetenv("DISPATCH_TEST_HA_CHECK_LIVE_STATE");
+  }
 
   void StopLoad() {
     stop_.Set();
@@ -343,6 +371,7 @@ class HaUnderLoad : public ::testing::Test {
         }
       }
     }
+    for (const std::string& line : group_->LogLinesWith("the live state differs")) ADD_FAILURE() << line;
     const ClosureCounters closures = GetClosureCounters(addresses_);
     EXPECT_EQ(closures.failed, 0u);
     EXPECT_EQ(closures.queued + closures.assigned + closures.waiting, 0u) << "closures left behind";
@@ -394,13 +423,14 @@ TEST_F(HaTakeoverUnderLoad, KillsOfTheLeaderLoseNothingAcknowledged) {
     const int leader = WaitLeader();
     if (leader < 0) FAIL() << "before kill " << k << ": no leader\n" << group_->LogTails();
     const auto killed = Clock::now();
+    const std::string killed_at = WallClockNow();
     group_->Kill9(static_cast<size_t>(leader));
     const int next = WaitLeader();
     const auto served = Clock::now();
     if (next < 0) FAIL() << "kill " << k << ": no standby took over\n" << group_->LogTails();
     gaps_ms.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(served - killed).count());
-    printf("kill %d of %d: dispatcher %c -> %c in %lld ms\n", k, kills, 'a' + leader, 'a' + next,
-           static_cast<long long>(gaps_ms.back()));
+    printf("kill %d of %d at %s: dispatcher %c -> %c in %lld ms\n", k, kills, killed_at.c_str(), 'a' + leader,
+           'a' + next, static_cast<long long>(gaps_ms.back()));
     fflush(stdout);
     // The supervisor's part: the killed one comes back as a standby.
     group_->Start(static_cast<size_t>(leader));

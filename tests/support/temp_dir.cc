@@ -1,5 +1,6 @@
 #include "tests/support/temp_dir.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -15,6 +16,13 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  // DISPATCH_KEEP_TEST_DIRS=1 keeps every test's files (logs, journals) for
+  // a post-mortem; the path is printed.
+  const char* keep = getenv("DISPATCH_KEEP_TEST_DIRS");
+  if (keep != nullptr && *keep != '\0' && *keep != '0') {
+    fprintf(stderr, "kept %s\n", path_.c_str());
+    return;
+  }
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
 }
