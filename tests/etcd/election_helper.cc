@@ -2,6 +2,11 @@
 // SIGSTOP: `election_helper ENDPOINTS KEY NAME TTL_SECONDS [REQUEST_TIMEOUT_MS]`. It prints one line
 // per event on stdout: "leader REVISION", "following VALUE", "lost MESSAGE"
 // (then it exits with 3, as a dispatcher that lost its lease stops serving).
+// With $ELECTION_HELPER_READY_FILE set, each campaign waits until that file
+// exists (LeaderElectionCallbacks::ready_to_lead, as a loading standby does),
+// printing "holding back" when it has to wait.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -14,6 +19,15 @@
 #include "reactor/uvkj/uv_handle.h"
 
 using namespace dispatch;
+
+namespace {
+
+kj::Promise<void> WaitForFile(uvkj::UvAsyncIo& io, std::string path) {
+  if (access(path.c_str(), F_OK) == 0) return kj::READY_NOW;
+  return io.timer().afterDelay(20 * kj::MILLISECONDS).then([&io, path]() { return WaitForFile(io, path); });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5 && argc != 6) {
@@ -42,6 +56,14 @@ int main(int argc, char** argv) {
       exit_code = 3;
       io->Stop();
     };
+    const char* ready_file = std::getenv("ELECTION_HELPER_READY_FILE");
+    if (ready_file != nullptr) {
+      callbacks.ready_to_lead = [&io, path = std::string(ready_file)]() -> kj::Promise<void> {
+        if (access(path.c_str(), F_OK) == 0) return kj::READY_NOW;
+        std::printf("holding back\n");
+        return WaitForFile(*io, path);
+      };
+    }
     auto election = std::make_unique<etcd::LeaderElection>(
         *io, *client, etcd::LeaderElectionOptions{argv[2], argv[3], std::atoll(argv[4])}, callbacks);
     self = election.get();

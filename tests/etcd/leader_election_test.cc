@@ -1,19 +1,23 @@
 // LeaderElection across real processes (election_helper) on a real etcd:
 // a standby takes over after kill -9 of the holder; a holder stopped past its
 // lease loses leadership when it runs again and never claims it; a revoked
-// lease ends leadership through the keepalive's missing TTL. Gaps are
+// lease ends leadership through the keepalive's missing TTL; a candidate
+// not ready to lead (a loading standby) campaigns only once it is. Gaps are
 // printed, never asserted.
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "tests/support/etcd_cluster.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/wait_until.h"
 
 namespace dispatch::testing {
@@ -33,6 +37,14 @@ class LeaderElectionTest : public ::testing::Test {
   std::unique_ptr<Subprocess> Candidate(const std::string& name, const std::string& request_timeout_ms = "5000") {
     return std::make_unique<Subprocess>(std::vector<std::string>{ELECTION_HELPER, cluster_.EndpointList(), kKey,
                                                                  name, "2", request_timeout_ms});
+  }
+
+  // A candidate whose campaigns wait until `ready_file` exists.
+  std::unique_ptr<Subprocess> GatedCandidate(const std::string& name, const std::string& ready_file) {
+    setenv("ELECTION_HELPER_READY_FILE", ready_file.c_str(), 1);
+    auto candidate = Candidate(name);
+    unsetenv("ELECTION_HELPER_READY_FILE");
+    return candidate;
   }
 
   // The candidate's next line, or "" at the deadline.
@@ -104,6 +116,28 @@ TEST_F(LeaderElectionTest, AHolderStepsDownWhileEtcdDoesNotAnswer) {
   const std::string a_end = Next(*a);
   cluster_.Signal(0, SIGCONT);
   EXPECT_EQ(a_end.rfind("lost Unavailable: no keepalive of lease", 0), 0u) << a_end;
+}
+
+TEST_F(LeaderElectionTest, ACandidateNotReadyToLeadCampaignsOnlyOnceItIs) {
+  TempDir dir;
+  const std::string ready = dir.File("ready");
+  auto a = Candidate("a");
+  ASSERT_EQ(Next(*a).rfind("leader ", 0), 0u);
+  // Every campaign waits for readiness, the first one (which only finds
+  // that a leads) too.
+  auto b = GatedCandidate("b", ready);
+  EXPECT_EQ(Next(*b), "holding back");
+  { std::ofstream(ready).put('1'); }
+  EXPECT_EQ(Next(*b), "following a");
+  std::remove(ready.c_str());
+  // The holder dies: the key goes with its lease, and b, not ready any
+  // more, waits instead of leading.
+  a->Signal(SIGKILL);
+  ASSERT_TRUE(a->Wait(kTestDeadline).has_value());
+  EXPECT_EQ(Next(*b), "holding back");
+  { std::ofstream(ready).put('1'); }
+  const std::string led = Next(*b);
+  EXPECT_EQ(led.rfind("leader ", 0), 0u) << led;
 }
 
 }  // namespace
