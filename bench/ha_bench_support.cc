@@ -1,6 +1,8 @@
 #include "bench/ha_bench_support.h"
 
+#include <cstdio>
 #include <sstream>
+#include <utility>
 #include <stdexcept>
 #include <vector>
 
@@ -48,12 +50,46 @@ void HistogramQuantiles(const std::string& metrics, const std::string& name, Txn
   out.transactions = count;
 }
 
+// The sum and count of one etcd histogram in a /metrics text.
+std::pair<double, double> SumAndCount(const std::string& metrics, const std::string& name) {
+  std::pair<double, double> out{0, 0};
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + "_sum ", 0) == 0) out.first = std::stod(line.substr(name.size() + 5));
+    if (line.rfind(name + "_count ", 0) == 0) out.second = std::stod(line.substr(name.size() + 7));
+  }
+  return out;
+}
+
+// The floor under every etcd transaction, measured by etcd in the same run:
+// its WAL fsyncs and backend commits, over all members.
+void PrintEtcdDisk(const std::string& name, const testing::EtcdCluster& cluster) {
+  double fsync_sum = 0, fsyncs = 0, commit_sum = 0, commits = 0;
+  for (const std::string& endpoint : cluster.endpoints()) {
+    const std::string metrics = testing::HttpGet(endpoint, "/metrics").body;
+    auto [f_sum, f_count] = SumAndCount(metrics, "etcd_disk_wal_fsync_duration_seconds");
+    auto [c_sum, c_count] = SumAndCount(metrics, "etcd_disk_backend_commit_duration_seconds");
+    fsync_sum += f_sum;
+    fsyncs += f_count;
+    commit_sum += c_sum;
+    commits += c_count;
+  }
+  printf("%s: etcd's disk in this run: WAL fsync mean %.2f ms (%.0f fsyncs), backend commit mean %.2f ms (%.0f)\n",
+         name.c_str(), fsyncs > 0 ? fsync_sum / fsyncs * 1e3 : 0.0, fsyncs,
+         commits > 0 ? commit_sum / commits * 1e3 : 0.0, commits);
+}
+
 }  // namespace
 
 TxnQuantiles ReadTxnQuantiles(const std::string& http_url) {
   TxnQuantiles out;
   testing::HttpResponse metrics = testing::HttpGet(http_url, "/metrics");
   HistogramQuantiles(metrics.body, "dispatch_etcd_journal_transaction_seconds", out);
+  std::istringstream lines(metrics.body);
+  const std::string bytes = "dispatch_etcd_journal_bytes_total ";
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(bytes, 0) == 0) out.bytes = static_cast<uint64_t>(std::stod(line.substr(bytes.size())));
+  }
   return out;
 }
 
@@ -80,7 +116,9 @@ void ForEachSetup(const std::string& members,
     options.members = std::stoi(item);
     testing::EtcdCluster cluster(options);
     if (!cluster.Start()) throw std::runtime_error("etcd: " + cluster.error());
-    measure("etcd, " + item + (item == "1" ? " member" : " members"), cluster.EndpointList());
+    const std::string name = "etcd, " + item + (item == "1" ? " member" : " members");
+    measure(name, cluster.EndpointList());
+    PrintEtcdDisk(name, cluster);
   }
 }
 

@@ -18,6 +18,7 @@ struct TxnQuantiles {
   double p50_us = -1;  // -1: single node (no etcd journal)
   double p99_us = -1;
   uint64_t transactions = 0;
+  uint64_t bytes = 0;  // dispatch_etcd_journal_bytes_total
 };
 
 // The p50/p99 of the leader's dispatch_etcd_journal_transaction_seconds
