@@ -11,7 +11,7 @@
 # Debian only when no `node` is on the PATH: a machine's own Node.js is kept.
 set -euo pipefail
 
-packages=(g++ cmake make pkg-config libuv1-dev capnproto libcapnp-dev libsqlite3-dev
+packages=(g++ cmake make pkg-config libuv1-dev capnproto libcapnp-dev zlib1g-dev libsqlite3-dev
           libgtest-dev googletest prometheus-cpp-dev prometheus chromium
           etcd-server etcd-client
           # The Python package (clients/python) and its tests.

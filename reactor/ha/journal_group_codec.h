@@ -1,5 +1,6 @@
 // The value of one etcd journal key (reactor/ha/journal_group.capnp): a list
-// of passes (local group commits), encoded with a CRC32C in front, and back.
+// of passes (local group commits), packed and gzipped (pass_codec.h's
+// FrameMessage) with a CRC32C in front, and back.
 // Decoding refuses damage (DataLoss naming the key) and never trusts sizes.
 #pragma once
 

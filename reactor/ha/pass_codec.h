@@ -24,11 +24,14 @@ storage::Batch DecodePass(wire::Pass::Reader pass);
 capnp::Data::Reader AsData(const std::string& s);
 std::string AsString(capnp::Data::Reader d);
 
-// 4 bytes of CRC32C (little endian) of the packed message, then the message
-// in Cap'n Proto's packed encoding.
-std::string FrameMessage(capnp::MessageBuilder& message);
+// 4 bytes of CRC32C (little endian) of the body, then the body: the message
+// in Cap'n Proto's packed encoding, or (`compress`) that encoding gzipped at
+// zlib's fastest level when that is smaller. A packed message never starts
+// with gzip's magic bytes 1f 8b (they would claim 2^24 segments or more), so
+// the reader tells the two apart without a flag.
+std::string FrameMessage(capnp::MessageBuilder& message, bool compress = false);
 // The aligned flat words of a framed value; DataLoss naming `what` when it
-// is too short, fails its CRC32C, or does not unpack.
+// is too short, fails its CRC32C, or does not decompress or unpack.
 Result<kj::Array<capnp::word>> UnframeMessage(std::string_view value, const std::string& what);
 
 // `n` as 20 zero-padded decimal digits: numeric order is etcd's key order.

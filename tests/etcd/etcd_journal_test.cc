@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/checksum.h"
 #include "reactor/ha/etcd_state_reader.h"
 #include "reactor/ha/journal_group_codec.h"
 #include "reactor/ha/snapshot_codec.h"
@@ -66,6 +67,53 @@ TEST(JournalGroupCodec, RoundTripsEveryPartOfEveryPassAndRefusesADamagedByte) {
   EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(refused.status().message().find("P/journal/41"), std::string::npos);
   EXPECT_EQ(JournalKey("/p", 41), "/p/journal/00000000000000000041");
+}
+
+// The value with its CRC32C recomputed over a changed body: damage that the
+// CRC cannot see, as a buggy writer would leave.
+std::string WithCrc(std::string body) {
+  const uint32_t crc = Crc32c(body.data(), body.size());
+  std::string value(4, '\0');
+  for (int b = 0; b < 4; ++b) value[b] = static_cast<char>((crc >> (8 * b)) & 0xff);
+  return value + body;
+}
+
+TEST(JournalGroupCodec, ARepetitiveGroupIsStoredGzippedAnIncompressibleOnePackedAndBothRoundTrip) {
+  storage::Batch repetitive = Pass(200, 60, 0);  // 200 records of one repeated byte each
+  const std::string zipped = EncodeJournalGroup(1, {&repetitive});
+  ASSERT_GE(zipped.size(), 6u);
+  EXPECT_EQ(static_cast<unsigned char>(zipped[4]), 0x1f);
+  EXPECT_EQ(static_cast<unsigned char>(zipped[5]), 0x8b);
+  EXPECT_LT(zipped.size(), 200u * 60 / 4) << "gzip did not shrink 200 repeated records";
+  auto decoded = DecodeJournalGroup(zipped, "k");
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->passes[0].records(), repetitive.records());
+
+  storage::Batch random;
+  std::string noise(4000, '\0');
+  uint64_t x = 2463534242ull;
+  for (char& c : noise) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  random.AddRecord(noise);
+  const std::string packed = EncodeJournalGroup(9, {&random});
+  EXPECT_FALSE(static_cast<unsigned char>(packed[4]) == 0x1f && static_cast<unsigned char>(packed[5]) == 0x8b);
+  auto plain = DecodeJournalGroup(packed, "k");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->passes[0].records()[0], noise);
+
+  // A gzipped body damaged behind a valid CRC is refused, naming the key.
+  std::string body = zipped.substr(4);
+  body[body.size() / 2] ^= 0x55;
+  auto refused = DecodeJournalGroup(WithCrc(body), "P/journal/1");
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("P/journal/1"), std::string::npos);
+  // So is gzip's magic in front of what is not gzip.
+  auto fake = DecodeJournalGroup(WithCrc(std::string("\x1f\x8b") + std::string(100, 'x')), "P/journal/2");
+  EXPECT_EQ(fake.status().code(), StatusCode::kDataLoss) << fake.status().ToString();
 }
 
 TEST(SnapshotCodec, AnImageCutIntoChunksRoundTripsAndADamagedChunkIsRefusedNamingItsKey) {
@@ -272,10 +320,22 @@ TEST_F(EtcdJournalTest, AJournalReadOverTheAnswerLimitIsReadAgainInSmallerRanges
   options.max_group_bytes = 4096;
   EtcdJournal& journal = Journal(options);
   // 60 groups of one 3000-byte record each (each pass waits for the one
-  // before it, so no two share a group).
+  // before it, so no two share a group), of bytes gzip cannot shrink.
   constexpr int kGroups = 60;
+  std::vector<std::string> records;
+  uint64_t x = 88172645463325252ull;
   for (int i = 0; i < kGroups; ++i) {
-    Append(journal, Pass(1, 3000, i));
+    std::string record(3000, '\0');
+    for (char& c : record) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      c = static_cast<char>(x);
+    }
+    records.push_back(record);
+    storage::Batch pass;
+    pass.AddRecord(record);
+    Append(journal, pass);
     ASSERT_TRUE(RunUntil([&] { return released_ == i + 1; })) << released_;
   }
   ASSERT_EQ(Groups().size(), static_cast<size_t>(kGroups));
@@ -293,11 +353,11 @@ TEST_F(EtcdJournalTest, AJournalReadOverTheAnswerLimitIsReadAgainInSmallerRanges
   ASSERT_TRUE(read.ok()) << read.ToString();
   EXPECT_GE(reader.ranges_shrunk(), 1u);
   EXPECT_EQ(reader.groups_read(), static_cast<uint64_t>(kGroups));
-  auto records = storage::testing::ReplayAll(**store, 0);
-  ASSERT_TRUE(records.ok()) << records.status().ToString();
-  ASSERT_EQ(records->size(), static_cast<size_t>(kGroups));
+  auto read_back = storage::testing::ReplayAll(**store, 0);
+  ASSERT_TRUE(read_back.ok()) << read_back.status().ToString();
+  ASSERT_EQ(read_back->size(), static_cast<size_t>(kGroups));
   for (int i = 0; i < kGroups; ++i) {
-    EXPECT_EQ((*records)[i].second, std::string(3000, static_cast<char>('a' + i % 26))) << "record " << i + 1;
+    EXPECT_EQ((*read_back)[i].second, records[i]) << "record " << i + 1;
   }
 }
 
