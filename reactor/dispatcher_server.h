@@ -17,6 +17,7 @@
 #include "reactor/data_service.h"
 #include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
+#include "reactor/ha_status.h"
 #include "reactor/histogram.h"
 #include "reactor/http_endpoints.h"
 #include "reactor/journal_replicator.h"
@@ -106,6 +107,10 @@ class DispatcherServer {
   void StopOnLeadershipLost(const Status& why);
   // Null unless leading in HA mode.
   const JournalReplicator* replicator() const { return replicator_; }
+  // HA mode: where /metrics reads the member's HaStatus (set by its
+  // HaController; empty in single-node mode).
+  void SetHaStatusSource(HaStatusSource source) { ha_status_ = std::move(source); }
+  const HaStatusSource& ha_status() const { return ha_status_; }
 
   // Graceful shutdown; the loop stops once it is done. Idempotent.
   void BeginShutdown(const char* why);
@@ -185,6 +190,7 @@ class DispatcherServer {
   std::unique_ptr<HttpEndpoints> http_;
   std::string http_url_;
   bool shutting_down_ = false;
+  HaStatusSource ha_status_;
   bool leading_ = false;               // HA mode: BecomeLeader succeeded
   std::string standby_of_;             // HA mode: the leader's address, when known
   JournalReplicator* replicator_ = nullptr;

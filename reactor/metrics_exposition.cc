@@ -241,6 +241,31 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
     f.Histo("dispatch_etcd_snapshot_seconds",
             "HA mode: one etcd snapshot, local snapshot recorded to current in etcd.", rs.snapshot_seconds);
   }
+  if (const HaStatusSource& source = server.ha_status()) {
+    const HaStatus ha = source();
+    f.Gauge("dispatch_ha_leading", "HA mode: 1 while this member leads, 0 while it is a standby.",
+            ha.leading ? 1 : 0);
+    f.Gauge("dispatch_ha_lease_ttl_seconds", "HA mode: the TTL etcd granted this member's lease (0: none yet).",
+            static_cast<double>(ha.lease_ttl_seconds));
+    f.Counter("dispatch_ha_campaigns_total", "HA mode: campaigns for the leader key.",
+              static_cast<double>(ha.campaigns));
+    f.Counter("dispatch_ha_keepalives_total", "HA mode: lease keepalives etcd answered.",
+              static_cast<double>(ha.keepalives_ok));
+    f.Counter("dispatch_ha_keepalive_failures_total", "HA mode: lease keepalives without an answer or refused.",
+              static_cast<double>(ha.keepalives_failed));
+    f.Counter("dispatch_ha_lease_grant_failures_total", "HA mode: lease grants tried again.",
+              static_cast<double>(ha.lease_grants_failed));
+    f.Gauge("dispatch_ha_standby_following",
+            "HA mode: 1 while this standby has loaded etcd's state and applies the journal as it comes.",
+            ha.following ? 1 : 0);
+    f.Gauge("dispatch_ha_standby_seq", "HA mode: the last journal record this standby holds.",
+            static_cast<double>(ha.standby_seq));
+    f.Gauge("dispatch_ha_standby_live_state",
+            "HA mode: 1 while this standby keeps a live state (a takeover then replays nothing).",
+            ha.live_state ? 1 : 0);
+    f.Counter("dispatch_ha_standby_reloads_total", "HA mode: times this standby started loading from etcd again.",
+              static_cast<double>(ha.standby_reloads));
+  }
   // The loop.
   f.Histo("dispatch_loop_lag_seconds",
           "How late the housekeeping timer (--tick-ms) fired: time the loop was busy elsewhere.",

@@ -90,6 +90,8 @@ class LeaderElection {
   int64_t leader_revision() const { return leader_revision_; }
   int64_t lease_id() const { return lease_id_; }
   const LeaderElectionCounters& counters() const { return counters_; }
+  // The TTL etcd granted (0 before the grant).
+  int64_t granted_ttl_seconds() const { return lease_id_ != 0 ? ttl_seconds_ : 0; }
 
  private:
   kj::Duration Period() const;

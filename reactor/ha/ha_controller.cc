@@ -74,6 +74,7 @@ HaController::HaController(uvkj::UvAsyncIo& io, reactor::DispatcherServer& serve
 }
 
 HaController::~HaController() {
+  server_.SetHaStatusSource(nullptr);
   rebuild_ = nullptr;
   follower_.reset();
   member_put_ = nullptr;
@@ -121,10 +122,31 @@ void HaController::Start() {
     return io_.timer().timeoutAfter(kLoadingStandbyWait, follower_->WhenFollowing());
   };
   election_ = std::make_unique<etcd::LeaderElection>(io_, *client_, election_options, callbacks);
+  server_.SetHaStatusSource([this]() { return HaStatusNow(); });
   Log(LogLevel::kInfo, "HA mode: campaigning for ", election_options.key.c_str(), " on ",
       client_->endpoint().c_str(), " as ", options_.advertise.c_str(), " (lease TTL ",
       election_options.lease_ttl_seconds, " s)");
   election_->Start();
+}
+
+reactor::HaStatus HaController::HaStatusNow() const {
+  reactor::HaStatus status;
+  if (election_ != nullptr) {
+    const etcd::LeaderElectionCounters& counters = election_->counters();
+    status.leading = election_->leading();
+    status.lease_ttl_seconds = election_->granted_ttl_seconds();
+    status.campaigns = counters.campaigns;
+    status.keepalives_ok = counters.keepalives_ok;
+    status.keepalives_failed = counters.keepalives_failed;
+    status.lease_grants_failed = counters.grants_failed;
+  }
+  if (follower_ != nullptr) {
+    status.following = follower_->following();
+    status.standby_seq = follower_->store() != nullptr ? follower_->store()->last_seq() : 0;
+    status.live_state = follower_->has_live_state();
+    status.standby_reloads = follower_->reloads();
+  }
+  return status;
 }
 
 void HaController::OnGranted(int64_t lease_id) {

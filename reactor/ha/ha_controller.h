@@ -62,6 +62,8 @@ class HaController {
   HaController& operator=(const HaController&) = delete;
 
   void Start();
+  // For /metrics (set as the server's HaStatusSource by Start).
+  reactor::HaStatus HaStatusNow() const;
   // A clean stop: ends the candidacy and revokes the lease, so the leader
   // key and this member's record vanish at once and a standby takes over
   // without waiting for the TTL. Waits at most `timeout` for etcd.

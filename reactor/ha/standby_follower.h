@@ -63,6 +63,7 @@ class StandbyFollower {
   std::unique_ptr<state::DispatcherState> TakeLiveState();
   uint64_t groups_applied() const { return groups_applied_; }
   uint64_t reloads() const { return reloads_; }
+  bool has_live_state() const { return live_ != nullptr; }
 
  private:
   void Load();
