@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(journal_record snapshot gateway_rpc dataset_definition flags)
+all_targets=(journal_record snapshot gateway_rpc dataset_definition flags journal_group)
 target=${1:-all}
 budget=${2:-20}
 build=${BUILD_DIR:-build-fuzz}

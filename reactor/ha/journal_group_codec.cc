@@ -63,6 +63,9 @@ storage::Batch DecodePass(wire::Pass::Reader pass) {
   auto defs = pass.getDatasetDefinitions();
   KJ_REQUIRE(keys.size() == defs.size(), "dataset keys and definitions differ in number");
   for (unsigned k = 0; k < keys.size(); ++k) {
+    // Our keys are text without NUL (a NUL would not survive Text again:
+    // journal_group fuzzer).
+    KJ_REQUIRE(std::memchr(keys[k].cStr(), '\0', keys[k].size()) == nullptr, "a dataset key holds a NUL byte");
     batch.PutDataset(std::string(keys[k].cStr(), keys[k].size()), AsString(defs[k]));
   }
   auto ids = pass.getResultIds();

@@ -3,7 +3,8 @@
 // invalid for the small state (one per variant from the builders, and a run
 // of generated ones), snapshots of states of several sizes, the bytes a
 // real Cap'n Proto client sends on a gateway connection for a few sessions,
-// dataset definitions and flag lines. Usage: fuzz_make_seeds DIR
+// dataset definitions, flag lines and etcd journal groups. Usage:
+// fuzz_make_seeds DIR
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "reactor/ha/journal_group_codec.h"
 #include "schema/dispatcher.capnp.h"
 #include "state/codec.h"
 #include "tests/fuzz/small_state.h"
@@ -186,6 +188,32 @@ void FlagLines(const fs::path& dir) {
   Write(dir, "positional", join({"run", "--", "--help"}));
 }
 
+// Journal groups as the etcd journal writes them (gzipped and packed), each
+// twice: as the whole value (first byte 0) and as the body behind the CRC
+// (first byte 1), the two ways journal_group_fuzzer.cc reads its input.
+void JournalGroups(const fs::path& dir) {
+  std::vector<storage::Batch> passes(3);
+  passes[0].AddRecord("a short record");
+  passes[0].PutDataset("dataset-1", "range count=1000 splits=10");
+  for (int i = 0; i < 50; ++i) passes[1].AddRecord(std::string(40, static_cast<char>('a' + i % 26)));
+  passes[1].PutResult(7, "result of closure 7");
+  passes[2].DeleteResult(7);
+  std::string noise(300, '\0');
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 2654435761u) >> 13);
+  passes[2].AddRecord(noise);
+  const std::vector<std::pair<std::string, std::vector<const storage::Batch*>>> groups = {
+      {"one-pass", {&passes[0]}},
+      {"repetitive", {&passes[1]}},
+      {"three-passes", {&passes[0], &passes[1], &passes[2]}},
+      {"incompressible", {&passes[2]}},
+  };
+  for (const auto& [name, group] : groups) {
+    const std::string value = ha::EncodeJournalGroup(41, group);
+    Write(dir, name + "-value", std::string(1, '\0') + value);
+    Write(dir, name + "-body", std::string(1, '\1') + value.substr(4));
+  }
+}
+
 }  // namespace
 }  // namespace dispatch::fuzz
 
@@ -201,5 +229,6 @@ int main(int argc, char** argv) {
   GatewaySessions(root / "gateway_rpc");
   DatasetDefinitions(root / "dataset_definition");
   FlagLines(root / "flags");
+  JournalGroups(root / "journal_group");
   return 0;
 }
