@@ -8,7 +8,10 @@
 //  - a damaged snapshot chunk is refused at takeover, naming its key;
 //  - a leader killed between its chunks and their switch leaves orphan
 //    chunks: the takeover uses the previous complete snapshot, keeps every
-//    acknowledged closure, and the next snapshot deletes the orphans.
+//    acknowledged closure, and the next snapshot deletes the orphans;
+//  - a standby stopped while the leader journals and compacts past its watch
+//    gets the watch canceled, loads again, and still takes over with every
+//    acknowledged registration.
 // Takeover gaps are printed, never asserted.
 #include <signal.h>
 #include <stdlib.h>
@@ -28,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "clients/blocking_dataset_client.h"
+#include "tests/clients/client_test_support.h"
 #include "tests/closures/closure_test_support.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/etcd_cluster.h"
@@ -63,7 +68,8 @@ class HaSnapshotTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<DispatcherProcess> StartDispatcher(const std::string& name, uint64_t snapshot_every) {
+  std::unique_ptr<DispatcherProcess> StartDispatcher(const std::string& name, uint64_t snapshot_every,
+                                                     std::vector<std::string> more_flags = {}) {
     DispatcherProcess::Options options;
     options.work_dir = dir_.File(name);
     options.stderr_path = dir_.File(name + ".log");
@@ -72,6 +78,7 @@ class HaSnapshotTest : public ::testing::Test {
                            "--snapshot-every=" + std::to_string(snapshot_every), "--log-level=info",
                            // A stopped member exits (5) instead of rejoining: the tests check why.
                            "--rejoin=false"};
+    for (std::string& flag : more_flags) options.extra_flags.push_back(std::move(flag));
     return std::make_unique<DispatcherProcess>(options);
   }
 
@@ -353,6 +360,70 @@ TEST_F(HaSnapshotTest, AHotStandbyStopsOnADamagedJournalGroupNamingItsKey) {
   EXPECT_EQ(WEXITSTATUS(*status), kExitLeadershipLost);
   const std::string log = Log("b");
   EXPECT_NE(log.find("etcd journal key " + key), std::string::npos) << log;
+}
+
+// §6: a standby that falls behind a compaction (stopped while the leader
+// journals more than its stream can buffer and compacts at its snapshots)
+// gets its watch canceled by etcd, loads again from a fresh store, follows
+// again, and still takes over with every acknowledged change (its live state
+// checked against a replay).
+TEST_F(HaSnapshotTest, AStandbyBehindACompactionLoadsAgainAndStillTakesOverWithEverything) {
+  auto a = StartDispatcher("a", 32);
+  ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
+  // A lease that outlives the stop: b stays a candidate (a standby stopped
+  // past its lease starts afresh instead, which loads anyway).
+  auto b = StartDispatcher("b", 32, {"--lease-ttl-ms=120000"});
+  ASSERT_TRUE(WaitUntil([&] { return Metric(*b, "dispatch_ha_standby_following") == 1; })) << Log("b");
+  ASSERT_EQ(Metric(*b, "dispatch_ha_standby_reloads_total"), 0);
+  b->process().Signal(SIGSTOP);
+  // About 10 MB of definitions gzip cannot shrink much (to fill the socket
+  // and gRPC buffers between etcd and the stopped reader), then hundreds of
+  // small ones (each transaction one more message in etcd's watch queue for
+  // b, which holds 128): etcd sets b's watcher aside, and the snapshots every
+  // 32 records compact past it.
+  clients::DispatcherEndpoint endpoint;
+  endpoint.address = a->address();
+  std::map<uint64_t, std::string> registered;
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 600; ++i) {
+    std::string definition = "range count=" + std::to_string(i + 1) + " ";
+    for (int c = 0; c < (i < 50 ? (200 << 10) : 0); ++c) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      definition.push_back(static_cast<char>('0' + (x % 64)));
+    }
+    auto id = clients::RegisterDatasetAndWait(endpoint, DatasetOf(definition));
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    registered[id->dataset_id] = definition;
+  }
+  ASSERT_GE(Metric(*a, "dispatch_etcd_compactions_total"), 1);
+  b->process().Signal(SIGCONT);
+  const double leader_records = Metric(*a, "dispatch_journal_records_total");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Metric(*b, "dispatch_ha_standby_reloads_total") >= 1 &&
+               Metric(*b, "dispatch_ha_standby_following") == 1 &&
+               Metric(*b, "dispatch_ha_standby_seq") >= leader_records;
+      },
+      std::chrono::seconds(60)))
+      << "reloads " << Metric(*b, "dispatch_ha_standby_reloads_total") << ", following "
+      << Metric(*b, "dispatch_ha_standby_following") << ", at " << Metric(*b, "dispatch_ha_standby_seq") << " of "
+      << leader_records << "\n"
+      << Log("b");
+  EXPECT_NE(Log("b").find("compacted at revision"), std::string::npos) << Log("b");
+
+  a->process().Signal(SIGKILL);
+  ASSERT_TRUE(a->process().Wait(kTestDeadline).has_value());
+  ASSERT_TRUE(WaitLeading(*b)) << Ready(*b) << Log("b");
+  const std::string log = Log("b");
+  EXPECT_NE(log.find("the live state matches the store's replay through record "), std::string::npos) << log;
+  endpoint.address = b->address();
+  for (const auto& [id, definition] : registered) {
+    auto again = clients::RegisterDatasetAndWait(endpoint, DatasetOf(definition));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->dataset_id, id) << "an acknowledged registration was lost";
+  }
 }
 
 }  // namespace
