@@ -66,6 +66,18 @@ EtcdClient::EtcdClient(uvkj::UvAsyncIo& io, EtcdClientOptions options)
 
 EtcdClient::~EtcdClient() = default;
 
+void EtcdClient::RetireConnections() {
+  // Error answers are rare (a range at a compacted revision, a refused
+  // request); the bound keeps a pathological stream of them from growing
+  // the list: past it, the connection is left as it is and the next request
+  // on it fails as unavailable (and is retried by its caller).
+  constexpr size_t kMaxRetired = 64;
+  if (retired_.size() >= kMaxRetired) return;
+  ++counters_.connections_retired;
+  retired_.push_back(kj::mv(http_));
+  http_ = kj::newHttpClient(io_.timer(), *header_table_, io_.network(), nullptr);
+}
+
 void EtcdClient::NextEndpoint(size_t failed) {
   // Only the first failure of an endpoint moves on: several requests that
   // failed together must not skip the next endpoint too.
@@ -108,6 +120,7 @@ kj::Promise<Result<EtcdClient::Answer>> EtcdClient::Post(const char* path, std::
       .timeoutAfter(timeout, kj::mv(read))
       .then(
           [this, &c]() -> Result<Answer> {
+            if (c.answer.status != 200) RetireConnections();
             if (c.over) {
               ++counters_.answers_over_limit;
               return ResourceExhaustedError("etcd's answer from " + c.url + " is over the limit of " +

@@ -49,6 +49,7 @@ struct EtcdCounters {
   uint64_t unavailable = 0;          // no answer: connection failed, reset or timed out
   uint64_t endpoint_switches = 0;    // moves to the next endpoint
   uint64_t answers_over_limit = 0;   // bodies over max_answer_bytes
+  uint64_t connections_retired = 0;  // fresh connections after an error answer (RetireConnections)
   uint64_t watches_started = 0;
   uint64_t watch_lines = 0;          // stream lines decoded
   uint64_t stream_lines_over_limit = 0;  // lines over max_stream_line_bytes
@@ -126,6 +127,10 @@ class EtcdClient {
   // A 200 answer's body, or the Status its error maps to.
   Result<std::string> Expect200(const char* path, Result<Answer> answer);
   void NextEndpoint(size_t failed);
+  // etcd's gateway sends an error answer chunked with a trailer, which KJ's
+  // client leaves unread on the connection: the next answer there would not
+  // parse. New requests go through a fresh client (fresh connections).
+  void RetireConnections();
   kj::Promise<void> PumpWatch(EtcdWatch::Stream& stream);
   // Gives the watch its last callback, once.
   static void EndWatch(EtcdWatch::Stream& stream, Status status);
@@ -137,6 +142,9 @@ class EtcdClient {
   size_t current_ = 0;
   kj::Own<kj::HttpHeaderTable> header_table_;
   kj::Own<kj::HttpClient> http_;
+  // Clients retired after an error answer (RetireConnections), kept while
+  // requests and watches they carry may still run; at most kMaxRetired.
+  std::vector<kj::Own<kj::HttpClient>> retired_;
 };
 
 }  // namespace dispatch::etcd

@@ -249,6 +249,30 @@ TEST_F(EtcdClientTest, AnAnswerOverTheLimitIsRefusedAndCounted) {
   ASSERT_TRUE(Await(client.Put("small", "x")).ok());
 }
 
+// etcd's gateway sends its error answers chunked with a trailer after the
+// last chunk: the request after one, on the same client and endpoint, must
+// still be answered (not fail to parse what the trailer left behind).
+TEST_F(EtcdClientTest, TheRequestAfterAnErrorAnswerIsAnsweredToo) {
+  EtcdClient& client = Client();
+  auto first = Await(client.Put("k", "1"));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(Await(client.Put("k", "2")).ok());
+  auto latest = Await(client.Put("k", "3"));
+  ASSERT_TRUE(latest.ok());
+  ASSERT_TRUE(Await(client.Compact(*latest, /*physical=*/true)).ok());
+  for (int i = 0; i < 3; ++i) {
+    auto compacted = Await(client.Range("k", {}, 0, /*descending=*/false, *first));
+    ASSERT_FALSE(compacted.ok());
+    EXPECT_NE(compacted.status().message().find("compacted"), std::string::npos) << compacted.status().ToString();
+    auto next = Await(client.Range("k"));
+    ASSERT_TRUE(next.ok()) << "after error answer " << i + 1 << ": " << next.status().ToString();
+    ASSERT_EQ(next->kvs.size(), 1u);
+    EXPECT_EQ(next->kvs[0].value, "3");
+  }
+  EXPECT_EQ(client.counters().unavailable, 0u);
+  EXPECT_EQ(client.counters().connections_retired, 3u);
+}
+
 // A dead endpoint first in the list: the request is Unavailable naming it,
 // and the next request goes to the next endpoint.
 TEST_F(EtcdClientTest, ADeadEndpointIsUnavailableAndTheNextRequestGoesToTheNext) {
