@@ -85,11 +85,8 @@ TxnQuantiles ReadTxnQuantiles(const std::string& http_url) {
   TxnQuantiles out;
   testing::HttpResponse metrics = testing::HttpGet(http_url, "/metrics");
   HistogramQuantiles(metrics.body, "dispatch_etcd_journal_transaction_seconds", out);
-  std::istringstream lines(metrics.body);
-  const std::string bytes = "dispatch_etcd_journal_bytes_total ";
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(bytes, 0) == 0) out.bytes = static_cast<uint64_t>(std::stod(line.substr(bytes.size())));
-  }
+  const double bytes = testing::MetricSample(metrics.body, "dispatch_etcd_journal_bytes_total");
+  if (bytes > 0) out.bytes = static_cast<uint64_t>(bytes);
   return out;
 }
 

@@ -12,7 +12,6 @@
 
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,15 +60,6 @@ uint64_t Ticks(const std::string& dispatcher) {
   ClientLoop loop;
   auto connection = loop.Connect(dispatcher);
   return loop.Wait(connection->dispatcher().getServerStatsRequest().send()).getStats().getTicks();
-}
-
-// The value of an unlabelled metric in a /metrics page; -1 if absent.
-double MetricValue(const std::string& page, const std::string& name) {
-  std::istringstream in(page);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return -1;
 }
 
 class Watchdog : public ::testing::Test {
@@ -123,8 +113,8 @@ TEST_F(Watchdog, ABlockedClosureIsLoggedOnceWithWhatIsStuckAndCounted) {
   EXPECT_EQ(stats.stuck, 1u);
   HttpResponse metrics = HttpGet(dispatcher_->http_url(), "/metrics");
   ASSERT_EQ(metrics.status, 200);
-  EXPECT_EQ(MetricValue(metrics.body, "dispatch_closure_stuck_episodes_total"), 1);
-  EXPECT_EQ(MetricValue(metrics.body, "dispatch_closures_stuck"), 1);
+  EXPECT_EQ(MetricSample(metrics.body, "dispatch_closure_stuck_episodes_total"), 1);
+  EXPECT_EQ(MetricSample(metrics.body, "dispatch_closures_stuck"), 1);
   HttpResponse status = HttpGet(dispatcher_->http_url(), "/api/status");
   ASSERT_EQ(status.status, 200);
   EXPECT_NE(status.body.find("\"closuresStuck\":1"), std::string::npos) << status.body;

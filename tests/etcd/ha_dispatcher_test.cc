@@ -22,7 +22,6 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -192,15 +191,6 @@ TEST_F(HaDispatcherTest, AStandbyRefusesEveryCallNamingTheLeader) {
   EXPECT_EQ(served.exit_code, 0) << served.output;
 }
 
-// One unlabelled sample of `name` in a /metrics text; -1 when absent.
-double Sample(const std::string& metrics, const std::string& name) {
-  std::istringstream lines(metrics);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return -1;
-}
-
 TEST_F(HaDispatcherTest, MetricsTellTheLeaderFromAHotStandbyAndHowFarTheStandbyFollows) {
   auto a = StartDispatcher("a");
   ASSERT_TRUE(WaitLeading(*a)) << Ready(*a);
@@ -208,28 +198,28 @@ TEST_F(HaDispatcherTest, MetricsTellTheLeaderFromAHotStandbyAndHowFarTheStandbyF
   std::string metrics;
   ASSERT_TRUE(WaitUntil([&] {
     metrics = HttpGet(b->http_url(), "/metrics").body;
-    return Sample(metrics, "dispatch_ha_standby_following") == 1;
+    return MetricSample(metrics, "dispatch_ha_standby_following") == 1;
   })) << metrics;
-  EXPECT_EQ(Sample(metrics, "dispatch_ha_leading"), 0);
-  EXPECT_EQ(Sample(metrics, "dispatch_ha_standby_live_state"), 1);
-  EXPECT_EQ(Sample(metrics, "dispatch_ha_lease_ttl_seconds"), 2);
-  EXPECT_GE(Sample(metrics, "dispatch_ha_campaigns_total"), 1);
+  EXPECT_EQ(MetricSample(metrics, "dispatch_ha_leading"), 0);
+  EXPECT_EQ(MetricSample(metrics, "dispatch_ha_standby_live_state"), 1);
+  EXPECT_EQ(MetricSample(metrics, "dispatch_ha_lease_ttl_seconds"), 2);
+  EXPECT_GE(MetricSample(metrics, "dispatch_ha_campaigns_total"), 1);
   const std::string leader = HttpGet(a->http_url(), "/metrics").body;
-  EXPECT_EQ(Sample(leader, "dispatch_ha_leading"), 1);
-  EXPECT_EQ(Sample(leader, "dispatch_ha_standby_following"), 0);
+  EXPECT_EQ(MetricSample(leader, "dispatch_ha_leading"), 1);
+  EXPECT_EQ(MetricSample(leader, "dispatch_ha_standby_following"), 0);
   // What the leader journals, the standby's position shows.
   clients::DispatcherEndpoint endpoint;
   endpoint.address = a->address();
   auto registered = clients::RegisterDatasetAndWait(endpoint, DatasetOf("range count=7"));
   ASSERT_TRUE(registered.ok()) << registered.status().ToString();
-  double leader_seq = Sample(HttpGet(a->http_url(), "/metrics").body, "dispatch_journal_records_total");
+  double leader_seq = MetricSample(HttpGet(a->http_url(), "/metrics").body, "dispatch_journal_records_total");
   ASSERT_GE(leader_seq, 1);
   EXPECT_TRUE(WaitUntil([&] {
-    return Sample(HttpGet(b->http_url(), "/metrics").body, "dispatch_ha_standby_seq") >= leader_seq;
+    return MetricSample(HttpGet(b->http_url(), "/metrics").body, "dispatch_ha_standby_seq") >= leader_seq;
   })) << HttpGet(b->http_url(), "/metrics").body;
   // Single node has none of them.
   DispatcherProcess single(DispatcherProcess::Options{});
-  EXPECT_EQ(Sample(HttpGet(single.http_url(), "/metrics").body, "dispatch_ha_leading"), -1);
+  EXPECT_EQ(MetricSample(HttpGet(single.http_url(), "/metrics").body, "dispatch_ha_leading"), -1);
 }
 
 TEST_F(HaDispatcherTest, ALeaderStoppedPastItsLeaseAcknowledgesNothingMoreAndRejoinsAsAStandby) {

@@ -93,13 +93,7 @@ class HaSnapshotTest : public ::testing::Test {
 
   // One sample of /metrics (no labels); -1 when absent.
   static double Metric(DispatcherProcess& d, const std::string& name) {
-    HttpResponse r = HttpGet(d.http_url(), "/metrics", "", std::chrono::seconds(5));
-    std::istringstream lines(r.body);
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-    }
-    return -1;
+    return MetricSample(HttpGet(d.http_url(), "/metrics", "", std::chrono::seconds(5)).body, name);
   }
 
   std::string Etcdctl(std::vector<std::string> args) { return cluster_.Etcdctl(std::move(args)); }

@@ -15,7 +15,6 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,13 +33,7 @@ uint64_t FromEnv(const char* name, uint64_t fallback) {
 }
 
 double Metric(DispatcherProcess& d, const std::string& name) {
-  HttpResponse r = HttpGet(d.http_url(), "/metrics", "", std::chrono::seconds(5));
-  std::istringstream lines(r.body);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return -1;
+  return MetricSample(HttpGet(d.http_url(), "/metrics", "", std::chrono::seconds(5)).body, name);
 }
 
 std::string Ready(DispatcherProcess& d) {

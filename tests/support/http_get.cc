@@ -7,10 +7,19 @@
 #include <stdexcept>
 
 #include <optional>
+#include <sstream>
 
 #include "tests/support/raw_socket.h"
 
 namespace dispatch::testing {
+
+double MetricSample(const std::string& page, const std::string& name) {
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
 
 std::string HttpTcpAddress(const std::string& base) {
   static const std::string kScheme = "http://";

@@ -19,6 +19,10 @@ struct HttpResponse {
 HttpResponse HttpGet(const std::string& base, const std::string& path, const std::string& bearer = "",
                      std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+// The value of an unlabelled sample `name` in a /metrics page (Prometheus
+// text); -1 when absent.
+double MetricSample(const std::string& page, const std::string& name);
+
 // "http://127.0.0.1:8050/" -> "tcp:127.0.0.1:8050" (for RawSocket).
 std::string HttpTcpAddress(const std::string& base);
 
