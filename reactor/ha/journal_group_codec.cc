@@ -111,10 +111,14 @@ std::string FrameMessage(capnp::MessageBuilder& message, bool compress) {
     }  // the destructor finishes the stream
     if (zipped.getArray().size() < body.size()) body = zipped.getArray();
   }
-  const uint32_t crc = Crc32c(body.begin(), body.size());
+  return WithCrc32c(std::string_view(reinterpret_cast<const char*>(body.begin()), body.size()));
+}
+
+std::string WithCrc32c(std::string_view body) {
+  const uint32_t crc = Crc32c(body.data(), body.size());
   std::string value(4 + body.size(), '\0');
   for (int b = 0; b < 4; ++b) value[b] = static_cast<char>((crc >> (8 * b)) & 0xff);
-  std::memcpy(value.data() + 4, body.begin(), body.size());
+  std::memcpy(value.data() + 4, body.data(), body.size());
   return value;
 }
 

@@ -30,6 +30,8 @@ std::string AsString(capnp::Data::Reader d);
 // with gzip's magic bytes 1f 8b (they would claim 2^24 segments or more), so
 // the reader tells the two apart without a flag.
 std::string FrameMessage(capnp::MessageBuilder& message, bool compress = false);
+// The frame alone: the CRC32C of `body` (little endian), then `body`.
+std::string WithCrc32c(std::string_view body);
 // The aligned flat words of a framed value; DataLoss naming `what` when it
 // is too short, fails its CRC32C, or does not decompress or unpack.
 Result<kj::Array<capnp::word>> UnframeMessage(std::string_view value, const std::string& what);

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "common/checksum.h"
 #include "reactor/ha/etcd_state_reader.h"
 #include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/pass_codec.h"
 #include "reactor/ha/snapshot_codec.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
@@ -69,13 +69,16 @@ TEST(JournalGroupCodec, RoundTripsEveryPartOfEveryPassAndRefusesADamagedByte) {
   EXPECT_EQ(JournalKey("/p", 41), "/p/journal/00000000000000000041");
 }
 
-// The value with its CRC32C recomputed over a changed body: damage that the
-// CRC cannot see, as a buggy writer would leave.
-std::string WithCrc(std::string body) {
-  const uint32_t crc = Crc32c(body.data(), body.size());
-  std::string value(4, '\0');
-  for (int b = 0; b < 4; ++b) value[b] = static_cast<char>((crc >> (8 * b)) & 0xff);
-  return value + body;
+// `n` bytes gzip cannot shrink (xorshift64 from `x`, which moves on).
+std::string Noise(size_t n, uint64_t& x) {
+  std::string out(n, '\0');
+  for (char& c : out) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  return out;
 }
 
 TEST(JournalGroupCodec, ARepetitiveGroupIsStoredGzippedAnIncompressibleOnePackedAndBothRoundTrip) {
@@ -90,14 +93,8 @@ TEST(JournalGroupCodec, ARepetitiveGroupIsStoredGzippedAnIncompressibleOnePacked
   EXPECT_EQ(decoded->passes[0].records(), repetitive.records());
 
   storage::Batch random;
-  std::string noise(4000, '\0');
   uint64_t x = 2463534242ull;
-  for (char& c : noise) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    c = static_cast<char>(x);
-  }
+  const std::string noise = Noise(4000, x);
   random.AddRecord(noise);
   const std::string packed = EncodeJournalGroup(9, {&random});
   EXPECT_FALSE(static_cast<unsigned char>(packed[4]) == 0x1f && static_cast<unsigned char>(packed[5]) == 0x8b);
@@ -105,14 +102,15 @@ TEST(JournalGroupCodec, ARepetitiveGroupIsStoredGzippedAnIncompressibleOnePacked
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ(plain->passes[0].records()[0], noise);
 
-  // A gzipped body damaged behind a valid CRC is refused, naming the key.
+  // A gzipped body damaged behind a valid CRC (as a buggy writer would
+  // leave it) is refused, naming the key.
   std::string body = zipped.substr(4);
   body[body.size() / 2] ^= 0x55;
-  auto refused = DecodeJournalGroup(WithCrc(body), "P/journal/1");
+  auto refused = DecodeJournalGroup(WithCrc32c(body), "P/journal/1");
   EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find("P/journal/1"), std::string::npos);
   // So is gzip's magic in front of what is not gzip.
-  auto fake = DecodeJournalGroup(WithCrc(std::string("\x1f\x8b") + std::string(100, 'x')), "P/journal/2");
+  auto fake = DecodeJournalGroup(WithCrc32c(std::string("\x1f\x8b") + std::string(100, 'x')), "P/journal/2");
   EXPECT_EQ(fake.status().code(), StatusCode::kDataLoss) << fake.status().ToString();
 }
 
@@ -325,13 +323,7 @@ TEST_F(EtcdJournalTest, AJournalReadOverTheAnswerLimitIsReadAgainInSmallerRanges
   std::vector<std::string> records;
   uint64_t x = 88172645463325252ull;
   for (int i = 0; i < kGroups; ++i) {
-    std::string record(3000, '\0');
-    for (char& c : record) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      c = static_cast<char>(x);
-    }
+    const std::string record = Noise(3000, x);
     records.push_back(record);
     storage::Batch pass;
     pass.AddRecord(record);

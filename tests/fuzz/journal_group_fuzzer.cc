@@ -11,23 +11,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "common/checksum.h"
 #include "common/status.h"
 #include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/pass_codec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace dispatch::fuzz {
 namespace {
-
-std::string WithCrc(const uint8_t* body, size_t size) {
-  const uint32_t crc = Crc32c(body, size);
-  std::string value(4, '\0');
-  for (int b = 0; b < 4; ++b) value[b] = static_cast<char>((crc >> (8 * b)) & 0xff);
-  value.append(reinterpret_cast<const char*>(body), size);
-  return value;
-}
 
 bool SamePass(const storage::Batch& a, const storage::Batch& b) {
   if (a.records() != b.records() || a.result_deletes() != b.result_deletes()) return false;
@@ -55,8 +48,8 @@ bool SamePass(const storage::Batch& a, const storage::Batch& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dispatch;
   if (size == 0) return 0;
-  const std::string value = (data[0] & 1) == 0 ? std::string(reinterpret_cast<const char*>(data + 1), size - 1)
-                                               : fuzz::WithCrc(data + 1, size - 1);
+  const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  const std::string value = (data[0] & 1) == 0 ? std::string(rest) : ha::WithCrc32c(rest);
   const std::string key = "/p/journal/00000000000000000001";
   Result<ha::DecodedGroup> decoded = ha::DecodeJournalGroup(value, key);
   if (!decoded.ok()) {
