@@ -28,7 +28,11 @@ HaGroup::HaGroup(const EtcdCluster& etcd, size_t members, std::string lease_ttl_
 
 std::string HaGroup::LogPath(size_t i) const {
   const Member& m = members_.at(i);
-  return dir_.File(m.name + "." + std::to_string(m.starts) + ".log");
+  return LogPathOf(m, m.starts);
+}
+
+std::string HaGroup::LogPathOf(const Member& m, int start) const {
+  return dir_.File(m.name + "." + std::to_string(start) + ".log");
 }
 
 void HaGroup::Start(size_t i) {
@@ -113,7 +117,7 @@ std::vector<std::string> HaGroup::LogLinesWith(const std::string& needle) const 
   std::vector<std::string> found;
   for (const Member& m : members_) {
     for (int start = 1; start <= m.starts; ++start) {
-      std::ifstream log(dir_.File(m.name + "." + std::to_string(start) + ".log"));
+      std::ifstream log(LogPathOf(m, start));
       for (std::string line; std::getline(log, line);) {
         if (line.find(needle) != std::string::npos) found.push_back(m.name + ": " + line);
       }

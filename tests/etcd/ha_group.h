@@ -69,6 +69,9 @@ class HaGroup {
     std::unique_ptr<DispatcherProcess> process;
   };
 
+  // The log of member `m`'s `start`-th start.
+  std::string LogPathOf(const Member& m, int start) const;
+
   TempDir dir_;
   std::vector<std::string> flags_;
   std::vector<Member> members_;

@@ -232,17 +232,15 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
         io.Run(UV_RUN_NOWAIT);
       }
     }
+    const auto background_idle = [&durable] {
+      return !durable.sync_in_flight() && !durable.checkpoint_in_flight() && !durable.snapshot_in_flight();
+    };
     if (!fatal && vfs.failure_injected()) {
       // The failed call may belong to work on the thread pool (an fsync, a
       // checkpoint) whose end the loop has not seen when the workload ran
       // out of passes: let it come back before judging (CI met this once,
       // seed 57).
-      testing::WaitUntil(
-          [&] {
-            return fatal || (!durable.sync_in_flight() && !durable.checkpoint_in_flight() &&
-                             !durable.snapshot_in_flight());
-          },
-          testing::LoopPasses(io));
+      testing::WaitUntil([&] { return fatal || background_idle(); }, testing::LoopPasses(io));
     }
     life.stopped = fatal;
     if (fatal) {
@@ -282,12 +280,7 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
     // the promises settle, then drop the process's objects: their own
     // close-time writes fail too, as they would without power.
     auto stopped = durable.StopBackgroundWork().eagerlyEvaluate([](kj::Exception&&) {});
-    const bool idle = testing::WaitUntil(
-        [&] {
-          return !durable.sync_in_flight() && !durable.checkpoint_in_flight() &&
-                 !durable.snapshot_in_flight();
-        },
-        testing::LoopPasses(io));
+    const bool idle = testing::WaitUntil(background_idle, testing::LoopPasses(io));
     if (!idle) {
       life.failure = "background work still in flight long after the power cut";
       return life;
