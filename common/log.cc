@@ -208,7 +208,7 @@ std::string FormatLogLine(LogFormat format, const std::string& stamp, LogLevel l
   return line;
 }
 
-void WriteLogLine(LogLevel level, kj::StringPtr message, const char* source) {
+std::string LogTimestamp() {
   struct timeval tv;
   gettimeofday(&tv, nullptr);
   struct tm tm;
@@ -216,7 +216,11 @@ void WriteLogLine(LogLevel level, kj::StringPtr message, const char* source) {
   char stamp[40];
   const size_t n = strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
   snprintf(stamp + n, sizeof(stamp) - n, ".%03ldZ", static_cast<long>(tv.tv_usec / 1000));
-  const std::string line = FormatLogLine(g_format, stamp, level, message, source) + "\n";
+  return stamp;
+}
+
+void WriteLogLine(LogLevel level, kj::StringPtr message, const char* source) {
+  const std::string line = FormatLogLine(g_format, LogTimestamp(), level, message, source) + "\n";
   // One write per line: lines from concurrent processes stay whole.
   fputs(line.c_str(), stderr);
 }

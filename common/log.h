@@ -29,6 +29,9 @@ LogFormat GetLogFormat();
 // KJ's lines) is a field of the JSON format and a prefix of the message in
 // the text one; null: none.
 void WriteLogLine(LogLevel level, kj::StringPtr message, const char* source = nullptr);
+// Now, as every log line is stamped: UTC with milliseconds,
+// "2026-12-02T11:12:12.635Z".
+std::string LogTimestamp();
 // The line WriteLogLine writes, without its newline, for `stamp` (ISO 8601,
 // UTC, milliseconds). For tests.
 std::string FormatLogLine(LogFormat format, const std::string& stamp, LogLevel level,

@@ -25,14 +25,9 @@ constexpr kj::Duration kLoadingStandbyWait = 10 * kj::SECONDS;
 // HaOptions::test_check_live_state: the live state against a replay of the
 // same store (what a takeover without one would have served).
 Status CheckLiveState(storage::Store& store, const state::DispatcherState& live) {
-  state::DispatcherState replayed;
-  auto snapshot = store.LoadLatestSnapshot();
+  auto snapshot = SnapshotState(store);
   if (!snapshot.ok()) return snapshot.status();
-  if (snapshot->has_value()) {
-    auto decoded = state::DecodeSnapshot((*snapshot)->bytes);
-    if (!decoded.ok()) return decoded.status();
-    replayed = std::move(decoded).value();
-  }
+  state::DispatcherState replayed = std::move(snapshot).value();
   DISPATCH_RETURN_IF_ERROR(store.Replay(store.snapshot_seq(), [&replayed](uint64_t, std::string_view bytes) {
     return state::ApplyEncodedUpdate(replayed, bytes);
   }));

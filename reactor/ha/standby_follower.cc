@@ -209,18 +209,19 @@ void StandbyFollower::Restart(const std::string& why) {
   restart_ = io_.timer().afterDelay(100 * kj::MILLISECONDS).then([this]() { Load(); }).eagerlyEvaluate(nullptr);
 }
 
+Result<state::DispatcherState> SnapshotState(storage::Store& store) {
+  auto snapshot = store.LoadLatestSnapshot();
+  if (!snapshot.ok()) return snapshot.status();
+  if (!snapshot->has_value()) return state::DispatcherState();
+  return state::DecodeSnapshot((*snapshot)->bytes);
+}
+
 void StandbyFollower::StartLiveState() {
   live_.reset();
   live_seq_ = store_->snapshot_seq();
-  auto snapshot = store_->LoadLatestSnapshot();
-  if (!snapshot.ok()) return DropLiveState("the store's snapshot: " + snapshot.status().ToString());
-  if (!snapshot->has_value()) {
-    live_ = std::make_unique<state::DispatcherState>();
-    return;
-  }
-  auto decoded = state::DecodeSnapshot((*snapshot)->bytes);
-  if (!decoded.ok()) return DropLiveState("the snapshot does not decode: " + decoded.status().ToString());
-  live_ = std::make_unique<state::DispatcherState>(std::move(decoded).value());
+  auto state = SnapshotState(*store_);
+  if (!state.ok()) return DropLiveState("the store's snapshot: " + state.status().ToString());
+  live_ = std::make_unique<state::DispatcherState>(std::move(state).value());
 }
 
 void StandbyFollower::ApplyToLiveState(std::string_view record) {

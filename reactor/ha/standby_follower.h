@@ -39,6 +39,9 @@
 
 namespace dispatch::ha {
 
+// The state of `store`'s latest snapshot (an empty state when it has none).
+Result<state::DispatcherState> SnapshotState(storage::Store& store);
+
 class StandbyFollower {
  public:
   StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, reactor::DispatcherServer& server,

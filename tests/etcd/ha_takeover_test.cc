@@ -22,14 +22,12 @@
 //
 // N: DISPATCH_HA_KILLS (default 3). `ctest -C long -L etcd-long` runs N = 50.
 #include <gtest/gtest.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <ctime>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -42,6 +40,7 @@
 #include "clients/dataset_client.h"
 #include "clients/dataset_definition.h"
 #include "clients/dataset_reader.h"
+#include "common/log.h"
 #include "tests/closures/closure_test_support.h"
 #include "tests/etcd/ha_group.h"
 #include "tests/integration/client_loop.h"
@@ -56,19 +55,6 @@ using Clock = std::chrono::steady_clock;
 // DISPATCH_HA_LEASE_TTL_MS (default 2000) and DISPATCH_HA_ETCD_ELECTION_MS
 // (etcd's election timeout, default 1000, its heartbeat a tenth of it): a
 // 1 s lease needs etcd at a faster timing (e.g. 500), else etcd grants 2 s.
-// UTC with milliseconds, as the dispatchers' logs stamp their lines: a slow
-// takeover is read against the logs (DISPATCH_KEEP_TEST_DIRS=1 keeps them).
-std::string WallClockNow() {
-  timeval tv;
-  gettimeofday(&tv, nullptr);
-  tm utc;
-  gmtime_r(&tv.tv_sec, &utc);
-  char stamp[40];
-  const size_t n = strftime(stamp, sizeof(stamp), "%H:%M:%S", &utc);
-  snprintf(stamp + n, sizeof(stamp) - n, ".%03ld", static_cast<long>(tv.tv_usec / 1000));
-  return stamp;
-}
-
 // DISPATCH_HA_LOG_LEVEL (default warning): info shows each takeover's steps
 // in the dispatchers' logs.
 std::string LogLevelFromEnvironment() {
@@ -423,7 +409,9 @@ TEST_F(HaTakeoverUnderLoad, KillsOfTheLeaderLoseNothingAcknowledged) {
     const int leader = WaitLeader();
     if (leader < 0) FAIL() << "before kill " << k << ": no leader\n" << group_->LogTails();
     const auto killed = Clock::now();
-    const std::string killed_at = WallClockNow();
+    // Stamped as the dispatchers stamp their log lines: a slow takeover is
+    // read against the logs (DISPATCH_KEEP_TEST_DIRS=1 keeps them).
+    const std::string killed_at = LogTimestamp();
     group_->Kill9(static_cast<size_t>(leader));
     const int next = WaitLeader();
     const auto served = Clock::now();
