@@ -14,7 +14,11 @@ kj::Promise<void> SendSimHeartbeat(SimConnection& c, uint64_t worker, uint32_t m
   body.setControl(c.control);
   body.setMaxClosures(max_closures);
   body.initCurrentTasks(0);
-  return request.send().ignoreResult();
+  auto sent = request.send();
+  c.last_replies.erase(worker);
+  return sent.then([&c, worker](capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults> reply) {
+    c.last_replies[worker] = kj::heap(kj::mv(reply));
+  });
 }
 
 }  // namespace dispatch::bench

@@ -6,6 +6,7 @@
 #include <kj/async.h>
 
 #include <cstdint>
+#include <unordered_map>
 
 #include "clients/dispatcher_connection.h"
 #include "schema/dispatcher.capnp.h"
@@ -22,11 +23,16 @@ class NullControl final : public rpc::WorkerControl::Server {
 struct SimConnection {
   kj::Own<clients::DispatcherConnection> conn;
   rpc::WorkerControl::Client control = kj::heap<NullControl>();
+  // Each worker's last reply, held until its next heartbeat as AgentLink
+  // holds it (the Finish goes out with the next call). Destroyed before conn.
+  std::unordered_map<uint64_t, kj::Own<capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults>>>
+      last_replies;
 };
 
 // One heartbeat of simulated worker `worker` (address "sim-worker-N",
 // incarnation N + 1, no tasks) over `c`, with the control capability as the
-// real WorkerAgent sends with every heartbeat; `max_closures` slots.
+// real WorkerAgent sends with every heartbeat; `max_closures` slots. Like the
+// agent, it releases the worker's previous reply only once this call is sent.
 kj::Promise<void> SendSimHeartbeat(SimConnection& c, uint64_t worker, uint32_t max_closures = 0);
 
 }  // namespace dispatch::bench

@@ -85,6 +85,7 @@ void AgentLink::EndSession(kj::StringPtr why, bool expected) {
   bool was_registered = registered_;
   registered_ = false;
   wake_heartbeat_ = nullptr;
+  last_reply_ = nullptr;  // before the connection it belongs to
   // Calls still in flight on this connection reject with DISCONNECTED; their
   // owners retry on the next registration.
   connection_ = nullptr;
@@ -163,9 +164,12 @@ kj::Promise<void> AgentLink::SendHeartbeat() {
     for (size_t i = 0; i < options_.dataset_kinds.size(); ++i)
       kinds.set(i, options_.dataset_kinds[i]);
   }
-  return timer_.timeoutAfter(HeartbeatTimeoutMs() * kj::MILLISECONDS, request.send())
+  auto reply = request.send();
+  last_reply_ = nullptr;  // its Finish goes out with this call
+  return timer_.timeoutAfter(HeartbeatTimeoutMs() * kj::MILLISECONDS, kj::mv(reply))
       .then([this](capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults> response) {
         OnHeartbeatReply(response.getResponse());
+        last_reply_ = kj::mv(response);
       });
 }
 

@@ -98,6 +98,12 @@ class AgentLink {
   bool heartbeat_requested_ = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> wake_heartbeat_;
   kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> registered_waiters_;
+  // The last heartbeat's reply, held until the next heartbeat is sent: its
+  // release is the Finish message Cap'n Proto owes the dispatcher, and sent
+  // with the next call it costs the dispatcher no read and no wake-up of its
+  // own (measured: about a fifth of the dispatcher's CPU per heartbeat).
+  // Dropped with the connection; declared after it, so destroyed first.
+  kj::Maybe<capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults>> last_reply_;
 };
 
 // Calls `call(dispatcher)` once the agent is registered, and again (after a
