@@ -36,16 +36,6 @@ bool IsDisconnect(int error) {
   }
 }
 
-// The streams of this thread with bytes buffered in this pass, in the order
-// they were first buffered (FlushPassInOrder). Plain pointers: a stream
-// leaves the queue before it is destroyed.
-struct FlushQueue {
-  UvSocketStream* head = nullptr;
-  UvSocketStream* tail = nullptr;
-  uint64_t serial = 0;  // system calls that sent buffered bytes, this thread
-};
-thread_local FlushQueue flush_queue;
-
 }  // namespace
 
 kj::Exception SocketError(int error, const char* what) {
@@ -67,53 +57,9 @@ UvSocketStream::UvSocketStream(uv_loop_t* loop, int fd, bool owned)
 // descriptor out of epoll at once) before owned_fd_ closes the descriptor, so
 // a reused descriptor number never meets a stale watch.
 UvSocketStream::~UvSocketStream() noexcept(false) {
-  LeaveFlushQueue();
   // A last message (Cap'n Proto's Abort) may still be buffered. Bytes behind
   // a blocked flush cannot go first; those are dropped with the connection.
   if (flush_state_ != FlushState::kBlocked) SendPendingBestEffort();
-}
-
-void UvSocketStream::LeaveFlushQueue() {
-  if (!in_flush_queue_) return;
-  in_flush_queue_ = false;
-  UvSocketStream** link = &flush_queue.head;
-  UvSocketStream* previous = nullptr;
-  while (*link != this) {
-    previous = *link;
-    link = &(*link)->flush_next_;
-  }
-  *link = flush_next_;
-  if (flush_queue.tail == this) flush_queue.tail = previous;
-  flush_next_ = nullptr;
-}
-
-void UvSocketStream::FlushPassInOrder() {
-  while (UvSocketStream* stream = flush_queue.head) {
-    stream->LeaveFlushQueue();
-    stream->SendPendingNow();
-  }
-}
-
-void UvSocketStream::SendPendingNow() {
-  if (pending_.empty() || write_error_ != nullptr || send_error_ != nullptr) return;
-  ++send_calls_;
-  last_flush_serial_ = ++flush_queue.serial;
-  ssize_t n = is_socket_ ? ::send(fd_, pending_.begin(), pending_.size(), MSG_NOSIGNAL | MSG_DONTWAIT)
-                         : ::write(fd_, pending_.begin(), pending_.size());
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    send_error_ = SocketError(errno, "write");  // Flush() reports it
-    return;
-  }
-  if (n <= 0) return;  // the socket is full: Flush() waits for room
-  const size_t sent = static_cast<size_t>(n);
-  if (sent == pending_.size()) {
-    pending_.clear();
-    return;
-  }
-  // Rare (the socket's buffer is full): keep what the kernel did not take.
-  kj::Vector<kj::byte> rest(pending_.size() - sent);
-  rest.addAll(pending_.begin() + sent, pending_.end());
-  pending_ = kj::mv(rest);
 }
 
 kj::Promise<size_t> UvSocketStream::tryRead(void* buffer, size_t min_bytes, size_t max_bytes) {
@@ -220,15 +166,9 @@ kj::Promise<void> UvSocketStream::WritePieces(
     for (auto piece : pieces) pending_.addAll(piece);
     if (flush_state_ == FlushState::kIdle) {
       flush_state_ = FlushState::kScheduled;
-      if (!in_flush_queue_) {  // (a failed flush may have left it queued)
-        in_flush_queue_ = true;
-        (flush_queue.tail == nullptr ? flush_queue.head : flush_queue.tail->flush_next_) = this;
-        flush_queue.tail = this;
-      }
       flush_task_ = kj::evalLast([this]() { return Flush(); }).eagerlyEvaluate([this](kj::Exception&& e) {
         write_error_ = kj::mv(e);
         flush_state_ = FlushState::kIdle;
-        LeaveFlushQueue();
         pending_.clear();
         KJ_IF_MAYBE(waiter, flushed_) { (*waiter)->reject(kj::cp(KJ_ASSERT_NONNULL(write_error_))); }
         flushed_ = nullptr;
@@ -259,12 +199,6 @@ kj::Promise<void> UvSocketStream::WritePieces(
 }
 
 kj::Promise<void> UvSocketStream::Flush() {
-  if (flush_state_ == FlushState::kScheduled) FlushPassInOrder();
-  KJ_IF_MAYBE (error, send_error_) {
-    kj::Exception failed = kj::mv(*error);
-    send_error_ = nullptr;
-    return kj::mv(failed);
-  }
   if (pending_.empty()) {
     flush_state_ = FlushState::kIdle;
     KJ_IF_MAYBE(waiter, flushed_) { (*waiter)->fulfill(); }
@@ -272,7 +206,6 @@ kj::Promise<void> UvSocketStream::Flush() {
     return kj::READY_NOW;
   }
   auto bytes = pending_.releaseAsArray();
-  last_flush_serial_ = ++flush_queue.serial;
   flush_state_ = FlushState::kBlocked;
   // Bytes written meanwhile queue behind these; the next round sends them.
   return WriteLoop(bytes.asPtr(), nullptr).attach(kj::mv(bytes)).then([this]() { return Flush(); });

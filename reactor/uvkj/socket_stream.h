@@ -46,9 +46,6 @@ class UvSocketStream final : public kj::AsyncIoStream {
   // recv/read and sendmsg/writev system calls made so far (tests count them).
   uint64_t recv_calls() const { return recv_calls_; }
   uint64_t send_calls() const { return send_calls_; }
-  // The thread's count of system calls that sent buffered bytes, as of this
-  // stream's latest one (0: none yet): tests compare streams' order.
-  uint64_t last_flush_serial() const { return last_flush_serial_; }
 
  private:
   kj::Promise<size_t> ReadLoop(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
@@ -59,15 +56,6 @@ class UvSocketStream final : public kj::AsyncIoStream {
                               kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> rest);
   kj::Promise<void> WritePieces(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces);
   kj::Promise<void> Flush();
-  // Sends, in the order their first buffered write came, what the streams
-  // of this thread buffered in this pass (as much as each socket takes now).
-  // KJ runs evalLast callbacks last-armed first, so each stream's own
-  // Flush() starts here: the reply produced first is sent first.
-  static void FlushPassInOrder();
-  // One attempt without waiting: what the kernel takes of pending_ now.
-  // Errors are left for Flush(), which reports them.
-  void SendPendingNow();
-  void LeaveFlushQueue();
   void SendPendingBestEffort();
 
   // Writes up to this size are copied and sent together at the end of the
@@ -83,11 +71,6 @@ class UvSocketStream final : public kj::AsyncIoStream {
   kj::Maybe<kj::Exception> write_error_;  // a buffered write failed: later writes fail too
   kj::Maybe<kj::Promise<void>> flush_task_;
   uint64_t send_calls_ = 0;
-  uint64_t last_flush_serial_ = 0;
-  // This thread's streams waiting for their pass-end flush, oldest first.
-  UvSocketStream* flush_next_ = nullptr;
-  bool in_flush_queue_ = false;
-  kj::Maybe<kj::Exception> send_error_;  // SendPendingNow failed: Flush() throws it
 
   // Reads smaller than this are served from a read-ahead buffer.
   static constexpr size_t kReadAheadBytes = 8192;

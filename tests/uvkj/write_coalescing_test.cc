@@ -96,41 +96,6 @@ TEST(WriteCoalescing, SmallWritesOfOnePassLeaveInOneSystemCallInOrder) {
   EXPECT_EQ(bridge.Teardown(), 0);
 }
 
-// Replies produced in one pass leave in the order they were produced, one
-// system call per stream: the first caller answered is the first woken.
-// (KJ runs evalLast callbacks last-armed first; the streams must not.)
-TEST(WriteCoalescing, StreamsOfOnePassSendInTheOrderTheyWereWritten) {
-  Bridge bridge;
-  auto& io = bridge.io();
-  {
-    std::vector<RawPeer> pairs;
-    for (int i = 0; i < 4; ++i) pairs.push_back(MakeRawPeer(io));
-    const std::vector<size_t> order = {2, 0, 3, 1};
-    Outcome<void> wrote;
-    // Small writes resolve at once; each stream sends at the end of the pass.
-    auto writing = Track(kj::evalLater([&]() {
-                           kj::Vector<kj::Promise<void>> writes;
-                           for (size_t i : order) writes.add(pairs[i].stream->write("reply;", 6));
-                           return kj::joinPromises(writes.releaseAsArray());
-                         }),
-                         wrote);
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          for (auto& p : pairs) {
-            if (Queued(p.peer.get()) != 6) return false;
-          }
-          return wrote.done;
-        },
-        LoopPasses(io)));
-    for (size_t k = 1; k < order.size(); ++k) {
-      EXPECT_LT(pairs[order[k - 1]].uv().last_flush_serial(), pairs[order[k]].uv().last_flush_serial())
-          << "stream " << order[k - 1] << " was written before stream " << order[k];
-    }
-    for (auto& p : pairs) EXPECT_EQ(p.uv().send_calls(), 1u);
-  }
-  EXPECT_EQ(bridge.Teardown(), 0);
-}
-
 TEST(WriteCoalescing, ALargeWriteTakesTheBufferedBytesInFrontOfIt) {
   Bridge bridge;
   auto& io = bridge.io();
