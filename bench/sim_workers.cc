@@ -17,7 +17,7 @@ kj::Promise<void> SendSimHeartbeat(SimConnection& c, uint64_t worker, uint32_t m
   auto sent = request.send();
   c.last_replies.erase(worker);
   return sent.then([&c, worker](capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults> reply) {
-    c.last_replies[worker] = kj::heap(kj::mv(reply));
+    c.last_replies.insert_or_assign(worker, kj::mv(reply));
   });
 }
 

@@ -25,7 +25,7 @@ struct SimConnection {
   rpc::WorkerControl::Client control = kj::heap<NullControl>();
   // Each worker's last reply, held until its next heartbeat as AgentLink
   // holds it (the Finish goes out with the next call). Destroyed before conn.
-  std::unordered_map<uint64_t, kj::Own<capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults>>>
+  std::unordered_map<uint64_t, capnp::Response<rpc::Dispatcher::WorkerHeartbeatResults>>
       last_replies;
 };
 

@@ -8,12 +8,12 @@
 #include <capnp/rpc.capnp.h>
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
+#include <kj/io.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -21,28 +21,14 @@
 #include <thread>
 #include <vector>
 
-#include "common/address.h"
 #include "tests/clients/client_test_support.h"
+#include "tests/support/raw_socket.h"
 
 namespace dispatch::testing {
 namespace {
 
 // The RPC message types in one read of the agent's bytes.
 using Chunk = std::vector<capnp::rpc::Message::Which>;
-
-int ConnectTo(const std::string& address) {
-  const std::string host_port = *ToKjAddress(address);
-  const size_t colon = host_port.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
-  inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    throw std::runtime_error("relay: cannot connect to " + address);
-  }
-  return fd;
-}
 
 // Accepts one connection on a free loopback port and relays it to `target`,
 // both ways, on its own thread; records the agent's bytes read by read.
@@ -71,14 +57,30 @@ class RecordingRelay {
     std::lock_guard<std::mutex> lock(mu_);
     return chunks_;
   }
+  // Why the relay stopped early (empty: it did not).
+  std::string failure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
+  }
 
  private:
   void Run() {
+    try {
+      Relay();
+    } catch (const std::exception& e) {  // reported to the test, not terminate()
+      std::lock_guard<std::mutex> lock(mu_);
+      failure_ = e.what();
+    }
+  }
+
+  void Relay() {
     pollfd accept_wait[2] = {{listener_, POLLIN, 0}, {stop_[0], POLLIN, 0}};
     ::poll(accept_wait, 2, -1);
     if (accept_wait[1].revents != 0) return;
-    int agent = ::accept(listener_, nullptr, nullptr);
-    int dispatcher = ConnectTo(target_);
+    kj::AutoCloseFd accepted(::accept(listener_, nullptr, nullptr));
+    const int agent = accepted.get();
+    RawSocket connection(target_);
+    const int dispatcher = connection.fd();
     std::string pending;  // the agent's bytes not yet a whole message
     char buffer[1 << 16];
     for (bool open = true; open;) {
@@ -97,8 +99,6 @@ class RecordingRelay {
         if (side == 0) Record(pending, buffer, n);
       }
     }
-    ::close(agent);
-    ::close(dispatcher);
   }
 
   // Decodes the whole messages the agent's bytes now hold.
@@ -129,6 +129,7 @@ class RecordingRelay {
   std::string address_;
   std::mutex mu_;
   std::vector<Chunk> chunks_;
+  std::string failure_;
   std::thread thread_;
 };
 
@@ -157,6 +158,7 @@ TEST(HeartbeatFinish, TravelsWithTheNextHeartbeatNeverAlone) {
   ASSERT_TRUE(WaitUntil([&] { return CallsIn(relay.chunks()) >= 30; }))
       << CallsIn(relay.chunks()) << " calls seen";
   a.agent->Stop();
+  EXPECT_EQ(relay.failure(), "");
   // Connecting (bootstrap, authenticate) and registering finish their own
   // calls: only the steady heartbeats after the first ten calls are judged.
   size_t calls = 0, finishes = 0;
