@@ -23,6 +23,7 @@ LeaderElection::~LeaderElection() {
   keepalive_ = nullptr;
   deadline_ = nullptr;
   campaign_ = nullptr;
+  leader_check_ = nullptr;
   retire_ = nullptr;
   watch_.reset();
 }
@@ -148,6 +149,9 @@ kj::Promise<void> LeaderElection::CampaignNow() {
 
 void LeaderElection::Follow(const KeyValue& leader, int64_t from_revision) {
   callbacks_.following(leader);
+  followed_revision_ = leader.create_revision;
+  // Called from campaign_'s chain, never from leader_check_'s.
+  leader_check_ = CheckLeaderKey().eagerlyEvaluate(nullptr);
   // The previous watch (if any) may be the caller: retire it a turn later.
   if (watch_) {
     retire_ = kj::evalLater([old = kj::heap(std::move(watch_))]() {}).eagerlyEvaluate(nullptr);
@@ -172,6 +176,25 @@ void LeaderElection::Follow(const KeyValue& leader, int64_t from_revision) {
   });
 }
 
+kj::Promise<void> LeaderElection::CheckLeaderKey() {
+  return io_.timer()
+      .afterDelay(ttl_seconds_ * kj::SECONDS)
+      .then([this]() { return client_.Range(options_.key); })
+      .then([this](Result<RangeResult> key) -> kj::Promise<void> {
+        if (lost_ || leading_) return kj::READY_NOW;
+        // Unreadable: the watch ends too then (a campaign follows), or the
+        // next check reads it.
+        if (!key.ok()) return CheckLeaderKey();
+        if (!key->kvs.empty() && key->kvs[0].create_revision == followed_revision_) return CheckLeaderKey();
+        Log(LogLevel::kWarning, "etcd leader key ",
+            key->kvs.empty() ? std::string("is gone") : "has a new holder",
+            " and its watch did not tell (stalled?): campaigning");
+        // The campaign's Follow starts the next check.
+        Campaign();
+        return kj::READY_NOW;
+      });
+}
+
 kj::Promise<Status> LeaderElection::Resign() {
   const bool was_lost = lost_;
   lost_ = true;
@@ -180,6 +203,7 @@ kj::Promise<Status> LeaderElection::Resign() {
   keepalive_ = nullptr;
   deadline_ = nullptr;
   campaign_ = nullptr;
+  leader_check_ = nullptr;
   if (was_lost || lease_id_ == 0) return Status::Ok();
   Log(LogLevel::kInfo, "revoking etcd lease ", lease_id_, " (resigning)");
   return client_.LeaseRevoke(lease_id_);

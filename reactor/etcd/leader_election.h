@@ -8,7 +8,9 @@
 // leader revision (the key's create revision: the fencing token every
 // journal transaction compares against); a loser is told who leads, watches
 // the key, and campaigns again when it is deleted (the holder's lease expired
-// or was revoked).
+// or was revoked). A watch can stall without ending (seen once under heavy
+// load), so a loser also reads the key once per TTL and campaigns when it is
+// gone or belongs to another holder than the one it follows.
 // Leadership (and candidacy) ends for good, with `lost` called once, when
 //  - a keepalive answer has no TTL: the lease is gone (etcd says so only thus);
 //  - no keepalive succeeded for TTL minus one keepalive period, measured on
@@ -103,6 +105,8 @@ class LeaderElection {
   kj::Promise<void> CampaignOnce();
   kj::Promise<void> CampaignNow();
   void Follow(const KeyValue& leader, int64_t from_revision);
+  // While following: every TTL, the leader key against the one followed.
+  kj::Promise<void> CheckLeaderKey();
   void Lose(Status why);
 
   uvkj::UvAsyncIo& io_;
@@ -113,6 +117,7 @@ class LeaderElection {
   int64_t lease_id_ = 0;
   int64_t ttl_seconds_;  // the TTL etcd granted (at least the one asked for)
   int64_t leader_revision_ = 0;
+  int64_t followed_revision_ = 0;  // the followed holder's create revision
   bool leading_ = false;
   bool lost_ = false;
   bool started_ = false;
@@ -121,6 +126,7 @@ class LeaderElection {
   kj::Promise<void> keepalive_ = nullptr;
   kj::Promise<void> deadline_ = nullptr;
   kj::Promise<void> campaign_ = nullptr;
+  kj::Promise<void> leader_check_ = nullptr;
   std::unique_ptr<EtcdWatch> watch_;
   // Watches replaced from inside their own callback wait here for the next turn.
   kj::Promise<void> retire_ = nullptr;

@@ -1,5 +1,7 @@
 #include "reactor/ha/standby_follower.h"
 
+#include <algorithm>
+
 #include <kj/debug.h>
 
 #include "common/log.h"
@@ -32,6 +34,7 @@ StandbyFollower::~StandbyFollower() {
   load_ = nullptr;
   refresh_ = nullptr;
   restart_ = nullptr;
+  watch_check_ = nullptr;
   watch_.reset();
   current_watch_.reset();
   // A checkpoint in flight ends on the pool by itself (its own connection).
@@ -51,6 +54,7 @@ kj::Promise<void> StandbyFollower::WhenFollowing() {
 void StandbyFollower::Load() {
   following_ = false;
   live_.reset();
+  watch_check_ = nullptr;
   watch_.reset();
   current_watch_.reset();
   refresh_ = nullptr;
@@ -104,6 +108,9 @@ void StandbyFollower::Load() {
                                                      [this](Result<etcd::WatchBatch> batch) {
                                                        OnWatch(std::move(batch));
                                                      });
+                      watched_revision_ = revision;
+                      awaited_revision_ = 0;
+                      watch_check_ = CheckWatch().eagerlyEvaluate(nullptr);
                     });
               })
               .eagerlyEvaluate([this](kj::Exception&& e) { Restart(e.getDescription().cStr()); });
@@ -133,12 +140,44 @@ void StandbyFollower::OnWatch(Result<etcd::WatchBatch> batch) {
         return;
       }
       ++groups_applied_;
+      watched_revision_ = std::max(watched_revision_, event.kv.mod_revision);
       TakeSnapshot();
       MaybeCheckpoint();
     } else if (event.kv.key == current) {
       Refresh(event.kv.mod_revision);
     }
   }
+}
+
+kj::Promise<void> StandbyFollower::CheckWatch() {
+  return io_.timer()
+      .afterDelay(kWatchCheckInterval)
+      .then([this]() {
+        const std::string journal = prefix_ + "/journal/";
+        return client_.Range(journal, etcd::PrefixEnd(journal), /*limit=*/1, /*descending=*/true);
+      })
+      .then([this](Result<etcd::RangeResult> last) -> kj::Promise<void> {
+        if (!WatchKeepsUp(std::move(last))) return kj::READY_NOW;
+        return CheckWatch();
+      });
+}
+
+bool StandbyFollower::WatchKeepsUp(Result<etcd::RangeResult> last) {
+  if (!following_ || stopped_ || failed_) return false;
+  if (!last.ok()) {
+    // etcd unreachable: the watch fails as well then, or the next check tells.
+    awaited_revision_ = 0;
+    return true;
+  }
+  if (awaited_revision_ != 0 && watched_revision_ < awaited_revision_) {
+    Restart("the journal watch stalled: it brought nothing past etcd revision " + std::to_string(watched_revision_) +
+            " in " + std::to_string(kWatchCheckInterval / kj::MILLISECONDS) +
+            " ms, while etcd held a journal key at revision " + std::to_string(awaited_revision_));
+    return false;
+  }
+  const int64_t newest = last->kvs.empty() ? 0 : last->kvs.front().mod_revision;
+  awaited_revision_ = newest > watched_revision_ ? newest : 0;
+  return true;
 }
 
 void StandbyFollower::Refresh(int64_t revision) {
@@ -254,6 +293,7 @@ kj::Promise<Status> StandbyFollower::CatchUp() {
   stopped_ = true;
   following_ = false;
   refresh_ = nullptr;
+  watch_check_ = nullptr;
   // The leader's DurableState checkpoints from now on.
   checkpoint_.Abandon();
   checkpointer_.reset();

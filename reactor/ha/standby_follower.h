@@ -13,7 +13,12 @@
 // DispatcherState too (built from the store's snapshot at load), so that the
 // winner serves from it with no replay at all. A watch that etcd
 // cancels (its start was compacted: the standby fell behind a snapshot) or
-// that fails starts the whole load over, from a fresh store. On winning,
+// that fails starts the whole load over, from a fresh store, and so does a
+// watch that stalls: every kWatchCheckInterval the follower reads the last
+// journal key, and when the watch has still not brought a key etcd already
+// held at the previous check, it loads again (a stream that neither delivers
+// nor ends, seen once under heavy load, would otherwise leave the standby
+// behind until a takeover). On winning,
 // CatchUp() stops the watch and ranges the journal from the store's position
 // to the end: the store then holds everything etcd holds, and the server
 // recovers from it as after a restart. The store's WAL is checkpointed on
@@ -66,6 +71,8 @@ class StandbyFollower {
   std::unique_ptr<state::DispatcherState> TakeLiveState();
   uint64_t groups_applied() const { return groups_applied_; }
   uint64_t reloads() const { return reloads_; }
+  // How often the journal watch is checked for a stall (two checks tell one).
+  static constexpr kj::Duration kWatchCheckInterval = 2 * kj::SECONDS;
   bool has_live_state() const { return live_ != nullptr; }
 
  private:
@@ -78,6 +85,13 @@ class StandbyFollower {
   void MaybeCheckpoint();
   struct CheckpointJob;
   void Restart(const std::string& why);
+  // While following: every kWatchCheckInterval, the last journal key's
+  // revision in etcd against what the watch has brought. Ends when the
+  // follower stops following (a stall restarts the load, which checks anew).
+  kj::Promise<void> CheckWatch();
+  // False when the checks end: not following any more, or the watch stalled
+  // (then the load has been restarted).
+  bool WatchKeepsUp(Result<etcd::RangeResult> last);
   // The live state from the store's snapshot (none: an empty state); the
   // journal records then arrive through the reader's observer.
   void StartLiveState();
@@ -102,6 +116,12 @@ class StandbyFollower {
   std::shared_ptr<DecodedSnapshotImage> pending_image_;
   std::unique_ptr<state::DispatcherState> live_;
   uint64_t live_seq_ = 0;  // the store's last record the live state holds
+  // The journal watch's progress: the load's revision, then the mod revision
+  // of each journal key it brought.
+  int64_t watched_revision_ = 0;
+  // The last journal key's revision at the previous check when the watch had
+  // not brought it yet (0: it had).
+  int64_t awaited_revision_ = 0;
   std::unique_ptr<storage::Checkpointer> checkpointer_;  // idle; the job holds it while it runs
   uvkj::PoolWork<CheckpointJob> checkpoint_;
   std::unique_ptr<etcd::EtcdWatch> watch_;          // PREFIX/journal/
@@ -109,6 +129,7 @@ class StandbyFollower {
   kj::Promise<void> load_ = nullptr;
   kj::Promise<void> refresh_ = nullptr;
   kj::Promise<void> restart_ = nullptr;
+  kj::Promise<void> watch_check_ = nullptr;
 };
 
 }  // namespace dispatch::ha

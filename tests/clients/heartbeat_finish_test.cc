@@ -4,12 +4,10 @@
 // at once instead of waking for a Finish of its own. Observed on the wire
 // through a relay between the agent and the real dispatcher, which records
 // every read of the agent's bytes and decodes the RPC messages in them.
-#include <arpa/inet.h>
 #include <capnp/rpc.capnp.h>
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 #include <kj/io.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "tests/clients/client_test_support.h"
+#include "tests/support/loopback_listener.h"
 #include "tests/support/raw_socket.h"
 
 namespace dispatch::testing {
@@ -35,15 +34,9 @@ using Chunk = std::vector<capnp::rpc::Message::Which>;
 class RecordingRelay {
  public:
   explicit RecordingRelay(const std::string& target) : target_(target) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    ::listen(listener_, 1);
-    address_ = "tcp:127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    int port = 0;
+    listener_ = ListenOnLoopback(1, &port);
+    address_ = "tcp:127.0.0.1:" + std::to_string(port);
     if (::pipe(stop_) != 0) throw std::runtime_error("relay: pipe");
     thread_ = std::thread([this] { Run(); });
   }
