@@ -114,6 +114,7 @@ void LeaderElection::Campaign() {
 
 kj::Promise<void> LeaderElection::CampaignOnce() {
   if (lost_) return kj::READY_NOW;
+  following_ = false;
   if (!callbacks_.ready_to_lead) return CampaignNow();
   return callbacks_.ready_to_lead().then([this]() { return CampaignNow(); },
                                          [this](kj::Exception&&) { return CampaignNow(); });
@@ -149,6 +150,7 @@ kj::Promise<void> LeaderElection::CampaignNow() {
 
 void LeaderElection::Follow(const KeyValue& leader, int64_t from_revision) {
   callbacks_.following(leader);
+  following_ = true;
   followed_revision_ = leader.create_revision;
   // Called from campaign_'s chain, never from leader_check_'s.
   leader_check_ = CheckLeaderKey().eagerlyEvaluate(nullptr);
@@ -181,7 +183,8 @@ kj::Promise<void> LeaderElection::CheckLeaderKey() {
       .afterDelay(ttl_seconds_ * kj::SECONDS)
       .then([this]() { return client_.Range(options_.key); })
       .then([this](Result<RangeResult> key) -> kj::Promise<void> {
-        if (lost_ || leading_) return kj::READY_NOW;
+        // A campaign under way (the watch told after all) follows or leads.
+        if (lost_ || leading_ || !following_) return kj::READY_NOW;
         // Unreadable: the watch ends too then (a campaign follows), or the
         // next check reads it.
         if (!key.ok()) return CheckLeaderKey();

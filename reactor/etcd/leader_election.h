@@ -117,6 +117,7 @@ class LeaderElection {
   int64_t lease_id_ = 0;
   int64_t ttl_seconds_;  // the TTL etcd granted (at least the one asked for)
   int64_t leader_revision_ = 0;
+  bool following_ = false;         // since Follow(), until the next campaign
   int64_t followed_revision_ = 0;  // the followed holder's create revision
   bool leading_ = false;
   bool lost_ = false;
