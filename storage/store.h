@@ -130,6 +130,14 @@ struct StoreOptions {
   // the file to this size (PRAGMA journal_size_limit), so one burst (a big
   // snapshot) does not keep a big WAL file forever.
   uint64_t wal_size_limit_bytes = 64u << 20;
+  // With kFull, Open extends the WAL file with zeros to wal_restart_frames
+  // frames (at most wal_size_limit_bytes) and syncs it once, so that commits
+  // overwrite blocks the file already has, as they do anyway once SQLite
+  // restarts the WAL after a checkpoint: an fdatasync of an append also
+  // writes the file's size and block map, about twice the cost on ext4.
+  // Zeros after the last frame are no frame to SQLite (a frame carries the
+  // WAL header's salts and a running checksum).
+  bool preallocate_wal = true;
   // With kFull only: Commit and RecordSnapshot return once their transaction
   // is in the WAL (the OS page cache) without waiting for its fsync (the
   // connection runs synchronous=NORMAL). The caller must make it durable with
@@ -373,6 +381,11 @@ class Store {
   // Open() in steps (store_open.cc).
   Status OpenDatabase();
   Status ConfigureConnection();
+  // StoreOptions.preallocate_wal, through SQLite's own handle of the WAL (so
+  // a wrapping VFS sees the writes). A full disk only leaves the WAL as it
+  // was (an open warning); another failed write or sync fails Open: the disk
+  // is failing us before anything was served.
+  Status PreallocateWal();
   Status CheckOrCreateSchema();
   // With a deferred fsync: syncs the WAL, so what was committed is durable
   // before the INITIALIZED marker is written.

@@ -102,6 +102,7 @@ Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   DISPATCH_RETURN_IF_ERROR(store->CheckCommitMark());
   DISPATCH_RETURN_IF_ERROR(store->VerifyDatasets());
   DISPATCH_RETURN_IF_ERROR(store->RemoveStaleSnapshotFiles());
+  DISPATCH_RETURN_IF_ERROR(store->PreallocateWal());
   return store;
 }
 
@@ -155,10 +156,67 @@ Status Store::ConfigureConnection() {
   sqlite3_wal_hook(db, &Store::OnWalCommit, this);
   // A WAL left by a run that did not close cleanly still needs a checkpoint:
   // estimate its frames (a 32-byte header, then frames of 24 bytes + a page).
+  // An extended WAL (PreallocateWal) reads as full: one checkpoint early, and
+  // the first commit's WAL hook brings the true count.
   struct stat wal;
   if (stat((db_path_ + "-wal").c_str(), &wal) == 0 && wal.st_size > 32) {
     wal_frames_ = static_cast<int>(
         std::min<int64_t>((wal.st_size - 32) / (*page_size + 24), std::numeric_limits<int>::max()));
+  }
+  return Status::Ok();
+}
+
+Status Store::PreallocateWal() {
+  // Only a commit's own fsync gains: with kNormal the WAL is synced at
+  // checkpoints only (and the HA cache never needs it on the takeover path).
+  if (!options_.preallocate_wal || options_.synchronous != Synchronous::kFull) return Status::Ok();
+  sqlite3* db = db_.get();
+  // SQLite opens the WAL with the first transaction: LoadBounds read.
+  sqlite3_file* wal = nullptr;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) != SQLITE_OK ||
+      wal == nullptr || wal->pMethods == nullptr) {
+    return Status::Ok();
+  }
+  const std::string wal_path = db_path_ + "-wal";
+  auto page_size = QueryInt(db, "PRAGMA page_size", "reading the page size of " + db_path_);
+  if (!page_size.ok()) return page_size.status();
+  int64_t target = 32 + static_cast<int64_t>(options_.wal_restart_frames) * (*page_size + 24);
+  target = std::min<int64_t>(target, static_cast<int64_t>(options_.wal_size_limit_bytes));
+  sqlite3_int64 size = 0;
+  int rc = wal->pMethods->xFileSize(wal, &size);
+  if (rc != SQLITE_OK) {
+    return UnavailableError("cannot read the size of " + wal_path + " (SQLite error " +
+                            std::to_string(rc) + ")");
+  }
+  if (size >= target) return Status::Ok();
+  // 64 KiB a call: SQLite's unix VFS masks a write's length to 17 bits.
+  const std::vector<char> zeros(64 << 10, 0);
+  for (int64_t offset = size; offset < target;) {
+    const int n = static_cast<int>(std::min<int64_t>(zeros.size(), target - offset));
+    rc = wal->pMethods->xWrite(wal, zeros.data(), n, offset);
+    if (rc == SQLITE_FULL) {
+      // Not the disk failing us yet: start as before, in the space there is.
+      const int truncated = wal->pMethods->xTruncate(wal, size);
+      if (truncated != SQLITE_OK) {
+        return UnavailableError("cannot cut " + wal_path + " back to " + std::to_string(size) +
+                                " bytes after the disk was full (SQLite error " +
+                                std::to_string(truncated) + ")");
+      }
+      open_warnings_.push_back("the disk is full: " + wal_path + " was not extended to " +
+                               std::to_string(target) + " bytes (commits will cost more)");
+      return Status::Ok();
+    }
+    if (rc != SQLITE_OK) {
+      return UnavailableError("cannot extend " + wal_path + " to " + std::to_string(target) +
+                              " bytes (SQLite error " + std::to_string(rc) + ")");
+    }
+    offset += n;
+  }
+  // The new size and blocks made durable here, not by the first commit's sync.
+  rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+  if (rc != SQLITE_OK) {
+    return UnavailableError("cannot sync " + wal_path + " after extending it (SQLite error " +
+                            std::to_string(rc) + ")");
   }
   return Status::Ok();
 }
