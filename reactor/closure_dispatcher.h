@@ -210,6 +210,11 @@ class ClosureDispatcher final : public kj::Refcounted {
     std::string address;
     state::LiveWorker worker;
     std::set<uint64_t> resources_sent;  // per-worker resources pushed on this connection
+    // Replies to runClosures, kept until the next push: their release is the
+    // Finish Cap'n Proto owes the worker, and sent with the next call it
+    // costs the worker no wake-up and us no sendmsg of its own (one per
+    // closure in a sequential round trip). One per push in flight at most.
+    std::vector<capnp::Response<rpc::WorkerControl::RunClosuresResults>> push_replies;
   };
   struct RoomWaiter {
     uint64_t n = 0;

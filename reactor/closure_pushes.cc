@@ -114,13 +114,18 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
       const uint64_t now = uv_hrtime();
       for (uint64_t id : traced) traces_.Stamp(id, kTracePushed, now);
     }
-    sends.add(request.send().then([](auto&&) {},
+    sends.add(request.send().then([this, worker_id](auto&& reply) {
+                                    auto held = live_.find(worker_id);
+                                    if (held != live_.end()) held->second.push_replies.push_back(kj::mv(reply));
+                                  },
                                   [this, worker_id, pushed = kj::mv(pushed)](kj::Exception&& e) {
                                     Log(LogLevel::kDebug, "runClosures to worker ", worker_id,
                                         " failed: ", e.getDescription());
                                     PushFailed(worker_id, pushed);
                                   }));
   }
+  // Their Finish messages go out with the calls just sent.
+  entry->second.push_replies.clear();
   return kj::joinPromises(sends.finish());
 }
 
