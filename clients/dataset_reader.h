@@ -35,7 +35,8 @@ class DatasetReader {
   // Validates the options, starts the reader thread and waits (up to
   // `timeout`) until the job is open. InvalidArgument for bad options; the
   // dispatcher's error (e.g. a named job reused with another processing mode);
-  // Unavailable when the job could not be opened in time.
+  // Unavailable when the job could not be opened in time. A connection that
+  // drops before the job is open is made again and the open goes on.
   static Result<std::unique_ptr<DatasetReader>> Open(
       ReaderOptions options, std::chrono::milliseconds timeout = std::chrono::seconds(30));
   ~DatasetReader();

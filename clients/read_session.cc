@@ -265,18 +265,36 @@ void ReadSession::WakeFollow() {
   follow_wake_ = nullptr;
 }
 
-kj::Promise<void> ReadSession::Run() {
+kj::Promise<kj::Own<JobClient>> ReadSession::OpenJob() {
   return connection_.Ready()
-      .then([this]() -> kj::Promise<uint64_t> {
-        if (options_.dataset_id != 0) return options_.dataset_id;
-        return RegisterDataset(connection_.dispatcher(), options_.dataset)
-            .then([](RegisteredDataset d) { return d.dataset_id; });
-      })
-      .then([this](uint64_t dataset_id) {
-        JobOptions job = options_.job;
-        job.dataset_id = dataset_id;
-        return JobClient::Create(connection_, timer_, kj::mv(job));
-      })
+      .then([this]() -> kj::Promise<kj::Own<JobClient>> {
+        const uint64_t generation = connection_.generation();
+        kj::Promise<uint64_t> dataset_id = options_.dataset_id;
+        if (options_.dataset_id == 0) {
+          dataset_id = RegisterDataset(connection_.dispatcher(), options_.dataset)
+                           .then([](RegisteredDataset d) { return d.dataset_id; });
+        }
+        return dataset_id
+            .then([this](uint64_t id) {
+              JobOptions job = options_.job;
+              job.dataset_id = id;
+              return JobClient::Create(connection_, timer_, kj::mv(job));
+            })
+            .then([](kj::Own<JobClient> job) -> kj::Promise<kj::Own<JobClient>> { return kj::mv(job); },
+                  [this, generation](kj::Exception&& e) -> kj::Promise<kj::Own<JobClient>> {
+                    // Only a dropped connection: OVERLOADED is also a refusal
+                    // (ResourceExhausted) that would come again.
+                    if (closed_ || e.getType() != kj::Exception::Type::DISCONNECTED) return kj::mv(e);
+                    Log(LogLevel::kDebug, "reader: the connection dropped while opening the job (",
+                        e.getDescription(), "); again on the next one");
+                    connection_.Drop(generation);  // Ready() connects again, with back-off
+                    return OpenJob();
+                  });
+      });
+}
+
+kj::Promise<void> ReadSession::Run() {
+  return OpenJob()
       .then([this](kj::Own<JobClient> job) {
         job_ = kj::mv(job);
         sink_.Opened(job_->job_id(), job_->job_client_id());

@@ -118,6 +118,12 @@ class ReadSession final : private kj::TaskSet::ErrorHandler {
   class TaskStream;
   struct Transfer;
 
+  // Registers the dataset (unless given by id) and creates or joins the job;
+  // again on the next connection when the connection drops before both are
+  // answered (a dispatcher restart or an HA takeover): both calls are
+  // idempotent but for an anonymous job, whose orphan the dispatcher
+  // collects like any job without job clients.
+  kj::Promise<kj::Own<JobClient>> OpenJob();
   kj::Promise<void> Follow();
   void SyncStreams();
   kj::Promise<void> RoundRobin();

@@ -1,13 +1,16 @@
-// Consumers: a reader follows workers that join mid-read, releases its job
-// client when closed, and one that vanishes (kill -9) is timed out by the
-// dispatcher and its job garbage-collected.
+// Consumers: a reader follows workers that join mid-read, opens its job on
+// the next connection when the first drops before the job is open, releases
+// its job client when closed, and one that vanishes (kill -9) is timed out by
+// the dispatcher and its job garbage-collected.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <cstring>
+#include <future>
 #include <set>
 
 #include "tests/datapath/datapath_support.h"
+#include "tests/support/stalling_relay.h"
 
 namespace dispatch::testing {
 namespace {
@@ -70,6 +73,37 @@ TEST(Consumer, FollowsAWorkerThatJoinsMidRead) {
   auto values = Values(read.elements());
   ASSERT_EQ(values.size(), kCount);
   for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(values[i], i);
+}
+
+TEST(Consumer, OpenGoesOnOnTheNextConnectionWhenTheFirstDropsBeforeTheJobIsOpen) {
+  // As in a dispatcher restart or an HA takeover: the connection is up, the
+  // dataset's registration is sent, and the connection drops unanswered.
+  constexpr uint64_t kCount = 1237;  // its definition is the relay's needle
+  DataCluster cluster;
+  cluster.StartWorker(0);
+  StallingRelay relay(cluster.dispatcher());
+  relay.StallFirstToSend("count=1237");
+  auto options = cluster.ReaderOf("range count=1237 splits=3", rpc::ProcessingMode::OFF);
+  options.dispatcher_address = "tcp:127.0.0.1:" + std::to_string(relay.port());
+  auto opening = std::async(std::launch::async, [&options] {
+    return clients::DatasetReader::Open(options, std::chrono::seconds(30));
+  });
+  ASSERT_TRUE(WaitUntil([&] { return relay.stalled() == 1; })) << relay.failure();
+  ASSERT_EQ(relay.CutStalled(), 1u);
+  auto reader = opening.get();
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  std::vector<clients::Element> elements;
+  clients::Element element;
+  while (true) {
+    Result<bool> next = (*reader)->Next(&element, kTestDeadline);
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    if (!*next) break;
+    elements.push_back(element);
+  }
+  auto values = Values(elements);
+  ASSERT_EQ(values.size(), kCount);
+  for (uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(values[i], i);
+  EXPECT_EQ(relay.failure(), "");
 }
 
 TEST(Consumer, ReadsLargeElementsIntact) {

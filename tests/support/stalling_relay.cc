@@ -51,6 +51,24 @@ size_t StallingRelay::Stall(const std::string& needle) {
   return stall_pending_ ? 0 : stalled_;
 }
 
+void StallingRelay::StallFirstToSend(const std::string& needle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_needle_ = needle;
+}
+
+size_t StallingRelay::stalled() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stalled_total_;
+}
+
+size_t StallingRelay::CutStalled() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cut_pending_ = true;
+  (void)!::write(wake_[1], "c", 1);
+  stall_done_.wait_for(lock, std::chrono::seconds(30), [this] { return !cut_pending_ || !failure_.empty(); });
+  return cut_pending_ ? 0 : cut_;
+}
+
 std::string StallingRelay::failure() {
   std::lock_guard<std::mutex> lock(mu_);
   return failure_;
@@ -72,12 +90,31 @@ void StallingRelay::ApplyStall(std::vector<std::unique_ptr<Connection>>& connect
   stalled_ = 0;
   for (auto& c : connections) {
     if (c->sent.find(stall_needle_) != std::string::npos) {
+      if (!c->stalled) ++stalled_total_;
       c->stalled = true;
       ++stalled_;
     }
   }
   stall_pending_ = false;
   stall_done_.notify_all();
+}
+
+void StallingRelay::ApplyCut(std::vector<std::unique_ptr<Connection>>& connections) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cut_pending_) return;
+  const size_t before = connections.size();
+  std::erase_if(connections, [](const std::unique_ptr<Connection>& c) { return c->stalled; });
+  cut_ = before - connections.size();
+  cut_pending_ = false;
+  stall_done_.notify_all();
+}
+
+void StallingRelay::MatchArmed(Connection& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (armed_needle_.empty() || c.stalled || c.sent.find(armed_needle_) == std::string::npos) return;
+  c.stalled = true;
+  ++stalled_total_;
+  armed_needle_.clear();
 }
 
 void StallingRelay::Relay() {
@@ -100,13 +137,14 @@ void StallingRelay::Relay() {
         if (stopping_) return;
       }
       ApplyStall(connections);
+      ApplyCut(connections);
       continue;  // the poll set changed
     }
     std::vector<bool> closed(connections.size(), false);
     for (size_t i = 0; i < connections.size(); ++i) {
       Connection& c = *connections[i];
       for (int side = 0; side < 2 && !closed[i]; ++side) {
-        if (wait[2 + 2 * i + side].revents == 0) continue;
+        if (wait[2 + 2 * i + side].revents == 0 || (side == 1 && c.stalled)) continue;
         const int from = side == 0 ? c.client : c.server->fd();
         const int to = side == 0 ? c.server->fd() : c.client;
         const ssize_t n = ::recv(from, buffer, sizeof(buffer), 0);
@@ -114,7 +152,10 @@ void StallingRelay::Relay() {
           closed[i] = true;
           break;
         }
-        if (side == 0 && c.sent.size() < kKeptRequestBytes) c.sent.append(buffer, n);
+        if (side == 0 && c.sent.size() < kKeptRequestBytes) {
+          c.sent.append(buffer, n);
+          MatchArmed(c);
+        }
       }
     }
     for (size_t i = connections.size(); i-- > 0;) {

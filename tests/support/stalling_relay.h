@@ -28,6 +28,15 @@ class StallingRelay {
   // "POST /v3/watch"); connections opened or matched later flow. Returns how
   // many it stalled, once the relay thread has applied it.
   size_t Stall(const std::string& needle);
+  // Arms a stall of the first connection whose client sends `needle` from
+  // now on: it is stalled right after that request is relayed, so its reply
+  // is held for certain. One connection only; later ones flow.
+  void StallFirstToSend(const std::string& needle);
+  // Connections stalled so far (by either call).
+  size_t stalled();
+  // Closes the stalled connections on both sides, as a server that died
+  // with the request unanswered; returns how many, once applied.
+  size_t CutStalled();
   // Why the relay thread stopped early (empty: it did not).
   std::string failure();
 
@@ -37,6 +46,10 @@ class StallingRelay {
   void Relay();
   // Applies a pending Stall() (relay thread).
   void ApplyStall(std::vector<std::unique_ptr<Connection>>& connections);
+  // Applies a pending CutStalled() (relay thread).
+  void ApplyCut(std::vector<std::unique_ptr<Connection>>& connections);
+  // Stalls `c` if it matches the armed needle (relay thread).
+  void MatchArmed(Connection& c);
 
   const std::string target_;
   int port_ = 0;
@@ -47,6 +60,10 @@ class StallingRelay {
   std::string stall_needle_;       // the pending Stall()'s needle
   bool stall_pending_ = false;
   size_t stalled_ = 0;             // the answer to the last Stall()
+  std::string armed_needle_;       // StallFirstToSend()'s, until it matched
+  size_t stalled_total_ = 0;       // stalled()
+  bool cut_pending_ = false;
+  size_t cut_ = 0;                 // the answer to the last CutStalled()
   std::condition_variable stall_done_;
   std::string failure_;
   std::thread thread_;
