@@ -175,7 +175,13 @@ def dispatchctl_json(address, *args):
 def test_python_dataset_goes_only_to_python_workers_in_a_mixed_cluster(cluster):
     cpp = cluster.cpp_worker()
     python = cluster.python_worker(imports=("dataset_functions",))
-    workers = {w["address"]: w for w in dispatchctl_json(cluster.address, "workers")["workers"]}
+
+    def both_listed():
+        # A worker prints "started" before its first heartbeat registers it.
+        listed = {w["address"]: w for w in dispatchctl_json(cluster.address, "workers")["workers"]}
+        return listed if cpp.address in listed and python.address in listed else None
+
+    workers = wait_until(both_listed, what="both workers registered")
     assert workers[cpp.address]["datasetKinds"] == ["lines", "range", "synthetic"]
     assert "python" in workers[python.address]["datasetKinds"]
     dataset = dispatch.Dataset(dataset_functions.numbered, num_splits=20)
