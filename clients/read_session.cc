@@ -280,16 +280,15 @@ kj::Promise<kj::Own<JobClient>> ReadSession::OpenJob() {
               job.dataset_id = id;
               return JobClient::Create(connection_, timer_, kj::mv(job));
             })
-            .then([](kj::Own<JobClient> job) -> kj::Promise<kj::Own<JobClient>> { return kj::mv(job); },
-                  [this, generation](kj::Exception&& e) -> kj::Promise<kj::Own<JobClient>> {
-                    // Only a dropped connection: OVERLOADED is also a refusal
-                    // (ResourceExhausted) that would come again.
-                    if (closed_ || e.getType() != kj::Exception::Type::DISCONNECTED) return kj::mv(e);
-                    Log(LogLevel::kDebug, "reader: the connection dropped while opening the job (",
-                        e.getDescription(), "); again on the next one");
-                    connection_.Drop(generation);  // Ready() connects again, with back-off
-                    return OpenJob();
-                  });
+            .catch_([this, generation](kj::Exception&& e) -> kj::Promise<kj::Own<JobClient>> {
+              // Only a dropped connection: OVERLOADED is also a refusal
+              // (ResourceExhausted) that would come again.
+              if (closed_ || e.getType() != kj::Exception::Type::DISCONNECTED) return kj::mv(e);
+              Log(LogLevel::kDebug, "reader: the connection dropped while opening the job (",
+                  e.getDescription(), "); again on the next one");
+              connection_.Drop(generation);  // Ready() connects again, with back-off
+              return OpenJob();
+            });
       });
 }
 

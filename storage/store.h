@@ -439,6 +439,7 @@ class Store {
   bool has_snapshot_ = false;
   std::string snapshot_file_;  // name of the recorded snapshot file, if any
   std::optional<SnapshotFileInfo> latest_snapshot_;
+  int64_t page_size_ = 0;  // the database's, read at open
   int wal_frames_ = 0;
   int backfilled_frames_ = 0;
   bool in_replay_ = false;

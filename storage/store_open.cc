@@ -26,6 +26,10 @@ namespace {
 // would silently forget every acknowledged change.
 constexpr const char* kInitializedMarker = "INITIALIZED";
 
+// SQLite's WAL layout: a header, then frames of a header and one page.
+constexpr int64_t kWalHeaderBytes = 32;
+constexpr int64_t kWalFrameHeaderBytes = 24;
+
 bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 Status FsyncPath(const std::string& path, int flags) {
@@ -132,6 +136,7 @@ Status Store::ConfigureConnection() {
                                    what + " (synchronous)"));
   auto page_size = QueryInt(db, "PRAGMA page_size", what + " (page_size)");
   if (!page_size.ok()) return page_size.status();
+  page_size_ = *page_size;
   if (options_.max_db_bytes > 0) {
     const uint64_t pages = std::max<uint64_t>(1, options_.max_db_bytes / *page_size);
     const std::string sql = "PRAGMA max_page_count=" + std::to_string(pages);
@@ -155,13 +160,14 @@ Status Store::ConfigureConnection() {
   sqlite3_wal_autocheckpoint(db, 0);
   sqlite3_wal_hook(db, &Store::OnWalCommit, this);
   // A WAL left by a run that did not close cleanly still needs a checkpoint:
-  // estimate its frames (a 32-byte header, then frames of 24 bytes + a page).
-  // An extended WAL (PreallocateWal) reads as full: one checkpoint early, and
-  // the first commit's WAL hook brings the true count.
+  // estimate its frames from its size. An extended WAL (PreallocateWal) reads
+  // as full: one checkpoint early, and the first commit's WAL hook brings the
+  // true count.
   struct stat wal;
-  if (stat((db_path_ + "-wal").c_str(), &wal) == 0 && wal.st_size > 32) {
+  if (stat((db_path_ + "-wal").c_str(), &wal) == 0 && wal.st_size > kWalHeaderBytes) {
     wal_frames_ = static_cast<int>(
-        std::min<int64_t>((wal.st_size - 32) / (*page_size + 24), std::numeric_limits<int>::max()));
+        std::min<int64_t>((wal.st_size - kWalHeaderBytes) / (page_size_ + kWalFrameHeaderBytes),
+                          std::numeric_limits<int>::max()));
   }
   return Status::Ok();
 }
@@ -178,16 +184,12 @@ Status Store::PreallocateWal() {
     return Status::Ok();
   }
   const std::string wal_path = db_path_ + "-wal";
-  auto page_size = QueryInt(db, "PRAGMA page_size", "reading the page size of " + db_path_);
-  if (!page_size.ok()) return page_size.status();
-  int64_t target = 32 + static_cast<int64_t>(options_.wal_restart_frames) * (*page_size + 24);
+  int64_t target = kWalHeaderBytes + static_cast<int64_t>(options_.wal_restart_frames) *
+                                         (page_size_ + kWalFrameHeaderBytes);
   target = std::min<int64_t>(target, static_cast<int64_t>(options_.wal_size_limit_bytes));
   sqlite3_int64 size = 0;
   int rc = wal->pMethods->xFileSize(wal, &size);
-  if (rc != SQLITE_OK) {
-    return UnavailableError("cannot read the size of " + wal_path + " (SQLite error " +
-                            std::to_string(rc) + ")");
-  }
+  if (rc != SQLITE_OK) return SqliteStatus(nullptr, rc, "cannot read the size of " + wal_path);
   if (size >= target) return Status::Ok();
   // 64 KiB a call: SQLite's unix VFS masks a write's length to 17 bits.
   const std::vector<char> zeros(64 << 10, 0);
@@ -198,26 +200,23 @@ Status Store::PreallocateWal() {
       // Not the disk failing us yet: start as before, in the space there is.
       const int truncated = wal->pMethods->xTruncate(wal, size);
       if (truncated != SQLITE_OK) {
-        return UnavailableError("cannot cut " + wal_path + " back to " + std::to_string(size) +
-                                " bytes after the disk was full (SQLite error " +
-                                std::to_string(truncated) + ")");
+        return SqliteStatus(nullptr, truncated,
+                            "cannot cut " + wal_path + " back to " + std::to_string(size) +
+                                " bytes after the disk was full");
       }
       open_warnings_.push_back("the disk is full: " + wal_path + " was not extended to " +
                                std::to_string(target) + " bytes (commits will cost more)");
       return Status::Ok();
     }
     if (rc != SQLITE_OK) {
-      return UnavailableError("cannot extend " + wal_path + " to " + std::to_string(target) +
-                              " bytes (SQLite error " + std::to_string(rc) + ")");
+      return SqliteStatus(nullptr, rc,
+                          "cannot extend " + wal_path + " to " + std::to_string(target) + " bytes");
     }
     offset += n;
   }
   // The new size and blocks made durable here, not by the first commit's sync.
   rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
-  if (rc != SQLITE_OK) {
-    return UnavailableError("cannot sync " + wal_path + " after extending it (SQLite error " +
-                            std::to_string(rc) + ")");
-  }
+  if (rc != SQLITE_OK) return SqliteStatus(nullptr, rc, "cannot sync " + wal_path + " after extending it");
   return Status::Ok();
 }
 
