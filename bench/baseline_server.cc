@@ -2,10 +2,14 @@
 // Cap'n Proto's own event loop (capnp::EzRpcServer, KJ's epoll port). It is
 // the yardstick `dispatch-bench ping` holds the libuv-driven dispatcher to.
 // It mirrors the dispatcher's per-call work (ping echo) and its 100 ms
-// housekeeping tick, and nothing else.
+// housekeeping tick, and nothing else. It also answers worker heartbeats
+// with no tasks, holding each worker's control capability as a server that
+// remembers its workers must: the floor `dispatch-bench dataservice` holds
+// the dispatcher's CPU per heartbeat to.
 #include <stdio.h>
 
 #include <string>
+#include <unordered_map>
 
 #include <capnp/ez-rpc.h>
 #include <kj/async.h>
@@ -37,6 +41,17 @@ class BaselineDispatcher final : public Dispatcher::Server {
     context.getResults().initStats();
     return kj::READY_NOW;
   }
+  kj::Promise<void> workerHeartbeat(WorkerHeartbeatContext context) override {
+    auto request = context.getParams().getRequest();
+    // Holding the capability keeps Cap'n Proto from sending a Release for
+    // each heartbeat, as the dispatcher's registry does.
+    workers_.insert_or_assign(std::string(request.getAddress().cStr()), request.getControl());
+    context.getResults().initResponse();
+    return kj::READY_NOW;
+  }
+
+ private:
+  std::unordered_map<std::string, dispatch::rpc::WorkerControl::Client> workers_;
 };
 
 class BaselineGateway final : public Gateway::Server {

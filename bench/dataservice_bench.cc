@@ -5,7 +5,9 @@
 //     replies (reply time minus the scheduled send time) and the dispatcher's
 //     CPU time (utime+stime from /proc/PID/stat) per heartbeat. The workers
 //     share a few connections (the dispatcher allows several per connection)
-//     and run on this process's own libuv loop.
+//     and run on this process's own libuv loop. The floor is the same load
+//     against dispatch-baseline-server, which answers each heartbeat with no
+//     tasks on Cap'n Proto's own loop: what the RPC system alone costs.
 //  2. getSplit on a DYNAMIC job over an indexed split source with one task:
 //     single splits sequentially, then batches of --batch.
 //  3. Anonymous getOrCreateJob calls, sequential and pipelined.
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/baseline_process.h"
 #include "bench/dataservice_calls.h"
 #include "bench/latency.h"
 #include "bench/registry.h"
@@ -50,6 +53,7 @@ struct DsFlags {
   SplitRun splits;
   JobRun jobs;
   bool quick = false;
+  bool floor = true;
 };
 
 double SecondsSince(Clock::time_point start) {
@@ -85,23 +89,34 @@ struct HeartbeatFigures {
   double idle_ms_per_s = 0, net_cpu_us = 0, bench_cpu_us = 0;
 };
 
-HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
+// `baseline`: against dispatch-baseline-server (the floor), else the dispatcher.
+HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags, bool baseline) {
   HeartbeatFigures f;
   f.workers = n;
   f.connections = (n + flags.workers_per_connection - 1) / flags.workers_per_connection;
-  DispatcherProcess::Options options;
-  // Every simulated connection comes from 127.0.0.1: lift the per-address
-  // limit with the total one.
-  options.extra_flags = {"--max-connections=" + std::to_string(f.connections + 64),
-                         "--max-connections-per-address=" + std::to_string(f.connections + 64)};
-  DispatcherProcess dispatcher(options);
+  std::unique_ptr<DispatcherProcess> dispatcher;
+  std::unique_ptr<testing::Subprocess> baseline_process;
+  std::string address;
+  pid_t pid = -1;
+  if (baseline) {
+    baseline_process = StartBaseline(&address);
+    pid = baseline_process->pid();
+  } else {
+    DispatcherProcess::Options options;
+    // Every simulated connection comes from 127.0.0.1: lift the per-address
+    // limit with the total one.
+    options.extra_flags = {"--max-connections=" + std::to_string(f.connections + 64),
+                           "--max-connections-per-address=" + std::to_string(f.connections + 64)};
+    dispatcher = std::make_unique<DispatcherProcess>(options);
+    address = dispatcher->address();
+    pid = dispatcher->process().pid();
+  }
   ClientLoop loop;
   std::vector<SimConnection> conns(f.connections);
-  for (auto& c : conns) c.conn = loop.Connect(dispatcher.address());
-  // The dispatcher's CPU with nobody calling (timers), to tell apart from
-  // the cost of the heartbeats themselves.
+  for (auto& c : conns) c.conn = loop.Connect(address);
+  // The server's CPU with nobody calling (timers), to tell apart from the
+  // cost of the heartbeats themselves.
   {
-    const pid_t pid = dispatcher.process().pid();
     double before = ProcessCpuSeconds(pid);
     auto idle_start = Clock::now();
     loop.io().timer().afterDelay(flags.idle_ms * kj::MILLISECONDS).wait(loop.wait_scope());
@@ -145,7 +160,7 @@ HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
     if (!measuring && now >= measure_from) {
       measuring = true;
       window_start = now;
-      cpu_before = ProcessCpuSeconds(dispatcher.process().pid());
+      cpu_before = ProcessCpuSeconds(pid);
       bench_before = ProcessCpuSeconds(getpid());
     }
     if (now >= end) break;
@@ -163,7 +178,7 @@ HeartbeatFigures MeasureHeartbeats(uint64_t n, const DsFlags& flags) {
   // The heartbeats due in the window are counted when answered, even late.
   loop.Wait(tasks.onEmpty(), 60 * kj::SECONDS);
   double window = SecondsSince(window_start);
-  double cpu = ProcessCpuSeconds(dispatcher.process().pid()) - cpu_before;
+  double cpu = ProcessCpuSeconds(pid) - cpu_before;
   double bench_cpu = ProcessCpuSeconds(getpid()) - bench_before;
   f.heartbeats = replies;
   f.errors = errors.errors;
@@ -210,6 +225,10 @@ int RunDataServiceBench(int argc, char** argv) {
   parser.AddUint("workers-per-connection", "simulated workers sharing one connection",
                  &flags.workers_per_connection, 1, 1000000);
   DeclareSplitAndJobFlags(parser, flags.splits, flags.jobs);
+  parser.AddBool("floor",
+                 "also run each heartbeat load against dispatch-baseline-server (bare Cap'n "
+                 "Proto) for the CPU floor",
+                 &flags.floor);
   parser.AddBool("quick",
                  "short runs (under a minute in all): 3 s per heartbeat run, 1 s "
                  "warmup, fewer calls",
@@ -226,13 +245,17 @@ int RunDataServiceBench(int argc, char** argv) {
   }
   std::vector<uint64_t> counts = ParseList(flags.workers);
 
-  std::vector<HeartbeatFigures> heartbeats;
+  std::vector<HeartbeatFigures> heartbeats, floors;
   for (uint64_t n : counts) {
     if (n == 0) continue;
-    heartbeats.push_back(MeasureHeartbeats(n, flags));
+    heartbeats.push_back(MeasureHeartbeats(n, flags, false));
     const auto& h = heartbeats.back();
     fprintf(stderr, "heartbeats: %llu workers registered in %.1f s, %.0f/s sustained\n",
             static_cast<unsigned long long>(n), h.register_s, h.per_s);
+    if (flags.floor) {
+      floors.push_back(MeasureHeartbeats(n, flags, true));
+      fprintf(stderr, "heartbeats: baseline at %.0f/s sustained\n", floors.back().per_s);
+    }
   }
   SplitFigures splits;
   {
@@ -253,7 +276,9 @@ int RunDataServiceBench(int argc, char** argv) {
       static_cast<unsigned long long>(flags.warmup_seconds),
       static_cast<unsigned long long>(flags.workers_per_connection), sysconf(_SC_CLK_TCK));
   printf("%-44s %14s  %s\n", "figure", "measured", "target");
-  for (const auto& h : heartbeats) {
+  for (size_t i = 0; i < heartbeats.size(); ++i) {
+    const auto& h = heartbeats[i];
+    const HeartbeatFigures* floor = i < floors.size() ? &floors[i] : nullptr;
     char prefix[64];
     snprintf(prefix, sizeof prefix, "hb %llu workers:", static_cast<unsigned long long>(h.workers));
     std::string p = prefix;
@@ -267,10 +292,17 @@ int RunDataServiceBench(int argc, char** argv) {
            Verdict(h.max_ms <= 100));
     printf("%-44s %14.1f  < 40 (%s)\n", (p + " dispatcher CPU/heartbeat (us)").c_str(), h.cpu_us,
            Verdict(h.cpu_us < 40));
+    if (floor != nullptr) {
+      printf("%-44s %14.1f  (%.0f/s sustained)\n", (p + " floor CPU/heartbeat (us)").c_str(),
+             floor->cpu_us, floor->per_s);
+      if (floor->cpu_us > 0)
+        printf("%-44s %14.2f\n", (p + " ratio to the floor").c_str(), h.cpu_us / floor->cpu_us);
+    }
     if (h.workers >= 10000) {
       Figure figure;
       figure.figure = "CPU per heartbeat, " + std::to_string(h.workers) + " workers (us)";
       figure.value = h.cpu_us;
+      if (floor != nullptr) figure.floor = floor->cpu_us;
       figure.target = 20;
       figure.target_text = "<= 20 us";
       ReportFigure(figure);

@@ -12,6 +12,7 @@
 #include <capnp/ez-rpc.h>
 #include <kj/async.h>
 
+#include "bench/baseline_process.h"
 #include "bench/latency.h"
 #include "bench/registry.h"
 #include "common/flag_parser.h"
@@ -83,15 +84,6 @@ Figures Measure(const std::string& address, const PingFlags& flags) {
   kj::joinPromises(chains.releaseAsArray()).wait(ws);
   figures.pipe_per_s = flags.pipelined / (NanosSince(start) / 1e9);
   return figures;
-}
-
-std::unique_ptr<testing::Subprocess> StartBaseline(std::string* address) {
-  auto process = std::make_unique<testing::Subprocess>(std::vector<std::string>{DISPATCH_BASELINE_BINARY});
-  auto line = process->ReadLine(std::chrono::seconds(30));
-  static const std::string kPrefix = "baseline listening on ";
-  if (!line || line->rfind(kPrefix, 0) != 0) throw std::runtime_error("baseline server did not start");
-  *address = line->substr(kPrefix.size());
-  return process;
 }
 
 int RunPingBench(int argc, char** argv) {
