@@ -87,7 +87,51 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def dispatch_closures(address, n, rounds, sequential):
+# The stages of a traced round trip (common/closure_trace.h's stamps, the first and last
+# taken here): name, from, to. -1 is the Python call of schedule(); 13 is fetch()'s return.
+TRACE_SPANS = [
+    ("python: schedule() to C++ Schedule()", -1, 0),
+    ("client: Schedule() to loop send", 0, 1),
+    ("hop: coordinator -> dispatcher", 1, 2),
+    ("dispatcher: schedule to push", 2, 3),
+    ("hop: dispatcher -> worker", 3, 4),
+    ("worker: push to run start", 4, 5),
+    ("worker: run (Python no-op)", 5, 6),
+    ("worker: run end to report sent", 6, 7),
+    ("hop: worker -> dispatcher", 7, 8),
+    ("dispatcher: report to commit start", 8, 9),
+    ("dispatcher: commit", 9, 10),
+    ("dispatcher: commit end to reply", 10, 11),
+    ("hop: dispatcher -> coordinator", 11, 12),
+    ("client: loop to fetch() return", 12, 13),
+]
+
+
+def traced_round_trips(coordinator, fn, count):
+    """Per-stage samples (ns) of `count` traced schedule-then-fetch round trips, through
+    the package's private handle (what Coordinator.schedule calls) with the trace on."""
+    from dispatch import _serialize
+    spans = [[] for _ in TRACE_SPANS]
+    totals = []
+    for _ in range(count):
+        begin = time.monotonic_ns()
+        data = _serialize.encode_function_call(fn, (), None, [])
+        handle = coordinator._handle.schedule(_serialize.CALL_FUNCTION, data, [], 0, 0, [], True)
+        handle.fetch(None)
+        woken = time.monotonic_ns()
+        stamps = list(handle.trace())
+        if len(stamps) != 13 or 0 in stamps:
+            continue  # the dispatcher dropped it: count only whole traces
+        stamps.append(woken)
+        stamps_by = dict(enumerate(stamps))
+        stamps_by[-1] = begin
+        for i, (_, start, end) in enumerate(TRACE_SPANS):
+            spans[i].append(stamps_by[end] - stamps_by[start])
+        totals.append(woken - begin)
+    return spans, totals
+
+
+def dispatch_closures(address, n, rounds, sequential, breakdown=False):
     import dispatch
     from python_closures import noop as module_noop
     with dispatch.Coordinator(address) as coordinator:
@@ -106,7 +150,8 @@ def dispatch_closures(address, n, rounds, sequential):
             start = time.perf_counter()
             coordinator.schedule(module_noop).fetch()
             latencies.append(time.perf_counter() - start)
-    return max(rates), rates, latencies
+        traced = traced_round_trips(coordinator, module_noop, sequential) if breakdown else None
+    return max(rates), rates, latencies, traced
 
 
 def dask_closures(n, rounds, sequential):
@@ -178,6 +223,9 @@ def main():
                         help="the dispatcher's --synchronous for the closures (full: fsync "
                              "every group commit, as Dask's scheduler keeps nothing on disk)")
     parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="after the sequential round trips, as many traced ones, and "
+                             "their per-stage p50 and p90")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     build = Path(options.build_dir).resolve()
@@ -189,8 +237,9 @@ def main():
         try:
             for _ in range(2):
                 cluster.python_worker(options.slots)
-            rate, rates, latencies = dispatch_closures(cluster.address, options.closures,
-                                                       options.rounds, options.sequential)
+            rate, rates, latencies, traced = dispatch_closures(
+                cluster.address, options.closures, options.rounds, options.sequential,
+                options.breakdown)
         finally:
             cluster.close()
         # Reads on a cluster of their own: the same two dispatch-workers for both readers.
@@ -226,6 +275,17 @@ def main():
         print(f"  {'sequential p50 (us)':26} {p50:12.0f} {d_p50:12.0f} "
               f"{d_p50 / p50:7.1f}x {'>= 10x':>8}")
     print(f"  {'sequential p99 (us)':26} {p99:12.0f}")
+    if traced is not None:
+        spans, totals = traced
+        print(f"sequential round trip, per stage ({len(totals)} traced), us:")
+        print(f"  {'stage':38} {'p50':>8} {'p90':>8}")
+        for (name, _, _), samples in zip(TRACE_SPANS, spans):
+            if samples:
+                print(f"  {name:38} {percentile(samples, 0.5) / 1e3:8.1f} "
+                      f"{percentile(samples, 0.9) / 1e3:8.1f}")
+        if totals:
+            print(f"  {'whole round trip':38} {percentile(totals, 0.5) / 1e3:8.1f} "
+                  f"{percentile(totals, 0.9) / 1e3:8.1f}")
     if read is None:
         print("read: skipped (--read-mib 0)")
     else:

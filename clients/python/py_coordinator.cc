@@ -78,6 +78,10 @@ class PyRemoteValue {
     RaiseIfError(cancelled);
   }
 
+  // ScheduleOptions.trace's stamps (common/closure_trace.h); empty when
+  // untraced or before the outcome arrived.
+  std::vector<uint64_t> Trace() const { return value_.Trace(); }
+
   const RemoteValue& value() const { return value_; }
 
  private:
@@ -111,8 +115,9 @@ class PyCoordinator {
 
   PyRemoteValue Schedule(std::string function, std::string args, std::vector<uint64_t> resources,
                          int32_t priority, uint64_t timeout_ms,
-                         const std::vector<const PyRemoteValue*>& inputs) {
+                         const std::vector<const PyRemoteValue*>& inputs, bool trace) {
     ScheduleOptions options;
+    options.trace = trace;
     options.resources = std::move(resources);
     options.priority = priority;
     options.timeout = std::chrono::milliseconds(timeout_ms);
@@ -190,13 +195,15 @@ void BindCoordinator(py::module_& m) {
       .def_property_readonly("status", &PyRemoteValue::status)
       .def("done", &PyRemoteValue::done)
       .def("fetch", &PyRemoteValue::Fetch, py::arg("timeout") = py::none())
-      .def("cancel", &PyRemoteValue::Cancel);
+      .def("cancel", &PyRemoteValue::Cancel)
+      .def("trace", &PyRemoteValue::Trace);
   py::class_<PyCoordinator>(m, "Coordinator")
       .def(py::init<std::string, std::string, uint64_t, uint32_t>(), py::arg("address"),
            py::arg("token"), py::arg("coordinator_id"), py::arg("connect_timeout_ms"))
       .def_property_readonly("id", &PyCoordinator::id)
       .def("schedule", &PyCoordinator::Schedule, py::arg("function"), py::arg("args"),
-           py::arg("resources"), py::arg("priority"), py::arg("timeout_ms"), py::arg("inputs"))
+           py::arg("resources"), py::arg("priority"), py::arg("timeout_ms"), py::arg("inputs"),
+           py::arg("trace") = false)
       .def("join", &PyCoordinator::Join)
       .def("done", &PyCoordinator::Done)
       .def("create_per_worker_resource", &PyCoordinator::CreatePerWorkerResource,
