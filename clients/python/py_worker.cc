@@ -23,6 +23,7 @@
 #include "clients/dataset_kind.h"
 #include "clients/python/bindings.h"
 #include "clients/python/python_call_queue.h"
+#include "clients/python/thread_gil.h"
 #include "clients/worker_assembly.h"
 
 namespace dispatch::python {
@@ -43,7 +44,7 @@ struct PyRef {
       (void)object.release();  // the interpreter is gone: nothing to release
       return;
     }
-    py::gil_scoped_acquire gil;
+    ThreadGil gil;
     object = py::object();
   }
   py::object object;
@@ -74,7 +75,7 @@ class PythonSplitSource final : public ElementSource {
       : what_(std::move(what)), iterator_(std::make_unique<PyRef>(std::move(iterator))) {}
 
   Result<bool> Next(std::string* element) override {
-    py::gil_scoped_acquire gil;
+    ThreadGil gil;
     PyObject* item = PyIter_Next(iterator_->object.ptr());
     if (item == nullptr) {
       if (PyErr_Occurred() == nullptr) return false;
@@ -274,7 +275,7 @@ class PyWorker {
     auto open_split = [opener, kind, args, explicit_splits](
                           const SplitItem& split) -> Result<std::unique_ptr<ElementSource>> {
       std::string what = "split " + std::to_string(split.index) + " of a " + kind + " dataset";
-      py::gil_scoped_acquire gil;
+      ThreadGil gil;
       try {
         py::object payload = explicit_splits ? py::object(py::str(split.payload)) : py::none();
         py::object iterator = opener->object(kind, *args, split.index, payload);

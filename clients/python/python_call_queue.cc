@@ -1,10 +1,9 @@
 #include "clients/python/python_call_queue.h"
 
-#include <pybind11/pybind11.h>
+#include "clients/python/thread_gil.h"
 
 namespace dispatch::python {
 
-namespace py = pybind11;
 using Clock = std::chrono::steady_clock;
 
 PythonCallQueue::PythonCallQueue() : watchdog_([this]() { Watch(); }) {}
@@ -38,7 +37,7 @@ void PythonCallQueue::Drain(std::unique_lock<std::mutex>& lock) {
   ++drainers_;
   lock.unlock();
   {
-    py::gil_scoped_acquire gil;
+    ThreadGil gil;
     const Clock::time_point start = Clock::now();
     lock.lock();
     for (int ran = 0; !queue_.empty() && ran < kMaxDrain && Clock::now() - start < kMaxHold;

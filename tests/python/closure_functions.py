@@ -1,6 +1,7 @@
 """Module-level functions the tests' workers import (closures of them travel by reference)."""
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,16 @@ def fail_with(kind, message):
 
 class CustomError(Exception):
     pass
+
+
+_per_thread = threading.local()
+
+
+def count_on_this_thread():
+    """(this worker thread's id, how many closures it has run so far), kept in a
+    threading.local as a function caching a per-thread connection would."""
+    _per_thread.count = getattr(_per_thread, "count", 0) + 1
+    return threading.get_ident(), _per_thread.count
 
 
 def hold_until_released(directory):

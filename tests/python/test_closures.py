@@ -25,6 +25,17 @@ def test_module_function_travels_by_reference(cluster):
         assert coordinator.schedule(closure_functions.whoami).fetch() == worker.popen.pid
 
 
+def test_a_worker_thread_keeps_its_thread_locals_from_closure_to_closure(cluster):
+    # One slot: one executor thread runs them all, one after the other.
+    cluster.python_worker(slots=1)
+    with dispatch.Coordinator(cluster.address) as coordinator:
+        seen = [coordinator.schedule(closure_functions.count_on_this_thread).fetch()
+                for _ in range(5)]
+    threads = {ident for ident, _ in seen}
+    assert len(threads) == 1, seen
+    assert [count for _, count in seen] == [1, 2, 3, 4, 5]
+
+
 def test_lambda_and_closure_travel_by_value(cluster):
     cluster.python_worker()
     offset = 1000
