@@ -124,8 +124,10 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
                                     PushFailed(worker_id, pushed);
                                   }));
   }
-  // Their Finish messages go out with the calls just sent.
+  // Their Finish messages go out with the calls just sent, and so do the
+  // answers to its reports held since (AckReport).
   entry->second.push_replies.clear();
+  ReleaseAcks(entry->second);
   return kj::joinPromises(sends.finish());
 }
 

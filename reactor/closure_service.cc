@@ -38,7 +38,8 @@ kj::Promise<void> DispatcherService::reportClosures(ReportClosuresContext contex
         ValueOrThrow(data.closures().Report(worker_id, params.getReports())));
   }
   context.getResults().setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().Barrier().then(
+      [closures = kj::addRef(data.closures()), worker_id]() mutable { return closures->AckReport(worker_id); });
 }
 
 kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext context) {
