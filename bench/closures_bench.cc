@@ -49,7 +49,6 @@ struct ClosureFlags {
   std::string synchronous = "full";
   std::string commit_hold_us = "";  // empty: the dispatcher's default
   std::string inline_sync_records = "";  // empty: the dispatcher's default
-  std::string report_ack_hold_ms = "";   // empty: the dispatcher's default
   // Sequential round trips carry a timestamp trace (ScheduleOptions.trace),
   // printed as a per-stage breakdown.
   bool trace = true;
@@ -151,9 +150,6 @@ int RunClosuresBench(int argc, char** argv) {
   parser.AddString("inline-sync-records", "N",
                    "the dispatcher's --inline-sync-records (empty: its default)",
                    &flags.inline_sync_records);
-  parser.AddString("report-ack-hold-ms", "MS",
-                   "the dispatcher's --closure-report-ack-hold-ms (empty: its default)",
-                   &flags.report_ack_hold_ms);
   parser.AddBool("trace", "trace the sequential round trips and print their breakdown",
                  &flags.trace);
   ParseFlagsOrExit(parser, argc, argv);
@@ -164,8 +160,6 @@ int RunClosuresBench(int argc, char** argv) {
     options.extra_flags.push_back("--closure-commit-hold-us=" + flags.commit_hold_us);
   if (!flags.inline_sync_records.empty())
     options.extra_flags.push_back("--inline-sync-records=" + flags.inline_sync_records);
-  if (!flags.report_ack_hold_ms.empty())
-    options.extra_flags.push_back("--closure-report-ack-hold-ms=" + flags.report_ack_hold_ms);
   testing::DispatcherProcess dispatcher(options);
   std::vector<std::unique_ptr<testing::Subprocess>> workers;
   for (uint64_t i = 0; i < flags.workers; ++i) {

@@ -37,14 +37,12 @@ def noop():
 
 
 class Cluster:
-    def __init__(self, build: Path, work: Path, synchronous: str = "full",
-                 flags: tuple = ()) -> None:
+    def __init__(self, build: Path, work: Path, synchronous: str = "full") -> None:
         self.build = build
         self.processes = []
         dispatcher = self.start([str(build / "reactor" / "dispatcher"), "--listen",
                                  "tcp:127.0.0.1:0", "--http", "off", "--work-dir",
-                                 str(work / "journal"), "--synchronous", synchronous,
-                                 *flags])
+                                 str(work / "journal"), "--synchronous", synchronous])
         line = self.wait_line(dispatcher, "listening on")
         self.address = line.split("listening on", 1)[1].split()[0].rstrip(",")
 
@@ -228,9 +226,6 @@ def main():
     parser.add_argument("--breakdown", action="store_true",
                         help="after the sequential round trips, as many traced ones, and "
                              "their per-stage p50 and p90")
-    parser.add_argument("--dispatcher-flag", action="append", default=[],
-                        help="one more flag for the closures' dispatcher, e.g. "
-                             "--dispatcher-flag=--closure-report-ack-hold-ms=0 (repeatable)")
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     build = Path(options.build_dir).resolve()
@@ -238,7 +233,7 @@ def main():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
     with tempfile.TemporaryDirectory(prefix="python-bench-") as work:
-        cluster = Cluster(build, Path(work), options.synchronous, tuple(options.dispatcher_flag))
+        cluster = Cluster(build, Path(work), options.synchronous)
         try:
             for _ in range(2):
                 cluster.python_worker(options.slots)

@@ -46,8 +46,6 @@ ClosureDispatcher::~ClosureDispatcher() noexcept(false) { Close(); }
 void ClosureDispatcher::Close() {
   if (closed_) return;
   closed_ = true;
-  StopHoldingAcks();
-  ack_timer_.reset();
   // Schedules waiting for room fail (their fulfillers go) and wait no more:
   // a room the cancellations below return wakes nobody.
   room_waiters_.clear();
@@ -220,8 +218,6 @@ void ClosureDispatcher::OnWorkerHeartbeat(const state::Worker& worker, uint32_t 
 }
 
 Status ClosureDispatcher::OnWorkerLost(uint64_t worker_id, const std::string& reason) {
-  auto lost = live_.find(worker_id);
-  if (lost != live_.end()) ReleaseAcks(lost->second);
   live_.erase(worker_id);
   return Carry(state::PlanWorkerLost(state(), options_.policy, worker_id, reason, Stamp()));
 }

@@ -124,16 +124,6 @@ class ClosureDispatcher final : public kj::Refcounted {
   // A worker's reports; returns how many were ignored (not running there as
   // that attempt, or repeated).
   Result<uint32_t> Report(uint64_t worker_id, capnp::List<rpc::ClosureReport>::Reader reports);
-  // When to answer a worker's report call whose records are durable: now,
-  // while closures still run there (it reports again soon and sends one
-  // report call at a time); else with the next push to it, or after
-  // ClosureOptions::report_ack_hold_ms. An idle worker needs no answer now,
-  // and answering at once costs it a wake-up that, in a sequential round
-  // trip, competes for a CPU with the coordinator the same commit answers.
-  kj::Promise<void> AckReport(uint64_t worker_id);
-  // Answers every held report and holds none from now on (shutdown: the
-  // drain waits for calls in flight).
-  void StopHoldingAcks();
 
   // ---- Coordinators -------------------------------------------------------
   // Room for `n` closures in the queue, reserved while this lives (so that
@@ -225,8 +215,6 @@ class ClosureDispatcher final : public kj::Refcounted {
     // costs the worker no wake-up and us no sendmsg of its own (one per
     // closure in a sequential round trip). One per push in flight at most.
     std::vector<capnp::Response<rpc::WorkerControl::RunClosuresResults>> push_replies;
-    // Report answers held (AckReport) and since when (uv_now).
-    std::vector<std::pair<uint64_t, kj::Own<kj::PromiseFulfiller<void>>>> held_acks;
   };
   struct RoomWaiter {
     uint64_t n = 0;
@@ -301,15 +289,6 @@ class ClosureDispatcher final : public kj::Refcounted {
   uint64_t next_worker_turn_ = 0;          // round robin start among workers
   bool kick_pending_ = false;
   static constexpr uint64_t kReleaseDelayMs = 10;
-  // Answers the held reports of `entry` (those held at least `min_age_ms`).
-  void ReleaseAcks(LiveEntry& entry, uint64_t min_age_ms = 0);
-  // The hold timer: answers the reports held long enough.
-  void SweepAcks();
-  // (uv_now, worker id) of every answer held, oldest first, for the sweep.
-  std::deque<std::pair<uint64_t, uint64_t>> held_order_;
-  bool holding_acks_ = true;
-  bool ack_running_ = false;  // ack_timer_ started and not stopped since
-  std::unique_ptr<uvkj::UvRepeatingTimer> ack_timer_;
   // Most closure bytes (function, args, input results) in one runClosures
   // push; a worker with many slots gets several pushes rather than one past
   // its limit. A closure whose own bytes exceed it fails (ResourceExhausted).

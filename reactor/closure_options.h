@@ -22,12 +22,6 @@ struct ClosureOptions {
   // committed is simply run again (at-least-once), and its report cannot
   // reach a restarted dispatcher (it dies with the connection).
   uint64_t commit_hold_us = 400;
-  // The answer to a report of a worker left with no closure running waits for
-  // the next push to it (both go in one write, one wake-up of the worker) or
-  // for 1-2 times this long (0: answered at once). A worker sends one report
-  // call at a time, so this never holds back a report; and the answer is not
-  // what makes the outcome durable (the commit before it did).
-  uint64_t report_ack_hold_ms = 20;
   // Most closures one `schedule` call may carry.
   uint64_t max_closures_per_call = 65536;
   // Most outcomes one `awaitResults` reply carries.

@@ -124,10 +124,8 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
                                     PushFailed(worker_id, pushed);
                                   }));
   }
-  // Their Finish messages go out with the calls just sent, and so do the
-  // answers to its reports held since (AckReport).
+  // Their Finish messages go out with the calls just sent.
   entry->second.push_replies.clear();
-  ReleaseAcks(entry->second);
   return kj::joinPromises(sends.finish());
 }
 

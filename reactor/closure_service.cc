@@ -38,8 +38,7 @@ kj::Promise<void> DispatcherService::reportClosures(ReportClosuresContext contex
         ValueOrThrow(data.closures().Report(worker_id, params.getReports())));
   }
   context.getResults().setIncarnation(data.incarnation());
-  return data.durable().Barrier().then(
-      [closures = kj::addRef(data.closures()), worker_id]() mutable { return closures->AckReport(worker_id); });
+  return data.durable().Barrier();
 }
 
 kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext context) {

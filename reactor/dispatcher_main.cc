@@ -253,11 +253,6 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "long for the workers' reports, so both share one fsync (0: push after the "
                  "commit)",
                  &c.commit_hold_us, 0, 1000000);
-  parser.AddUint("closure-report-ack-hold-ms",
-                 "the answer to a report of a worker left with no closure running waits for the "
-                 "next push to it, or 1-2 times this long, so that one write wakes the worker "
-                 "once (0: answer at once)",
-                 &c.report_ack_hold_ms, 0, 60000);
   parser.AddUint("max-closures-per-call", "most closures one schedule or cancel call may carry",
                  &c.max_closures_per_call, 1, 1u << 20);
   parser.AddUint("max-results-per-call", "most closure outcomes one awaitResults reply carries",

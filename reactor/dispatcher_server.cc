@@ -390,8 +390,6 @@ void DispatcherServer::BeginShutdown(const char* why) {
   shutting_down_ = true;
   Log(LogLevel::kInfo, "shutting down (", why, "): no new connections, draining replies");
   rpc_->StopAccepting();
-  // Held report answers would keep their calls in flight through the drain.
-  if (data_ != nullptr) data_->closures().StopHoldingAcks();
   if (!unix_socket_path_.empty()) {
     unlink(unix_socket_path_.c_str());
     unix_socket_path_.clear();

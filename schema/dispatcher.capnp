@@ -232,10 +232,7 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # A result over the dispatcher's --max-result-bytes (told in every heartbeat
   # reply) fails its closure with an error naming that limit, not retried;
   # error texts are kept up to 64 KiB (the rest is cut with a note). Results
-  # are stored apart from the journal, in the same transaction. The reply
-  # comes when the outcomes are durable; if the worker is left with no
-  # closure running, it is held for the next push to that worker (one write)
-  # or for 1-2x --closure-report-ack-hold-ms: do not wait for it to run a push.
+  # are stored apart from the journal, in the same transaction.
 
   getClosureStats @21 () -> (stats :ClosureStats, incarnation :UInt64);
 }

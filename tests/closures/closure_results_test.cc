@@ -274,11 +274,9 @@ TEST(ClosureResults, AWorkerSplitsAReportBatchThatWouldCrossTheMessageLimit) {
     std::string result = FetchOrDie(values[i]);
     EXPECT_TRUE(result == clients::PatternBytes(kBytes, i)) << "closure " << i;
   }
-  // The last call's answer may be held until --closure-report-ack-hold-ms.
-  EXPECT_TRUE(agent->WaitFor(
-      [](const WorkerAgentStatus& s) { return s.closure_report_calls >= 4; }, kTestDeadline));
   WorkerAgentStatus status = agent->status();
   EXPECT_GE(status.closure_report_splits, 1u);
+  EXPECT_GE(status.closure_report_calls, 4u);
   EXPECT_EQ(status.closure_reports_dropped, 0u);
   EXPECT_EQ(GetClosureCounters(dispatcher.address()).put_back, 0u);
 }

@@ -128,21 +128,6 @@ bool WaitForCounters(const std::string& dispatcher,
   return WaitUntil([&] { return condition(GetClosureCounters(dispatcher)); }, deadline);
 }
 
-std::unique_ptr<clients::WorkerAgent> StartEchoAgent(const std::string& dispatcher,
-                                                     const std::string& name) {
-  auto agent = MakeAgent(dispatcher, name, 1);
-  EXPECT_TRUE(agent
-                  ->RegisterFunction("echo",
-                                     [](const clients::ClosureCall& call) {
-                                       return clients::ClosureOutput::Result(std::string(call.args()));
-                                     })
-                  .ok());
-  EXPECT_TRUE(agent->Start().ok());
-  EXPECT_TRUE(agent->WaitFor([](const clients::WorkerAgentStatus& s) { return s.registered; },
-                             kTestDeadline));
-  return agent;
-}
-
 std::string FetchOrDie(const clients::RemoteValue& value) {
   Result<std::string> result = value.FetchFor(kFetchDeadline);
   EXPECT_TRUE(result.ok()) << "closure " << value.closure_id() << ": "

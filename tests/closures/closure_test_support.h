@@ -53,10 +53,6 @@ std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher,
 // transfer address: `name` is only its identity, nobody connects to it.
 std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
                                                 const std::string& name, uint32_t slots);
-// MakeAgent with one slot and an "echo" function (its result is its args),
-// started and registered (test failures if not).
-std::unique_ptr<clients::WorkerAgent> StartEchoAgent(const std::string& dispatcher,
-                                                     const std::string& name);
 
 clients::CoordinatorOptions CoordinatorOf(const std::string& dispatcher, uint64_t id = 0);
 std::unique_ptr<clients::Coordinator> MakeCoordinator(const std::string& dispatcher,

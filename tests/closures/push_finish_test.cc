@@ -20,7 +20,16 @@ using From = RecordingRelay::From;
 TEST(PushFinish, TravelsWithTheNextPushNeverAlone) {
   ClosureDispatcher dispatcher;
   RecordingRelay relay(dispatcher.address());
-  auto agent = StartEchoAgent(relay.address(), "agent-push-finish");
+  auto agent = MakeAgent(relay.address(), "agent-push-finish", 1);
+  ASSERT_TRUE(agent
+                  ->RegisterFunction("echo",
+                                     [](const clients::ClosureCall& call) {
+                                       return clients::ClosureOutput::Result(std::string(call.args()));
+                                     })
+                  .ok());
+  ASSERT_TRUE(agent->Start().ok());
+  ASSERT_TRUE(agent->WaitFor([](const clients::WorkerAgentStatus& s) { return s.registered; },
+                             kTestDeadline));
   auto coordinator = MakeCoordinator(dispatcher.address());
   // One at a time: each push's reply is back long before the next push.
   constexpr int kClosures = 20;
