@@ -39,6 +39,12 @@ using Clock = std::chrono::steady_clock;
 
 struct ClosureFlags {
   uint64_t closures = 100000;
+  // Throughput rounds of `closures` each. The first also faults in the
+  // dispatcher's heap for that many closures in flight (its CPU per closure
+  // is 5.3-5.6 us over a first round alone, 3.9-4.0 us over later ones),
+  // which a dispatcher in service has long done: it is printed apart, and
+  // the figure is the median of the others.
+  uint64_t rounds = 3;
   uint64_t workers = 2;
   // No-op runs inline on the agent loop (no executor thread per slot), so
   // slots cost nothing but let each push carry a batch: with a handful of
@@ -137,6 +143,10 @@ int RunClosuresBench(int argc, char** argv) {
                     "No-op closures through the real dispatcher and dispatch-worker processes: "
                     "throughput, then sequential schedule-then-fetch round trips.");
   parser.AddUint("closures", "closures in the throughput phase", &flags.closures, 1, 100000000);
+  parser.AddUint("rounds",
+                 "throughput rounds of --closures each; the first (cold heap) is printed apart, "
+                 "the figure is the median of the others",
+                 &flags.rounds, 1, 100);
   parser.AddUint("workers", "dispatch-worker processes", &flags.workers, 1, 64);
   parser.AddUint("slots", "closure slots per worker (--max-closures)", &flags.slots, 1, 1024);
   parser.AddUint("sequential", "round trips in the sequential phase", &flags.sequential, 1,
@@ -175,19 +185,27 @@ int RunClosuresBench(int argc, char** argv) {
   std::vector<pid_t> pids = {dispatcher.process().pid()};
   for (const auto& worker : workers) pids.push_back(worker->pid());
   CpuMeter cpu(pids);
-  cpu.Start();
   std::vector<clients::RemoteValue> values;
   values.reserve(flags.closures);
-  auto start = Clock::now();
-  for (uint64_t i = 0; i < flags.closures; ++i) {
-    auto value = coordinator->Schedule("noop");
-    Check(value.status(), "Schedule");
-    values.push_back(*value);
+  double cold_rate = 0;
+  std::vector<double> rates;
+  for (uint64_t round = 0; round < flags.rounds; ++round) {
+    // CPU counts over the rounds that make the figure.
+    if (round == std::min<uint64_t>(1, flags.rounds - 1)) cpu.Start();
+    auto start = Clock::now();
+    for (uint64_t i = 0; i < flags.closures; ++i) {
+      auto value = coordinator->Schedule("noop");
+      Check(value.status(), "Schedule");
+      values.push_back(*value);
+    }
+    for (auto& value : values) Check(value.Fetch().status(), "Fetch");
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    values.clear();
+    if (round == 0) cold_rate = flags.closures / seconds;
+    if (round > 0 || flags.rounds == 1) rates.push_back(flags.closures / seconds);
   }
-  for (auto& value : values) Check(value.Fetch().status(), "Fetch");
-  double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   cpu.Stop();
-  values.clear();
+  const double rate = Median(rates);
 
   // 2. Sequential round trips, in rounds alternating with the commit floor,
   //    so that both see the same disk (its latency drifts over minutes).
@@ -243,8 +261,11 @@ int RunClosuresBench(int argc, char** argv) {
          static_cast<unsigned long long>(flags.workers),
          static_cast<unsigned long long>(flags.slots), flags.synchronous.c_str());
   printf("%-36s %12s %12s\n", "figure", "measured", "target");
-  printf("%-36s %12.0f %12s\n", "throughput (closures/s)", flags.closures / seconds, ">= 50000");
-  const double per_closure = 1000.0 * static_cast<double>(flags.closures);
+  printf("%-36s %12.0f %12s\n", "throughput (closures/s)", rate, ">= 50000");
+  if (flags.rounds > 1) {
+    printf("%-36s %12.0f %12s\n", "throughput, first round (cold heap)", cold_rate, "");
+  }
+  const double per_closure = 1000.0 * static_cast<double>(flags.closures * rates.size());
   printf("%-36s %12.2f %12s\n", "dispatcher CPU per closure (us)",
          cpu.nanos()[0] / per_closure, "");
   printf("%-36s %12.2f %12s\n", "workers' CPU per closure (us)",
@@ -272,7 +293,7 @@ int RunClosuresBench(int argc, char** argv) {
     ReportFigure(round_trip);
     Figure throughput;
     throughput.figure = "closures/s, " + std::to_string(flags.workers) + " workers" + mode;
-    throughput.value = flags.closures / seconds;
+    throughput.value = rate;
     throughput.target = 250000;
     throughput.at_least = true;
     throughput.target_text = ">= 250k";
