@@ -264,6 +264,9 @@ int RunClosuresBench(int argc, char** argv) {
   printf("%-36s %12.0f %12s\n", "throughput (closures/s)", rate, ">= 50000");
   if (flags.rounds > 1) {
     printf("%-36s %12.0f %12s\n", "throughput, first round (cold heap)", cold_rate, "");
+    printf("%-36s", "  each later round");
+    for (double r : rates) printf(" %.0f", r);
+    printf("\n");
   }
   const double per_closure = 1000.0 * static_cast<double>(flags.closures * rates.size());
   printf("%-36s %12.2f %12s\n", "dispatcher CPU per closure (us)",
