@@ -534,6 +534,15 @@ const PerWorkerResource* DispatcherState::FindResource(uint64_t resource_id) con
   return it == resources_.end() ? nullptr : &it->second;
 }
 
+std::vector<const Closure*> DispatcherState::ClosuresInIdOrder() const {
+  std::vector<const Closure*> sorted;
+  sorted.reserve(closures_.size());
+  for (const auto& [id, c] : closures_) sorted.push_back(&c);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Closure* a, const Closure* b) { return a->id < b->id; });
+  return sorted;
+}
+
 const Closure* DispatcherState::FindClosure(uint64_t closure_id) const {
   auto it = closures_.find(closure_id);
   return it == closures_.end() ? nullptr : &it->second;

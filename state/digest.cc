@@ -172,7 +172,9 @@ uint64_t DispatcherState::Digest() const {
 
   h.Tag('F');
   h.U64(closures_.size());
-  for (const auto& [id, c] : closures_) {
+  for (const Closure* closure : ClosuresInIdOrder()) {
+    const uint64_t id = closure->id;
+    const Closure& c = *closure;
     const auto& [c_id, coordinator_id, request_id, function_name, args, state, worker_id, attempts,
                  queue_position, result, result_stored, result_size, result_crc, error, user_error,
                  scheduled_micros, done_micros, resources, transient_failures, priority,

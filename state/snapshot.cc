@@ -148,7 +148,9 @@ void DispatcherState::WriteSnapshot(journal::StateSnapshot::Builder s) const {
 
   auto closures = s.initClosures(closures_.size());
   i = 0;
-  for (const auto& [id, c] : closures_) {
+  for (const Closure* closure : ClosuresInIdOrder()) {
+    const uint64_t id = closure->id;
+    const Closure& c = *closure;
     auto r = closures[i++];
     r.setClosureId(id);
     r.setCoordinatorId(c.coordinator_id);
