@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/latency.h"
+#include "bench/noop_closures.h"
 #include "bench/process_cpu.h"
 #include "bench/registry.h"
 #include "bench/summary.h"
@@ -40,11 +41,11 @@ using Clock = std::chrono::steady_clock;
 struct ClosureFlags {
   uint64_t closures = 100000;
   // Throughput rounds of `closures` each. The first also faults in the
-  // dispatcher's heap for that many closures in flight (its CPU per closure
-  // is 5.3-5.6 us over a first round alone, 3.9-4.0 us over later ones),
-  // which a dispatcher in service has long done: it is printed apart, and
-  // the figure is the median of the others.
-  uint64_t rounds = 3;
+  // dispatcher's heap for that many closures in flight (over a third more
+  // dispatcher CPU per closure than later rounds, README), which a
+  // dispatcher in service has long done: it is printed apart, and the figure
+  // is the median of the others (three, so that it is one of them).
+  uint64_t rounds = 4;
   uint64_t workers = 2;
   // No-op runs inline on the agent loop (no executor thread per slot), so
   // slots cost nothing but let each push carry a batch: with a handful of
@@ -108,20 +109,6 @@ struct Breakdown {
   }
 };
 
-std::unique_ptr<testing::Subprocess> StartWorker(const std::string& dispatcher, int index,
-                                                 uint64_t slots) {
-  auto worker = std::make_unique<testing::Subprocess>(
-      std::vector<std::string>{DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher,
-                               "--address=tcp:127.0.0.1:" + std::to_string(7900 + index),
-                               "--max-closures=" + std::to_string(slots), "--log-level=warning"});
-  for (int lines = 0; lines < 2; ++lines) {  // "started", then "registered"
-    if (!worker->ReadLine(std::chrono::seconds(30))) {
-      throw std::runtime_error("dispatch-worker did not start and register");
-    }
-  }
-  return worker;
-}
-
 void Check(const Status& status, const char* what) {
   if (!status.ok()) throw std::runtime_error(std::string(what) + ": " + status.ToString());
 }
@@ -173,7 +160,7 @@ int RunClosuresBench(int argc, char** argv) {
   testing::DispatcherProcess dispatcher(options);
   std::vector<std::unique_ptr<testing::Subprocess>> workers;
   for (uint64_t i = 0; i < flags.workers; ++i) {
-    workers.push_back(StartWorker(dispatcher.address(), static_cast<int>(i), flags.slots));
+    workers.push_back(StartNoopWorker(dispatcher.address(), flags.slots));
   }
   clients::CoordinatorOptions coordinator_options;
   coordinator_options.dispatcher_address = dispatcher.address();
@@ -185,27 +172,17 @@ int RunClosuresBench(int argc, char** argv) {
   std::vector<pid_t> pids = {dispatcher.process().pid()};
   for (const auto& worker : workers) pids.push_back(worker->pid());
   CpuMeter cpu(pids);
-  std::vector<clients::RemoteValue> values;
-  values.reserve(flags.closures);
-  double cold_rate = 0;
+  // Every round's rate; the figure is made of the rounds after the first
+  // (all of them when there is one), and so is the CPU count.
+  const uint64_t first_counted = flags.rounds > 1 ? 1 : 0;
   std::vector<double> rates;
   for (uint64_t round = 0; round < flags.rounds; ++round) {
-    // CPU counts over the rounds that make the figure.
-    if (round == std::min<uint64_t>(1, flags.rounds - 1)) cpu.Start();
-    auto start = Clock::now();
-    for (uint64_t i = 0; i < flags.closures; ++i) {
-      auto value = coordinator->Schedule("noop");
-      Check(value.status(), "Schedule");
-      values.push_back(*value);
-    }
-    for (auto& value : values) Check(value.Fetch().status(), "Fetch");
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    values.clear();
-    if (round == 0) cold_rate = flags.closures / seconds;
-    if (round > 0 || flags.rounds == 1) rates.push_back(flags.closures / seconds);
+    if (round == first_counted) cpu.Start();
+    rates.push_back(NoopClosuresPerSecond(*coordinator, flags.closures));
   }
   cpu.Stop();
-  const double rate = Median(rates);
+  const std::vector<double> counted(rates.begin() + static_cast<long>(first_counted), rates.end());
+  const double rate = Median(counted);
 
   // 2. Sequential round trips, in rounds alternating with the commit floor,
   //    so that both see the same disk (its latency drifts over minutes).
@@ -263,12 +240,12 @@ int RunClosuresBench(int argc, char** argv) {
   printf("%-36s %12s %12s\n", "figure", "measured", "target");
   printf("%-36s %12.0f %12s\n", "throughput (closures/s)", rate, ">= 50000");
   if (flags.rounds > 1) {
-    printf("%-36s %12.0f %12s\n", "throughput, first round (cold heap)", cold_rate, "");
+    printf("%-36s %12.0f %12s\n", "throughput, first round (cold heap)", rates[0], "");
     printf("%-36s", "  each later round");
-    for (double r : rates) printf(" %.0f", r);
+    for (double r : counted) printf(" %.0f", r);
     printf("\n");
   }
-  const double per_closure = 1000.0 * static_cast<double>(flags.closures * rates.size());
+  const double per_closure = 1000.0 * static_cast<double>(flags.closures * counted.size());
   printf("%-36s %12.2f %12s\n", "dispatcher CPU per closure (us)",
          cpu.nanos()[0] / per_closure, "");
   printf("%-36s %12.2f %12s\n", "workers' CPU per closure (us)",

@@ -20,6 +20,7 @@
 
 #include "bench/ha_bench_support.h"
 #include "bench/latency.h"
+#include "bench/noop_closures.h"
 #include "bench/registry.h"
 #include "clients/coordinator.h"
 #include "common/flag_parser.h"
@@ -53,43 +54,20 @@ void CheckOk(const Status& status, const char* what) {
   if (!status.ok()) throw std::runtime_error(std::string(what) + ": " + status.ToString());
 }
 
-std::unique_ptr<testing::Subprocess> StartBenchWorker(const std::string& dispatcher, uint64_t slots) {
-  auto worker = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-      DISPATCH_WORKER_BINARY, "--dispatcher=" + dispatcher, "--address=tcp:127.0.0.1:0",
-      "--max-closures=" + std::to_string(slots), "--log-level=warning"});
-  for (int lines = 0; lines < 2; ++lines) {  // "started", then "registered"
-    if (!worker->ReadLine(std::chrono::seconds(30))) {
-      throw std::runtime_error("dispatch-worker did not start and register");
-    }
-  }
-  return worker;
-}
-
 Figures Measure(const std::string& name, const HaBenchFlags& flags, const std::string& etcd) {
   Figures figures;
   figures.name = name;
   auto started = StartReadyDispatcher(name, etcd);
   testing::DispatcherProcess& dispatcher = *started;
   std::vector<std::unique_ptr<testing::Subprocess>> workers;
-  for (uint64_t i = 0; i < flags.workers; ++i) workers.push_back(StartBenchWorker(dispatcher.address(), flags.slots));
+  for (uint64_t i = 0; i < flags.workers; ++i) workers.push_back(StartNoopWorker(dispatcher.address(), flags.slots));
   clients::CoordinatorOptions coordinator_options;
   coordinator_options.dispatcher_address = dispatcher.address();
   auto created = clients::Coordinator::Create(coordinator_options);
   CheckOk(created.status(), "Coordinator::Create");
   std::unique_ptr<clients::Coordinator> coordinator = std::move(created).value();
 
-  std::vector<clients::RemoteValue> values;
-  values.reserve(flags.closures);
-  auto start = Clock::now();
-  for (uint64_t i = 0; i < flags.closures; ++i) {
-    auto value = coordinator->Schedule("noop");
-    CheckOk(value.status(), "Schedule");
-    values.push_back(*value);
-  }
-  for (auto& value : values) CheckOk(value.Fetch().status(), "Fetch");
-  figures.closures_per_second =
-      static_cast<double>(flags.closures) / std::chrono::duration<double>(Clock::now() - start).count();
-  values.clear();
+  figures.closures_per_second = NoopClosuresPerSecond(*coordinator, flags.closures);
 
   LatencySamples samples;
   for (uint64_t i = 0; i < flags.warmup + flags.sequential; ++i) {

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/latency.h"
 #include "bench/registry.h"
 #include "common/checksum.h"
 #include "common/flag_parser.h"
@@ -48,11 +49,6 @@ struct JournalFlags {
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
 }
 
 [[noreturn]] void Die(const std::string& what) {

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/latency.h"
 #include "bench/process_cpu.h"
 #include "bench/registry.h"
 #include "bench/summary.h"
@@ -187,11 +188,6 @@ ServiceFigures ReadThroughService(const std::string& dispatcher, uint64_t size, 
     f.workers_ns = static_cast<double>(cpu.total_nanos(0, worker_pids.size())) / (f.elements - 1);
   }
   return f;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 int RunReadBench(int argc, char** argv) {
