@@ -123,7 +123,7 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
     for (uint64_t input : closure.inputs) AddToIndex(indexes_.needed_by, input, closure.id);
   }
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
-  AddToIndex(indexes_.closures_by_state, closure.state, closure.id);
+  ++indexes_.closures_in_state[ClosureStateSlot(closure.state)];
   if (closure.request_id != 0) {
     indexes_.closure_by_request.emplace(std::make_pair(closure.coordinator_id, closure.request_id),
                                         closure.id);
@@ -154,7 +154,7 @@ void DispatcherState::Dequeue(Closure& closure) {
 }
 
 void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
-  RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
+  --indexes_.closures_in_state[ClosureStateSlot(closure.state)];
   if (closure.state == ClosureState::QUEUED) Dequeue(closure);
   if (closure.state == ClosureState::ASSIGNED) {
     RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
@@ -173,7 +173,7 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
     }
   }
   closure.state = state;
-  AddToIndex(indexes_.closures_by_state, state, closure.id);
+  ++indexes_.closures_in_state[ClosureStateSlot(state)];
   if (state == ClosureState::QUEUED) Enqueue(closure);
   if (state == ClosureState::ASSIGNED) {
     AddToIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
@@ -363,7 +363,7 @@ void DispatcherState::ApplyClosurePutBack(journal::ClosurePutBack::Reader u) {
 
 void DispatcherState::ReleaseClosure(uint64_t closure_id) {
   const Closure& closure = closures_.at(closure_id);
-  RemoveFromIndex(indexes_.closures_by_state, closure.state, closure.id);
+  --indexes_.closures_in_state[ClosureStateSlot(closure.state)];
   RemoveFromIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   if (closure.request_id != 0)
     indexes_.closure_by_request.erase(std::make_pair(closure.coordinator_id, closure.request_id));
@@ -569,18 +569,22 @@ std::vector<const Closure*> DispatcherState::ClosuresInState(ClosureState state,
     }
     return out;
   }
-  auto it = indexes_.closures_by_state.find(state);
-  if (it == indexes_.closures_by_state.end()) return out;
-  for (uint64_t id : it->second) {
-    if (out.size() >= max) break;
-    out.push_back(&closures_.at(id));
+  std::vector<uint64_t> ids;
+  if (state == ClosureState::ASSIGNED) {
+    for (const auto& [worker, on_worker] : indexes_.closures_by_worker)
+      ids.insert(ids.end(), on_worker.begin(), on_worker.end());
+  } else {
+    for (const auto& [id, closure] : closures_)
+      if (closure.state == state) ids.push_back(id);
   }
+  const size_t keep = std::min(max, ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + keep, ids.end());
+  for (size_t i = 0; i < keep; ++i) out.push_back(&closures_.at(ids[i]));
   return out;
 }
 
 size_t DispatcherState::NumClosuresInState(ClosureState state) const {
-  auto it = indexes_.closures_by_state.find(state);
-  return it == indexes_.closures_by_state.end() ? 0 : it->second.size();
+  return indexes_.closures_in_state[ClosureStateSlot(state)];
 }
 
 size_t DispatcherState::NumClosuresOnWorker(uint64_t worker_id) const {
@@ -600,7 +604,7 @@ std::vector<const Closure*> DispatcherState::ClosuresForCoordinator(uint64_t coo
   std::vector<const Closure*> out;
   auto it = indexes_.closures_by_coordinator.find(coordinator_id);
   if (it == indexes_.closures_by_coordinator.end()) return out;
-  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  for (uint64_t id : SortedIds(it->second)) out.push_back(&closures_.at(id));
   return out;
 }
 
@@ -613,7 +617,7 @@ std::vector<const Closure*> DispatcherState::ClosuresOnWorker(uint64_t worker_id
   std::vector<const Closure*> out;
   auto it = indexes_.closures_by_worker.find(worker_id);
   if (it == indexes_.closures_by_worker.end()) return out;
-  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  for (uint64_t id : SortedIds(it->second)) out.push_back(&closures_.at(id));
   return out;
 }
 
@@ -631,7 +635,7 @@ std::vector<const Closure*> DispatcherState::UnfinishedClosures(uint64_t coordin
   std::vector<const Closure*> out;
   auto it = indexes_.unfinished_by_coordinator.find(coordinator_id);
   if (it == indexes_.unfinished_by_coordinator.end()) return out;
-  for (uint64_t id : it->second) out.push_back(&closures_.at(id));
+  for (uint64_t id : SortedIds(it->second)) out.push_back(&closures_.at(id));
   return out;
 }
 

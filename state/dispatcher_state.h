@@ -6,6 +6,7 @@
 // updates. Ordered containers give every listing a canonical order (by id).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -17,6 +18,7 @@
 
 #include "common/status.h"
 #include "schema/journal.capnp.h"
+#include "state/index_util.h"
 #include "state/records.h"
 
 namespace dispatch::state {
@@ -116,8 +118,9 @@ class DispatcherState {
   const Closure* FindClosure(uint64_t closure_id) const;
   Result<const Closure*> GetClosure(uint64_t closure_id) const;
   // Queued closures in queue order (front first; merged from the queues by
-  // kind, for tools and tests); other states by id. At most `max` of them
-  // (other states than QUEUED in O(max)).
+  // kind, for tools and tests); other states by id. At most `max` of them.
+  // Queued and assigned closures come from their indexes; waiting and done
+  // ones from a walk of every closure (for tests and tools, not hot paths).
   std::vector<const Closure*> ClosuresInState(ClosureState state,
                                               size_t max = SIZE_MAX) const;
   size_t NumClosuresInState(ClosureState state) const;
@@ -223,15 +226,18 @@ class DispatcherState {
     std::map<uint64_t, std::set<uint64_t>> clients_by_job;
     // The queue: queued closures by kind, each kind's by queue position.
     ClosureQueues queue_by_kind;
-    std::map<uint64_t, std::set<uint64_t>> closures_by_worker;
-    std::map<uint64_t, std::set<uint64_t>> closures_by_coordinator;
+    std::map<uint64_t, IdSet> closures_by_worker;
+    std::map<uint64_t, IdSet> closures_by_coordinator;
     // (coordinator, request id) -> closure, for closures with a request id.
-    std::map<std::pair<uint64_t, uint64_t>, uint64_t> closure_by_request;
+    std::unordered_map<std::pair<uint64_t, uint64_t>, uint64_t, IdPairHash> closure_by_request;
     // The same for per-worker resources.
     std::map<std::pair<uint64_t, uint64_t>, uint64_t> resource_by_request;
     // Queued and assigned closures by coordinator (Done/Join in O(log n)).
-    std::map<uint64_t, std::set<uint64_t>> unfinished_by_coordinator;
-    std::map<ClosureState, std::set<uint64_t>> closures_by_state;
+    std::map<uint64_t, IdSet> unfinished_by_coordinator;
+    // How many closures are in each state (indexed by ClosureState). Only
+    // assigned closures are ever walked in production, and those are
+    // closures_by_worker's; the other states are walked by tests and tools.
+    std::array<size_t, kClosureStateCount> closures_in_state{};
     // Queued and assigned closures with a deadline: (deadline, id).
     std::set<std::pair<int64_t, uint64_t>> closure_deadlines;
     // Input closure -> its dependants (Closure::inputs) that are not done: an

@@ -3,10 +3,34 @@
 // compares equal to one maintained update by update.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 namespace dispatch::state {
+
+// The ids of one key of a hot index (closures by worker, by coordinator):
+// hashed, because every closure enters and leaves them, and a tree's node
+// walk and rebalancing cost more than the rare ordered walks, which sort.
+using IdSet = std::unordered_set<uint64_t>;
+
+// For hashed indexes keyed by two ids, e.g. (coordinator, request id).
+struct IdPairHash {
+  size_t operator()(const std::pair<uint64_t, uint64_t>& ids) const {
+    // Mixes the first id before combining, so (a, b) and (b, a) differ.
+    return std::hash<uint64_t>()(ids.first * 0x9E3779B97F4A7C15ull ^ ids.second);
+  }
+};
+
+inline std::vector<uint64_t> SortedIds(const IdSet& ids) {
+  std::vector<uint64_t> out(ids.begin(), ids.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 template <typename Map, typename Key, typename Value>
 void AddToIndex(Map& index, const Key& key, const Value& value) {

@@ -47,7 +47,7 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
       if (c.deadline_micros != 0) x.closure_deadlines.emplace(c.deadline_micros, id);
       for (uint64_t input : c.inputs) AddToIndex(x.needed_by, input, id);
     }
-    AddToIndex(x.closures_by_state, c.state, id);
+    ++x.closures_in_state[ClosureStateSlot(c.state)];
   }
   for (const auto& [id, r] : resources_) {
     if (r.request_id != 0)
@@ -78,7 +78,7 @@ Status DispatcherState::CheckIndexes() const {
   if (x.closures_by_worker != indexes_.closures_by_worker) return differs("closures_by_worker");
   if (x.closures_by_coordinator != indexes_.closures_by_coordinator)
     return differs("closures_by_coordinator");
-  if (x.closures_by_state != indexes_.closures_by_state) return differs("closures_by_state");
+  if (x.closures_in_state != indexes_.closures_in_state) return differs("closures_in_state");
   if (x.unfinished_by_coordinator != indexes_.unfinished_by_coordinator)
     return differs("unfinished_by_coordinator");
   if (x.closure_by_request != indexes_.closure_by_request) return differs("closure_by_request");

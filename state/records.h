@@ -5,6 +5,7 @@
 #pragma once
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -31,6 +32,11 @@ inline bool IsClosureDone(ClosureState state) {
   return state == ClosureState::FINISHED || state == ClosureState::FAILED ||
          state == ClosureState::CANCELLED;
 }
+
+// ClosureState's values are 0 .. kClosureStateCount - 1 (a test checks the
+// schema agrees), so per-state tallies can be arrays.
+inline constexpr size_t kClosureStateCount = 6;
+inline size_t ClosureStateSlot(ClosureState state) { return static_cast<size_t>(state); }
 
 struct Dataset {
   uint64_t id = 0;

@@ -1,6 +1,9 @@
 // The closure transitions: scheduled, assigned, finished, failed, cancelled,
 // put back, released, and the coordinator's first error.
 
+#include <algorithm>
+
+#include <capnp/schema.h>
 #include <gtest/gtest.h>
 
 #include "state/bytes.h"
@@ -82,6 +85,58 @@ TEST(DispatcherState, AssigningClosureTakesItOffTheQueue) {
   EXPECT_EQ(Ids(state.ClosuresOnWorker(2)), (std::vector<uint64_t>{1}));
   EXPECT_EQ(state.NumClosuresInState(ClosureState::QUEUED), 2u);
   EXPECT_EQ(state.NumUnfinishedClosures(7), 3u);
+}
+
+// The per-worker, per-coordinator and per-state sets are hashed; every walk
+// of them must still come out by id, whatever order the ids went in.
+TEST(DispatcherState, ClosureListingsComeOutByIdWhateverTheOrderOfTheirUpdates) {
+  DispatcherState state;
+  ASSERT_TRUE(Applies(state, RegisterWorker(1, "a")));
+  ASSERT_TRUE(Applies(state, RegisterWorker(2, "b")));
+  std::vector<uint64_t> all, on_a, finished;
+  for (uint64_t id = 1; id <= 60; ++id) {
+    ASSERT_TRUE(Applies(state, ScheduleClosure(id, 7, "echo", "arg")));
+    all.push_back(id);
+  }
+  // Assigned ascending on both workers, then some finished in a shuffled order.
+  for (uint64_t id = 1; id <= 60; ++id) {
+    const uint64_t worker = id % 3 == 0 ? 2 : 1;
+    ASSERT_TRUE(Applies(state, AssignClosure(id, worker, 1)));
+    if (worker == 1) on_a.push_back(id);
+  }
+  for (uint64_t k = 0; k < 60; k += 4) {
+    const uint64_t id = (k * 37) % 60 + 1;
+    ASSERT_TRUE(Applies(state, FinishClosure(id, id % 3 == 0 ? 2 : 1, 1, "r")));
+    finished.push_back(id);
+  }
+  std::sort(finished.begin(), finished.end());
+  std::vector<uint64_t> still_on_a, assigned, unfinished;
+  for (uint64_t id : on_a)
+    if (!std::binary_search(finished.begin(), finished.end(), id)) still_on_a.push_back(id);
+  for (uint64_t id : all)
+    if (!std::binary_search(finished.begin(), finished.end(), id)) assigned.push_back(id);
+  unfinished = assigned;
+
+  EXPECT_EQ(Ids(state.ClosuresOnWorker(1)), still_on_a);
+  EXPECT_EQ(Ids(state.ClosuresInState(ClosureState::ASSIGNED)), assigned);
+  EXPECT_EQ(Ids(state.ClosuresInState(ClosureState::ASSIGNED, 5)),
+            std::vector<uint64_t>(assigned.begin(), assigned.begin() + 5));
+  EXPECT_EQ(Ids(state.ClosuresInState(ClosureState::FINISHED)), finished);
+  EXPECT_EQ(Ids(state.ClosuresInState(ClosureState::FINISHED, 3)),
+            std::vector<uint64_t>(finished.begin(), finished.begin() + 3));
+  EXPECT_EQ(Ids(state.ClosuresForCoordinator(7)), all);
+  EXPECT_EQ(Ids(state.UnfinishedClosures(7)), unfinished);
+  EXPECT_EQ(state.NumClosuresInState(ClosureState::ASSIGNED), assigned.size());
+  EXPECT_EQ(state.NumClosuresInState(ClosureState::FINISHED), finished.size());
+  EXPECT_TRUE(state.CheckIndexes().ok());
+}
+
+// Per-state tallies are arrays of kClosureStateCount slots.
+TEST(DispatcherState, EveryClosureStateOfTheSchemaHasATallySlot) {
+  auto enumerants = capnp::Schema::from<ClosureState>().getEnumerants();
+  EXPECT_EQ(enumerants.size(), kClosureStateCount);
+  for (auto enumerant : enumerants)
+    EXPECT_LT(ClosureStateSlot(static_cast<ClosureState>(enumerant.getOrdinal())), kClosureStateCount);
 }
 
 TEST(DispatcherState, AssigningClosureRejectsUnknownClosureOrWorkerWrongStateAndWrongAttempt) {
