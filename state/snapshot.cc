@@ -324,6 +324,10 @@ Result<DispatcherState> DispatcherState::FromSnapshot(journal::StateSnapshot::Re
     c.function_name = ToString(r.getFunctionName());
     c.args = ToString(r.getArgs());
     c.state = r.getState();
+    if (ClosureStateSlot(c.state) >= kClosureStateCount) {
+      return DataLossError("snapshot holds closure " + std::to_string(c.id) +
+                           " in unknown state " + std::to_string(ClosureStateSlot(c.state)));
+    }
     c.worker_id = r.getWorkerId();
     c.attempts = r.getAttempts();
     c.queue_position = r.getQueuePosition();

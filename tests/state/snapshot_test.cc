@@ -376,6 +376,20 @@ TEST(DispatcherStateSnapshot, FromSnapshotRefusesDuplicateIds) {
       << restored.status().ToString();
 }
 
+// A closure state from a damaged snapshot would index the per-state tallies.
+TEST(DispatcherStateSnapshot, FromSnapshotRefusesAClosureInAStateTheSchemaDoesNotKnow) {
+  capnp::MallocMessageBuilder message;
+  auto snapshot = message.initRoot<journal::StateSnapshot>();
+  RichState().WriteSnapshot(snapshot);
+  ASSERT_GT(snapshot.getClosures().size(), 0u);
+  snapshot.getClosures()[0].setState(static_cast<ClosureState>(kClosureStateCount));
+  Result<DispatcherState> restored = DispatcherState::FromSnapshot(snapshot.asReader());
+  ASSERT_FALSE(restored.ok());
+  EXPECT_EQ(restored.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(restored.status().message().find("unknown state 6"), std::string::npos)
+      << restored.status().ToString();
+}
+
 TEST(DispatcherStateSnapshot, FromSnapshotRefusesMoreSplitProvidersThanAJobMayHave) {
   capnp::MallocMessageBuilder message;
   auto snapshot = message.initRoot<journal::StateSnapshot>();
