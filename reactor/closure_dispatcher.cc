@@ -239,13 +239,19 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
                                            capnp::List<rpc::ClosureReport>::Reader reports) {
   const state::ClosurePolicy& policy = options_.policy;
   uint32_t ignored = 0;
-  std::set<uint64_t> seen;
+  // A closure reported twice in one call counts once; `seen` is kept only
+  // when some id repeats.
+  std::vector<uint64_t> ids;
+  ids.reserve(reports.size());
+  for (rpc::ClosureReport::Reader report : reports) ids.push_back(report.getClosureId());
+  const bool repeats = state::RepeatedId(std::move(ids)).has_value();
+  state::IdSet seen;
   std::vector<state::StoredResult> results;
   std::vector<capnp::Data::Reader> result_bytes;  // results[i]'s bytes
   for (rpc::ClosureReport::Reader report : reports) {
     const state::ClosureRun run{report.getClosureId(), worker_id, report.getAttempt()};
     if (state().FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr ||
-        !seen.insert(run.closure_id).second) {
+        (repeats && !seen.insert(run.closure_id).second)) {
       ++ignored;  // late, repeated, or from a worker incarnation that lost it
       const state::Closure* ended = state().FindClosure(run.closure_id);
       if (ended != nullptr && ended->attempts == run.attempt &&
@@ -553,8 +559,8 @@ void ClosureDispatcher::StartReleaseTimer() {
 Status ClosureDispatcher::FlushReleases() {
   if (release_timer_ != nullptr) release_timer_->Stop();
   std::vector<uint64_t> release;
-  std::set<uint64_t> stored;  // their rows go in the release's transaction
-  std::set<uint64_t> held;    // inputs of closures not done yet: released after them
+  state::IdSet stored;  // their rows go in the release's transaction
+  state::IdSet held;    // inputs of closures not done yet: released after them
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state().FindClosure(id);
     if (closure != nullptr && state::IsClosureDone(closure->state)) {
@@ -570,6 +576,7 @@ Status ClosureDispatcher::FlushReleases() {
   // Held ones are looked at again every kReleaseDelayMs until they go.
   if (!pending_releases_.empty()) StartReleaseTimer();
   if (release.empty()) return Status::Ok();
+  std::sort(release.begin(), release.end());  // the record lists them by id
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
   for (size_t i = 0; i < updates.size(); ++i) {

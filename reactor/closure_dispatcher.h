@@ -295,7 +295,7 @@ class ClosureDispatcher final : public kj::Refcounted {
   static constexpr size_t kMaxPushBytes = 16u << 20;
   static constexpr size_t kMaxPendingReleases = 4096;
   bool closed_ = false;
-  std::set<uint64_t> pending_releases_;
+  state::IdSet pending_releases_;
   state::RefusedSchedules refused_;
   ClosureTraces traces_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;

@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "state/closure_updates.h"
 #include "state/dispatcher_state.h"
+#include "state/index_util.h"
 
 namespace dispatch::state {
 
@@ -38,7 +39,7 @@ struct CancelPlan {
 // then.
 Result<CancelPlan> PlanCancel(const DispatcherState& state, uint64_t coordinator_id,
                               const std::vector<uint64_t>& closure_ids,
-                              const std::set<uint64_t>& releasing, const Stamp& stamp);
+                              const IdSet& releasing, const Stamp& stamp);
 
 // Fails every queued or assigned closure whose deadline is at or before
 // `stamp.time_micros` with a "deadline exceeded" error naming its timeout

@@ -13,13 +13,19 @@ namespace dispatch::state {
 
 Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordinator_id,
                                   std::vector<NewClosure> closures, const Stamp& stamp,
-                                  const std::set<uint64_t>& released) {
+                                  const IdSet& released) {
   SchedulePlan plan;
   plan.ids.assign(closures.size(), 0);
   const uint64_t overhead = ClosureBatchOverheadWords();
-  std::set<uint64_t> request_ids;
   // The new closures are gathered at the front of `closures` (no second
   // vector: a call of 1,024 closures would copy 150 KiB more).
+  {
+    std::vector<uint64_t> request_ids;
+    for (const NewClosure& closure : closures)
+      if (closure.request_id != 0) request_ids.push_back(closure.request_id);
+    if (std::optional<uint64_t> twice = RepeatedId(std::move(request_ids)))
+      return InvalidArgumentError("the batch repeats request id " + std::to_string(*twice));
+  }
   size_t fresh = 0;
   uint64_t next_id = state.NextClosureId();
   for (size_t i = 0; i < closures.size(); ++i) {
@@ -28,10 +34,6 @@ Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordin
     const std::string_view function(closure.function.cStr(), closure.function.size());
     if (function.empty()) return InvalidArgumentError(index() + " has no function");
     if (closure.request_id != 0) {
-      if (!request_ids.insert(closure.request_id).second) {
-        return InvalidArgumentError("the batch repeats request id " +
-                                    std::to_string(closure.request_id));
-      }
       const Closure* earlier = state.FindClosureByRequest(coordinator_id, closure.request_id);
       if (earlier != nullptr) {
         plan.ids[i] = earlier->id;
@@ -99,7 +101,7 @@ Result<std::optional<SchedulePlan>> PlanRetry(const DispatcherState& state,
                                               std::vector<NewClosure> closures,
                                               const std::function<bool(uint64_t)>& cancel,
                                               const Stamp& stamp,
-                                              const std::set<uint64_t>& released) {
+                                              const IdSet& released) {
   const bool retry = std::any_of(closures.begin(), closures.end(), [&](const NewClosure& c) {
     return c.request_id != 0 && state.FindClosureByRequest(coordinator_id, c.request_id) != nullptr;
   });
@@ -154,7 +156,7 @@ Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const Dispatcher
 Result<std::optional<SchedulePlan>> PlanScheduleAfterRefusal(
     const DispatcherState& state, uint64_t coordinator_id, std::vector<NewClosure> closures,
     const std::function<bool(uint64_t)>& refused, const Stamp& stamp,
-    const std::set<uint64_t>& released) {
+    const IdSet& released) {
   const bool under_error = state.FindCoordinatorError(coordinator_id) != nullptr;
   return PlanRetry(
       state, coordinator_id, std::move(closures),
@@ -188,12 +190,14 @@ Result<ResourcePlan> PlanResource(const DispatcherState& state, uint64_t coordin
 
 Result<std::vector<uint64_t>> PlanRelease(const DispatcherState& state, uint64_t coordinator_id,
                                           const std::vector<uint64_t>& closure_ids,
-                                          const std::set<uint64_t>& pending) {
+                                          const IdSet& pending) {
   std::vector<uint64_t> release;
-  std::set<uint64_t> seen;
+  // An id asked twice is released once; `seen` is kept only when one is.
+  const bool repeats = RepeatedId(closure_ids).has_value();
+  IdSet seen;
   for (uint64_t id : closure_ids) {
     const Closure* closure = state.FindClosure(id);
-    if (closure == nullptr || !seen.insert(id).second || pending.contains(id))
+    if (closure == nullptr || (repeats && !seen.insert(id).second) || pending.contains(id))
       continue;  // released already
     const std::string name = "closure " + std::to_string(id);
     if (closure->coordinator_id != coordinator_id)

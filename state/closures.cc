@@ -432,17 +432,14 @@ uint64_t IdOfItem(uint64_t id) { return id; }
 
 // The items of a batch must name distinct closures: each is checked against
 // the state before the batch, which only holds when no item sees another's
-// effect. Batches run to thousands of items: a sorted copy of their ids
-// (usually sorted already) costs far less than a tree of them.
+// effect.
 
 template <typename Items>
 Status CheckDistinct(Items items) {
   std::vector<uint64_t> ids;
   ids.reserve(items.size());
   for (auto item : items) ids.push_back(IdOfItem(item));
-  if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
-  auto twice = std::adjacent_find(ids.begin(), ids.end());
-  if (twice != ids.end())
+  if (std::optional<uint64_t> twice = RepeatedId(std::move(ids)))
     return InvalidArgumentError("a closure batch names " + ClosureName(*twice) + " twice");
   return Status::Ok();
 }

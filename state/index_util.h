@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_set>
 #include <utility>
@@ -25,6 +26,16 @@ struct IdPairHash {
     return std::hash<uint64_t>()(ids.first * 0x9E3779B97F4A7C15ull ^ ids.second);
   }
 };
+
+// The smallest id that `ids` holds more than once, if any. Sorting a copy
+// (often sorted already) costs less than a tree or hash of ids that are
+// almost never repeated.
+inline std::optional<uint64_t> RepeatedId(std::vector<uint64_t> ids) {
+  if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
+  auto twice = std::adjacent_find(ids.begin(), ids.end());
+  if (twice == ids.end()) return std::nullopt;
+  return *twice;
+}
 
 inline std::vector<uint64_t> SortedIds(const IdSet& ids) {
   std::vector<uint64_t> out(ids.begin(), ids.end());

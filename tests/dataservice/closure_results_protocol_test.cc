@@ -227,6 +227,34 @@ TEST(ClosureResults, AReportOfThousandsOfResultsIsAcceptedAndEveryResultFetched)
   EXPECT_TRUE(dispatcher.process().running());
 }
 
+// A worker that names a closure twice in one call (a retried send merged with
+// a new one) has the second report ignored: the closure finishes once, with
+// the first report's result, and the dispatcher keeps serving.
+TEST(ClosureResults, AClosureReportedTwiceInOneCallFinishesOnceWithTheFirstResult) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  RawWorker worker(loop, dispatcher.address(), 3);
+  ASSERT_TRUE(worker.Register().ok());
+  RawCoordinator coordinator(loop, dispatcher.address(), 62);
+  auto ids = coordinator.Schedule(3);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_TRUE(worker.WaitForAssignments(3));
+  const std::vector<Assignment>& a = worker.assigned();
+  auto ignored = worker.Send({{a[2], "first"}, {a[0], "zero"}, {a[2], "second"}, {a[1], "one"}});
+  ASSERT_TRUE(ignored.ok()) << ignored.status().ToString();
+  EXPECT_EQ(*ignored, 1u);
+  std::vector<Outcome> outcomes = coordinator.AwaitAll(3);
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (const Outcome& o : outcomes) {
+    ASSERT_EQ(o.state, ClosureState::FINISHED) << o.error;
+    const std::string expected = o.closure_id == a[2].closure_id   ? "first"
+                                 : o.closure_id == a[0].closure_id ? "zero"
+                                                                   : "one";
+    EXPECT_EQ(o.result, expected) << "closure " << o.closure_id;
+  }
+  EXPECT_TRUE(dispatcher.process().running());
+}
+
 // Old dispatchers: 20 MiB results made a 20 MiB record: exit 3. Now results up
 // to --max-result-bytes (32 MiB by default) are stored apart and fetched intact.
 TEST(ClosureResults, AResultOverTheRecordLimitIsStoredApartAndFetchedIntact) {

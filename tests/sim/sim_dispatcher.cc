@@ -540,7 +540,7 @@ void SimDispatcher::Join(uint64_t conn, uint64_t coordinator_id,
 
 void SimDispatcher::FlushReleases() {
   std::vector<uint64_t> release;
-  std::set<uint64_t> held;  // inputs of closures not done yet: released after them
+  state::IdSet held;  // inputs of closures not done yet: released after them
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state_.FindClosure(id);
     if (closure == nullptr || !state::IsClosureDone(closure->state)) continue;
@@ -552,6 +552,7 @@ void SimDispatcher::FlushReleases() {
   }
   pending_releases_ = std::move(held);
   if (release.empty()) return;
+  std::sort(release.begin(), release.end());  // as the reactor's record lists them
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
   for (uint64_t id : release) {

@@ -195,5 +195,36 @@ TEST(ClosureTimeout, ADeadlineFailureNeedsADeadlineAndNoWorker) {
   EXPECT_TRUE(state.Apply(FailClosure(2, 0, 1, "late", false, false, true).reader()).ok());
 }
 
+// Repeats within one request are found by sorting the ids, not a set: a
+// repeated request id is refused naming it, a closure asked for twice is
+// released once, and one whose release is pending is not released again.
+TEST(ClosureRequests, RepeatedRequestIdsAreRefusedAndARepeatedReleaseReleasesOnce) {
+  DispatcherState state = WithPriorities({0, 0, 0});
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(Applies(state, AssignClosure(id, 1, 1)));
+    ASSERT_TRUE(Applies(state, FinishClosure(id, 1, 1, "r")));
+  }
+  const auto text = capnp::Text::Reader("noop");
+  std::vector<NewClosure> closures(3);
+  for (NewClosure& c : closures) c.function = text;
+  closures[0].request_id = 9;
+  closures[1].request_id = 5;
+  closures[2].request_id = 9;
+  Result<SchedulePlan> repeated = PlanSchedule(state, 7, closures, kStamp);
+  ASSERT_FALSE(repeated.ok());
+  EXPECT_EQ(repeated.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(repeated.status().message().find("repeats request id 9"), std::string::npos)
+      << repeated.status().ToString();
+  closures[2].request_id = 4;
+  EXPECT_TRUE(PlanSchedule(state, 7, closures, kStamp).ok());
+
+  Result<std::vector<uint64_t>> release = PlanRelease(state, 7, {3, 1, 3, 1, 2}, {});
+  ASSERT_TRUE(release.ok()) << release.status().ToString();
+  EXPECT_EQ(*release, (std::vector<uint64_t>{3, 1, 2}));
+  release = PlanRelease(state, 7, {1, 2, 2}, {1});
+  ASSERT_TRUE(release.ok()) << release.status().ToString();
+  EXPECT_EQ(*release, (std::vector<uint64_t>{2}));
+}
+
 }  // namespace
 }  // namespace dispatch::state
