@@ -73,16 +73,23 @@ state::Stamp ClosureDispatcher::Stamp() const {
 
 Status ClosureDispatcher::Carry(const state::UpdateList& updates) {
   for (size_t i = 0; i < updates.size(); ++i)
-    DISPATCH_RETURN_IF_ERROR(SubmitAndObserve(updates[i]));
+    DISPATCH_RETURN_IF_ERROR(SubmitAndObserve(updates, i));
   return Status::Ok();
 }
 
-Status ClosureDispatcher::SubmitAndObserve(journal::Update::Reader update) {
+Status ClosureDispatcher::SubmitAndObserve(const state::UpdateList& updates, size_t i) {
+  const journal::Update::Reader update = updates[i];
   std::vector<uint64_t> moved = DependantsMoved(update);
-  DISPATCH_RETURN_IF_ERROR(durable_.Submit(update));
+  DISPATCH_RETURN_IF_ERROR(Submit(updates, i));
   Observe(update);
   ObserveDependants(moved);
   return Status::Ok();
+}
+
+Status ClosureDispatcher::Submit(const state::UpdateList& updates, size_t i) {
+  std::optional<std::string> bytes = updates.EncodedIfOneSegment(i);
+  return bytes.has_value() ? durable_.Submit(updates[i], std::move(*bytes))
+                           : durable_.Submit(updates[i]);
 }
 
 std::vector<uint64_t> ClosureDispatcher::DependantsMoved(journal::Update::Reader update) const {
@@ -335,7 +342,7 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
         DISPATCH_RETURN_IF_ERROR(durable_.MakeRoom(bytes));
       }
       std::vector<uint64_t> moved = DependantsMoved(finished[i]);
-      DISPATCH_RETURN_IF_ERROR(durable_.Submit(finished[i]));
+      DISPATCH_RETURN_IF_ERROR(Submit(finished, i));
       for (size_t n = finished[i].getClosureBatch().getFinished().size(); n > 0; --n, ++next) {
         capnp::Data::Reader bytes = result_bytes[next];
         if (bytes.size() == 0) continue;  // an empty result needs no row
@@ -381,7 +388,7 @@ void ClosureDispatcher::AssignQueued() {
   // rest stay queued (Push skips closures not assigned there).
   size_t submitted = 0;
   for (; submitted < plan.updates.size(); ++submitted) {
-    Status status = SubmitAndObserve(plan.updates[submitted]);
+    Status status = SubmitAndObserve(plan.updates, submitted);
     if (!status.ok()) {
       Log(LogLevel::kWarning, "could not assign closures: ", status.ToString().c_str());
       break;
@@ -580,7 +587,7 @@ Status ClosureDispatcher::FlushReleases() {
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
   for (size_t i = 0; i < updates.size(); ++i) {
-    Status status = SubmitAndObserve(updates[i]);
+    Status status = SubmitAndObserve(updates, i);
     if (!status.ok()) {
       Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
       return status;

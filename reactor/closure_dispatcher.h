@@ -230,7 +230,10 @@ class ClosureDispatcher final : public kj::Refcounted {
   // Submits the planned Updates in order, each followed by Observe; stops at
   // the first refused one.
   Status Carry(const state::UpdateList& updates);
-  Status SubmitAndObserve(journal::Update::Reader update);
+  Status SubmitAndObserve(const state::UpdateList& updates, size_t i);
+  // durable_.Submit of updates[i], with the bytes of its own message when
+  // that is one segment (a copy instead of a traversal and a copy).
+  Status Submit(const state::UpdateList& updates, size_t i);
   // The waiting closures that `update` moves on besides its own items
   // (ClosureScheduled.inputs), read before it is submitted; and, after,
   // what that means: the sessions of those now done are woken, assignment

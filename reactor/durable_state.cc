@@ -147,11 +147,22 @@ int64_t DurableState::NowMicros() const { return std::max(WallClockMicros(), sta
 
 Status DurableState::Submit(journal::Update::Reader update) {
   if (failed()) return failure_;
+  return SubmitRecord(update, EncodeUpdate(update));
+}
+
+Status DurableState::Submit(journal::Update::Reader update, std::string bytes) {
+  // A builder's message may hold unused space that a copy would not; the
+  // planners' budgets are exact for the copy.
+  if (bytes.size() > max_record_bytes()) bytes = EncodeUpdate(update);
+  return SubmitRecord(update, std::move(bytes));
+}
+
+Status DurableState::SubmitRecord(journal::Update::Reader update, std::string bytes) {
+  if (failed()) return failure_;
   if (replicator_ != nullptr) DISPATCH_RETURN_IF_ERROR(replicator_->Admit());
   // Sized before anything else: an update no journal record can hold is
   // refused here and changes nothing. The store checks again at commit, as a
   // last line that input never reaches.
-  std::string bytes = EncodeUpdate(update);
   Status fits = CheckRecordBytes(update, bytes.size());
   if (!fits.ok()) {
     ++stats_.refused_for_size;

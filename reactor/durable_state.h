@@ -164,6 +164,11 @@ class DurableState {
   // max_batch_bytes, the batch commits first (a commit failure then fails
   // this Submit). After a storage failure every Submit fails with it.
   Status Submit(journal::Update::Reader update);
+  // The same with the update's journal bytes made already (from the message
+  // it was built in: UpdateList::EncodedIfOneSegment). REQUIRES: `encoded`
+  // decodes to `update`. Bytes past the record limit are compacted
+  // (EncodeUpdate) before the update is refused for its size.
+  Status Submit(journal::Update::Reader update, std::string encoded);
   // Stores a dataset definition in the same transaction as the pass's
   // updates. REQUIRES: the update naming it was just submitted (so nothing
   // commits between them) and the caller checked its size
@@ -313,6 +318,8 @@ class DurableState {
   // forgets closures without releasing them), in one transaction.
   Status DropUnheldResults();
   void FailStop(const Status& status);
+  // Submit once the record bytes are made.
+  Status SubmitRecord(journal::Update::Reader update, std::string bytes);
   // The refusal of an update whose record takes `bytes`; ok when it fits.
   Status CheckRecordBytes(journal::Update::Reader update, size_t bytes) const;
   struct CheckpointJob;

@@ -2,12 +2,17 @@
 
 #include <kj/debug.h>
 
+#include <algorithm>
+
+#include "state/codec.h"
 #include "state/record_budget.h"
 
 namespace dispatch::state {
 
-journal::Update::Builder UpdateList::Add(int64_t time_micros) {
-  messages_.push_back(std::make_unique<capnp::MallocMessageBuilder>());
+journal::Update::Builder UpdateList::Add(int64_t time_micros, uint64_t words) {
+  messages_.push_back(words == 0 ? std::make_unique<capnp::MallocMessageBuilder>()
+                                 : std::make_unique<capnp::MallocMessageBuilder>(
+                                       static_cast<unsigned>(std::min<uint64_t>(words, 1u << 28))));
   auto update = messages_.back()->initRoot<journal::Update>();
   update.setTimeMicros(time_micros);
   return update;
@@ -23,6 +28,12 @@ journal::Update::Reader UpdateList::operator[](size_t i) const {
   return messages_[i]->getRoot<journal::Update>().asReader();
 }
 
+std::optional<std::string> UpdateList::EncodedIfOneSegment(size_t i) const {
+  KJ_REQUIRE(i < messages_.size(), "update index out of range", i, messages_.size());
+  if (messages_[i]->getSegmentsForOutput().size() != 1) return std::nullopt;
+  return EncodeMessage(*messages_[i]);
+}
+
 void AddScheduled(UpdateList& out, const Stamp& stamp, uint64_t coordinator_id,
                   const std::vector<NewClosure>& closures) {
   auto words = [&](size_t k) {
@@ -32,7 +43,9 @@ void AddScheduled(UpdateList& out, const Stamp& stamp, uint64_t coordinator_id,
   };
   for (auto [begin, end] : SplitIntoRecords(closures.size(), ClosureBatchOverheadWords(),
                                             stamp.max_record_bytes, words)) {
-    auto list = out.Add(stamp.time_micros)
+    uint64_t record_words = ClosureBatchOverheadWords();
+    for (size_t k = begin; k < end; ++k) record_words += words(k);
+    auto list = out.Add(stamp.time_micros, record_words)
                     .initClosureBatch()
                     .initScheduled(static_cast<unsigned>(end - begin));
     for (size_t k = begin; k < end; ++k) {
@@ -57,7 +70,9 @@ void AddScheduled(UpdateList& out, const Stamp& stamp, uint64_t coordinator_id,
 void AddAssigned(UpdateList& out, const Stamp& stamp, const std::vector<ClosureRun>& runs) {
   for (auto [begin, end] :
        SplitByCount(runs.size(), AssignmentsPerRecord(stamp.max_record_bytes))) {
-    auto list = out.Add(stamp.time_micros)
+    auto list = out.Add(stamp.time_micros,
+                        ClosureBatchOverheadWords() +
+                            (end - begin) * capnp::sizeInWords<journal::ClosureAssigned>())
                     .initClosureBatch()
                     .initAssigned(static_cast<unsigned>(end - begin));
     for (size_t i = begin; i < end; ++i) {
@@ -71,7 +86,9 @@ void AddAssigned(UpdateList& out, const Stamp& stamp, const std::vector<ClosureR
 
 void AddFinished(UpdateList& out, const Stamp& stamp, const std::vector<StoredResult>& results) {
   for (auto [begin, end] : SplitByCount(results.size(), kMaxFinishedPerRecord)) {
-    auto list = out.Add(stamp.time_micros)
+    auto list = out.Add(stamp.time_micros,
+                        ClosureBatchOverheadWords() +
+                            (end - begin) * capnp::sizeInWords<journal::ClosureFinished>())
                     .initClosureBatch()
                     .initFinished(static_cast<unsigned>(end - begin));
     for (size_t i = begin; i < end; ++i) {
@@ -92,8 +109,8 @@ enum class IdList { kCancelled, kReleased };
 
 void AddIds(UpdateList& out, const Stamp& stamp, const std::vector<uint64_t>& ids, IdList which) {
   for (auto [begin, end] : SplitByCount(ids.size(), IdsPerRecord(stamp.max_record_bytes))) {
-    auto batch = out.Add(stamp.time_micros).initClosureBatch();
     const auto n = static_cast<unsigned>(end - begin);
+    auto batch = out.Add(stamp.time_micros, ClosureBatchOverheadWords() + n).initClosureBatch();
     auto list = which == IdList::kCancelled ? batch.initCancelled(n) : batch.initReleased(n);
     for (size_t i = begin; i < end; ++i) list.set(static_cast<unsigned>(i - begin), ids[i]);
   }

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,12 +31,18 @@ class UpdateList {
   UpdateList(const UpdateList&) = delete;
   UpdateList& operator=(const UpdateList&) = delete;
 
-  // A new empty Update at the end, with its time set.
-  journal::Update::Builder Add(int64_t time_micros);
+  // A new empty Update at the end, with its time set. `words`: what the
+  // finished record will take (record_budget.h), so that its message is one
+  // segment of that size (0: a default first segment that grows).
+  journal::Update::Builder Add(int64_t time_micros, uint64_t words = 0);
   void Append(UpdateList&& other);
   size_t size() const { return messages_.size(); }
   bool empty() const { return messages_.empty(); }
   journal::Update::Reader operator[](size_t i) const;
+  // The journal bytes of update i (EncodeMessage of its own message) when
+  // that message is one segment, which it is unless it is large: a copy, no
+  // traversal. nullopt otherwise (encode the reader: that compacts it).
+  std::optional<std::string> EncodedIfOneSegment(size_t i) const;
 
  private:
   std::vector<std::unique_ptr<capnp::MallocMessageBuilder>> messages_;

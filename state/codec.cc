@@ -7,6 +7,7 @@
 #include <capnp/dynamic.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+#include <kj/io.h>
 
 #include <cstring>
 #include <functional>
@@ -89,10 +90,31 @@ Status WithRoot(std::string_view bytes, const char* what,
 
 }  // namespace
 
+namespace {
+
+// Cap'n Proto's framing written straight into the string that leaves: one
+// allocation and one copy of the segments (messageToFlatArray would add an
+// array and a second copy).
+class StringOutput final : public kj::OutputStream {
+ public:
+  explicit StringOutput(std::string& out) : out_(out) {}
+  void write(const void* buffer, size_t size) override {
+    out_.append(static_cast<const char*>(buffer), size);
+  }
+
+ private:
+  std::string& out_;
+};
+
+}  // namespace
+
 std::string EncodeMessage(capnp::MessageBuilder& message) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  kj::ArrayPtr<const char> chars = words.asChars();
-  return std::string(chars.begin(), chars.size());
+  kj::ArrayPtr<const kj::ArrayPtr<const capnp::word>> segments = message.getSegmentsForOutput();
+  std::string out;
+  out.reserve(capnp::computeSerializedSizeInWords(segments) * sizeof(capnp::word));
+  StringOutput stream(out);
+  capnp::writeMessage(stream, segments);
+  return out;
 }
 
 Status ApplyEncodedUpdate(DispatcherState& state, std::string_view bytes) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "reactor/durable_state.h"
+#include "state/closure_updates.h"
 
 namespace dispatch::reactor {
 namespace {
@@ -112,6 +113,51 @@ TEST(RecordBudget, AnItemLargerThanARecordGetsARunOfItsOwn) {
   EXPECT_EQ(runs[1], std::make_pair(size_t{1}, size_t{2}));
   EXPECT_EQ(SplitByCount(5, 2).size(), 3u);
   EXPECT_TRUE(SplitByCount(0, 2).empty());
+}
+
+// The closure batch builders size each record's message from the budget, so
+// it is one segment holding exactly the record: the bytes the dispatcher
+// journals without re-encoding (UpdateList::EncodedIfOneSegment) are the
+// compact encoding, byte for byte, and the budgets stay exact for them.
+TEST(RecordBudget, ClosureBatchesAreBuiltAsTheirCompactRecordInOneSegment) {
+  // Small records for the lists cut by bytes (finished ones are cut by count).
+  const Stamp stamp{1234, kLimit};
+  std::vector<std::string> args;
+  std::vector<NewClosure> closures(300);
+  for (size_t i = 0; i < closures.size(); ++i) args.push_back(std::string((i * 7919) % 700, 'a'));
+  capnp::MallocMessageBuilder inputs_message;
+  auto resources = inputs_message.initRoot<journal::ClosureScheduled>().initResources(2);
+  resources.set(0, 5);
+  resources.set(1, 6);
+  for (size_t i = 0; i < closures.size(); ++i) {
+    NewClosure& c = closures[i];
+    c.closure_id = i + 1;
+    c.function = "fn";
+    c.args = capnp::Data::Reader(reinterpret_cast<const kj::byte*>(args[i].data()), args[i].size());
+    if (i % 4 == 0) c.resources = resources.asReader();
+    if (i % 5 == 1) c.inputs = {i};
+    c.request_id = i % 2 == 0 ? 0 : 100 + i;
+  }
+  std::vector<ClosureRun> runs;
+  std::vector<StoredResult> results;
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 1; i <= 20000; ++i) {
+    runs.push_back({i, 1 + i % 3, 1});
+    results.push_back({{i, 1 + i % 3, 1}, i * 10, static_cast<uint32_t>(i)});
+    ids.push_back(i);
+  }
+  UpdateList updates;
+  AddScheduled(updates, stamp, 7, closures);
+  AddAssigned(updates, stamp, runs);
+  AddFinished(updates, stamp, results);
+  AddCancelled(updates, stamp, ids);
+  AddReleased(updates, stamp, ids);
+  ASSERT_GT(updates.size(), 5u);
+  for (size_t i = 0; i < updates.size(); ++i) {
+    std::optional<std::string> own = updates.EncodedIfOneSegment(i);
+    ASSERT_TRUE(own.has_value()) << "update " << i << " is not one segment";
+    EXPECT_EQ(*own, EncodeUpdate(updates[i])) << "update " << i;
+  }
 }
 
 }  // namespace
