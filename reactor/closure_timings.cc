@@ -3,20 +3,36 @@
 namespace dispatch::reactor {
 
 void ClosureTimings::Queued(uint64_t closure_id, uint64_t now_ns) {
-  running_since_.erase(closure_id);
-  if (queued_since_.size() >= max_tracked_) {
+  auto it = since_.find(closure_id);
+  if (it != since_.end()) {
+    it->second = {now_ns, false};  // put back
+  } else if (since_.size() >= max_tracked_) {
     ++untracked_;
-    return;
+  } else {
+    since_.emplace(closure_id, Since{now_ns, false});
   }
-  queued_since_[closure_id] = now_ns;
+}
+
+void ClosureTimings::Assigned(uint64_t closure_id, uint64_t now_ns) {
+  auto it = since_.find(closure_id);
+  if (it == since_.end()) {
+    if (since_.size() >= max_tracked_) {
+      ++untracked_;
+      return;
+    }
+    it = since_.emplace(closure_id, Since{now_ns, true}).first;
+  } else if (!it->second.running) {
+    queue_wait_.Observe(static_cast<double>(now_ns - it->second.ns) * 1e-9);
+  }
+  it->second = {now_ns, true};
 }
 
 void ClosureTimings::Ended(uint64_t closure_id, uint64_t now_ns, bool observe) {
-  queued_since_.erase(closure_id);
-  auto it = running_since_.find(closure_id);
-  if (it == running_since_.end()) return;
-  if (observe) execution_.Observe(static_cast<double>(now_ns - it->second) * 1e-9);
-  running_since_.erase(it);
+  auto it = since_.find(closure_id);
+  if (it == since_.end()) return;
+  if (observe && it->second.running)
+    execution_.Observe(static_cast<double>(now_ns - it->second.ns) * 1e-9);
+  since_.erase(it);
 }
 
 void ClosureTimings::Observe(journal::Update::Reader update, uint64_t now_ns) {
@@ -28,19 +44,7 @@ void ClosureTimings::Observe(journal::Update::Reader update, uint64_t now_ns) {
           for (auto item : batch.getScheduled()) Queued(item.getClosureId(), now_ns);
           break;
         case journal::ClosureBatch::ASSIGNED:
-          for (auto item : batch.getAssigned()) {
-            const uint64_t id = item.getClosureId();
-            auto it = queued_since_.find(id);
-            if (it != queued_since_.end()) {
-              queue_wait_.Observe(static_cast<double>(now_ns - it->second) * 1e-9);
-              queued_since_.erase(it);
-            }
-            if (running_since_.size() >= max_tracked_) {
-              ++untracked_;
-            } else {
-              running_since_[id] = now_ns;
-            }
-          }
+          for (auto item : batch.getAssigned()) Assigned(item.getClosureId(), now_ns);
           break;
         case journal::ClosureBatch::FINISHED:
           for (auto item : batch.getFinished()) Ended(item.getClosureId(), now_ns, true);

@@ -5,9 +5,10 @@
 // closure's schedule (waiting for inputs included) or put-back to its
 // assignment; execution from its assignment to its outcome (finished or
 // failed by its worker). Closures queued or running before this process
-// started are not timed. Each map holds at most max_tracked closures (more
-// are not timed, and counted), and a closure leaves it at its next step,
-// cancel or release.
+// started are not timed. One map holds each timed closure's step and since
+// when (one node per closure for its whole life, changed in place as it
+// moves): at most max_tracked closures (more are not timed, and counted); a
+// closure leaves it when it ends, is cancelled or released.
 // REQUIRES: loop thread only.
 #pragma once
 
@@ -32,22 +33,26 @@ class ClosureTimings {
   const Histogram& queue_wait() const { return queue_wait_; }
   const Histogram& execution() const { return execution_; }
   uint64_t untracked() const { return untracked_; }
-  size_t tracked() const { return queued_since_.size() + running_since_.size(); }
+  size_t tracked() const { return since_.size(); }
   // uv_hrtime() when the closure's current run was assigned; nullopt when it
   // does not run or is not timed.
   std::optional<uint64_t> RunningSinceNs(uint64_t closure_id) const {
-    auto it = running_since_.find(closure_id);
-    if (it == running_since_.end()) return std::nullopt;
-    return it->second;
+    auto it = since_.find(closure_id);
+    if (it == since_.end() || !it->second.running) return std::nullopt;
+    return it->second.ns;
   }
 
  private:
+  struct Since {
+    uint64_t ns;   // uv_hrtime() when it was queued, or assigned
+    bool running;  // assigned (else queued)
+  };
   void Queued(uint64_t closure_id, uint64_t now_ns);
+  void Assigned(uint64_t closure_id, uint64_t now_ns);
   void Ended(uint64_t closure_id, uint64_t now_ns, bool observe);
 
   const size_t max_tracked_;
-  std::unordered_map<uint64_t, uint64_t> queued_since_;
-  std::unordered_map<uint64_t, uint64_t> running_since_;
+  std::unordered_map<uint64_t, Since> since_;
   Histogram queue_wait_{Histogram::SecondsBounds()};
   Histogram execution_{Histogram::SecondsBounds()};
   uint64_t untracked_ = 0;

@@ -199,12 +199,12 @@ Result<std::vector<uint64_t>> PlanRelease(const DispatcherState& state, uint64_t
     const Closure* closure = state.FindClosure(id);
     if (closure == nullptr || (repeats && !seen.insert(id).second) || pending.contains(id))
       continue;  // released already
-    const std::string name = "closure " + std::to_string(id);
+    auto name = [id] { return "closure " + std::to_string(id); };  // for errors only
     if (closure->coordinator_id != coordinator_id)
-      return NotFoundError(name + " is not a closure of coordinator " +
+      return NotFoundError(name() + " is not a closure of coordinator " +
                            std::to_string(coordinator_id));
     if (!IsClosureDone(closure->state))
-      return FailedPreconditionError(name + " is " + ClosureStateName(closure->state) +
+      return FailedPreconditionError(name() + " is " + ClosureStateName(closure->state) +
                                      ": only a finished, failed or cancelled closure is released");
     release.push_back(id);
   }
