@@ -579,7 +579,8 @@ Status ClosureDispatcher::FlushReleases() {
       if (closure->result_stored && closure->result_size > 0) stored.insert(id);
     }
   }
-  pending_releases_ = std::move(held);
+  pending_releases_.clear();  // keeps its buckets: refilled at once by the next releases
+  pending_releases_.insert(held.begin(), held.end());
   // Held ones are looked at again every kReleaseDelayMs until they go.
   if (!pending_releases_.empty()) StartReleaseTimer();
   if (release.empty()) return Status::Ok();

@@ -304,6 +304,8 @@ void DispatcherState::MarkCancelled(uint64_t closure_id, int64_t now) {
 }
 
 void DispatcherState::ResolveDependants(uint64_t closure_id, int64_t now) {
+  // Most closures have no dependants: no work list for them.
+  if (!indexes_.needed_by.contains(closure_id)) return;
   // A work list, not recursion: a chain of a million closures may fail at once.
   std::vector<uint64_t> work{closure_id};
   while (!work.empty()) {
