@@ -146,7 +146,6 @@ Status DurableState::Replay() {
 int64_t DurableState::NowMicros() const { return std::max(WallClockMicros(), state_.LastTimeMicros()); }
 
 Status DurableState::Submit(journal::Update::Reader update) {
-  if (failed()) return failure_;
   return SubmitRecord(update, EncodeUpdate(update));
 }
 

@@ -440,7 +440,6 @@ uint64_t IdOfItem(uint64_t id) { return id; }
 // The items of a batch must name distinct closures: each is checked against
 // the state before the batch, which only holds when no item sees another's
 // effect.
-
 template <typename Items>
 Status CheckDistinct(Items items) {
   std::vector<uint64_t> ids;
@@ -476,9 +475,7 @@ Status DispatcherState::CheckClosureBatch(journal::ClosureBatch::Reader u) const
         if (item.getRequestId() != 0)
           requests.emplace_back(item.getCoordinatorId(), item.getRequestId());
       }
-      std::sort(requests.begin(), requests.end());
-      auto twice = std::adjacent_find(requests.begin(), requests.end());
-      if (twice != requests.end()) {
+      if (auto twice = RepeatedId(std::move(requests))) {
         return InvalidArgumentError("a closure batch repeats request " +
                                     std::to_string(twice->second) + " of coordinator " +
                                     std::to_string(twice->first));

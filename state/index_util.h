@@ -27,10 +27,11 @@ struct IdPairHash {
   }
 };
 
-// The smallest id that `ids` holds more than once, if any. Sorting a copy
-// (often sorted already) costs less than a tree or hash of ids that are
-// almost never repeated.
-inline std::optional<uint64_t> RepeatedId(std::vector<uint64_t> ids) {
+// The smallest id (or pair of ids) that `ids` holds more than once, if any.
+// Sorting a copy (often sorted already) costs less than a tree or hash of ids
+// that are almost never repeated.
+template <typename Id>
+std::optional<Id> RepeatedId(std::vector<Id> ids) {
   if (!std::is_sorted(ids.begin(), ids.end())) std::sort(ids.begin(), ids.end());
   auto twice = std::adjacent_find(ids.begin(), ids.end());
   if (twice == ids.end()) return std::nullopt;
