@@ -547,7 +547,7 @@ Status ClosureDispatcher::Release(uint64_t coordinator_id,
   Result<std::vector<uint64_t>> release =
       state::PlanRelease(state(), coordinator_id, asked, pending_releases_);
   if (!release.ok()) return release.status();
-  pending_releases_.insert(release->begin(), release->end());
+  pending_releases_.Insert(release->begin(), release->end());
   if (pending_releases_.size() >= kMaxPendingReleases) return FlushReleases();
   if (!pending_releases_.empty()) StartReleaseTimer();
   return Status::Ok();
@@ -565,26 +565,27 @@ void ClosureDispatcher::StartReleaseTimer() {
 
 Status ClosureDispatcher::FlushReleases() {
   if (release_timer_ != nullptr) release_timer_->Stop();
+  // All three in id order, as the pending set is: the record lists its ids so.
   std::vector<uint64_t> release;
-  state::IdSet stored;  // their rows go in the release's transaction
-  state::IdSet held;    // inputs of closures not done yet: released after them
+  std::vector<uint64_t> stored;  // their rows go in the release's transaction
+  std::vector<uint64_t> held;    // inputs of closures not done yet: released after them
+  release.reserve(pending_releases_.size());
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state().FindClosure(id);
     if (closure != nullptr && state::IsClosureDone(closure->state)) {
       if (state().IsNeededAsInput(id)) {
-        held.insert(id);
+        held.push_back(id);
         continue;
       }
       release.push_back(id);
-      if (closure->result_stored && closure->result_size > 0) stored.insert(id);
+      if (closure->result_stored && closure->result_size > 0) stored.push_back(id);
     }
   }
-  pending_releases_.clear();  // keeps its buckets: refilled at once by the next releases
-  pending_releases_.insert(held.begin(), held.end());
+  pending_releases_.clear();
+  pending_releases_.Insert(held.begin(), held.end());
   // Held ones are looked at again every kReleaseDelayMs until they go.
   if (!pending_releases_.empty()) StartReleaseTimer();
   if (release.empty()) return Status::Ok();
-  std::sort(release.begin(), release.end());  // the record lists them by id
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
   for (size_t i = 0; i < updates.size(); ++i) {
@@ -594,7 +595,7 @@ Status ClosureDispatcher::FlushReleases() {
       return status;
     }
     for (uint64_t id : updates[i].getClosureBatch().getReleased()) {
-      if (stored.count(id) != 0) durable_.DeleteResult(id);
+      if (std::binary_search(stored.begin(), stored.end(), id)) durable_.DeleteResult(id);
       if (!traces_.empty()) traces_.Forget(id);
     }
   }

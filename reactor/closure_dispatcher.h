@@ -298,7 +298,7 @@ class ClosureDispatcher final : public kj::Refcounted {
   static constexpr size_t kMaxPushBytes = 16u << 20;
   static constexpr size_t kMaxPendingReleases = 4096;
   bool closed_ = false;
-  state::IdSet pending_releases_;
+  state::SortedIdSet pending_releases_;
   state::RefusedSchedules refused_;
   ClosureTraces traces_;
   std::unique_ptr<uvkj::UvRepeatingTimer> release_timer_;

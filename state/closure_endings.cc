@@ -8,7 +8,7 @@ namespace dispatch::state {
 
 Result<CancelPlan> PlanCancel(const DispatcherState& state, uint64_t coordinator_id,
                               const std::vector<uint64_t>& closure_ids,
-                              const IdSet& releasing, const Stamp& stamp) {
+                              const SortedIdSet& releasing, const Stamp& stamp) {
   CancelPlan plan;
   plan.states.reserve(closure_ids.size());
   std::vector<uint64_t> cancel;

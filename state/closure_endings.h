@@ -39,7 +39,7 @@ struct CancelPlan {
 // then.
 Result<CancelPlan> PlanCancel(const DispatcherState& state, uint64_t coordinator_id,
                               const std::vector<uint64_t>& closure_ids,
-                              const IdSet& releasing, const Stamp& stamp);
+                              const SortedIdSet& releasing, const Stamp& stamp);
 
 // Fails every queued or assigned closure whose deadline is at or before
 // `stamp.time_micros` with a "deadline exceeded" error naming its timeout

@@ -13,7 +13,7 @@ namespace dispatch::state {
 
 Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordinator_id,
                                   std::vector<NewClosure> closures, const Stamp& stamp,
-                                  const IdSet& released) {
+                                  const SortedIdSet& released) {
   SchedulePlan plan;
   plan.ids.assign(closures.size(), 0);
   const uint64_t overhead = ClosureBatchOverheadWords();
@@ -101,7 +101,7 @@ Result<std::optional<SchedulePlan>> PlanRetry(const DispatcherState& state,
                                               std::vector<NewClosure> closures,
                                               const std::function<bool(uint64_t)>& cancel,
                                               const Stamp& stamp,
-                                              const IdSet& released) {
+                                              const SortedIdSet& released) {
   const bool retry = std::any_of(closures.begin(), closures.end(), [&](const NewClosure& c) {
     return c.request_id != 0 && state.FindClosureByRequest(coordinator_id, c.request_id) != nullptr;
   });
@@ -156,7 +156,7 @@ Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const Dispatcher
 Result<std::optional<SchedulePlan>> PlanScheduleAfterRefusal(
     const DispatcherState& state, uint64_t coordinator_id, std::vector<NewClosure> closures,
     const std::function<bool(uint64_t)>& refused, const Stamp& stamp,
-    const IdSet& released) {
+    const SortedIdSet& released) {
   const bool under_error = state.FindCoordinatorError(coordinator_id) != nullptr;
   return PlanRetry(
       state, coordinator_id, std::move(closures),
@@ -190,7 +190,7 @@ Result<ResourcePlan> PlanResource(const DispatcherState& state, uint64_t coordin
 
 Result<std::vector<uint64_t>> PlanRelease(const DispatcherState& state, uint64_t coordinator_id,
                                           const std::vector<uint64_t>& closure_ids,
-                                          const IdSet& pending) {
+                                          const SortedIdSet& pending) {
   std::vector<uint64_t> release;
   // An id asked twice is released once; `seen` is kept only when one is.
   const bool repeats = RepeatedId(closure_ids).has_value();

@@ -34,7 +34,7 @@ struct SchedulePlan {
 // each naming the closure's index.
 Result<SchedulePlan> PlanSchedule(const DispatcherState& state, uint64_t coordinator_id,
                                   std::vector<NewClosure> closures, const Stamp& stamp,
-                                  const IdSet& released = {});
+                                  const SortedIdSet& released = {});
 
 // A schedule while the coordinator has a pending first error. When no
 // closure of the call carries a request id that names one of the
@@ -64,7 +64,7 @@ Result<std::optional<SchedulePlan>> PlanScheduleRetryUnderError(const Dispatcher
 Result<std::optional<SchedulePlan>> PlanScheduleAfterRefusal(
     const DispatcherState& state, uint64_t coordinator_id, std::vector<NewClosure> closures,
     const std::function<bool(uint64_t request_id)>& refused, const Stamp& stamp,
-    const IdSet& released = {});
+    const SortedIdSet& released = {});
 
 struct ResourcePlan {
   uint64_t resource_id = 0;
@@ -81,6 +81,6 @@ Result<ResourcePlan> PlanResource(const DispatcherState& state, uint64_t coordin
 // another coordinator, FailedPrecondition for one not done.
 Result<std::vector<uint64_t>> PlanRelease(const DispatcherState& state, uint64_t coordinator_id,
                                           const std::vector<uint64_t>& closure_ids,
-                                          const IdSet& pending);
+                                          const SortedIdSet& pending);
 
 }  // namespace dispatch::state

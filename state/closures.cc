@@ -121,7 +121,7 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   }
   if (closure.state == ClosureState::QUEUED) Enqueue(closure);
   if (!IsClosureDone(closure.state)) {
-    AddToIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
+    CountUp(indexes_.unfinished_by_coordinator, closure.coordinator_id);
     for (uint64_t input : closure.inputs) AddToIndex(indexes_.needed_by, input, closure.id);
   }
   AddToIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
@@ -165,7 +165,7 @@ void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
     RemoveFromIndex(indexes_.closures_by_worker, closure.worker_id, closure.id);
   }
   if (IsClosureDone(state)) {
-    RemoveFromIndex(indexes_.unfinished_by_coordinator, closure.coordinator_id, closure.id);
+    CountDown(indexes_.unfinished_by_coordinator, closure.coordinator_id);
     for (uint64_t input : closure.inputs) RemoveFromIndex(indexes_.needed_by, input, closure.id);
     // A done closure never runs again: its args would only take memory
     // while its outcome waits to be fetched.
@@ -624,7 +624,7 @@ std::vector<const Closure*> DispatcherState::ClosuresForCoordinator(uint64_t coo
 
 size_t DispatcherState::NumUnfinishedClosures(uint64_t coordinator_id) const {
   auto it = indexes_.unfinished_by_coordinator.find(coordinator_id);
-  return it == indexes_.unfinished_by_coordinator.end() ? 0 : it->second.size();
+  return it == indexes_.unfinished_by_coordinator.end() ? 0 : it->second;
 }
 
 std::vector<const Closure*> DispatcherState::ClosuresOnWorker(uint64_t worker_id) const {
@@ -647,9 +647,9 @@ const Closure* DispatcherState::FindRunning(uint64_t closure_id, uint64_t worker
 
 std::vector<const Closure*> DispatcherState::UnfinishedClosures(uint64_t coordinator_id) const {
   std::vector<const Closure*> out;
-  auto it = indexes_.unfinished_by_coordinator.find(coordinator_id);
-  if (it == indexes_.unfinished_by_coordinator.end()) return out;
-  for (uint64_t id : SortedIds(it->second)) out.push_back(&closures_.at(id));
+  for (const Closure* closure : ClosuresForCoordinator(coordinator_id)) {
+    if (!IsClosureDone(closure->state)) out.push_back(closure);
+  }
   return out;
 }
 

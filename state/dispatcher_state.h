@@ -136,7 +136,8 @@ class DispatcherState {
   // The closure when it runs on `worker_id` as `attempt`; else nullptr (a
   // report about any other run is stale).
   const Closure* FindRunning(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) const;
-  // Waiting, queued and assigned closures of the coordinator, by id.
+  // Waiting, queued and assigned closures of the coordinator, by id. Walks all
+  // of its unreleased closures: only a first error needs them.
   std::vector<const Closure*> UnfinishedClosures(uint64_t coordinator_id) const;
   // The queue by kind of closure, each kind's in queue order: which closures
   // a worker could take is a question per kind (closure_planner.h).
@@ -232,8 +233,10 @@ class DispatcherState {
     std::unordered_map<std::pair<uint64_t, uint64_t>, uint64_t, IdPairHash> closure_by_request;
     // The same for per-worker resources.
     std::map<std::pair<uint64_t, uint64_t>, uint64_t> resource_by_request;
-    // Queued and assigned closures by coordinator (Done/Join in O(log n)).
-    std::map<uint64_t, IdSet> unfinished_by_coordinator;
+    // How many closures of each coordinator are not done (Done/Join in
+    // O(log n)). Counts, not ids: every closure would enter and leave a set,
+    // and only a first error walks them (the coordinator's closures, above).
+    std::map<uint64_t, size_t> unfinished_by_coordinator;
     // How many closures are in each state (indexed by ClosureState). Only
     // assigned closures are ever walked in production, and those are
     // closures_by_worker's; the other states are walked by tests and tools.

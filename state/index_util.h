@@ -4,7 +4,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -38,10 +40,61 @@ std::optional<Id> RepeatedId(std::vector<Id> ids) {
   return *twice;
 }
 
+// A small set of ids held as a sorted vector, for sets refilled and emptied
+// over and over (closures awaiting release): ids mostly arrive in increasing
+// order, so an insert appends, a lookup is a binary search, and emptying is
+// O(1) where a hashed set clears its whole bucket array, sized by the most it
+// ever held, and frees a node per id.
+class SortedIdSet {
+ public:
+  SortedIdSet() = default;
+  SortedIdSet(std::initializer_list<uint64_t> ids) { Insert(ids.begin(), ids.end()); }
+
+  bool contains(uint64_t id) const { return std::binary_search(ids_.begin(), ids_.end(), id); }
+  size_t size() const { return ids_.size(); }
+  bool empty() const { return ids_.empty(); }
+  void clear() { ids_.clear(); }
+  std::vector<uint64_t>::const_iterator begin() const { return ids_.begin(); }
+  std::vector<uint64_t>::const_iterator end() const { return ids_.end(); }
+
+  // Adds [first, last); ids already held are kept once.
+  template <typename It>
+  void Insert(It first, It last) {
+    const size_t old = ids_.size();
+    ids_.insert(ids_.end(), first, last);
+    if (ids_.size() == old) return;
+    const auto added = ids_.begin() + static_cast<std::ptrdiff_t>(old);
+    if (!std::is_sorted(added, ids_.end())) std::sort(added, ids_.end());
+    auto from = old == 0 ? ids_.begin() : added - 1;
+    if (*from > *added) {  // the new ids interleave with the old: merge
+      std::inplace_merge(ids_.begin(), added, ids_.end());
+      from = ids_.begin();
+    }
+    ids_.erase(std::unique(from, ids_.end()), ids_.end());
+  }
+
+  bool operator==(const SortedIdSet&) const = default;
+
+ private:
+  std::vector<uint64_t> ids_;  // sorted, distinct
+};
+
 inline std::vector<uint64_t> SortedIds(const IdSet& ids) {
   std::vector<uint64_t> out(ids.begin(), ids.end());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+// For a map of counts that never holds a zero (so a rebuilt one compares equal).
+template <typename Map, typename Key>
+void CountUp(Map& counts, const Key& key) {
+  ++counts[key];
+}
+
+template <typename Map, typename Key>
+void CountDown(Map& counts, const Key& key) {
+  auto it = counts.find(key);
+  if (it != counts.end() && --it->second == 0) counts.erase(it);
 }
 
 template <typename Map, typename Key, typename Value>

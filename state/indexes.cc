@@ -43,7 +43,7 @@ DispatcherState::Indexes DispatcherState::ComputeIndexes() const {
     if (c.request_id != 0)
       x.closure_by_request.emplace(std::make_pair(c.coordinator_id, c.request_id), id);
     if (!IsClosureDone(c.state)) {
-      AddToIndex(x.unfinished_by_coordinator, c.coordinator_id, id);
+      CountUp(x.unfinished_by_coordinator, c.coordinator_id);
       if (c.deadline_micros != 0) x.closure_deadlines.emplace(c.deadline_micros, id);
       for (uint64_t input : c.inputs) AddToIndex(x.needed_by, input, id);
     }

@@ -509,7 +509,7 @@ void SimDispatcher::AwaitResults(uint64_t conn, uint64_t coordinator_id,
     ctx_.observer->Fail("a release was refused: " + released.status().ToString());
     return;
   }
-  pending_releases_.insert(released->begin(), released->end());
+  pending_releases_.Insert(released->begin(), released->end());
   if (pending_releases_.size() >= 16) FlushReleases();
   std::vector<Outcome> outcomes;
   const size_t max = static_cast<size_t>(ctx_.Uniform(1, 8));
@@ -540,19 +540,19 @@ void SimDispatcher::Join(uint64_t conn, uint64_t coordinator_id,
 
 void SimDispatcher::FlushReleases() {
   std::vector<uint64_t> release;
-  state::IdSet held;  // inputs of closures not done yet: released after them
+  std::vector<uint64_t> held;  // inputs of closures not done yet: released after them
   for (uint64_t id : pending_releases_) {
     const state::Closure* closure = state_.FindClosure(id);
     if (closure == nullptr || !state::IsClosureDone(closure->state)) continue;
     if (state_.IsNeededAsInput(id)) {
-      held.insert(id);
+      held.push_back(id);
       continue;
     }
-    release.push_back(id);
+    release.push_back(id);  // in id order, as the reactor's record lists them
   }
-  pending_releases_ = std::move(held);
+  pending_releases_.clear();
+  pending_releases_.Insert(held.begin(), held.end());
   if (release.empty()) return;
-  std::sort(release.begin(), release.end());  // as the reactor's record lists them
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
   for (uint64_t id : release) {

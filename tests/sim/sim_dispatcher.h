@@ -149,7 +149,7 @@ class SimDispatcher {
   std::map<uint64_t, Live> live_;
   uint64_t workers_attached_ = 0;
   uint64_t turn_ = 0;
-  state::IdSet pending_releases_;
+  state::SortedIdSet pending_releases_;
   state::RefusedSchedules refused_;  // in memory: a restart forgets it
   std::map<uint64_t, Session> sessions_;  // by connection
   std::map<uint64_t, int64_t> client_seen_ms_;
