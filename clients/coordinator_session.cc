@@ -175,8 +175,10 @@ void CoordinatorSession::Flush() {
       spec.setFunction(c.function);
       spec.setArgs(kj::arrayPtr(reinterpret_cast<const kj::byte*>(c.args.data()), c.args.size()));
       spec.setRequestId(c.request_id);
-      auto resources = spec.initResources(c.resources.size());
-      for (size_t j = 0; j < c.resources.size(); ++j) resources.set(j, c.resources[j]);
+      if (!c.resources.empty()) {  // absent reads as empty, and costs the reader less
+        auto resources = spec.initResources(c.resources.size());
+        for (size_t j = 0; j < c.resources.size(); ++j) resources.set(j, c.resources[j]);
+      }
       spec.setPriority(c.priority);
       spec.setTimeoutMs(c.timeout_ms);
       if (!c.inputs.empty()) {

@@ -144,7 +144,7 @@ void ClosureDispatcher::Observe(journal::Update::Reader update) {
           ArmDeadlineTimer();
           for (auto item : batch.getScheduled()) {
             // Failed at once: an input had failed or was cancelled.
-            if (item.getInputs().size() == 0) continue;
+            if (state::InputsOf(item).size() == 0) continue;
             const state::Closure* closure = state().FindClosure(item.getClosureId());
             if (closure->state == state::ClosureState::FAILED)
               NotifyDone(closure->coordinator_id, closure->id);
@@ -481,10 +481,10 @@ static std::vector<state::NewClosure> NewClosuresOf(capnp::List<rpc::ClosureSpec
   std::vector<state::NewClosure> closures;
   closures.reserve(specs.size());
   for (auto spec : specs) {
-    closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(), spec.getResources(),
-                                         spec.getRequestId(), spec.getPriority(),
-                                         spec.getTimeoutMs()});
-    for (uint64_t input : spec.getInputs()) closures.back().inputs.push_back(input);
+    closures.push_back(state::NewClosure{0, spec.getFunction(), spec.getArgs(),
+                                         state::ResourcesOf(spec), spec.getRequestId(),
+                                         spec.getPriority(), spec.getTimeoutMs()});
+    for (uint64_t input : state::InputsOf(spec)) closures.back().inputs.push_back(input);
   }
   return closures;
 }

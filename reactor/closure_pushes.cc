@@ -90,9 +90,11 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
         item.setTrace(true);
         traced.push_back(closure.id);
       }
-      auto resources = item.initResources(static_cast<unsigned>(closure.resources.size()));
-      for (unsigned r = 0; r < closure.resources.size(); ++r)
-        resources.set(r, closure.resources[r]);
+      if (!closure.resources.empty()) {  // absent reads as empty
+        auto resources = item.initResources(static_cast<unsigned>(closure.resources.size()));
+        for (unsigned r = 0; r < closure.resources.size(); ++r)
+          resources.set(r, closure.resources[r]);
+      }
       if (!inputs[i].empty()) {
         auto list = item.initInputs(static_cast<unsigned>(inputs[i].size()));
         for (unsigned j = 0; j < inputs[i].size(); ++j) {

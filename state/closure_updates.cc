@@ -56,7 +56,7 @@ void AddScheduled(UpdateList& out, const Stamp& stamp, uint64_t coordinator_id,
       item.setFunctionName(c.function);
       item.setArgs(c.args);
       item.setRequestId(c.request_id);
-      item.setResources(c.resources);
+      if (c.resources.size() > 0) item.setResources(c.resources);  // absent reads as empty
       item.setPriority(c.priority);
       item.setDeadlineMicros(c.deadline_micros);
       if (!c.inputs.empty()) {

@@ -55,6 +55,18 @@ struct Stamp {
   size_t max_record_bytes = 16u << 20;
 };
 
+// A closure's inputs and resources (ClosureSpec or ClosureScheduled), read
+// only when present: most closures have neither, and testing for a list is an
+// inline pointer check where reading one, even empty, is a call into libcapnp.
+template <typename Item>
+capnp::List<uint64_t>::Reader InputsOf(Item closure) {
+  return closure.hasInputs() ? closure.getInputs() : capnp::List<uint64_t>::Reader();
+}
+template <typename Item>
+capnp::List<uint64_t>::Reader ResourcesOf(Item closure) {
+  return closure.hasResources() ? closure.getResources() : capnp::List<uint64_t>::Reader();
+}
+
 // One closure of a schedule, its fields as the caller read them (each once:
 // a schedule near the message limit can be traversed only once).
 struct NewClosure {

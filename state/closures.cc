@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "state/bytes.h"
+#include "state/closure_updates.h"
 #include "state/dispatcher_state.h"
 #include "state/index_util.h"
 
@@ -59,13 +60,13 @@ Status DispatcherState::CheckClosureScheduled(journal::ClosureScheduled::Reader 
   }
   if (u.getFunctionName().size() == 0)
     return InvalidArgumentError(ClosureName(id) + " has no function name");
-  for (uint64_t resource : u.getResources()) {
+  for (uint64_t resource : ResourcesOf(u)) {
     if (!resources_.contains(resource)) {
       return NotFoundError(ClosureName(id) + " uses unknown per-worker resource " +
                            std::to_string(resource));
     }
   }
-  for (uint64_t input : u.getInputs()) {
+  for (uint64_t input : InputsOf(u)) {
     auto earlier = std::lower_bound(batch.ids.begin(), batch.ids.end(), input);
     if (earlier != batch.ids.end() && *earlier == input &&
         batch.coordinators[earlier - batch.ids.begin()] == u.getCoordinatorId()) {
@@ -99,12 +100,12 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
   closure.scheduled_micros = now;
   closure.priority = u.getPriority();
   closure.deadline_micros = u.getDeadlineMicros();
-  for (uint64_t resource : u.getResources()) closure.resources.push_back(resource);
+  for (uint64_t resource : ResourcesOf(u)) closure.resources.push_back(resource);
   // Waiting while an input is not finished; failed at once when one failed
   // or was cancelled already (as if that had happened now).
   const Closure* failed_input = nullptr;
   closure.state = ClosureState::QUEUED;
-  for (uint64_t input_id : u.getInputs()) {
+  for (uint64_t input_id : InputsOf(u)) {
     closure.inputs.push_back(input_id);
     const Closure& input = closures_.at(input_id);
     if (input.state == ClosureState::FAILED || input.state == ClosureState::CANCELLED) {
