@@ -216,13 +216,10 @@ std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max, uint64_t 
   std::vector<const ClosureCell*> out_cells;  // out[i]'s cell: in-call inputs
   uint64_t bytes = 0;
   bool failed = false;
-  for (auto it = unacknowledged_.begin(); it != unacknowledged_.end();) {
+  auto it = unacknowledged_.lower_bound(first_unsent_);
+  for (; it != unacknowledged_.end();) {
     Pending& pending = it->second;
     if (out.size() >= max) break;
-    if (pending.sent) {
-      ++it;
-      continue;
-    }
     Outgoing& c = pending.closure;
     const uint64_t size = ClosureBytes(c.function, c.args, c.resources.size(), pending.inputs.size());
     if (!out.empty() && bytes + size > max_bytes) break;  // the next call takes it, in order
@@ -258,11 +255,11 @@ std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max, uint64_t 
     }
     if (!ready) break;  // in order: the rest waits too
     bytes += size;
-    pending.sent = true;
     out.push_back(c);
     out_cells.push_back(pending.cell.get());
     ++it;
   }
+  first_unsent_ = it == unacknowledged_.end() ? next_sequence_ : it->first;
   if (failed) {
     room_changed_.notify_all();
     outcome_changed_.notify_all();
@@ -272,10 +269,7 @@ std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max, uint64_t 
 
 bool ClosureBook::has_unsent() const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [sequence, pending] : unacknowledged_) {
-    if (!pending.sent) return true;
-  }
-  return false;
+  return unacknowledged_.lower_bound(first_unsent_) != unacknowledged_.end();
 }
 
 void ClosureBook::OnAcknowledged(const std::vector<uint64_t>& sequences,
@@ -340,7 +334,7 @@ void ClosureBook::OnRefused(const std::vector<uint64_t>& sequences, const Status
 
 void ClosureBook::OnSessionStart() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [sequence, pending] : unacknowledged_) pending.sent = false;
+  first_unsent_ = 0;  // all of them go again
   releases_.insert(releases_.begin(), releases_in_flight_.begin(), releases_in_flight_.end());
   releases_in_flight_.clear();
 }

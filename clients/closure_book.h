@@ -180,7 +180,6 @@ class ClosureBook {
   struct Pending {
     Outgoing closure;
     std::shared_ptr<ClosureCell> cell;
-    bool sent = false;
     // Its input closures (held: a dropped RemoteValue must not release one
     // before this closure reaches the dispatcher).
     std::vector<std::shared_ptr<ClosureCell>> inputs;
@@ -211,6 +210,10 @@ class ClosureBook {
   uint64_t next_request_id_;
   uint64_t next_sequence_ = 1;
   std::map<uint64_t, Pending> unacknowledged_;  // by sequence: send order
+  // The closures sent in this session are those of unacknowledged_ below
+  // this sequence (they go in order, and a new session sends all again):
+  // TakeUnsent starts here instead of walking past every closure in flight.
+  uint64_t first_unsent_ = 0;
   std::unordered_map<uint64_t, std::weak_ptr<ClosureCell>> by_id_;
   std::unordered_map<uint64_t, ClosureCell> orphans_;  // outcomes nobody asked for yet
   std::vector<uint64_t> releases_;                     // to send with the next awaitResults

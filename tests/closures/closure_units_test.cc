@@ -88,6 +88,33 @@ TEST(ClosureBook, ScheduleCallsAreCutByBytesAsWellAsByCountInOrder) {
   EXPECT_EQ(rest[1].args[0], 'e');
 }
 
+// Each closure goes once per session, in order, whatever mix of sends,
+// acknowledgements and new closures comes between.
+TEST(ClosureBook, EveryUnacknowledgedClosureGoesOncePerSessionInOrder) {
+  ClosureBook book(100, 100);
+  auto add = [&book](int n) {
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(book.Add("f", "x", {}).ok());
+  };
+  add(5);
+  EXPECT_TRUE(book.has_unsent());
+  auto first = book.TakeUnsent(3);
+  EXPECT_EQ(SequencesOf(first), (std::vector<uint64_t>{1, 2, 3}));
+  Acknowledge(book, {first[0]}, 100);  // 1 is acknowledged; 2 and 3 are in flight
+  add(2);
+  auto second = book.TakeUnsent(10);
+  EXPECT_EQ(SequencesOf(second), (std::vector<uint64_t>{4, 5, 6, 7}));
+  EXPECT_FALSE(book.has_unsent());
+  EXPECT_TRUE(book.TakeUnsent(10).empty()) << "sent twice in one session";
+  Acknowledge(book, {second[3]}, 107);  // 7 is acknowledged out of order
+  book.OnSessionStart();
+  EXPECT_TRUE(book.has_unsent());
+  auto again = book.TakeUnsent(10);
+  EXPECT_EQ(SequencesOf(again), (std::vector<uint64_t>{2, 3, 4, 5, 6}));
+  add(1);
+  EXPECT_EQ(SequencesOf(book.TakeUnsent(10)), (std::vector<uint64_t>{8}));
+  EXPECT_FALSE(book.has_unsent());
+}
+
 TEST(ClosureBook, ANewSessionResendsUnacknowledgedClosuresWithTheirRequestIds) {
   ClosureBook book(10, 100);
   ASSERT_TRUE(book.Add("echo", "a", {}).ok());
