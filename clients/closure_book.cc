@@ -217,7 +217,7 @@ std::vector<ClosureBook::Outgoing> ClosureBook::TakeUnsent(size_t max, uint64_t 
   uint64_t bytes = 0;
   bool failed = false;
   auto it = unacknowledged_.lower_bound(first_unsent_);
-  for (; it != unacknowledged_.end();) {
+  while (it != unacknowledged_.end()) {
     Pending& pending = it->second;
     if (out.size() >= max) break;
     Outgoing& c = pending.closure;

@@ -73,8 +73,6 @@ class SortedIdSet {
     ids_.erase(std::unique(from, ids_.end()), ids_.end());
   }
 
-  bool operator==(const SortedIdSet&) const = default;
-
  private:
   std::vector<uint64_t> ids_;  // sorted, distinct
 };
