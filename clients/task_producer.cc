@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "clients/element_list.h"
 #include "common/log.h"
 #include "common/rpc_status.h"
 
@@ -15,12 +16,6 @@ namespace {
 // filled the whole 64 MiB buffer before a waiting request was answered.
 constexpr size_t kElementsPerTurn = 1024;
 constexpr size_t kBytesPerTurn = 1 << 20;
-// Elements at least this large are referenced by the reply, not copied into
-// it (each becomes a message segment of its own, so small ones are copied).
-constexpr size_t kExternalElementBytes = 64 << 10;
-// Cap'n Proto refuses to read a message of 512 segments or more: the rest of
-// a reply's elements are copied.
-constexpr size_t kMaxExternalElements = 256;
 
 std::string TaskName(uint64_t id) { return "task " + std::to_string(id); }
 
@@ -151,19 +146,7 @@ void TaskProducer::Fill(const ConsumerState& state, rpc::ElementResult::Builder 
   result.setStatus(state.status);
   result.setRound(state.round);
   const std::vector<std::string>& reply = *state.reply;
-  auto list = result.initElements(static_cast<unsigned>(reply.size()));
-  auto orphanage = capnp::Orphanage::getForMessageContaining(result);
-  size_t external = 0;
-  for (size_t i = 0; i < reply.size(); ++i) {
-    const std::string& e = reply[i];
-    capnp::Data::Reader bytes(reinterpret_cast<const capnp::byte*>(e.data()), e.size());
-    if (e.size() >= kExternalElementBytes && external++ < kMaxExternalElements) {
-      // Written from where it lies: no zeroed segment, no copy.
-      list.adopt(i, orphanage.referenceExternalData(bytes));
-    } else {
-      list.set(i, bytes);
-    }
-  }
+  SetElementList(reply, result.initElements(static_cast<unsigned>(reply.size())));
   *pin = state.reply;
 }
 

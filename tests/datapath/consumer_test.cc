@@ -107,25 +107,30 @@ TEST(Consumer, OpenGoesOnOnTheNextConnectionWhenTheFirstDropsBeforeTheJobIsOpen)
 }
 
 TEST(Consumer, ReadsLargeElementsIntact) {
-  // Elements of 64 KiB and more go out by reference to the worker's buffer:
-  // every byte must still arrive, once, in order.
-  constexpr uint64_t kCount = 40, kSize = 300000;
-  DataCluster cluster;
-  cluster.StartWorker(0);
-  auto options =
-      cluster.ReaderOf("synthetic size=300000 count=40 splits=4", rpc::ProcessingMode::OFF);
-  options.max_bytes_per_call = 1 << 20;  // several replies
-  BackgroundRead read(options);
-  Status status = read.Join();
-  ASSERT_TRUE(status.ok()) << status.ToString();
-  ASSERT_EQ(read.elements().size(), kCount);
-  for (uint64_t i = 0; i < kCount; ++i) {
-    const std::string& data = read.elements()[i].data;
-    ASSERT_EQ(data.size(), kSize);
-    uint64_t index = 0;
-    std::memcpy(&index, data.data(), sizeof(index));
-    EXPECT_EQ(index, i);
-    EXPECT_EQ(data.find_first_not_of('x', sizeof(index)), std::string::npos) << "element " << i;
+  // Elements of 4 KiB and more go out by reference to the worker's buffer,
+  // one message segment each (10 KiB ones: about 100 per reply): every byte
+  // must still arrive, once, in order.
+  for (const uint64_t size : {10240, 300000}) {
+    SCOPED_TRACE("elements of " + std::to_string(size) + " bytes");
+    const uint64_t count = size < 100000 ? 400 : 40;
+    DataCluster cluster;
+    cluster.StartWorker(0);
+    auto options = cluster.ReaderOf("synthetic size=" + std::to_string(size) +
+                                        " count=" + std::to_string(count) + " splits=4",
+                                    rpc::ProcessingMode::OFF);
+    options.max_bytes_per_call = 1 << 20;  // several replies
+    BackgroundRead read(options);
+    Status status = read.Join();
+    ASSERT_TRUE(status.ok()) << status.ToString();
+    ASSERT_EQ(read.elements().size(), count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const std::string& data = read.elements()[i].data;
+      ASSERT_EQ(data.size(), size);
+      uint64_t index = 0;
+      std::memcpy(&index, data.data(), sizeof(index));
+      EXPECT_EQ(index, i);
+      EXPECT_EQ(data.find_first_not_of('x', sizeof(index)), std::string::npos) << "element " << i;
+    }
   }
 }
 
