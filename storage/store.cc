@@ -70,8 +70,9 @@ Result<uint64_t> Store::Commit(const Batch& batch) {
   // The next slice of records the snapshot covers goes in this transaction.
   uint64_t truncate_through = 0;
   if (journal_first_seq_ <= snapshot_seq_ && options_.truncate_records_per_commit > 0) {
-    truncate_through =
-        std::min(snapshot_seq_, journal_first_seq_ + options_.truncate_records_per_commit - 1);
+    auto slice_end = TruncationSliceEnd(batch.payload_bytes());
+    if (!slice_end.ok()) return FailStop(slice_end.status());
+    truncate_through = *slice_end;
   }
   Status status = WriteBatch(batch, first, truncate_through);
   if (!status.ok()) return FailStop(std::move(status));
@@ -80,6 +81,32 @@ Result<uint64_t> Store::Commit(const Batch& batch) {
   if (truncate_through > 0) journal_first_seq_ = truncate_through + 1;
   if (!defers_sync()) WriteMark(last_seq_, options_.synchronous == Synchronous::kFull);
   return last_seq_;
+}
+
+Result<uint64_t> Store::TruncationSliceEnd(size_t batch_bytes) {
+  const uint64_t last =
+      std::min(snapshot_seq_, journal_first_seq_ + options_.truncate_records_per_commit - 1);
+  if (options_.truncate_bytes_per_commit == 0) return last;
+  const uint64_t budget =
+      std::max<uint64_t>(options_.truncate_bytes_per_commit, 2 * static_cast<uint64_t>(batch_bytes));
+  ScopedReset reset(select_record_sizes_);
+  select_record_sizes_.BindInt(1, static_cast<int64_t>(journal_first_seq_));
+  select_record_sizes_.BindInt(2, static_cast<int64_t>(last));
+  uint64_t through = 0;  // none yet: the first record is taken whatever its size
+  uint64_t bytes = 0;
+  for (;;) {
+    const int rc = select_record_sizes_.Step();
+    if (rc == SQLITE_DONE) return last;
+    if (rc != SQLITE_ROW) {
+      return SqliteStatus(db_.get(), rc,
+                          "reading the sizes of journal records " + Range(journal_first_seq_, last) +
+                              " in " + db_path_ + " (covered by the snapshot)");
+    }
+    const uint64_t size = static_cast<uint64_t>(select_record_sizes_.ColumnInt(1));
+    if (through != 0 && bytes + size > budget) return through;
+    bytes += size;
+    through = static_cast<uint64_t>(select_record_sizes_.ColumnInt(0));
+  }
 }
 
 void Store::WriteMark(uint64_t seq, bool synced) {

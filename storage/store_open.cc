@@ -316,6 +316,9 @@ Status Store::PrepareStatements() {
       {&select_old_snapshots_, "SELECT name FROM snapshot_file WHERE seq < ?1"},
       {&delete_old_snapshots_, "DELETE FROM snapshot_file WHERE seq < ?1"},
       {&truncate_journal_, "DELETE FROM journal WHERE seq <= ?1"},
+      // length() of a blob reads the record's header, not its overflow pages.
+      {&select_record_sizes_,
+       "SELECT seq, length(body) FROM journal WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"},
       {&select_snapshot_,
        "SELECT seq, name, size, crc FROM snapshot_file ORDER BY seq DESC LIMIT 1"},
       {&put_dataset_,

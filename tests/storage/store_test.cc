@@ -232,6 +232,49 @@ TEST(Store, SnapshotCoveredRecordsAreDeletedASliceAtATimeByLaterCommits) {
   ExpectPayloads(*store, 13, 24);
 }
 
+// A slice is bounded by bytes as well as by records: big covered records are
+// deleted a few per commit (at least one), more when the commit itself writes
+// more, so truncation never turns into one long delete on the loop thread.
+TEST(Store, SnapshotCoveredRecordsAreDeletedInSlicesBoundedByBytes) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.truncate_records_per_commit = 100;
+  options.truncate_bytes_per_commit = 10 << 10;
+  auto store = MustOpen(options);
+  ASSERT_NE(store, nullptr);
+  const std::string db_path = store->db_path();
+  Batch big;
+  for (int i = 0; i < 20; ++i) big.AddRecord(std::string(4 << 10, static_cast<char>('a' + i)));
+  big.AddRecord(std::string(30 << 10, 'z'));  // record 21: over the budget on its own
+  for (int i = 0; i < 4; ++i) big.AddRecord(std::string(4 << 10, 'y'));
+  ASSERT_TRUE(store->Commit(big).ok());
+  ASSERT_TRUE(store->WriteSnapshot(25, "s25").ok());
+
+  auto commit_one = [&](size_t bytes) {
+    Batch batch;
+    batch.AddRecord(std::string(bytes, 'n'));
+    ASSERT_TRUE(store->Commit(batch).ok());
+  };
+  // A small commit: 10 KiB of 4 KiB records is two of them.
+  commit_one(10);
+  EXPECT_EQ(store->journal_first_seq(), 3u);
+  EXPECT_EQ(CountRows(db_path, "journal WHERE seq <= 25"), 23);
+  // A commit of 12 KiB may delete 24 KiB: six records.
+  commit_one(12 << 10);
+  EXPECT_EQ(store->journal_first_seq(), 9u);
+  for (int i = 0; i < 6; ++i) commit_one(10);
+  EXPECT_EQ(store->journal_first_seq(), 21u);
+  // A record over the budget still goes, alone.
+  commit_one(10);
+  EXPECT_EQ(store->journal_first_seq(), 22u);
+  commit_one(10);
+  commit_one(10);
+  EXPECT_EQ(store->journal_first_seq(), 26u);
+  EXPECT_EQ(store->pending_truncation(), 0u);
+  EXPECT_EQ(CountRows(db_path, "journal WHERE seq <= 25"), 0);
+  EXPECT_EQ(CountRows(db_path, "journal"), static_cast<int64_t>(store->last_seq() - 25));
+}
+
 TEST(Store, ReopenWithCoveredRecordsStillPresentReplaysOnlyAfterTheSnapshot) {
   TempDir tmp;
   StoreOptions options = OptionsFor(tmp.path());
