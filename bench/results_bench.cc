@@ -16,8 +16,10 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "bench/ping_probe.h"
 #include "bench/registry.h"
 #include "clients/pattern_bytes.h"
 #include "common/flag_parser.h"
@@ -38,6 +40,8 @@ struct ResultsFlags {
   std::string dispatcher_binary = testing::DispatcherBinary();
   std::string synchronous = "normal";
   std::string restart = "true";  // kill -9 and recover before fetching
+  uint64_t ping_hz = 1000;
+  uint64_t idle_ms = 2000;
 };
 
 double MiB(uint64_t bytes) { return bytes / 1048576.0; }
@@ -105,6 +109,10 @@ int RunResultsBench(int argc, char** argv) {
                    "true: kill -9 the dispatcher and restart it before fetching; false: fetch "
                    "from the process that received the results",
                    &flags.restart);
+  parser.AddUint("ping-hz", "pings per second while results are stored and fetched",
+                 &flags.ping_hz, 1, 100000);
+  parser.AddUint("idle-ms", "pinging an idle dispatcher first for this long (the floor)",
+                 &flags.idle_ms, 1, 600000);
   ParseFlagsOrExit(parser, argc, argv);
 
   testing::TempDir dir;
@@ -118,8 +126,16 @@ int RunResultsBench(int argc, char** argv) {
     if (!worker.ReadLine(std::chrono::seconds(30))) throw std::runtime_error("no worker");
   }
 
+  PingFigures idle_pings;
+  {
+    PingProbe probe(dispatcher.address(), flags.ping_hz);
+    std::this_thread::sleep_for(std::chrono::milliseconds(flags.idle_ms));
+    idle_pings = probe.Stop();
+  }
+
   std::map<uint64_t, uint64_t> seed_of;
   auto begin = Clock::now();
+  auto store_probe = std::make_unique<PingProbe>(dispatcher.address(), flags.ping_hz);
   {
     testing::ClientLoop loop;
     auto conn = loop.Connect(dispatcher.address());
@@ -152,6 +168,7 @@ int RunResultsBench(int argc, char** argv) {
     }
   }
   const double run_seconds = Seconds(begin);
+  const PingFigures store_pings = store_probe->Stop();
   const uint64_t rss_held = RssBytes(dispatcher.pid());
   double recovery_seconds = 0;
   uint64_t rss_recovered = rss_held;
@@ -171,9 +188,13 @@ int RunResultsBench(int argc, char** argv) {
   printf("%-44s %12.1f\n", "VmRSS after kill -9 and recovery (MiB)", MiB(rss_recovered));
   printf("%-44s %12.2f\n", "recovery: start to listening (s)", recovery_seconds);
   printf("%-44s %12.2f\n", "schedule, run and hold them all (s)", run_seconds);
+  printf("pings at %llu Hz, idle dispatcher:  %s\n", static_cast<unsigned long long>(flags.ping_hz),
+         FormatPingFigures(idle_pings).c_str());
+  printf("pings while results are stored: %s\n", FormatPingFigures(store_pings).c_str());
   fflush(stdout);
 
   begin = Clock::now();
+  auto fetch_probe = std::make_unique<PingProbe>(dispatcher.address(), flags.ping_hz);
   uint64_t fetched = 0;
   uint64_t wrong = 0;
   uint64_t replies = 0;
@@ -215,12 +236,15 @@ int RunResultsBench(int argc, char** argv) {
                        loop.Every(std::chrono::milliseconds(50)), std::chrono::minutes(10));
   }
   const double fetch_seconds = Seconds(begin);
+  const PingFigures fetch_pings = fetch_probe->Stop();
   const uint64_t rss_fetched = RssBytes(dispatcher.pid());
   dispatcher.Kill9();
 
   printf("%-44s %12.2f\n", "fetch and release them all (s)", fetch_seconds);
   printf("%-44s %12.1f\n", "fetch rate (MiB/s)", MiB(held) / fetch_seconds);
   printf("%-44s %12llu\n", "awaitResults replies", static_cast<unsigned long long>(replies));
+  printf("pings while results are fetched and released: %s\n",
+         FormatPingFigures(fetch_pings).c_str());
   printf("%-44s %12.1f\n", "VmRSS after fetching them all (MiB)", MiB(rss_fetched));
   printf("%-44s %12llu\n", "results fetched wrong (must be 0)", static_cast<unsigned long long>(wrong));
   return wrong == 0 ? 0 : 1;

@@ -208,9 +208,9 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-TEST(DispatcherProcess, RunsWithTheLargerMallocCacheItSetsForItself) {
+TEST(DispatcherProcess, RunsWithTheMallocTunablesItSetsForItself) {
   ScopedEnv no_tunables("GLIBC_TUNABLES", "");
-  EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=4096");
+  EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=4096:glibc.malloc.hugetlb=1");
 }
 
 // Re-executed for its malloc setting, it still goes by its binary's name:
@@ -222,18 +222,24 @@ TEST(DispatcherProcess, KeepsItsNameWhenItReexecutesItself) {
   std::string name;
   std::getline(comm, name);
   EXPECT_EQ(name, "dispatcher");
-  EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=4096")
+  EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=4096:glibc.malloc.hugetlb=1")
       << "the re-execution is what this test is about";
 }
 
 TEST(DispatcherProcess, KeepsTheOperatorsMallocTunables) {
   {
     ScopedEnv other("GLIBC_TUNABLES", "glibc.malloc.mxfast=64");
-    EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.mxfast=64:glibc.malloc.tcache_count=4096");
+    EXPECT_EQ(MallocTunablesOfADispatcher(),
+              "glibc.malloc.mxfast=64:glibc.malloc.tcache_count=4096:glibc.malloc.hugetlb=1");
   }
   {
+    // Each tunable the operator set is kept; only the missing one is added.
     ScopedEnv own("GLIBC_TUNABLES", "glibc.malloc.tcache_count=16");
-    EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=16");
+    EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.tcache_count=16:glibc.malloc.hugetlb=1");
+  }
+  {
+    ScopedEnv own("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0:glibc.malloc.tcache_count=16");
+    EXPECT_EQ(MallocTunablesOfADispatcher(), "glibc.malloc.hugetlb=0:glibc.malloc.tcache_count=16");
   }
   {
     ScopedEnv unset_after("GLIBC_TUNABLES", "");

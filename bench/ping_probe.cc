@@ -1,0 +1,95 @@
+#include "bench/ping_probe.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include <chrono>
+
+#include <capnp/ez-rpc.h>
+#include <kj/async-io.h>
+#include <kj/async.h>
+#include <kj/debug.h>
+
+#include "bench/latency.h"
+#include "schema/dispatcher.capnp.h"
+
+namespace dispatch::bench {
+namespace {
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+}  // namespace
+
+PingProbe::PingProbe(std::string address, uint64_t hz)
+    : address_(std::move(address)), hz_(hz == 0 ? 1 : hz), thread_([this]() { Run(); }) {}
+
+PingProbe::~PingProbe() {
+  if (thread_.joinable()) Stop();
+}
+
+void PingProbe::Run() {
+  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
+    capnp::EzRpcClient client(address_.c_str());
+    auto& ws = client.getWaitScope();
+    auto& timer = client.getIoProvider().getTimer();
+    auto dispatcher =
+        client.getMain<rpc::Gateway>().authenticateRequest().send().wait(ws).getDispatcher();
+    const uint64_t period_ns = 1000000000ull / hz_;
+    kj::Vector<kj::Promise<void>> pending;
+    uint64_t next = NowNs();
+    while (!stop_.load()) {
+      const uint64_t now = NowNs();
+      if (next > now) {
+        timer.afterDelay((next - now) * kj::NANOSECONDS).wait(ws);
+        continue;
+      }
+      pings_.push_back(Ping{next, 0});
+      Ping* ping = &pings_.back();  // deque: stays put as more are appended
+      pending.add(dispatcher.pingRequest()
+                      .send()
+                      .then([ping](auto&&) { ping->done_ns = NowNs(); },
+                            [](kj::Exception&&) {})
+                      .eagerlyEvaluate(nullptr));
+      next += period_ns;
+    }
+    kj::joinPromises(pending.releaseAsArray()).wait(ws);
+  })) {
+    fprintf(stderr, "ping probe: %s\n", e->getDescription().cStr());
+  }
+}
+
+PingFigures PingProbe::Stop() {
+  stop_ = true;
+  thread_.join();
+  PingFigures f;
+  LatencySamples samples;
+  for (const Ping& p : pings_) {
+    ++f.pings;
+    if (p.done_ns == 0) {
+      ++f.unanswered;
+      continue;
+    }
+    samples.Add(p.done_ns > p.scheduled_ns ? p.done_ns - p.scheduled_ns : 0);
+  }
+  if (samples.count() > 0) {
+    f.p50_ms = samples.PercentileMicros(50) / 1000;
+    f.p99_ms = samples.PercentileMicros(99) / 1000;
+    f.p999_ms = samples.PercentileMicros(99.9) / 1000;
+    f.max_ms = samples.PercentileMicros(100) / 1000;
+  }
+  return f;
+}
+
+std::string FormatPingFigures(const PingFigures& f) {
+  char line[160];
+  snprintf(line, sizeof line, "p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f ms (%zu pings%s)",
+           f.p50_ms, f.p99_ms, f.p999_ms, f.max_ms, f.pings,
+           f.unanswered > 0 ? ", some unanswered" : "");
+  return line;
+}
+
+}  // namespace dispatch::bench
