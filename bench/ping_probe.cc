@@ -52,8 +52,8 @@ void PingProbe::Run() {
         timer.afterDelay((next - now) * kj::NANOSECONDS).wait(ws);
         continue;
       }
-      pings_.push_back(Ping{next, 0});
-      Ping* ping = &pings_.back();  // deque: stays put as more are appended
+      pings_.push_back(PingSample{next, 0});
+      PingSample* ping = &pings_.back();  // deque: stays put as more are appended
       pending.add(dispatcher.pingRequest().send().then(
           [ping](auto&&) { ping->done_ns = NowNs(); }));
       next += period_ns;
@@ -66,17 +66,24 @@ void PingProbe::Run() {
   }
 }
 
-PingFigures PingProbe::Stop() {
+std::vector<PingSample> PingProbe::Stop() {
   stop_ = true;
   thread_.join();
+  return std::vector<PingSample>(pings_.begin(), pings_.end());
+}
+
+PingFigures SummarizePings(const std::vector<PingSample>& pings,
+                           const std::function<bool(const PingSample&)>& keep) {
   PingFigures f;
   LatencySamples samples;
-  for (const Ping& p : pings_) {
+  for (const PingSample& p : pings) {
+    if (keep && !keep(p)) continue;
     ++f.pings;
     if (p.done_ns == 0) {
       ++f.unanswered;
       continue;
     }
+    // A ping can leave a few microseconds before its tick (timer rounding).
     samples.Add(p.done_ns > p.scheduled_ns ? p.done_ns - p.scheduled_ns : 0);
   }
   if (samples.count() > 0) {

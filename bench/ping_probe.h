@@ -8,15 +8,23 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dispatch::bench {
 
+// One ping, in CLOCK_MONOTONIC nanoseconds (steady_clock, uv_hrtime).
+struct PingSample {
+  uint64_t scheduled_ns = 0;  // its tick
+  uint64_t done_ns = 0;       // its reply; 0: none (the connection broke first)
+};
+
 struct PingFigures {
   size_t pings = 0;
-  size_t unanswered = 0;  // the connection broke first
-  double p50_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0;
+  size_t unanswered = 0;
+  double p50_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0;  // of the answered ones
 };
 
 class PingProbe {
@@ -29,24 +37,24 @@ class PingProbe {
   PingProbe& operator=(const PingProbe&) = delete;
 
   // Stops sending, waits for the replies still due (or the connection's end)
-  // and summarises every ping sent. Call once.
-  PingFigures Stop();
+  // and returns every ping sent, in order. Call once.
+  std::vector<PingSample> Stop();
 
  private:
-  struct Ping {
-    uint64_t scheduled_ns = 0;
-    uint64_t done_ns = 0;  // 0: no reply
-  };
   void Run();
 
   const std::string address_;
   const uint64_t hz_;
   std::atomic<bool> stop_{false};
-  std::deque<Ping> pings_;  // written by the probe thread only, read after join
+  std::deque<PingSample> pings_;  // written by the probe thread only, read after join
   std::thread thread_;
 };
 
-// "  p50 0.123  p99 0.456  p99.9 1.234  max 5.678 ms (12345 pings)"
+// The figures of the pings `keep` accepts (every ping when it is empty).
+PingFigures SummarizePings(const std::vector<PingSample>& pings,
+                           const std::function<bool(const PingSample&)>& keep = {});
+
+// "p50 0.123  p99 0.456  p99.9 1.234  max 5.678 ms (12345 pings)"
 std::string FormatPingFigures(const PingFigures& f);
 
 }  // namespace dispatch::bench

@@ -130,7 +130,7 @@ int RunResultsBench(int argc, char** argv) {
   {
     PingProbe probe(dispatcher.address(), flags.ping_hz);
     std::this_thread::sleep_for(std::chrono::milliseconds(flags.idle_ms));
-    idle_pings = probe.Stop();
+    idle_pings = SummarizePings(probe.Stop());
   }
 
   std::map<uint64_t, uint64_t> seed_of;
@@ -168,7 +168,7 @@ int RunResultsBench(int argc, char** argv) {
     }
   }
   const double run_seconds = Seconds(begin);
-  const PingFigures store_pings = store_probe->Stop();
+  const PingFigures store_pings = SummarizePings(store_probe->Stop());
   const uint64_t rss_held = RssBytes(dispatcher.pid());
   double recovery_seconds = 0;
   uint64_t rss_recovered = rss_held;
@@ -236,7 +236,7 @@ int RunResultsBench(int argc, char** argv) {
                        loop.Every(std::chrono::milliseconds(50)), std::chrono::minutes(10));
   }
   const double fetch_seconds = Seconds(begin);
-  const PingFigures fetch_pings = fetch_probe->Stop();
+  const PingFigures fetch_pings = SummarizePings(fetch_probe->Stop());
   const uint64_t rss_fetched = RssBytes(dispatcher.pid());
   dispatcher.Kill9();
 
