@@ -143,7 +143,19 @@ kj::Promise<void> LeaderElection::CampaignNow() {
       // Deleted between the compare and the read: try again.
       return io_.timer().afterDelay(Period()).then([this]() { return CampaignOnce(); });
     }
-    Follow(result->responses[0].range.kvs[0], result->revision + 1);
+    const KeyValue& holder = result->responses[0].range.kvs[0];
+    if (holder.lease == lease_id_) {
+      // The key is ours: an earlier campaign's put landed but its answer
+      // was lost (a timed-out request). Following it would follow ourselves
+      // for ever, as our own keepalives keep the key.
+      Log(LogLevel::kWarning, "etcd leader key ", options_.key, " already holds our lease ", lease_id_,
+          " (an earlier campaign's put landed unanswered): leading");
+      leading_ = true;
+      leader_revision_ = holder.create_revision;
+      callbacks_.elected(leader_revision_);
+      return kj::READY_NOW;
+    }
+    Follow(holder, result->revision + 1);
     return kj::READY_NOW;
   });
 }

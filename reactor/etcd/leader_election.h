@@ -8,7 +8,9 @@
 // leader revision (the key's create revision: the fencing token every
 // journal transaction compares against); a loser is told who leads, watches
 // the key, and campaigns again when it is deleted (the holder's lease expired
-// or was revoked). A watch can stall without ending (seen once under heavy
+// or was revoked). A key read back that holds this candidate's own lease is
+// its own earlier put, landed while the answer was lost (a timed-out
+// request): it leads then, with that key's create revision. A watch can stall without ending (seen once under heavy
 // load), so a loser also reads the key once per TTL and campaigns when it is
 // gone or belongs to another holder than the one it follows.
 // Leadership (and candidacy) ends for good, with `lost` called once, when

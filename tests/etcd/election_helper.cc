@@ -4,7 +4,8 @@
 // (then it exits with 3, as a dispatcher that lost its lease stops serving).
 // With $ELECTION_HELPER_READY_FILE set, each campaign waits until that file
 // exists (LeaderElectionCallbacks::ready_to_lead, as a loading standby does),
-// printing "holding back" when it has to wait.
+// printing "holding back" when it has to wait. With $ELECTION_HELPER_SAY_LEASE
+// set it first prints "granted LEASE" (hex) once its lease is granted.
 #include <unistd.h>
 
 #include <cstdio>
@@ -50,6 +51,11 @@ int main(int argc, char** argv) {
       std::printf("leader %lld lease %llx\n", static_cast<long long>(revision),
                   static_cast<unsigned long long>(self->lease_id()));
     };
+    if (std::getenv("ELECTION_HELPER_SAY_LEASE") != nullptr) {
+      callbacks.granted = [](int64_t lease) {
+        std::printf("granted %llx\n", static_cast<unsigned long long>(lease));
+      };
+    }
     callbacks.following = [](const etcd::KeyValue& leader) { std::printf("following %s\n", leader.value.c_str()); };
     callbacks.lost = [&](const Status& why) {
       std::printf("lost %s\n", why.ToString().c_str());

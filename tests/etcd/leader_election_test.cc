@@ -47,6 +47,16 @@ class LeaderElectionTest : public ::testing::Test {
     return candidate;
   }
 
+  // A candidate that says its lease ("granted HEX") and whose campaigns wait
+  // until `ready_file` exists.
+  std::unique_ptr<Subprocess> GatedCandidateSayingItsLease(const std::string& name,
+                                                           const std::string& ready_file) {
+    setenv("ELECTION_HELPER_SAY_LEASE", "1", 1);
+    auto candidate = GatedCandidate(name, ready_file);
+    unsetenv("ELECTION_HELPER_SAY_LEASE");
+    return candidate;
+  }
+
   // The candidate's next line, or "" at the deadline.
   static std::string Next(Subprocess& p) { return p.ReadLine(kTestDeadline).value_or(""); }
 
@@ -138,6 +148,30 @@ TEST_F(LeaderElectionTest, ACandidateNotReadyToLeadCampaignsOnlyOnceItIs) {
   { std::ofstream(ready).put('1'); }
   const std::string led = Next(*b);
   EXPECT_EQ(led.rfind("leader ", 0), 0u) << led;
+}
+
+// A campaign whose transaction committed but whose answer was lost (the
+// request timed out under load) campaigns again and reads the key back: it
+// holds the candidate's own lease. Following that key would follow itself
+// for ever, since its own keepalives keep the key; it must lead. The lost
+// answer is staged: the test puts the key with the candidate's lease while
+// the candidate holds its campaign back.
+TEST_F(LeaderElectionTest, ACampaignThatFindsItsOwnLeaseOnTheKeyLeads) {
+  TempDir dir;
+  const std::string ready = dir.File("ready");
+  auto a = GatedCandidateSayingItsLease("a", ready);
+  const std::string granted = Next(*a);
+  ASSERT_EQ(granted.rfind("granted ", 0), 0u) << granted;
+  const std::string lease = granted.substr(8);
+  ASSERT_EQ(Next(*a), "holding back");
+  Subprocess put({"/usr/bin/etcdctl", "--endpoints=" + cluster_.EndpointList(), "put", kKey, "a",
+                  "--lease=" + lease});
+  auto put_status = put.Wait(kTestDeadline);
+  ASSERT_TRUE(put_status.has_value() && WIFEXITED(*put_status) && WEXITSTATUS(*put_status) == 0);
+  { std::ofstream(ready).put('1'); }
+  const std::string led = Next(*a);
+  EXPECT_EQ(led.rfind("leader ", 0), 0u) << led;
+  EXPECT_EQ(led.substr(led.find(" lease ") + 7), lease) << led;
 }
 
 }  // namespace
