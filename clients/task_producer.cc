@@ -21,13 +21,24 @@ std::string TaskName(uint64_t id) { return "task " + std::to_string(id); }
 
 }  // namespace
 
-kj::Promise<void> TaskProducer::Signal::Wait() {
+kj::Promise<void> ChangeSignal::Wait() {
+  // Waits given up (a call that timed out or whose connection closed) leave
+  // their fulfillers here until the next Notify, which may be long in coming
+  // (a worker's directory between tasks): drop them once they could pile up.
+  if (waiters_.size() >= prune_at_) {
+    kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> live;
+    for (auto& waiter : waiters_) {
+      if (waiter->isWaiting()) live.add(kj::mv(waiter));
+    }
+    waiters_ = kj::mv(live);
+    prune_at_ = std::max<size_t>(kMinPruneAt, 2 * waiters_.size());
+  }
   auto paf = kj::newPromiseAndFulfiller<void>();
   waiters_.add(kj::mv(paf.fulfiller));
   return kj::mv(paf.promise);
 }
 
-void TaskProducer::Signal::Notify() {
+void ChangeSignal::Notify() {
   auto waiters = kj::mv(waiters_);
   for (auto& waiter : waiters) waiter->fulfill();
 }
@@ -320,9 +331,15 @@ void TaskProducer::ForgetConsumer(uint64_t consumer_id) {
   changed_.Notify();
 }
 
+void ProducerDirectory::Add(TaskProducer* producer) {
+  producers_[producer->task_id()] = producer;
+  changed_.Notify();
+}
+
 void ProducerDirectory::Remove(TaskProducer* producer) {
   auto it = producers_.find(producer->task_id());
   if (it != producers_.end() && it->second == producer) producers_.erase(it);
+  changed_.Notify();
 }
 
 TaskProducer* ProducerDirectory::Find(uint64_t task_id) const {
@@ -333,6 +350,7 @@ TaskProducer* ProducerDirectory::Find(uint64_t task_id) const {
 void ProducerDirectory::MarkFinished(uint64_t task_id) {
   finished_.insert(task_id);
   if (finished_.size() > kMaxFinished) finished_.erase(finished_.begin());
+  changed_.Notify();
 }
 
 kj::Own<TaskHandler> ProducingTaskFactory::CreateHandler(const TaskDescription& task) {

@@ -65,6 +65,22 @@ class ElementBufferPool {
 
 class ProducerDirectory;
 
+// Fulfils every waiter at once, in the order they began waiting: their
+// continuations then run in that order too, so calls waiting on it are
+// answered first come, first served.
+class ChangeSignal {
+ public:
+  kj::Promise<void> Wait();
+  void Notify();
+  // Fulfillers held: every wait since the last Notify, less those dropped.
+  size_t held() const { return waiters_.size(); }
+  static constexpr size_t kMinPruneAt = 64;
+
+ private:
+  kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> waiters_;
+  size_t prune_at_ = kMinPruneAt;  // waiters_ is pruned when it grows this long
+};
+
 class TaskProducer final : public TaskHandler {
  public:
   TaskProducer(const TaskDescription& task, const DatasetKindRegistry& kinds,
@@ -105,16 +121,6 @@ class TaskProducer final : public TaskHandler {
     std::vector<bool> taken;
     size_t remaining = 0;
   };
-  // Fulfils every waiter at once.
-  class Signal {
-   public:
-    kj::Promise<void> Wait();
-    void Notify();
-
-   private:
-    kj::Vector<kj::Own<kj::PromiseFulfiller<void>>> waiters_;
-  };
-
   kj::Promise<void> ProduceDynamic(TaskContext& context);
   kj::Promise<void> Pump(std::shared_ptr<ElementSource> source);
   kj::Promise<void> WhenAllAcknowledged();
@@ -139,9 +145,9 @@ class TaskProducer final : public TaskHandler {
   kj::Maybe<kj::Exception> failure_;
   std::map<uint64_t, ConsumerState> consumers_;
   std::map<int64_t, Round> rounds_;
-  Signal changed_;
-  Signal room_;
-  Signal acknowledged_;
+  ChangeSignal changed_;
+  ChangeSignal room_;
+  ChangeSignal acknowledged_;
 };
 
 // The producers a worker runs, by task, and the tasks that finished here (so
@@ -152,17 +158,23 @@ class ProducerDirectory {
   explicit ProducerDirectory(uint64_t spare_limit_bytes = ProducerLimits().max_buffered_bytes)
       : spares_(std::make_shared<ElementBufferPool>(spare_limit_bytes)) {}
   const std::shared_ptr<ElementBufferPool>& spares() const { return spares_; }
-  void Add(TaskProducer* producer) { producers_[producer->task_id()] = producer; }
+  void Add(TaskProducer* producer);
   void Remove(TaskProducer* producer);
   TaskProducer* Find(uint64_t task_id) const;
   void MarkFinished(uint64_t task_id);
   bool Finished(uint64_t task_id) const { return finished_.contains(task_id); }
+  // Resolves when a producer is added or removed or a task finishes: a call
+  // for a task this worker does not run yet waits on it, in line with the
+  // calls that wait for the same task's elements (a reader takes the replies
+  // of its calls in the order it sent them, so they must be answered so).
+  kj::Promise<void> WhenChanged() { return changed_.Wait(); }
 
  private:
   static constexpr size_t kMaxFinished = 1 << 16;  // the oldest are forgotten
   std::map<uint64_t, TaskProducer*> producers_;
   std::set<uint64_t> finished_;
   const std::shared_ptr<ElementBufferPool> spares_;
+  ChangeSignal changed_;
 };
 
 // Creates a TaskProducer for every task.

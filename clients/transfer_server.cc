@@ -19,9 +19,6 @@
 namespace dispatch::clients {
 namespace {
 
-// How often a call for a task this worker does not run yet looks again.
-constexpr auto kUnknownTaskPoll = 20 * kj::MILLISECONDS;
-
 // Cap'n Proto applies one size limit to both directions: it must fit the
 // largest reply (ProducerLimits::max_reply_bytes plus one element, which may
 // be large); requests are tiny, and the nesting limit keeps them flat.
@@ -86,10 +83,15 @@ class TransferServer::Session final : public rpc::WorkerData::Server {
         NotReady(init());
         return kj::READY_NOW;
       }
-      // Not started here yet (the dispatcher's push may still be on its way).
-      const kj::TimePoint next = std::min(deadline, timer_.now() + kUnknownTaskPoll);
-      return timer_.atTime(next).then(
-          [this, task_id, ask, deadline, init = kj::mv(init)]() mutable {
+      // Not started here yet (the dispatcher's push may still be on its
+      // way). Woken in line with the other calls for it: one that arrives
+      // once the task runs is not answered before this one (it was, when
+      // this one polled every 20 ms, and a reader then read a later batch
+      // of elements first).
+      return directory_.WhenChanged()
+          .exclusiveJoin(timer_.atTime(deadline))
+          .then([]() {}, [](kj::Exception&&) {})
+          .then([this, task_id, ask, deadline, init = kj::mv(init)]() mutable {
             return Attempt(task_id, ask, deadline, kj::mv(init));
           });
     }
