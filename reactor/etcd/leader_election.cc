@@ -134,9 +134,7 @@ kj::Promise<void> LeaderElection::CampaignNow() {
       return io_.timer().afterDelay(Period()).then([this]() { return CampaignOnce(); });
     }
     if (result->succeeded) {
-      leading_ = true;
-      leader_revision_ = result->revision;
-      callbacks_.elected(leader_revision_);
+      Lead(result->revision);
       return kj::READY_NOW;
     }
     if (result->responses.empty() || result->responses[0].range.kvs.empty()) {
@@ -150,14 +148,18 @@ kj::Promise<void> LeaderElection::CampaignNow() {
       // for ever, as our own keepalives keep the key.
       Log(LogLevel::kWarning, "etcd leader key ", options_.key, " already holds our lease ", lease_id_,
           " (an earlier campaign's put landed unanswered): leading");
-      leading_ = true;
-      leader_revision_ = holder.create_revision;
-      callbacks_.elected(leader_revision_);
+      Lead(holder.create_revision);
       return kj::READY_NOW;
     }
     Follow(holder, result->revision + 1);
     return kj::READY_NOW;
   });
+}
+
+void LeaderElection::Lead(int64_t leader_revision) {
+  leading_ = true;
+  leader_revision_ = leader_revision;
+  callbacks_.elected(leader_revision_);
 }
 
 void LeaderElection::Follow(const KeyValue& leader, int64_t from_revision) {

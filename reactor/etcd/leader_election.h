@@ -10,9 +10,10 @@
 // the key, and campaigns again when it is deleted (the holder's lease expired
 // or was revoked). A key read back that holds this candidate's own lease is
 // its own earlier put, landed while the answer was lost (a timed-out
-// request): it leads then, with that key's create revision. A watch can stall without ending (seen once under heavy
-// load), so a loser also reads the key once per TTL and campaigns when it is
-// gone or belongs to another holder than the one it follows.
+// request): it leads then, with that key's create revision. A watch can
+// stall without ending (seen once under heavy load), so a loser also reads
+// the key once per TTL and campaigns when it is gone or belongs to another
+// holder than the one it follows.
 // Leadership (and candidacy) ends for good, with `lost` called once, when
 //  - a keepalive answer has no TTL: the lease is gone (etcd says so only thus);
 //  - no keepalive succeeded for TTL minus one keepalive period, measured on
@@ -106,6 +107,8 @@ class LeaderElection {
   void Campaign();
   kj::Promise<void> CampaignOnce();
   kj::Promise<void> CampaignNow();
+  // Won: leads with `leader_revision`, the leader key's create revision.
+  void Lead(int64_t leader_revision);
   void Follow(const KeyValue& leader, int64_t from_revision);
   // While following: every TTL, the leader key against the one followed.
   kj::Promise<void> CheckLeaderKey();
