@@ -42,6 +42,7 @@ struct ResultsFlags {
   std::string restart = "true";  // kill -9 and recover before fetching
   uint64_t ping_hz = 1000;
   uint64_t idle_ms = 2000;
+  std::string result_file_bytes;  // the dispatcher's --result-file-bytes; empty: its default
 };
 
 double MiB(uint64_t bytes) { return bytes / 1048576.0; }
@@ -65,9 +66,12 @@ class Dispatcher {
   // Starts it and returns the seconds until it listened (recovery included).
   double Start() {
     auto begin = Clock::now();
-    process_ = std::make_unique<testing::Subprocess>(std::vector<std::string>{
-        flags_.dispatcher_binary, "--listen=" + socket_, "--http=off", "--work-dir=" + work_dir_,
-        "--synchronous=" + flags_.synchronous, "--log-level=warning"});
+    std::vector<std::string> argv{flags_.dispatcher_binary, "--listen=" + socket_, "--http=off",
+                                  "--work-dir=" + work_dir_, "--synchronous=" + flags_.synchronous,
+                                  "--log-level=warning"};
+    if (!flags_.result_file_bytes.empty())
+      argv.push_back("--result-file-bytes=" + flags_.result_file_bytes);
+    process_ = std::make_unique<testing::Subprocess>(argv);
     auto line = process_->ReadLine(std::chrono::seconds(600));
     if (!line || line->rfind("dispatcher listening on ", 0) != 0)
       throw std::runtime_error("the dispatcher did not start");
@@ -111,6 +115,10 @@ int RunResultsBench(int argc, char** argv) {
                    &flags.restart);
   parser.AddUint("ping-hz", "pings per second while results are stored and fetched",
                  &flags.ping_hz, 1, 100000);
+  parser.AddString("result-file-bytes", "N",
+                   "the dispatcher's --result-file-bytes (empty: its default; 0: every result a "
+                   "row, as before result files)",
+                   &flags.result_file_bytes);
   parser.AddUint("idle-ms", "pinging an idle dispatcher first for this long (the floor)",
                  &flags.idle_ms, 1, 600000);
   ParseFlagsOrExit(parser, argc, argv);

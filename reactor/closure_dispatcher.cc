@@ -3,10 +3,13 @@
 #include <kj/debug.h>
 
 #include <algorithm>
+#include <functional>
+#include <stdexcept>
 #include <set>
 #include <utility>
 
 #include "common/checksum.h"
+#include "common/rpc_status.h"
 #include "common/closure_limits.h"
 #include "common/log.h"
 #include "reactor/coordinator_session.h"
@@ -242,8 +245,24 @@ uint64_t ClosureDispatcher::NumUnrunnable() const {
   return state::CountUnrunnable(state(), LiveWorkers());
 }
 
-Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
-                                           capnp::List<rpc::ClosureReport>::Reader reports) {
+kj::Promise<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
+                                                capnp::List<rpc::ClosureReport>::Reader reports) {
+  std::vector<kj::Promise<bool>> files;
+  Result<uint32_t> ignored = ReportNow(worker_id, reports, files);
+  if (!ignored.ok()) return ExceptionFromStatus(ignored.status());
+  if (files.empty()) return *ignored;
+  auto builder = kj::heapArrayBuilder<kj::Promise<bool>>(files.size());
+  for (auto& file : files) builder.add(kj::mv(file));
+  return kj::joinPromises(builder.finish()).then([n = *ignored](kj::Array<bool> late) {
+    uint32_t total = n;
+    for (bool ignored_late : late) total += ignored_late ? 1 : 0;
+    return total;
+  });
+}
+
+Result<uint32_t> ClosureDispatcher::ReportNow(uint64_t worker_id,
+                                              capnp::List<rpc::ClosureReport>::Reader reports,
+                                              std::vector<kj::Promise<bool>>& files) {
   const state::ClosurePolicy& policy = options_.policy;
   uint32_t ignored = 0;
   // A closure reported twice in one call counts once; `seen` is kept only
@@ -258,7 +277,8 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
   for (rpc::ClosureReport::Reader report : reports) {
     const state::ClosureRun run{report.getClosureId(), worker_id, report.getAttempt()};
     if (state().FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr ||
-        (repeats && !seen.insert(run.closure_id).second)) {
+        (repeats && !seen.insert(run.closure_id).second) ||
+        writing_results_.contains(run.closure_id)) {
       ++ignored;  // late, repeated, or from a worker incarnation that lost it
       const state::Closure* ended = state().FindClosure(run.closure_id);
       if (ended != nullptr && ended->attempts == run.attempt &&
@@ -283,6 +303,10 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
               state(), run,
               ResultOverLimitError(run.closure_id, bytes.size(), options_.max_result_bytes),
               Stamp())));
+          break;
+        }
+        if (durable_.StoresResultInFile(bytes.size())) {
+          files.push_back(StoreResultFile(run, bytes));
           break;
         }
         results.push_back({run, bytes.size(), Crc32c(bytes.begin(), bytes.size())});
@@ -312,46 +336,12 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
     }
   }
   if (!results.empty()) {
-    (void)FlushReleases();  // they share this pass's commit (a failure is logged)
-    // The records carry only ids, sizes and checksums; the bytes go to the
-    // result table in the same transaction.
-    state::UpdateList finished;
-    const size_t budget = durable_.result_bytes_per_commit();
-    if (budget == 0) {
-      state::AddFinished(finished, Stamp(), results);
-    } else {
-      // HA mode: a record's results ride in the same etcd transaction as
-      // the record, so the results one record finishes are cut to the budget.
-      for (size_t begin = 0; begin < results.size();) {
-        size_t end = begin;
-        size_t bytes = 0;
-        while (end < results.size() && (end == begin || bytes + results[end].size <= budget)) {
-          bytes += results[end++].size;
-        }
-        state::AddFinished(finished, Stamp(),
-                           std::vector<state::StoredResult>(results.begin() + begin, results.begin() + end));
-        begin = end;
-      }
-    }
-    size_t next = 0;
-    for (size_t i = 0; i < finished.size(); ++i) {
-      if (budget != 0) {
-        size_t bytes = finished[i].totalSize().wordCount * 8;
-        const size_t n = finished[i].getClosureBatch().getFinished().size();
-        for (size_t k = next; k < next + n; ++k) bytes += results[k].size;
-        DISPATCH_RETURN_IF_ERROR(durable_.MakeRoom(bytes));
-      }
-      std::vector<uint64_t> moved = DependantsMoved(finished[i]);
-      DISPATCH_RETURN_IF_ERROR(Submit(finished, i));
-      for (size_t n = finished[i].getClosureBatch().getFinished().size(); n > 0; --n, ++next) {
-        capnp::Data::Reader bytes = result_bytes[next];
-        if (bytes.size() == 0) continue;  // an empty result needs no row
-        durable_.PutResult(results[next].run.closure_id,
-                           std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
-      }
-      Observe(finished[i]);
-      ObserveDependants(moved);
-    }
+    DISPATCH_RETURN_IF_ERROR(Finish(results, [&](size_t k) {
+      capnp::Data::Reader bytes = result_bytes[k];
+      if (bytes.size() == 0) return;  // an empty result needs no row
+      durable_.PutResult(results[k].run.closure_id,
+                         std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+    }));
   }
   counters_.reports_ignored += ignored;
   if (!awaiting_reports_.empty()) {
@@ -360,6 +350,138 @@ Result<uint32_t> ClosureDispatcher::Report(uint64_t worker_id,
   }
   Kick();  // their slots are free
   return ignored;
+}
+
+Status ClosureDispatcher::Finish(const std::vector<state::StoredResult>& results,
+                                 const std::function<void(size_t)>& store) {
+  (void)FlushReleases();  // they share this pass's commit (a failure is logged)
+  // The records carry only ids, sizes and checksums; the bytes go to the
+  // result table in the same transaction, or are in their file already.
+  state::UpdateList finished;
+  const size_t budget = durable_.result_bytes_per_commit();
+  if (budget == 0) {
+    state::AddFinished(finished, Stamp(), results);
+  } else {
+    // HA mode: a record's results ride in the same etcd transaction as
+    // the record, so the results one record finishes are cut to the budget.
+    for (size_t begin = 0; begin < results.size();) {
+      size_t end = begin;
+      size_t bytes = 0;
+      while (end < results.size() && (end == begin || bytes + results[end].size <= budget)) {
+        bytes += results[end++].size;
+      }
+      state::AddFinished(finished, Stamp(),
+                         std::vector<state::StoredResult>(results.begin() + begin, results.begin() + end));
+      begin = end;
+    }
+  }
+  size_t next = 0;
+  for (size_t i = 0; i < finished.size(); ++i) {
+    if (budget != 0) {
+      size_t bytes = finished[i].totalSize().wordCount * 8;
+      const size_t n = finished[i].getClosureBatch().getFinished().size();
+      for (size_t k = next; k < next + n; ++k) bytes += results[k].size;
+      DISPATCH_RETURN_IF_ERROR(durable_.MakeRoom(bytes));
+    }
+    std::vector<uint64_t> moved = DependantsMoved(finished[i]);
+    DISPATCH_RETURN_IF_ERROR(Submit(finished, i));
+    for (size_t n = finished[i].getClosureBatch().getFinished().size(); n > 0; --n, ++next) {
+      store(next);
+    }
+    Observe(finished[i]);
+    ObserveDependants(moved);
+  }
+  return Status::Ok();
+}
+
+kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
+                                                     capnp::Data::Reader bytes) {
+  // The job owns a copy: a cancelled call frees its message while the job
+  // may still be writing from it.
+  auto copy = std::make_shared<const std::string>(reinterpret_cast<const char*>(bytes.begin()),
+                                                  bytes.size());
+  const uint64_t size = bytes.size();
+  writing_results_.insert(run.closure_id);
+  kj::Promise<std::string> written =
+      result_files_.Run([dir = durable_.result_dir(), run, copy]() -> std::string {
+        Result<uint32_t> crc = storage::WriteResultFile(dir, run.closure_id, run.attempt, *copy);
+        if (!crc.ok()) throw std::runtime_error(crc.status().ToString());
+        return std::to_string(*crc);
+      });
+  kj::Promise<bool> adopted = written.then(
+      [this, run, size](std::string crc) {
+        return OnResultFileWritten(run, size, static_cast<uint32_t>(std::stoul(crc)));
+      },
+      [this, run, size](kj::Exception&& exception) {
+        return OnResultFileFailed(run, size, exception.getDescription().cStr());
+      });
+  // Erased however the wait ends (a call cancelled, the dispatcher closed).
+  return CancelOnClose(kj::mv(adopted))
+      .attach(kj::defer([self = kj::addRef(*this), id = run.closure_id]() mutable {
+        self->writing_results_.erase(id);
+      }));
+}
+
+bool ClosureDispatcher::OnResultFileWritten(const state::ClosureRun& run, uint64_t size, uint32_t crc) {
+  const storage::ResultFileId file{run.closure_id, run.attempt};
+  if (state().FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr) {
+    // It ended while its result was written (cancelled, timed out, its
+    // worker lost): nothing journaled names the file.
+    ++counters_.reports_ignored;
+    RemoveResultFiles({file}, /*when_durable=*/false);
+    return true;
+  }
+  Status status = Finish({state::StoredResult{run, size, crc}},
+                         [&](size_t) { durable_.AdoptResultFile(run.closure_id, run.attempt, size); });
+  if (!status.ok()) {
+    if (durable_.state().FindRunning(run.closure_id, run.worker_id, run.attempt) != nullptr) {
+      RemoveResultFiles({file}, /*when_durable=*/false);
+    }
+    ThrowStatus(status);
+  }
+  Kick();  // its slot is free
+  return false;
+}
+
+bool ClosureDispatcher::OnResultFileFailed(const state::ClosureRun& run, uint64_t size,
+                                           const std::string& error) {
+  Log(LogLevel::kError, "cannot store the result of closure ", run.closure_id, " (", size,
+      " bytes): ", error.c_str());
+  if (state().FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr) {
+    ++counters_.reports_ignored;
+    return true;
+  }
+  // The disk refused the file, not the journal: the run ends as a transient
+  // error (retried like one), and the dispatcher goes on serving.
+  Status status = Carry(state::PlanRunEnded(
+      state(), options_.policy, run, state::RunEnd::kTransientError,
+      "its result of " + std::to_string(size) + " bytes could not be stored: " + error, Stamp()));
+  if (!status.ok()) ThrowStatus(status);
+  Kick();
+  return false;
+}
+
+void ClosureDispatcher::RemoveResultFiles(std::vector<storage::ResultFileId> files, bool when_durable) {
+  // Closed: the next start removes the files no closure holds.
+  if (files.empty() || closed_) return;
+  auto remove = [this, files = kj::mv(files)]() mutable {
+    return result_files_
+        .Run([dir = durable_.result_dir(), files]() -> std::string {
+          std::string errors;
+          for (const storage::ResultFileId& file : files) {
+            Status removed = storage::RemoveResultFile(dir, file);
+            if (!removed.ok()) errors += (errors.empty() ? "" : "; ") + removed.ToString();
+          }
+          if (!errors.empty()) throw std::runtime_error(errors);
+          return std::string();
+        })
+        .ignoreResult();
+  };
+  if (!when_durable) {
+    AddTask(remove());
+    return;
+  }
+  AddTask(durable_.Barrier().then(kj::mv(remove)));
 }
 
 // ---- Assignment ------------------------------------------------------------
@@ -594,10 +716,14 @@ Status ClosureDispatcher::FlushReleases() {
       Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
       return status;
     }
+    std::vector<storage::ResultFileId> files;
     for (uint64_t id : updates[i].getClosureBatch().getReleased()) {
-      if (std::binary_search(stored.begin(), stored.end(), id)) durable_.DeleteResult(id);
+      if (std::binary_search(stored.begin(), stored.end(), id)) {
+        if (auto file = durable_.DeleteResult(id)) files.push_back(*file);
+      }
       if (!traces_.empty()) traces_.Forget(id);
     }
+    RemoveResultFiles(std::move(files), /*when_durable=*/true);
   }
   return Status::Ok();
 }

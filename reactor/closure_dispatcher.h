@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,7 @@
 #include "reactor/closure_options.h"
 #include "reactor/closure_traces.h"
 #include "reactor/durable_state.h"
+#include "reactor/off_loop.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "reactor/uvkj/uv_handle.h"
 #include "reactor/worker_registry.h"
@@ -121,9 +123,15 @@ class ClosureDispatcher final : public kj::Refcounted {
     auto it = live_.find(worker_id);
     return it == live_.end() ? 0 : it->second.worker.slots;
   }
-  // A worker's reports; returns how many were ignored (not running there as
-  // that attempt, or repeated).
-  Result<uint32_t> Report(uint64_t worker_id, capnp::List<rpc::ClosureReport>::Reader reports);
+  // A worker's reports; resolves to how many were ignored (not running there
+  // as that attempt, repeated, or ended while their result was written).
+  // A result of DurableState::StoresResultInFile size is written to its
+  // file on the thread pool first (storage/result_file.h); the promise
+  // resolves once each such closure's finish is submitted (or ignored), so
+  // the caller's reply, which then waits on Barrier(), still leaves only
+  // after every outcome it carried is durable. Everything else is applied
+  // before this returns.
+  kj::Promise<uint32_t> Report(uint64_t worker_id, capnp::List<rpc::ClosureReport>::Reader reports);
 
   // ---- Coordinators -------------------------------------------------------
   // Room for `n` closures in the queue, reserved while this lives (so that
@@ -225,6 +233,26 @@ class ClosureDispatcher final : public kj::Refcounted {
     void taskFailed(kj::Exception&& exception) override;
   };
 
+  // Report's synchronous part: applies every outcome but the results kept
+  // in files, whose writes it starts and adds to `files` (true: ignored).
+  Result<uint32_t> ReportNow(uint64_t worker_id, capnp::List<rpc::ClosureReport>::Reader reports,
+                             std::vector<kj::Promise<bool>>& files);
+  // Submits the updates finishing `results` (state::AddFinished; in HA mode
+  // cut to result_bytes_per_commit) and calls `store(k)` right after the
+  // update that finishes results[k], to store its bytes in the same pass.
+  Status Finish(const std::vector<state::StoredResult>& results,
+                const std::function<void(size_t)>& store);
+  // Writes the result of `run` to its file on the thread pool, then, back on
+  // the loop, finishes the closure if it still runs as that attempt
+  // (OnResultFileWritten) or ends the run as a transient error when the
+  // write failed (OnResultFileFailed). Resolves to true when ignored.
+  kj::Promise<bool> StoreResultFile(state::ClosureRun run, capnp::Data::Reader bytes);
+  bool OnResultFileWritten(const state::ClosureRun& run, uint64_t size, uint32_t crc);
+  bool OnResultFileFailed(const state::ClosureRun& run, uint64_t size, const std::string& error);
+  // Removes result files on the thread pool; `when_durable`: once what was
+  // submitted so far is durable (a release naming them), else at once (no
+  // durable record names them).
+  void RemoveResultFiles(std::vector<storage::ResultFileId> files, bool when_durable);
   // The time and record limit of the Updates built now.
   state::Stamp Stamp() const;
   // Submits the planned Updates in order, each followed by Observe; stops at
@@ -319,6 +347,13 @@ class ClosureDispatcher final : public kj::Refcounted {
   kj::Own<kj::TaskSet> tasks_;
   // The sessions' calls waiting on us (CancelOnClose).
   kj::Canceler session_calls_;
+  // Closures whose result file is being written: a second report of one is
+  // ignored (two writers of one file name would interleave).
+  std::set<uint64_t> writing_results_;
+  // Result file writes and removals on the thread pool; declared last, so
+  // destroyed first: jobs in flight are given up (their files, if any, are
+  // removed by the next start).
+  OffLoop result_files_{loop_};
 };
 
 }  // namespace dispatch::reactor

@@ -29,16 +29,19 @@ kj::Promise<void> DispatcherService::reportClosures(ReportClosuresContext contex
   auto params = context.getParams();
   const uint64_t worker_id = params.getWorkerId();
   const state::Worker* worker = data.state().FindWorker(worker_id);
+  context.getResults().setIncarnation(data.incarnation());
   if (worker == nullptr) {
     // Removed (and its closures put back): its reports are stale, not errors.
     data.closures().CountIgnored(params.getReports().size());
     context.getResults().setIgnored(params.getReports().size());
-  } else {
-    context.getResults().setIgnored(
-        ValueOrThrow(data.closures().Report(worker_id, params.getReports())));
+    return data.durable().Barrier();
   }
-  context.getResults().setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  // Large results are written to their files first (ClosureDispatcher::Report).
+  return data.closures().Report(worker_id, params.getReports())
+      .then([this, context](uint32_t ignored) mutable {
+        context.getResults().setIgnored(ignored);
+        return this->data().durable().Barrier();
+      });
 }
 
 kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext context) {

@@ -267,6 +267,13 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "result bytes one awaitResults or getOutcomes reply carries (the first outcome "
                  "always goes)",
                  &c.max_result_bytes_per_call, 1, 1ull << 30);
+  parser.AddUint("result-file-bytes",
+                 "closure results of at least this many bytes are kept in files of their own under "
+                 "<work-dir>/results/, written and fsynced on the thread pool before the closure's "
+                 "finish is journaled, so storing, fetching and releasing them never holds the "
+                 "loop; smaller ones are rows written with the journal's commit. 0: always rows "
+                 "(--etcd: always the etcd journal)",
+                 &o.durable.result_file_bytes, 0, 1ull << 40);
   parser.AddUint("max-connections", "open connections allowed at once; more are refused",
                  &o.limits.max_connections, 1, 1000000);
   parser.AddUint("max-message-bytes", "largest message a peer may send", &o.limits.max_message_bytes,
@@ -389,6 +396,7 @@ int Main(int argc, char** argv) {
     // One pass's batch always fits one etcd transaction (journal_replicator.h).
     flags.options.durable.max_batch_bytes = reactor::kHaMaxPassBytes;
     flags.options.durable.result_bytes_per_commit = reactor::kHaResultBytesPerRecord;
+    flags.options.durable.result_file_bytes = 0;  // results ride in the etcd journal
     flags.options.durable.record_limit_reason =
         ", --etcd: one etcd transaction carries at most " + std::to_string(kMaxEtcdBatchBytes) +
         " bytes (kMaxEtcdBatchBytes)";

@@ -214,9 +214,23 @@ void DurableState::PutResult(uint64_t closure_id, std::string bytes) {
   batch_.PutResult(closure_id, std::move(bytes));
 }
 
-void DurableState::DeleteResult(uint64_t closure_id) {
+std::optional<storage::ResultFileId> DurableState::DeleteResult(uint64_t closure_id) {
+  auto file = result_files_.find(closure_id);
+  if (file != result_files_.end()) {
+    storage::ResultFileId id{closure_id, file->second};
+    result_files_.erase(file);
+    return id;
+  }
   pending_results_.erase(closure_id);
   batch_.DeleteResult(closure_id);
+  return std::nullopt;
+}
+
+void DurableState::AdoptResultFile(uint64_t closure_id, uint32_t attempt, uint64_t size) {
+  ++stats_.results_stored;
+  ++stats_.result_files_stored;
+  stats_.result_bytes_stored += size;
+  result_files_[closure_id] = attempt;
 }
 
 Result<std::string> DurableState::GetResult(const state::Closure& closure) {
@@ -235,7 +249,14 @@ Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
   const std::string name = "the result of closure " + std::to_string(closure.id);
   Status status;
   auto pending = pending_results_.find(closure.id);
-  if (pending != pending_results_.end()) {
+  auto file = result_files_.find(closure.id);
+  if (file != result_files_.end()) {
+    status = storage::ReadResultFile(result_dir(), closure.id, file->second, dest, size);
+    if (status.code() == StatusCode::kNotFound) {
+      status = DataLossError(name + " is missing: " + status.message() +
+                             ", although the journal says it is stored");
+    }
+  } else if (pending != pending_results_.end()) {
     const std::string& bytes = batch_.result_puts()[pending->second].bytes;
     if (bytes.size() == size) {
       std::memcpy(dest, bytes.data(), size);
@@ -253,7 +274,11 @@ Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
     const uint32_t crc = Crc32c(dest, size);
     if (crc != closure.result_crc) {
       std::memset(dest, 0, size);
-      status = DataLossError(name + " in " + store_.db_path() + " has CRC32C " +
+      const std::string where =
+          file != result_files_.end()
+              ? result_dir() + "/" + storage::ResultFileName(closure.id, file->second)
+              : store_.db_path();
+      status = DataLossError(name + " in " + where + " has CRC32C " +
                              std::to_string(crc) + ", but the journal recorded " +
                              std::to_string(closure.result_crc) + ": not served");
     }
@@ -270,10 +295,31 @@ Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
 Status DurableState::DropUnheldResults() {
   auto ids = store_.ListResults();
   if (!ids.ok()) return ids.status();
-  for (uint64_t id : *ids) {
+  auto holds = [&](uint64_t id) {
     const state::Closure* closure = state_.FindClosure(id);
-    if (closure != nullptr && closure->result_stored && closure->result_size > 0) continue;
+    return closure != nullptr && closure->result_stored && closure->result_size > 0;
+  };
+  for (uint64_t id : *ids) {
+    if (holds(id)) continue;
     batch_.DeleteResult(id);
+    ++stats_.unheld_results_dropped;
+  }
+  // A file is held when its closure finished in the attempt that wrote it
+  // and no row holds the result instead. Files go first: removing one the
+  // state does not hold needs no transaction.
+  auto listing = storage::ListResultFiles(result_dir());
+  if (!listing.ok()) return listing.status();
+  result_files_.clear();
+  for (const storage::ResultFileId& file : listing->files) {
+    const state::Closure* closure = state_.FindClosure(file.closure_id);
+    if (holds(file.closure_id) && closure->attempts == file.attempt &&
+        !std::binary_search(ids->begin(), ids->end(), file.closure_id)) {
+      result_files_[file.closure_id] = file.attempt;
+      continue;
+    }
+    // One that cannot be removed is only disk space: it is never read.
+    Status removed = storage::RemoveResultFile(result_dir(), file);
+    if (!removed.ok()) Log(LogLevel::kWarning, removed.ToString().c_str());
     ++stats_.unheld_results_dropped;
   }
   if (batch_.empty()) return Status::Ok();

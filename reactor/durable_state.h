@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,13 @@ struct DurableStateOptions {
   // so that a pass's batch fits one etcd transaction. 0: no bound (single
   // node: results go to the local result table).
   size_t result_bytes_per_commit = 0;
+  // Closure results of at least this many bytes are kept in files of their
+  // own (storage/result_file.h), written and fsynced on the thread pool
+  // before the update finishing the closure is journaled, instead of rows
+  // written by the loop's commit (a 32 MiB row held every reply ~150 ms).
+  // Smaller results stay rows: many of them share one commit's fsync. 0:
+  // never (HA mode: results must ride in the replicated journal).
+  size_t result_file_bytes = 1u << 20;
 };
 
 struct DurableStats {
@@ -110,12 +118,13 @@ struct DurableStats {
   uint64_t recovery_micros = 0;  // time to load the snapshot and replay
   uint64_t refused_for_size = 0; // updates refused: larger than a journal record
   uint64_t early_commits = 0;    // commits made mid-pass at max_batch_bytes
-  uint64_t results_stored = 0;   // closure results written to the result table
+  uint64_t results_stored = 0;   // closure results stored (rows and files)
   uint64_t result_bytes_stored = 0;
+  uint64_t result_files_stored = 0;  // of those, kept in files (result_file_bytes)
   uint64_t results_read = 0;     // stored results read back (fetches)
   uint64_t result_bytes_read = 0;
   uint64_t results_damaged = 0;  // reads refused as missing, damaged or mismatched
-  uint64_t unheld_results_dropped = 0;  // rows deleted at start-up (see DropUnheldResults)
+  uint64_t unheld_results_dropped = 0;  // rows and files deleted at start-up (see DropUnheldResults)
 };
 
 // Distributions for /metrics (seconds, except records per commit).
@@ -195,9 +204,25 @@ class DurableState {
   // under the closure's id. REQUIRES: the update finishing the closure with
   // `resultStored` was submitted in this pass.
   void PutResult(uint64_t closure_id, std::string bytes);
-  // Deletes a stored result in the same transaction as the pass's updates.
+  // Deletes a stored result: a row in the same transaction as the pass's
+  // updates; a file is only forgotten here and returned, for the caller to
+  // remove once the pass is durable (Barrier()): removed before, a crash
+  // could restart with the closure still holding a result whose file is gone.
   // REQUIRES: the update releasing the closure was submitted in this pass.
-  void DeleteResult(uint64_t closure_id);
+  std::optional<storage::ResultFileId> DeleteResult(uint64_t closure_id);
+  // True when a result of `size` bytes is to be kept in a file.
+  bool StoresResultInFile(uint64_t size) const {
+    return options_.result_file_bytes != 0 && size >= options_.result_file_bytes &&
+           options_.result_bytes_per_commit == 0;
+  }
+  // Where result files live (the Store's results/).
+  std::string result_dir() const { return store_.result_dir(); }
+  // Records that `closure_id`'s result is the file WriteResultFile wrote for
+  // `attempt` (durable already). REQUIRES: the update finishing the closure
+  // with `resultStored` and this size was just submitted, in this pass.
+  void AdoptResultFile(uint64_t closure_id, uint32_t attempt, uint64_t size);
+  // Results held in files now (closure id -> attempt).
+  const std::map<uint64_t, uint32_t>& result_files() const { return result_files_; }
   // The result of a finished closure: its inline bytes, or the stored ones
   // (this pass's puts first, then the store), checked against the size and
   // CRC32C the state holds. A missing, damaged or mismatched stored result is
@@ -315,7 +340,9 @@ class DurableState {
                                                          uint64_t start);
   static Result<std::unique_ptr<DurableState>> FinishRecovery(std::unique_ptr<DurableState> self, uint64_t start);
   // Deletes stored results the state does not hold (left by a reset, which
-  // forgets closures without releasing them), in one transaction.
+  // forgets closures without releasing them), rows in one transaction, and
+  // removes result files no finished closure holds (see result_file.h);
+  // the files it keeps become result_files_.
   Status DropUnheldResults();
   void FailStop(const Status& status);
   // Submit once the record bytes are made.
@@ -344,6 +371,8 @@ class DurableState {
   std::map<std::string, std::string> pending_datasets_;
   // Results put in this pass: closure id -> index in batch_.result_puts().
   std::map<uint64_t, size_t> pending_results_;
+  // Results kept in files: closure id -> the attempt that wrote it.
+  std::map<uint64_t, uint32_t> result_files_;
   // Replies parked on this pass's batch, not written yet. They join open_
   // when the batch commits, never earlier: a fsync that starts before the
   // batch is written (one started when an earlier fsync came back, or when a

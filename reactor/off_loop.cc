@@ -39,7 +39,9 @@ kj::Promise<std::string> OffLoop::Run(std::function<std::string()> work) {
     if (done->error.empty()) {
       it->second.fulfiller->fulfill(std::move(done->result));
     } else {
-      it->second.fulfiller->reject(KJ_EXCEPTION(FAILED, "rendering failed", done->error.c_str()));
+      // The job's own words: callers show them (a file that could not be written).
+      it->second.fulfiller->reject(kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                                                 kj::str(done->error)));
     }
     pending_.erase(it);  // PoolWork touches nothing of its own after `done`
   });

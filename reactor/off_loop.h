@@ -1,9 +1,12 @@
-// OffLoop: runs a function that builds a string (a serializer working on a
+// OffLoop: runs a function that returns a string (a serializer working on a
 // copy it owns) on libuv's thread pool and resolves a promise with the string
 // on the loop thread, so bulk formatting never holds the loop (DESIGN.md,
-// principle 8). What the function captures must be its own: nothing it
-// touches may be shared with the loop. Jobs in flight are bounded by their
-// callers (one per open HTTP connection: --http-max-connections).
+// principle 8), or does file work that must not block it (result files,
+// ClosureDispatcher). What the function captures must be its own: nothing it
+// touches may be shared with the loop; an exception it throws rejects the
+// promise with its what() as the description. Jobs in flight are bounded by
+// their callers (one per open HTTP connection: --http-max-connections; one
+// per closure whose result file is written, and the removals of a release).
 // Destroying the runner gives up the jobs in flight: their promises are
 // rejected, and a job already running is freed where libuv hands it back.
 // REQUIRES: loop thread, except the functions themselves.

@@ -232,7 +232,11 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # A result over the dispatcher's --max-result-bytes (told in every heartbeat
   # reply) fails its closure with an error naming that limit, not retried;
   # error texts are kept up to 64 KiB (the rest is cut with a note). Results
-  # are stored apart from the journal, in the same transaction.
+  # are stored apart from the journal, in the same transaction; one of
+  # --result-file-bytes or more is first written to a file of its own, and a
+  # report for a closure that ended meanwhile (or a second report of it while
+  # its file is written) is ignored too. The reply comes once every outcome
+  # it carried is durable.
 
   getClosureStats @21 () -> (stats :ClosureStats, incarnation :UInt64);
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "common/checksum.h"
+#include "storage/file_io.h"
 
 namespace dispatch::storage {
 namespace {
@@ -88,16 +89,6 @@ Result<std::optional<Slots>> ReadSlots(const std::string& path) {
   Slots slots;
   for (int i = 0; i < 2; ++i) slots.slot[i] = DecodeSlot(bytes + kSlotOffset[i]);
   return std::optional<Slots>(slots);
-}
-
-Status FsyncDir(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return UnavailableError(Errno("cannot open " + dir));
-  const int rc = fsync(fd);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return UnavailableError("fsync of " + dir + " failed: " + std::strerror(err));
-  return Status::Ok();
 }
 
 }  // namespace

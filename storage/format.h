@@ -15,7 +15,12 @@ inline constexpr int32_t kApplicationId = 0x4453504A;
 // PRAGMA user_version: bump when the schema or a checksum rule changes.
 // Version 2 keeps snapshots in files named by the snapshot_file table;
 // Store::Open migrates a version 1 database (snapshot blob in a table).
-inline constexpr int32_t kFormatVersion = 2;
+// Version 3 may keep large closure results in files under results/
+// (result_file.h) instead of rows: the schema is that of version 2, so
+// Store::Open upgrades a version 2 database by setting the number, and a
+// build that reads only version 2 refuses a work dir whose results it would
+// not find.
+inline constexpr int32_t kFormatVersion = 3;
 
 // Created in one transaction together with the two pragmas above.
 //  journal:  one row per record; seq is the rowid, so replay is a rowid scan.
@@ -25,7 +30,8 @@ inline constexpr int32_t kFormatVersion = 2;
 //  dataset:  definitions by key, written in the same transaction as the records.
 //  result:   closure results by closure id, written in the same transaction as
 //            the record that finishes the closure and deleted in the one that
-//            releases it (the journal keeps only their size and checksum).
+//            releases it (the journal keeps only their size and checksum);
+//            results of result_file_bytes or more live in files instead.
 inline constexpr const char* kCreateSnapshotFileTableSql =
     "CREATE TABLE snapshot_file (seq INTEGER PRIMARY KEY, name TEXT NOT NULL, "
     "size INTEGER NOT NULL, crc INTEGER NOT NULL);";

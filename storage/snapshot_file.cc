@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/checksum.h"
+#include "storage/file_io.h"
 #include "storage/format.h"
 
 namespace dispatch::storage {
@@ -20,70 +21,8 @@ constexpr char kMagic[8] = {'D', 'S', 'P', 'S', 'N', 'A', 'P', '1'};
 constexpr char kPrefix[] = "snapshot-";
 constexpr char kSuffix[] = ".snap";
 constexpr char kTempSuffix[] = ".snap.tmp";
-// Written (and then flushed) in chunks of this size; see WriteAll.
-constexpr size_t kWriteChunk = 4u << 20;
 
-void PutU64(unsigned char* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-void PutU32(unsigned char* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<unsigned char>(v >> (8 * i));
-}
-uint64_t GetU64(const unsigned char* in) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | in[i];
-  return v;
-}
-uint32_t GetU32(const unsigned char* in) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | in[i];
-  return v;
-}
-
-std::string Errno(int err) { return std::strerror(err); }
-
-// Writes everything, and keeps at most two chunks of it dirty in the page
-// cache: each chunk's write-back starts once it is written, and the one
-// before it is waited for. A snapshot of hundreds of MB written at once would
-// make the kernel throttle every writer of the machine (the dispatcher's own
-// journal commits included) while it flushes them.
-Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  uint64_t previous_chunk = UINT64_MAX;
-  while (size > 0) {
-    const uint64_t chunk_start = offset;
-    size_t chunk = std::min(size, kWriteChunk);
-    while (chunk > 0) {
-      const ssize_t n = write(fd, p, chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return UnavailableError("cannot write " + path + ": " + Errno(n < 0 ? errno : EIO));
-      p += n;
-      chunk -= static_cast<size_t>(n);
-      size -= static_cast<size_t>(n);
-      offset += static_cast<uint64_t>(n);
-    }
-    // Best effort: the final fsync is what makes the file durable.
-    sync_file_range(fd, static_cast<off_t>(chunk_start), static_cast<off_t>(offset - chunk_start),
-                    SYNC_FILE_RANGE_WRITE);
-    if (previous_chunk != UINT64_MAX) {
-      sync_file_range(fd, static_cast<off_t>(previous_chunk),
-                      static_cast<off_t>(chunk_start - previous_chunk),
-                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-    }
-    previous_chunk = chunk_start;
-  }
-  return Status::Ok();
-}
-
-Status FsyncDir(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return UnavailableError("cannot open " + dir + ": " + Errno(errno));
-  const int rc = fsync(fd);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return UnavailableError("fsync of " + dir + " failed: " + Errno(err));
-  return Status::Ok();
-}
+std::string Errno(int err) { return ErrnoText(err); }
 
 }  // namespace
 
@@ -171,21 +110,8 @@ Result<std::string> ReadSnapshotFile(const std::string& work_dir,
   unsigned char header[kSnapshotFileHeaderBytes];
   std::string body(expected.size, '\0');
   Status status;
-  auto read_all = [&](void* out, size_t size, uint64_t offset) {
-    auto* p = static_cast<char*>(out);
-    while (size > 0) {
-      const ssize_t n = pread(fd, p, std::min(size, kWriteChunk), static_cast<off_t>(offset));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return UnavailableError("cannot read " + what + ": " + Errno(errno));
-      if (n == 0) return DataLossError(what + " ends early: it is damaged");
-      p += n;
-      size -= static_cast<size_t>(n);
-      offset += static_cast<uint64_t>(n);
-    }
-    return Status::Ok();
-  };
-  status = read_all(header, sizeof(header), 0);
-  if (status.ok()) status = read_all(body.data(), body.size(), sizeof(header));
+  status = ReadAll(fd, header, sizeof(header), 0, what);
+  if (status.ok()) status = ReadAll(fd, body.data(), body.size(), sizeof(header), what);
   close(fd);
   if (!status.ok()) return status;
   if (std::memcmp(header, kMagic, sizeof(kMagic)) != 0 || GetU32(header + 28) != Crc32c(header, 28)) {

@@ -81,6 +81,7 @@
 #include "storage/checkpointer.h"
 #include "storage/commit_mark.h"
 #include "storage/journal_reader.h"
+#include "storage/result_file.h"
 #include "storage/snapshot_file.h"
 #include "storage/sqlite.h"
 #include "storage/tables_reader.h"
@@ -96,8 +97,8 @@ enum class Synchronous {
 };
 
 struct StoreOptions {
-  // Created if missing. Holds LOCK, dispatch.db (+ -wal, -shm), INITIALIZED
-  // and the snapshot file (snapshot-*.snap).
+  // Created if missing. Holds LOCK, dispatch.db (+ -wal, -shm), INITIALIZED,
+  // the snapshot file (snapshot-*.snap) and results/ (result_file.h).
   std::string work_dir;
   Synchronous synchronous = Synchronous::kFull;
   // Per-item limits, checked before anything is written (ResourceExhausted,
@@ -379,6 +380,8 @@ class Store {
   bool failed() const { return !failure_.ok(); }
 
   const std::string& db_path() const { return db_path_; }
+  // Where large closure results live as files (result_file.h); Open creates it.
+  std::string result_dir() const { return options_.work_dir + "/" + kResultDirName; }
   const std::string& work_dir() const { return options_.work_dir; }
   const StoreOptions& options() const { return options_; }
 
@@ -399,6 +402,9 @@ class Store {
   Status SyncWalBeforeMarker();
   Status PrepareStatements();
   Status MigrateFromVersion1();
+  Status UpgradeFromVersion2();
+  // Creates result_dir() if missing (and fsyncs the work dir).
+  Status CreateResultDir();
   Status LoadBounds();
   // Compares the journal's end with the high-water mark (COMMITTED) and
   // opens the mark for writing; DataLoss naming the missing records.

@@ -14,6 +14,7 @@
 #include <vector>
 #include <system_error>
 
+#include "storage/file_io.h"
 #include "storage/format.h"
 #include "storage/store.h"
 #include "storage/work_dir_lock.h"
@@ -107,6 +108,7 @@ Result<std::unique_ptr<Store>> Store::Open(StoreOptions options) {
   DISPATCH_RETURN_IF_ERROR(store->VerifyDatasets());
   DISPATCH_RETURN_IF_ERROR(store->RemoveStaleSnapshotFiles());
   DISPATCH_RETURN_IF_ERROR(store->PreallocateWal());
+  DISPATCH_RETURN_IF_ERROR(store->CreateResultDir());
   return store;
 }
 
@@ -267,6 +269,8 @@ Status Store::CheckOrCreateSchema() {
   }
   if (*version == 1) {
     DISPATCH_RETURN_IF_ERROR(MigrateFromVersion1());
+  } else if (*version == 2) {
+    DISPATCH_RETURN_IF_ERROR(UpgradeFromVersion2());
   } else if (*version != kFormatVersion) {
     return FailedPreconditionError(db_path_ + " has format version " + std::to_string(*version) +
                                    "; this build reads version " + std::to_string(kFormatVersion));
@@ -523,6 +527,24 @@ Status Store::MigrateFromVersion1() {
   if (status.ok()) status = ExecSql(db, "COMMIT", what);
   if (!status.ok() && sqlite3_get_autocommit(db) == 0) (void)ExecSql(db, "ROLLBACK", what);
   return status;
+}
+
+Status Store::UpgradeFromVersion2() {
+  // Same schema; the number says result files may exist.
+  const std::string pragma = "PRAGMA user_version=" + std::to_string(kFormatVersion);
+  return ExecSql(db_.get(), pragma.c_str(), "upgrading " + db_path_ + " from format version 2");
+}
+
+Status Store::CreateResultDir() {
+  const std::string dir = result_dir();
+  if (mkdir(dir.c_str(), 0755) == 0) return FsyncDir(options_.work_dir);
+  if (errno != EEXIST) return UnavailableError("cannot create " + dir + ": " + ErrnoText(errno));
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return FailedPreconditionError(dir + " exists but is not a directory; the dispatcher keeps "
+                                   "large closure results there");
+  }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Checkpointer>> Store::NewCheckpointer() {

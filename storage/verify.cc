@@ -9,6 +9,7 @@
 
 #include "storage/commit_mark.h"
 #include "storage/format.h"
+#include "storage/result_file.h"
 #include "storage/snapshot_file.h"
 #include "storage/sqlite.h"
 #include "storage/work_dir_lock.h"
@@ -42,6 +43,7 @@ class Verifier {
     CheckMark();
     CheckDatasets();
     CheckResults();
+    CheckResultFiles();
   }
 
  private:
@@ -55,8 +57,9 @@ class Verifier {
              (!app_id.ok() ? app_id.status() : version.status()).message());
       return false;
     }
-    if (*app_id != kApplicationId || *version != kFormatVersion) {
-      Damage(db_path_ + " is not a dispatch journal of format version " +
+    // Version 2 has the same tables; the next start only renumbers it.
+    if (*app_id != kApplicationId || (*version != kFormatVersion && *version != 2)) {
+      Damage(db_path_ + " is not a dispatch journal of format version 2 or " +
              std::to_string(kFormatVersion) + " (application_id " + std::to_string(*app_id) +
              ", user_version " + std::to_string(*version) + ")");
       return false;
@@ -244,6 +247,33 @@ class Verifier {
     });
   }
 
+  // Every file's header and checksum. Whether the journal still holds a
+  // file's closure is the state's business: a file it does not hold (a
+  // crash between writing it and journaling the finish, or between the
+  // release and the removal) is removed by the next start, not damage.
+  void CheckResultFiles() {
+    const std::string dir = work_dir_ + "/" + kResultDirName;
+    auto listing = ListResultFiles(dir);
+    if (!listing.ok()) {
+      Damage(listing.status().message());
+      return;
+    }
+    size_t bad = 0;
+    for (const ResultFileId& id : listing->files) {
+      const std::string name = ResultFileName(id.closure_id, id.attempt);
+      auto size = CheckResultFile(dir, name);
+      if (!size.ok()) {
+        Add(r_.damage, bad, size.status().message());
+        continue;
+      }
+      ++r_.result_files;
+      r_.result_file_bytes += *size;
+    }
+    for (const std::string& other : listing->others) {
+      r_.notes.push_back(dir + "/" + other + " is not a result file (left alone)");
+    }
+  }
+
   const std::string work_dir_;
   const std::string db_path_;
   sqlite3* const db_;
@@ -263,7 +293,9 @@ std::string VerifyReport::Summary(const std::string& work_dir) const {
                             std::to_string(snapshot_bytes) + " bytes)"
                       : ", no snapshot";
   out += ", " + std::to_string(datasets) + " datasets, " + std::to_string(results) +
-         " closure results (" + std::to_string(result_bytes) + " bytes)";
+         " closure results (" + std::to_string(result_bytes) + " bytes), " +
+         std::to_string(result_files) + " result files (" + std::to_string(result_file_bytes) +
+         " bytes)";
   out += has_mark ? ", high-water mark at record " + std::to_string(mark_seq) +
                         (mark_synced ? " (synced)" : " (not synced)")
                   : ", no high-water mark";

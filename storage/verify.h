@@ -4,7 +4,7 @@
 // found: the database's own b-tree check (PRAGMA integrity_check), every
 // journal record (contiguous sequence numbers, checksums), the snapshot file
 // the database names (size, checksums), every dataset definition and closure
-// result (checksums), and the journal's end against the high-water mark
+// result (checksums; rows and the files of results/), and the journal's end against the high-water mark
 // (COMMITTED, see store.h). It changes nothing: its connection is query-only
 // and does not checkpoint the WAL when it closes (SQLite may rebuild -shm).
 #pragma once
@@ -32,6 +32,8 @@ struct VerifyReport {
   uint64_t datasets = 0;
   uint64_t results = 0;
   uint64_t result_bytes = 0;
+  uint64_t result_files = 0;  // results kept in files (results/), each checked whole
+  uint64_t result_file_bytes = 0;
   bool has_mark = false;
   uint64_t mark_seq = 0;
   bool mark_synced = false;

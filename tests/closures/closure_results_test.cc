@@ -11,6 +11,8 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -18,6 +20,7 @@
 
 #include "clients/pattern_bytes.h"
 #include "clients/worker_agent.h"
+#include "storage/result_file.h"
 #include "tests/closures/closure_test_support.h"
 #include "tests/integration/client_loop.h"
 
@@ -189,6 +192,131 @@ TEST(ClosureResults, HeldResultsLiveInTheStoreNotInMemoryAndAllAreFetchedAfterKi
   const std::string db = dispatcher.process().work_dir() + "/dispatch.db";
   dispatcher.Kill9();
   EXPECT_EQ(CountResultRows(db), 0);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The result files in `dir`, by name.
+std::vector<std::string> ResultFiles(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    storage::ResultFileId id;
+    if (storage::ParseResultFileName(entry.path().filename().string(), &id)) {
+      names.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Results of --result-file-bytes (1 MiB) or more each live in a file of
+// their own, not a row; all come back intact after a kill -9; a file no
+// closure holds (a crash between the file and its record) is removed at
+// start; a damaged file is never served while the others are; and each file
+// leaves with its closure's release.
+TEST(ClosureResults, LargeResultsLiveInFilesSurviveAKillAndLeaveWithTheirRelease) {
+  constexpr size_t kLarge = 6;
+  constexpr size_t kSmall = 3;
+  constexpr size_t kLargeBytes = 3u << 20;
+  constexpr size_t kSmallBytes = 4096;
+  ClosureDispatcher dispatcher;
+  std::vector<uint64_t> ids;
+  std::map<uint64_t, std::pair<size_t, size_t>> expected;  // id -> (size, seed)
+  {
+    ClientLoop loop;
+    RawCoordinator coordinator(loop, dispatcher.address(), 72);
+    std::vector<std::string> args;
+    for (size_t i = 0; i < kLarge + kSmall; ++i) {
+      args.push_back(std::to_string(i < kLarge ? kLargeBytes : kSmallBytes) + ":" + std::to_string(i));
+    }
+    ids = coordinator.Schedule(args);
+  }
+  ASSERT_EQ(ids.size(), kLarge + kSmall);
+  for (size_t i = 0; i < ids.size(); ++i) expected[ids[i]] = {i < kLarge ? kLargeBytes : kSmallBytes, i};
+  auto worker = StartClosureWorker(dispatcher.address(), 2);
+  ASSERT_TRUE(WaitForCounters(dispatcher.address(), [&](const ClosureCounters& c) {
+    return c.finished == ids.size();
+  })) << "not every closure finished";
+  const std::string results = dispatcher.process().work_dir() + "/" + storage::kResultDirName;
+  const std::string db = dispatcher.process().work_dir() + "/dispatch.db";
+  std::vector<std::string> files = ResultFiles(results);
+  ASSERT_EQ(files.size(), kLarge);
+  for (size_t i = 0; i < kLarge; ++i) EXPECT_EQ(files[i], storage::ResultFileName(ids[i], 1));
+  EXPECT_EQ(CountResultRows(db), static_cast<int64_t>(kSmall));
+
+  const std::string orphan = results + "/" + storage::ResultFileName(ids.back() + 1000, 1);
+  WriteFile(orphan, "left by a crash between the file and its record");
+  dispatcher.Kill9();
+  dispatcher.Start();
+  EXPECT_FALSE(std::filesystem::exists(orphan)) << "a file no closure holds survived the start";
+  EXPECT_EQ(ResultFiles(results), files);
+
+  // One flipped byte in the body of the first large result.
+  const std::string damaged = results + "/" + files[0];
+  std::string bytes = ReadFile(damaged);
+  bytes[storage::kResultFileHeaderBytes + 100] ^= 0x20;
+  WriteFile(damaged, bytes);
+  auto check = [&](uint64_t id, rpc::ClosureState state, std::string_view result,
+                   const std::string& error) {
+    ASSERT_EQ(expected.count(id), 1u) << "closure " << id;
+    if (id == ids[0]) {
+      EXPECT_EQ(state, rpc::ClosureState::FAILED) << "a damaged result was served";
+      EXPECT_NE(error.find("DataLoss"), std::string::npos) << error;
+      EXPECT_NE(error.find("closure " + std::to_string(id)), std::string::npos) << error;
+    } else {
+      ASSERT_EQ(state, rpc::ClosureState::FINISHED) << "closure " << id << ": " << error;
+      auto [size, seed] = expected[id];
+      EXPECT_TRUE(result == clients::PatternBytes(size, seed)) << "closure " << id;
+    }
+    expected.erase(id);
+  };
+  {
+    ClientLoop loop;
+    RawCoordinator coordinator(loop, dispatcher.address(), 72);
+    EXPECT_EQ(coordinator.FetchAndRelease(ids.size(), 0, check), ids.size());
+    // The files go once their releases are durable, on the thread pool.
+    EXPECT_TRUE(WaitUntil([&]() { return ResultFiles(results).empty(); }, loop))
+        << ResultFiles(results).size() << " result files outlived their release";
+  }
+  EXPECT_TRUE(expected.empty()) << expected.size() << " outcomes never came";
+  EXPECT_TRUE(dispatcher.process().process().running());
+  dispatcher.Kill9();
+  EXPECT_EQ(CountResultRows(db), 0);
+}
+
+// A result file the disk refuses (here: results/ replaced by a plain file,
+// so every open fails) is not the journal failing: the run ends as a
+// transient error, retried like one, and the closure fails once the retries
+// are spent, naming why; the dispatcher serves on, and small results (rows)
+// still work.
+TEST(ClosureResults, AResultFileTheDiskRefusesFailsItsRunNotTheDispatcher) {
+  ClosureDispatcher dispatcher({"--closure-transient-retries=1"});
+  const std::string results = dispatcher.process().work_dir() + "/" + storage::kResultDirName;
+  std::filesystem::remove_all(results);
+  WriteFile(results, "in the way");
+  auto worker = StartClosureWorker(dispatcher.address(), 1);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto large = coordinator->Schedule("bytes", std::to_string(2u << 20) + ":1");
+  ASSERT_TRUE(large.ok());
+  Result<std::string> fetched = large->FetchFor(kFetchDeadline);
+  ASSERT_FALSE(fetched.ok()) << "a result was served although its file could not be written";
+  EXPECT_NE(fetched.status().message().find("could not be stored"), std::string::npos)
+      << fetched.status().ToString();
+  ClosureCounters counters = GetClosureCounters(dispatcher.address());
+  EXPECT_GE(counters.transient_retries, 1u);
+  EXPECT_TRUE(dispatcher.process().process().running());
+  (void)coordinator->Join();  // raises (and clears) the first error
+  auto small = coordinator->Schedule("bytes", "1000:2");
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE(FetchOrDie(*small) == clients::PatternBytes(1000, 2));
 }
 
 TEST(ClosureResults, AHundredMiBResultFailsItsClosureNamingTheLimitAndTheDispatcherServesOn) {

@@ -1,0 +1,73 @@
+#include "storage/file_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace dispatch::storage {
+namespace {
+
+constexpr size_t kChunk = 4u << 20;
+
+}  // namespace
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
+  const auto* p = static_cast<const char*>(data);
+  uint64_t previous_chunk = UINT64_MAX;
+  while (size > 0) {
+    const uint64_t chunk_start = offset;
+    size_t chunk = std::min(size, kChunk);
+    while (chunk > 0) {
+      const ssize_t n = write(fd, p, chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return UnavailableError("cannot write " + path + ": " + ErrnoText(n < 0 ? errno : EIO));
+      }
+      p += n;
+      chunk -= static_cast<size_t>(n);
+      size -= static_cast<size_t>(n);
+      offset += static_cast<uint64_t>(n);
+    }
+    // Best effort: the caller's final fsync is what makes the file durable.
+    sync_file_range(fd, static_cast<off_t>(chunk_start), static_cast<off_t>(offset - chunk_start),
+                    SYNC_FILE_RANGE_WRITE);
+    if (previous_chunk != UINT64_MAX) {
+      sync_file_range(fd, static_cast<off_t>(previous_chunk),
+                      static_cast<off_t>(chunk_start - previous_chunk),
+                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    }
+    previous_chunk = chunk_start;
+  }
+  return Status::Ok();
+}
+
+Status ReadAll(int fd, void* out, size_t size, uint64_t offset, const std::string& what) {
+  auto* p = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t n = pread(fd, p, std::min(size, kChunk), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return UnavailableError("cannot read " + what + ": " + ErrnoText(errno));
+    if (n == 0) return DataLossError(what + " ends early: it is damaged");
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status FsyncDir(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return UnavailableError("cannot open " + dir + ": " + ErrnoText(errno));
+  const int rc = fsync(fd);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return UnavailableError("fsync of " + dir + " failed: " + ErrnoText(err));
+  return Status::Ok();
+}
+
+}  // namespace dispatch::storage
