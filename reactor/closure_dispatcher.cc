@@ -397,9 +397,11 @@ Status ClosureDispatcher::Finish(const std::vector<state::StoredResult>& results
 kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
                                                      capnp::Data::Reader bytes) {
   // The job owns a copy: a cancelled call frees its message while the job
-  // may still be writing from it.
-  auto copy = std::make_shared<const std::string>(reinterpret_cast<const char*>(bytes.begin()),
-                                                  bytes.size());
+  // may still be writing from it. The copy's buffer comes back for reuse
+  // once the job is over (it drops its reference on the pool thread, before
+  // the loop hears of it).
+  std::shared_ptr<std::string> copy = copy_buffers_.Copy(
+      std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
   const uint64_t size = bytes.size();
   writing_results_.insert(run.closure_id);
   kj::Promise<std::string> written =
@@ -408,11 +410,20 @@ kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
         if (!crc.ok()) throw std::runtime_error(crc.status().ToString());
         return std::to_string(*crc);
       });
+  // Shared by both continuations, so that only the job's reference (gone
+  // by then) and this one count.
+  auto held = std::make_shared<std::shared_ptr<std::string>>(std::move(copy));
+  auto give_back = [this, held]() {
+    if (held->use_count() == 1) copy_buffers_.GiveBack(std::make_unique<std::string>(std::move(**held)));
+    held->reset();
+  };
   kj::Promise<bool> adopted = written.then(
-      [this, run, size](std::string crc) {
+      [this, run, size, give_back](std::string crc) mutable {
+        give_back();
         return OnResultFileWritten(run, size, static_cast<uint32_t>(std::stoul(crc)));
       },
-      [this, run, size](kj::Exception&& exception) {
+      [this, run, size, give_back](kj::Exception&& exception) mutable {
+        give_back();
         return OnResultFileFailed(run, size, exception.getDescription().cStr());
       });
   // Erased however the wait ends (a call cancelled, the dispatcher closed).

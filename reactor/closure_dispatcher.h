@@ -28,6 +28,7 @@
 #include <kj/async.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -39,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "reactor/buffer_cache.h"
 #include "reactor/closure_options.h"
 #include "reactor/closure_traces.h"
 #include "reactor/durable_state.h"
@@ -350,6 +352,10 @@ class ClosureDispatcher final : public kj::Refcounted {
   // Closures whose result file is being written: a second report of one is
   // ignored (two writers of one file name would interleave).
   std::set<uint64_t> writing_results_;
+  // The copies of results on their way to their files: up to two results of
+  // the largest size, at most 64 MiB, kept faulted in for the next ones
+  // (BufferCache).
+  BufferCache copy_buffers_{std::min<uint64_t>(2 * options_.max_result_bytes, 64u << 20)};
   // Result file writes and removals on the thread pool; declared last, so
   // destroyed first: jobs in flight are given up (their files, if any, are
   // removed by the next start).
