@@ -278,7 +278,7 @@ Result<uint32_t> ClosureDispatcher::ReportNow(uint64_t worker_id,
     const state::ClosureRun run{report.getClosureId(), worker_id, report.getAttempt()};
     if (state().FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr ||
         (repeats && !seen.insert(run.closure_id).second) ||
-        writing_results_.contains(run.closure_id)) {
+        writing_results_.contains({run.closure_id, run.attempt})) {
       ++ignored;  // late, repeated, or from a worker incarnation that lost it
       const state::Closure* ended = state().FindClosure(run.closure_id);
       if (ended != nullptr && ended->attempts == run.attempt &&
@@ -403,7 +403,7 @@ kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
   std::shared_ptr<std::string> copy = copy_buffers_.Copy(
       std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
   const uint64_t size = bytes.size();
-  writing_results_.insert(run.closure_id);
+  writing_results_.insert({run.closure_id, run.attempt});
   kj::Promise<std::string> written =
       result_files_.Run([dir = durable_.result_dir(), run, copy]() -> std::string {
         Result<uint32_t> crc = storage::WriteResultFile(dir, run.closure_id, run.attempt, *copy);
@@ -428,8 +428,8 @@ kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
       });
   // Erased however the wait ends (a call cancelled, the dispatcher closed).
   return CancelOnClose(kj::mv(adopted))
-      .attach(kj::defer([self = kj::addRef(*this), id = run.closure_id]() mutable {
-        self->writing_results_.erase(id);
+      .attach(kj::defer([self = kj::addRef(*this), key = std::make_pair(run.closure_id, run.attempt)]() mutable {
+        self->writing_results_.erase(key);
       }));
 }
 

@@ -349,9 +349,11 @@ class ClosureDispatcher final : public kj::Refcounted {
   kj::Own<kj::TaskSet> tasks_;
   // The sessions' calls waiting on us (CancelOnClose).
   kj::Canceler session_calls_;
-  // Closures whose result file is being written: a second report of one is
-  // ignored (two writers of one file name would interleave).
-  std::set<uint64_t> writing_results_;
+  // Runs (closure id, attempt) whose result file is being written: a second
+  // report of one is ignored (two writers of one file would interleave). By
+  // run, not closure: a write of an attempt that has ended (its worker lost)
+  // must not shut out the report of the attempt that runs it now.
+  std::set<std::pair<uint64_t, uint32_t>> writing_results_;
   // The copies of results on their way to their files: up to two results of
   // the largest size, at most 64 MiB, kept faulted in for the next ones
   // (BufferCache).

@@ -81,6 +81,18 @@ class ClosureWorker {
     return Status::Ok();
   }
 
+  // Sends a result report without waiting; the promise says ignored.
+  kj::Promise<uint32_t> SendReport(uint64_t closure_id, uint32_t attempt, const std::string& result) {
+    auto request = conn_->dispatcher().reportClosuresRequest();
+    request.setWorkerId(worker_id_);
+    auto report = request.initReports(1)[0];
+    report.setClosureId(closure_id);
+    report.setAttempt(attempt);
+    report.setResult(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(result.data()),
+                                         result.size()));
+    return request.send().then([](auto response) { return response.getIgnored(); });
+  }
+
   // Reports a result (or a user error when `error` is set); returns ignored.
   Result<uint32_t> Report(uint64_t closure_id, uint32_t attempt, const std::string& result,
                           const char* error = nullptr, uint64_t worker_id = 0) {

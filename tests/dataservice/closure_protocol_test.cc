@@ -9,16 +9,112 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <iterator>
 #include <memory>
 #include <tuple>
 
 #include "common/closure_limits.h"
+#include "storage/result_file.h"
 #include "tests/dataservice/closure_protocol_peers.h"
 
 namespace dispatch::testing {
 namespace {
+
+// The result files in the dispatcher's results/ (storage/result_file.h).
+size_t ResultFileCount(DispatcherProcess& dispatcher) {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dispatcher.work_dir() + "/results")) {
+    storage::ResultFileId id;
+    if (storage::ParseResultFileName(entry.path().filename().string(), &id)) ++n;
+  }
+  return n;
+}
+
+// A result of --result-file-bytes or more is written to its file before its
+// finish is journaled. A second report of the same run sent right behind the
+// first (so it arrives while the file may still be written) is ignored, and
+// the first one's bytes are what is stored: never two writers of one file.
+TEST(ClosureProtocol, ARepeatedLargeReportIsIgnoredAndTheFirstOneIsStored) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker worker(loop, dispatcher.address(), "w1", 1);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 43);
+  auto scheduled = coordinator.Schedule({"echo"});
+  ASSERT_TRUE(scheduled.ok()) << scheduled.status().ToString();
+  ASSERT_TRUE(worker.WaitForPushes(1));
+  const Pushed pushed = worker.pushed().front();
+  const std::string first(3u << 20, 'f');
+  const std::string second(3u << 20, 's');
+  auto a = worker.SendReport(pushed.closure_id, pushed.attempt, first);
+  auto b = worker.SendReport(pushed.closure_id, pushed.attempt, second);
+  auto ignored = Try(loop, a.then([b = kj::mv(b)](uint32_t x) mutable {
+    return b.then([x](uint32_t y) { return std::make_pair(x, y); });
+  }));
+  ASSERT_TRUE(ignored.ok()) << ignored.status().ToString();
+  EXPECT_EQ(ignored->first, 0u);
+  EXPECT_EQ(ignored->second, 1u);
+  auto outcomes = coordinator.Outcomes({pushed.closure_id});
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].state, rpc::ClosureState::FINISHED);
+  EXPECT_TRUE((*outcomes)[0].result == first) << "the stored result is not the first report's";
+  EXPECT_EQ(ResultFileCount(dispatcher), 1u);
+}
+
+// A closure cancelled while its large result is written: whichever comes
+// first, the outcome and the files agree. Cancelled: the report is ignored
+// and its file removed. Finished first: its file holds the bytes until the
+// closure is released. Never a file that no closure holds.
+TEST(ClosureProtocol, ACancelRacingALargeResultLeavesNoFileBehind) {
+  DispatcherProcess dispatcher;
+  ClientLoop loop;
+  ClosureWorker worker(loop, dispatcher.address(), "w1", 1);
+  ASSERT_TRUE(worker.Heartbeat().ok());
+  Coordinator coordinator(loop, dispatcher.address(), 44);
+  const std::string result(4u << 20, 'r');
+  const std::string results = dispatcher.work_dir() + "/results/";
+  std::vector<uint64_t> release;
+  std::string previous_file;
+  for (int round = 0; round < 5; ++round) {
+    auto scheduled = coordinator.Schedule({"echo"});
+    ASSERT_TRUE(scheduled.ok()) << scheduled.status().ToString();
+    ASSERT_TRUE(worker.WaitForPushes(round + 1));
+    const Pushed pushed = worker.pushed().back();
+    const std::string file = results + storage::ResultFileName(pushed.closure_id, pushed.attempt);
+    auto report = worker.SendReport(pushed.closure_id, pushed.attempt, result);
+    auto cancelled = coordinator.Cancel({pushed.closure_id});
+    ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
+    auto ignored = Try(loop, kj::mv(report));
+    ASSERT_TRUE(ignored.ok()) << ignored.status().ToString();
+    // This round's outcome; the last round's closure is released with it.
+    auto outcomes = coordinator.Await(release);
+    ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
+    ASSERT_EQ(outcomes->size(), 1u);
+    const Outcome& outcome = (*outcomes)[0];
+    std::printf("round %d: %s\n", round, *ignored == 1u ? "the cancel came first" : "the result came first");
+    if (*ignored == 1u) {
+      EXPECT_EQ(outcome.state, rpc::ClosureState::CANCELLED) << "round " << round;
+      EXPECT_TRUE(WaitUntil([&]() { return !std::filesystem::exists(file); }, loop))
+          << "round " << round << ": the ignored report's file was not removed";
+    } else {
+      EXPECT_EQ(outcome.state, rpc::ClosureState::FINISHED) << "round " << round;
+      EXPECT_TRUE(outcome.result == result) << "round " << round;
+      EXPECT_TRUE(std::filesystem::exists(file)) << "round " << round;
+    }
+    if (!previous_file.empty()) {
+      EXPECT_TRUE(WaitUntil([&]() { return !std::filesystem::exists(previous_file); }, loop))
+          << "round " << round << ": a released result's file outlived its release";
+    }
+    release = {pushed.closure_id};
+    previous_file = file;
+  }
+  EXPECT_EQ(ResultFileCount(dispatcher), std::filesystem::exists(previous_file) ? 1u : 0u)
+      << "a file no closure holds";
+}
 
 TEST(ClosureProtocol, ResultIsAcceptedOnceAndStaleOrRepeatedReportsAreIgnoredAndCounted) {
   DispatcherProcess dispatcher;
