@@ -156,10 +156,15 @@ TEST(ClosureFaults, ScheduleWaitsAtAFullQueueAndProceedsWhenItDrains) {
   });
   // No worker: the queue fills to its bound, the client window fills behind
   // it, and Schedule waits instead of failing or growing.
-  EXPECT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+  ClosureCounters last;
+  EXPECT_TRUE(WaitForCounters(dispatcher.address(), [&](const ClosureCounters& c) {
+    last = c;
     return c.queued == 10 && c.schedule_waits >= 1;
-  }));
-  EXPECT_TRUE(WaitUntil([&] { return scheduled.load() >= 20; }));
+  })) << "last seen: queued " << last.queued << ", schedule waits " << last.schedule_waits
+      << ", scheduled total " << last.scheduled_total << "; Schedule returned " << scheduled.load()
+      << " times";
+  EXPECT_TRUE(WaitUntil([&] { return scheduled.load() >= 20; }))
+      << "Schedule returned " << scheduled.load() << " times";
   EXPECT_LT(scheduled.load(), kClosures) << "Schedule did not wait at a full queue";
   EXPECT_LE(GetClosureCounters(dispatcher.address()).queued, 10u);
   auto worker = StartClosureWorker(dispatcher.address());
