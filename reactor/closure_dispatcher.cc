@@ -475,9 +475,25 @@ bool ClosureDispatcher::OnResultFileFailed(const state::ClosureRun& run, uint64_
 void ClosureDispatcher::RemoveResultFiles(std::vector<storage::ResultFileId> files, bool when_durable) {
   // Closed: the next start removes the files no closure holds.
   if (files.empty() || closed_) return;
-  auto remove = [this, files = kj::mv(files)]() mutable {
+  // With --synchronous=normal, Barrier() waits for the commit, not for an
+  // fsync: the job syncs the WAL itself first, so that a power cut cannot
+  // bring back a released closure whose file is gone.
+  std::shared_ptr<storage::WalSyncer> syncer;
+  if (when_durable && durable_.store().options().synchronous == storage::Synchronous::kNormal) {
+    auto opened = durable_.store().NewWalSyncer();
+    if (!opened.ok()) {
+      Log(LogLevel::kWarning, "keeping released result files: ", opened.status().ToString().c_str());
+      return;  // the next start removes them, after a sync
+    }
+    syncer = std::move(opened).value();
+  }
+  auto remove = [this, files = kj::mv(files), syncer]() mutable {
     return result_files_
-        .Run([dir = durable_.result_dir(), files]() -> std::string {
+        .Run([dir = durable_.result_dir(), files, syncer]() -> std::string {
+          if (syncer != nullptr) {
+            Status synced = syncer->Sync();
+            if (!synced.ok()) throw std::runtime_error("keeping released result files: " + synced.ToString());
+          }
           std::string errors;
           for (const storage::ResultFileId& file : files) {
             Status removed = storage::RemoveResultFile(dir, file);

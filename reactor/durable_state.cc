@@ -305,18 +305,31 @@ Status DurableState::DropUnheldResults() {
     ++stats_.unheld_results_dropped;
   }
   // A file is held when its closure finished in the attempt that wrote it
-  // and no row holds the result instead. Files go first: removing one the
-  // state does not hold needs no transaction.
+  // and no row holds the result instead; the others are removed at once
+  // (no transaction names them).
   auto listing = storage::ListResultFiles(result_dir());
   if (!listing.ok()) return listing.status();
   result_files_.clear();
+  std::vector<storage::ResultFileId> unheld;
   for (const storage::ResultFileId& file : listing->files) {
     const state::Closure* closure = state_.FindClosure(file.closure_id);
     if (holds(file.closure_id) && closure->attempts == file.attempt &&
         !std::binary_search(ids->begin(), ids->end(), file.closure_id)) {
       result_files_[file.closure_id] = file.attempt;
-      continue;
+    } else {
+      unheld.push_back(file);
     }
+  }
+  if (!unheld.empty()) {
+    // The state just replayed may hold records that are only in the page
+    // cache (a kill -9 before their fsync): a release among them must be
+    // durable before its file goes, or a power cut now would bring the
+    // closure back without its result.
+    auto syncer = store_.NewWalSyncer();
+    if (!syncer.ok()) return syncer.status();
+    DISPATCH_RETURN_IF_ERROR((*syncer)->Sync());
+  }
+  for (const storage::ResultFileId& file : unheld) {
     // One that cannot be removed is only disk space: it is never read.
     Status removed = storage::RemoveResultFile(result_dir(), file);
     if (!removed.ok()) Log(LogLevel::kWarning, removed.ToString().c_str());

@@ -221,13 +221,18 @@ std::vector<std::string> ResultFiles(const std::string& dir) {
 // their own, not a row; all come back intact after a kill -9; a file no
 // closure holds (a crash between the file and its record) is removed at
 // start; a damaged file is never served while the others are; and each file
-// leaves with its closure's release.
-TEST(ClosureResults, LargeResultsLiveInFilesSurviveAKillAndLeaveWithTheirRelease) {
+// leaves with its closure's release (with --synchronous=normal too, where the
+// removal syncs the journal first).
+class LargeResults : public ::testing::TestWithParam<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(Synchronous, LargeResults, ::testing::Values("full", "normal"));
+
+TEST_P(LargeResults, LiveInFilesSurviveAKillAndLeaveWithTheirRelease) {
   constexpr size_t kLarge = 6;
   constexpr size_t kSmall = 3;
   constexpr size_t kLargeBytes = 3u << 20;
   constexpr size_t kSmallBytes = 4096;
-  ClosureDispatcher dispatcher;
+  ClosureDispatcher dispatcher({std::string("--synchronous=") + GetParam()});
   std::vector<uint64_t> ids;
   std::map<uint64_t, std::pair<size_t, size_t>> expected;  // id -> (size, seed)
   {
