@@ -57,6 +57,7 @@ void ClosureDispatcher::Close() {
   session_calls_.cancel(
       ExceptionFromStatus(UnavailableError("the dispatcher is shutting down")));
   tasks_ = nullptr;
+  file_writes_queued_.clear();  // their calls were cancelled above
   release_timer_.reset();
   stagger_timer_.reset();
   deadline_timer_.reset();
@@ -405,7 +406,7 @@ kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
   const uint64_t size = bytes.size();
   writing_results_.insert({run.closure_id, run.attempt});
   kj::Promise<std::string> written =
-      result_files_.Run([dir = durable_.result_dir(), run, copy]() -> std::string {
+      RunFileWrite([dir = durable_.result_dir(), run, copy]() -> std::string {
         Result<uint32_t> crc = storage::WriteResultFile(dir, run.closure_id, run.attempt, *copy);
         if (!crc.ok()) throw std::runtime_error(crc.status().ToString());
         return std::to_string(*crc);
@@ -431,6 +432,30 @@ kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
       .attach(kj::defer([self = kj::addRef(*this), key = std::make_pair(run.closure_id, run.attempt)]() mutable {
         self->writing_results_.erase(key);
       }));
+}
+
+kj::Promise<std::string> ClosureDispatcher::RunFileWrite(std::function<std::string()> work) {
+  auto paf = kj::newPromiseAndFulfiller<std::string>();
+  file_writes_queued_.push_back({std::move(work), kj::mv(paf.fulfiller)});
+  StartFileWrites();
+  return kj::mv(paf.promise);
+}
+
+void ClosureDispatcher::StartFileWrites() {
+  while (file_writes_running_ < kMaxFileWrites && !file_writes_queued_.empty() && !closed_) {
+    QueuedFileWrite next = std::move(file_writes_queued_.front());
+    file_writes_queued_.pop_front();
+    if (!next.fulfiller->isWaiting()) continue;  // its call went away meanwhile
+    ++file_writes_running_;
+    auto fulfiller = std::make_shared<kj::Own<kj::PromiseFulfiller<std::string>>>(kj::mv(next.fulfiller));
+    AddTask(result_files_.Run(std::move(next.work))
+                .then([fulfiller](std::string crc) { (*fulfiller)->fulfill(kj::mv(crc)); },
+                      [fulfiller](kj::Exception&& e) { (*fulfiller)->reject(kj::mv(e)); })
+                .attach(kj::defer([this]() {
+                  --file_writes_running_;
+                  if (!closed_) StartFileWrites();
+                })));
+  }
 }
 
 bool ClosureDispatcher::OnResultFileWritten(const state::ClosureRun& run, uint64_t size, uint32_t crc) {

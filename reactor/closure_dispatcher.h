@@ -250,6 +250,10 @@ class ClosureDispatcher final : public kj::Refcounted {
   // write failed (OnResultFileFailed). Resolves to true when ignored.
   kj::Promise<bool> StoreResultFile(state::ClosureRun run, capnp::Data::Reader bytes);
   bool OnResultFileWritten(const state::ClosureRun& run, uint64_t size, uint32_t crc);
+  // Runs `work` (a result file write) on the thread pool, at most
+  // kMaxFileWrites at a time, in the order asked.
+  kj::Promise<std::string> RunFileWrite(std::function<std::string()> work);
+  void StartFileWrites();
   bool OnResultFileFailed(const state::ClosureRun& run, uint64_t size, const std::string& error);
   // Removes result files on the thread pool; `when_durable`: once what was
   // submitted so far is durable (a release naming them), else at once (no
@@ -354,6 +358,17 @@ class ClosureDispatcher final : public kj::Refcounted {
   // run, not closure: a write of an attempt that has ended (its worker lost)
   // must not shut out the report of the attempt that runs it now.
   std::set<std::pair<uint64_t, uint32_t>> writing_results_;
+  // Result file writes run one at a time: libuv's pool has 4 threads, and
+  // the snapshot replica, a checkpoint and the WAL fsync every reply waits
+  // for may need three of them; a burst of writes (each ending in an
+  // fdatasync of up to 32 MiB) must not queue that fsync behind it.
+  static constexpr size_t kMaxFileWrites = 1;
+  struct QueuedFileWrite {
+    std::function<std::string()> work;
+    kj::Own<kj::PromiseFulfiller<std::string>> fulfiller;
+  };
+  std::deque<QueuedFileWrite> file_writes_queued_;
+  size_t file_writes_running_ = 0;
   // The copies of results on their way to their files: up to two results of
   // the largest size, at most 64 MiB, kept faulted in for the next ones
   // (BufferCache).
