@@ -427,11 +427,18 @@ kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
         give_back();
         return OnResultFileFailed(run, size, exception.getDescription().cStr());
       });
-  // Erased however the wait ends (a call cancelled, the dispatcher closed).
-  return CancelOnClose(kj::mv(adopted))
-      .attach(kj::defer([self = kj::addRef(*this), key = std::make_pair(run.closure_id, run.attempt)]() mutable {
-        self->writing_results_.erase(key);
-      }));
+  // The write is finished on the loop (adopted, or its file removed) even
+  // when the report's call goes away meanwhile (its worker disconnected): a
+  // task of ours owns it, and the call only waits for it. The run is fenced
+  // until then, however it ends (the dispatcher closed: the task is dropped).
+  auto finished =
+      adopted
+          .attach(kj::defer([self = kj::addRef(*this), key = std::make_pair(run.closure_id, run.attempt)]() mutable {
+            self->writing_results_.erase(key);
+          }))
+          .fork();
+  AddTask(finished.addBranch().ignoreResult());
+  return CancelOnClose(finished.addBranch());
 }
 
 kj::Promise<std::string> ClosureDispatcher::RunFileWrite(std::function<std::string()> work) {
