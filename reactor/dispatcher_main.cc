@@ -271,7 +271,7 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "closure results of at least this many bytes are kept in files of their own under "
                  "<work-dir>/results/, written and fsynced on the thread pool before the closure's "
                  "finish is journaled, so storing, fetching and releasing them never holds the "
-                 "loop; smaller ones are rows written with the journal's commit. 0: always rows "
+                 "loop's commit; smaller ones are rows written with the journal's commit. 0: always rows "
                  "(--etcd: always the etcd journal)",
                  &o.durable.result_file_bytes, 0, 1ull << 40);
   parser.AddUint("max-connections", "open connections allowed at once; more are refused",

@@ -4,6 +4,7 @@
 #include "storage/store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <string>
@@ -485,6 +486,41 @@ TEST(Store, ForeignSqliteDatabaseIsRefused) {
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(store.status().message().find("not a dispatch journal"), std::string::npos)
       << store.status().message();
+}
+
+// Version 2 has version 3's schema (3 only adds result files beside it):
+// it opens with its records, and is renumbered so that a build reading only
+// version 2 refuses it from then on.
+int64_t UserVersion(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  int64_t version = -1;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    version = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return version;
+}
+
+TEST(Store, AVersion2WorkDirOpensAndIsRenumbered) {
+  TempDir tmp;
+  {
+    auto store = MustOpen(OptionsFor(tmp.path()));
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Commit(PayloadBatch(1, 3)).ok());
+  }
+  ASSERT_EQ(RawSql(tmp.Sub("dispatch.db"), "PRAGMA user_version=2"), "");
+  ASSERT_EQ(UserVersion(tmp.Sub("dispatch.db")), 2);
+  {
+    auto store = MustOpen(OptionsFor(tmp.path()));
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->last_seq(), 3u);
+  }
+  EXPECT_EQ(UserVersion(tmp.Sub("dispatch.db")), kFormatVersion);
+  EXPECT_EQ(kFormatVersion, 3);
 }
 
 TEST(Store, NewerFormatVersionIsRefused) {
