@@ -161,11 +161,9 @@ Status ReadResultFile(const std::string& dir, uint64_t closure_id, uint32_t atte
   return ReadAll(fd->get(), dest, size, kResultFileHeaderBytes, what);
 }
 
-Result<uint64_t> CheckResultFile(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/" + name;
+Result<uint64_t> CheckResultFile(const std::string& dir, const ResultFileId& id) {
+  const std::string path = dir + "/" + ResultFileName(id.closure_id, id.attempt);
   const std::string what = "result file " + path;
-  ResultFileId id;
-  if (!ParseResultFileName(name, &id)) return InvalidArgumentError(name + " is not a result file name");
   std::unique_ptr<Fd> fd;
   auto header = OpenAndCheck(path, what, &fd);
   if (!header.ok()) {

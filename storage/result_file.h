@@ -63,10 +63,10 @@ Result<uint32_t> WriteResultFile(const std::string& dir, uint64_t closure_id, ui
 Status ReadResultFile(const std::string& dir, uint64_t closure_id, uint32_t attempt, char* dest,
                       size_t size);
 
-// Reads the whole file `name` in `dir` and checks its header and its body's
+// Reads the whole file of `id` in `dir` and checks its header and its body's
 // CRC32C (dispatcher --verify). Returns the body's size; DataLoss naming the
 // file when anything disagrees.
-Result<uint64_t> CheckResultFile(const std::string& dir, const std::string& name);
+Result<uint64_t> CheckResultFile(const std::string& dir, const ResultFileId& id);
 
 // Removes the file; a missing one is fine. Unavailable on another error.
 Status RemoveResultFile(const std::string& dir, const ResultFileId& id);

@@ -22,8 +22,6 @@ constexpr char kPrefix[] = "snapshot-";
 constexpr char kSuffix[] = ".snap";
 constexpr char kTempSuffix[] = ".snap.tmp";
 
-std::string Errno(int err) { return ErrnoText(err); }
-
 }  // namespace
 
 std::string SnapshotFileName(uint64_t seq, uint32_t crc) {
@@ -63,17 +61,17 @@ Result<SnapshotFileInfo> WriteSnapshotFile(const std::string& work_dir, uint64_t
   const std::string temp = work_dir + "/" + SnapshotTempFileName(seq);
   const std::string final_path = work_dir + "/" + info.name;
   const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return UnavailableError("cannot create " + temp + ": " + Errno(errno));
+  if (fd < 0) return UnavailableError("cannot create " + temp + ": " + ErrnoText(errno));
   Status status = WriteAll(fd, header, sizeof(header), 0, temp);
   if (status.ok()) status = WriteAll(fd, body.data(), body.size(), sizeof(header), temp);
   if (status.ok() && fsync(fd) != 0) {
-    status = UnavailableError("fsync of " + temp + " failed: " + Errno(errno));
+    status = UnavailableError("fsync of " + temp + " failed: " + ErrnoText(errno));
   }
   if (close(fd) != 0 && status.ok()) {
-    status = UnavailableError("closing " + temp + " failed: " + Errno(errno));
+    status = UnavailableError("closing " + temp + " failed: " + ErrnoText(errno));
   }
   if (status.ok() && rename(temp.c_str(), final_path.c_str()) != 0) {
-    status = UnavailableError("cannot rename " + temp + " to " + final_path + ": " + Errno(errno));
+    status = UnavailableError("cannot rename " + temp + " to " + final_path + ": " + ErrnoText(errno));
   }
   if (!status.ok()) {
     unlink(temp.c_str());
@@ -93,13 +91,13 @@ Result<std::string> ReadSnapshotFile(const std::string& work_dir,
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return DataLossError(what + " is missing");
-    return UnavailableError("cannot open " + what + ": " + Errno(err));
+    return UnavailableError("cannot open " + what + ": " + ErrnoText(err));
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    return UnavailableError("cannot stat " + what + ": " + Errno(err));
+    return UnavailableError("cannot stat " + what + ": " + ErrnoText(err));
   }
   const uint64_t want = kSnapshotFileHeaderBytes + expected.size;
   if (static_cast<uint64_t>(st.st_size) != want) {

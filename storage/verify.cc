@@ -260,8 +260,7 @@ class Verifier {
     }
     size_t bad = 0;
     for (const ResultFileId& id : listing->files) {
-      const std::string name = ResultFileName(id.closure_id, id.attempt);
-      auto size = CheckResultFile(dir, name);
+      auto size = CheckResultFile(dir, id);
       if (!size.ok()) {
         Add(r_.damage, bad, size.status().message());
         continue;

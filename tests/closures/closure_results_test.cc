@@ -22,6 +22,8 @@
 #include "clients/pattern_bytes.h"
 #include "clients/worker_agent.h"
 #include "storage/result_file.h"
+#include "storage/sqlite.h"
+#include "tests/storage/test_util.h"
 #include "tests/closures/closure_test_support.h"
 #include "tests/integration/client_loop.h"
 
@@ -113,17 +115,10 @@ class RawCoordinator {
 };
 
 int64_t CountResultRows(const std::string& db_path) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* stmt = nullptr;
-  int64_t count = -1;
-  if (sqlite3_prepare_v2(db, "SELECT count(*) FROM result", -1, &stmt, nullptr) == SQLITE_OK &&
-      sqlite3_step(stmt) == SQLITE_ROW) {
-    count = sqlite3_column_int64(stmt, 0);
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return count;
+  auto db = storage::OpenSqlite(db_path, SQLITE_OPEN_READONLY, db_path);
+  if (!db.ok()) return -1;
+  auto count = storage::QueryInt(db->get(), "SELECT count(*) FROM result", db_path);
+  return count.ok() ? *count : -1;
 }
 
 TEST(ClosureResults, HeldResultsLiveInTheStoreNotInMemoryAndAllAreFetchedAfterKillAndSnapshot) {
@@ -195,25 +190,17 @@ TEST(ClosureResults, HeldResultsLiveInTheStoreNotInMemoryAndAllAreFetchedAfterKi
   EXPECT_EQ(CountResultRows(db), 0);
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using storage::testing::ReadFile;
+using storage::testing::WriteFile;
 
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// The result files in `dir`, by name.
+// The result files in `dir`, by name (storage's own listing).
 std::vector<std::string> ResultFiles(const std::string& dir) {
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    storage::ResultFileId id;
-    if (storage::ParseResultFileName(entry.path().filename().string(), &id)) {
-      names.push_back(entry.path().filename().string());
-    }
-  }
+  auto listing = storage::ListResultFiles(dir);
+  EXPECT_TRUE(listing.ok()) << listing.status().ToString();
+  if (!listing.ok()) return names;
+  for (const storage::ResultFileId& id : listing->files)
+    names.push_back(storage::ResultFileName(id.closure_id, id.attempt));
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -23,14 +23,11 @@
 namespace dispatch::testing {
 namespace {
 
-// The result files in the dispatcher's results/ (storage/result_file.h).
+// The result files in the dispatcher's results/ (storage's own listing).
 size_t ResultFileCount(DispatcherProcess& dispatcher) {
-  size_t n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dispatcher.work_dir() + "/results")) {
-    storage::ResultFileId id;
-    if (storage::ParseResultFileName(entry.path().filename().string(), &id)) ++n;
-  }
-  return n;
+  auto listing = storage::ListResultFiles(dispatcher.work_dir() + "/" + storage::kResultDirName);
+  EXPECT_TRUE(listing.ok()) << listing.status().ToString();
+  return listing.ok() ? listing->files.size() : 0;
 }
 
 // A result of --result-file-bytes or more is written to its file before its

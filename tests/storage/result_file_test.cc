@@ -42,7 +42,7 @@ TEST(ResultFile, WrittenBytesReadBackWithTheirChecksum) {
   EXPECT_TRUE(back == body);
   EXPECT_EQ(std::filesystem::file_size(dir.Sub(ResultFileName(42, 3))),
             body.size() + kResultFileHeaderBytes);
-  auto checked = CheckResultFile(dir.path(), ResultFileName(42, 3));
+  auto checked = CheckResultFile(dir.path(), {42, 3});
   ASSERT_TRUE(checked.ok()) << checked.status().ToString();
   EXPECT_EQ(*checked, body.size());
 }
@@ -62,7 +62,7 @@ TEST(ResultFile, AnotherAttemptOrSizeOrAMissingFileIsNeverServed) {
   Status renamed = ReadResultFile(dir.path(), 9, 2, back.data(), back.size());
   EXPECT_EQ(renamed.code(), StatusCode::kDataLoss) << renamed.ToString();
   EXPECT_NE(renamed.message().find(ResultFileName(9, 2)), std::string::npos) << renamed.ToString();
-  EXPECT_EQ(CheckResultFile(dir.path(), ResultFileName(9, 2)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(CheckResultFile(dir.path(), {9, 2}).status().code(), StatusCode::kDataLoss);
 }
 
 TEST(ResultFile, DamageIsNamedNeverServed) {
@@ -96,7 +96,7 @@ TEST(ResultFile, DamageIsNamedNeverServed) {
   WriteFile(path, body_flip);
   ASSERT_TRUE(ReadResultFile(dir.path(), 11, 1, back.data(), back.size()).ok());
   EXPECT_NE(Crc32c(back), Crc32c(body));
-  auto checked = CheckResultFile(dir.path(), ResultFileName(11, 1));
+  auto checked = CheckResultFile(dir.path(), {11, 1});
   EXPECT_EQ(checked.status().code(), StatusCode::kDataLoss) << checked.status().ToString();
 }
 

@@ -1,6 +1,7 @@
 // Store round trips: commit, reopen, replay; snapshots and truncation; the
 // dataset store; limits that refuse bad input without breaking the store; and
 // fail-stop when the database cannot grow.
+#include "storage/sqlite.h"
 #include "storage/store.h"
 
 #include <gtest/gtest.h>
@@ -40,19 +41,17 @@ void ExpectPayloads(Store& store, uint64_t first, uint64_t last) {
   }
 }
 
+// One integer a query returns, read through a connection of its own (-1 on
+// any error).
+int64_t QueryOne(const std::string& db_path, const std::string& sql) {
+  auto db = OpenSqlite(db_path, SQLITE_OPEN_READONLY, db_path);
+  if (!db.ok()) return -1;
+  auto value = QueryInt(db->get(), sql.c_str(), sql);
+  return value.ok() ? *value : -1;
+}
+
 int64_t CountRows(const std::string& db_path, const std::string& table) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* stmt = nullptr;
-  const std::string sql = "SELECT count(*) FROM " + table;
-  int64_t count = -1;
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
-      sqlite3_step(stmt) == SQLITE_ROW) {
-    count = sqlite3_column_int64(stmt, 0);
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return count;
+  return QueryOne(db_path, "SELECT count(*) FROM " + table);
 }
 
 TEST(Store, OpenCreatesTheWorkDirAndAnEmptyJournal) {
@@ -491,20 +490,6 @@ TEST(Store, ForeignSqliteDatabaseIsRefused) {
 // Version 2 has version 3's schema (3 only adds result files beside it):
 // it opens with its records, and is renumbered so that a build reading only
 // version 2 refuses it from then on.
-int64_t UserVersion(const std::string& db_path) {
-  sqlite3* db = nullptr;
-  int64_t version = -1;
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK &&
-      sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr) == SQLITE_OK &&
-      sqlite3_step(stmt) == SQLITE_ROW) {
-    version = sqlite3_column_int64(stmt, 0);
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return version;
-}
-
 TEST(Store, AVersion2WorkDirOpensAndIsRenumbered) {
   TempDir tmp;
   {
@@ -513,13 +498,13 @@ TEST(Store, AVersion2WorkDirOpensAndIsRenumbered) {
     ASSERT_TRUE(store->Commit(PayloadBatch(1, 3)).ok());
   }
   ASSERT_EQ(RawSql(tmp.Sub("dispatch.db"), "PRAGMA user_version=2"), "");
-  ASSERT_EQ(UserVersion(tmp.Sub("dispatch.db")), 2);
+  ASSERT_EQ(QueryOne(tmp.Sub("dispatch.db"), "PRAGMA user_version"), 2);
   {
     auto store = MustOpen(OptionsFor(tmp.path()));
     ASSERT_NE(store, nullptr);
     EXPECT_EQ(store->last_seq(), 3u);
   }
-  EXPECT_EQ(UserVersion(tmp.Sub("dispatch.db")), kFormatVersion);
+  EXPECT_EQ(QueryOne(tmp.Sub("dispatch.db"), "PRAGMA user_version"), kFormatVersion);
   EXPECT_EQ(kFormatVersion, 3);
 }
 
