@@ -7,51 +7,12 @@
 
 #include "common/log.h"
 #include "reactor/closure_dispatcher.h"
+#include "reactor/outcome_reply.h"
 #include "reactor/service_util.h"
 #include "state/bytes.h"
 #include "common/closure_trace.h"
 
 namespace dispatch::reactor {
-namespace {
-
-// The bytes an outcome adds to a reply (its result or error).
-uint64_t OutcomeBytes(const state::Closure& closure) {
-  if (closure.state == state::ClosureState::FINISHED)
-    return closure.result_stored ? closure.result_size : closure.result.size();
-  if (closure.state == state::ClosureState::FAILED) return closure.error.size();
-  return 0;
-}
-
-// A finished closure's result is read back from the store here. One that
-// cannot be read intact is never served: the outcome says FAILED with the
-// DataLoss that names the closure (the state is left as it is; releasing the
-// closure drops the row).
-void FillOutcome(DurableState& durable, const state::Closure& closure,
-                 rpc::ClosureOutcome::Builder out) {
-  out.setClosureId(closure.id);
-  out.setState(closure.state);
-  out.setAttempts(closure.attempts);
-  if (closure.state == state::ClosureState::FINISHED) {
-    // Read straight into the reply (on an error it holds zeros).
-    auto data = out.initResult(static_cast<unsigned>(DurableState::ResultSize(closure)));
-    Status read = durable.ReadResult(closure, reinterpret_cast<char*>(data.begin()));
-    if (!read.ok()) {
-      Log(LogLevel::kError, "not serving closure ", closure.id, ": ", read.ToString().c_str());
-      out.disownResult();
-      out.setState(state::ClosureState::FAILED);
-      out.setError(read.ToString());
-    }
-  }
-  if (closure.state == state::ClosureState::FAILED) {
-    out.setError(closure.error);
-    out.setUserError(closure.user_error);
-    // A failed closure keeps its deadline only when that failed it.
-    out.setDeadlineExceeded(closure.deadline_micros != 0);
-  }
-}
-
-}  // namespace
-
 CoordinatorSession::CoordinatorSession(kj::Own<ClosureDispatcher> closures,
                                        uint64_t coordinator_id, kj::Own<RpcMetrics> metrics)
     : closures_(kj::mv(closures)), coordinator_id_(coordinator_id), metrics_(kj::mv(metrics)) {
@@ -165,8 +126,7 @@ bool CoordinatorSession::RetriedUnderError(ClosureDispatcher& closures, Schedule
   return true;
 }
 
-void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max,
-                                     std::vector<capnp::List<uint64_t>::Builder>& traced) {
+std::vector<uint64_t> CoordinatorSession::PickResults(uint32_t max) {
   const state::DispatcherState& state = Dispatcher().state();
   const uint64_t limit = Dispatcher().options().max_results_per_call;
   const uint64_t want = max == 0 ? limit : std::min<uint64_t>(max, limit);
@@ -175,8 +135,8 @@ void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max,
   // next call.
   const uint64_t budget = Dispatcher().options().max_result_bytes_per_call;
   uint64_t bytes = 0;
-  std::vector<const state::Closure*> out;
-  while (!undelivered_.empty() && out.size() < want) {
+  std::vector<uint64_t> ids;
+  while (!undelivered_.empty() && ids.size() < want) {
     const state::Closure* closure = state.FindClosure(undelivered_.front());
     if (closure == nullptr || !state::IsClosureDone(closure->state) ||
         Dispatcher().ReleasePending(closure->id)) {
@@ -184,27 +144,38 @@ void CoordinatorSession::FillResults(AwaitResultsContext& context, uint32_t max,
       continue;
     }
     const uint64_t size = OutcomeBytes(*closure);
-    if (!out.empty() && bytes + size > budget) break;
+    if (!ids.empty() && bytes + size > budget) break;
     bytes += size;
-    out.push_back(closure);
+    ids.push_back(closure->id);
     undelivered_.pop_front();
   }
-  DurableState& durable = Dispatcher().durable();
-  auto results = context.getResults().initResults(static_cast<unsigned>(out.size()));
-  ClosureTraces& traces = Dispatcher().traces();
-  for (unsigned i = 0; i < out.size(); ++i) {
-    FillOutcome(durable, *out[i], results[i]);
-    if (traces.empty()) continue;
-    std::optional<ClosureTraces::Stamps> stamps = traces.Take(out[i]->id);
-    if (!stamps.has_value()) continue;
-    auto list = results[i].initTrace(kTraceOutcomeStamps);
-    for (unsigned s = 0; s < kTraceOutcomeStamps; ++s) list.set(s, (*stamps)[s]);
-    traced.push_back(list);
-  }
+  return ids;
 }
 
-kj::Promise<void> CoordinatorSession::ReplyAfterCommit(
-    std::vector<capnp::List<uint64_t>::Builder> traced) {
+kj::Promise<void> CoordinatorSession::DeliverResults(AwaitResultsContext context, uint32_t max,
+                                                     bool releases) {
+  std::vector<uint64_t> ids = PickResults(max);
+  // The call's releases go with this pass, so the reply's Barrier covers them.
+  if (releases) ThrowIfError(Dispatcher().FlushReleases());
+  auto filled = FillOutcomes(Dispatcher(), coordinator_id_, ids, OnReleased::kSkip,
+                             [context](unsigned n) mutable {
+                               return context.getResults().initResults(n);
+                             });
+  return Dispatcher()
+      .CancelOnClose(kj::mv(filled).catch_([this, ids](kj::Exception&& e)
+                                               -> std::optional<TracedLists> {
+        // Not delivered: the next call has them, first.
+        undelivered_.insert(undelivered_.begin(), ids.begin(), ids.end());
+        kj::throwFatalException(kj::mv(e));
+      }))
+      .then([this, context, max](std::optional<TracedLists> traced) mutable -> kj::Promise<void> {
+        // Every one was released meanwhile (another session): wait again.
+        if (!traced.has_value()) return WaitForResults(context, max, /*releases=*/false);
+        return ReplyAfterCommit(kj::mv(*traced));
+      });
+}
+
+kj::Promise<void> CoordinatorSession::ReplyAfterCommit(TracedLists traced) {
   DurableState& durable = Dispatcher().durable();
   if (traced.empty()) return durable.Barrier();
   return durable.Barrier().then([&durable, traced = kj::mv(traced)]() {
@@ -217,42 +188,43 @@ kj::Promise<void> CoordinatorSession::ReplyAfterCommit(
   });
 }
 
-kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) {
+bool CoordinatorSession::SkipReleased() {
   ClosureDispatcher& closures = Dispatcher();
-  auto params = context.getParams();
-  ThrowIfError(closures.Release(coordinator_id_, params.getRelease()));
-  const uint32_t max = params.getMaxResults();
-  // Skip outcomes released meanwhile, so that an empty list means "wait".
   while (!undelivered_.empty()) {
     const state::Closure* closure = closures.state().FindClosure(undelivered_.front());
-    if (closure != nullptr && state::IsClosureDone(closure->state) && !closures.ReleasePending(closure->id))
-      break;
+    if (closure != nullptr && state::IsClosureDone(closure->state) &&
+        !closures.ReleasePending(closure->id))
+      return true;
     undelivered_.pop_front();
   }
-  // Whatever this call answers, its releases are journaled before the answer
-  // leaves (the Barrier waits for the commit), so an acknowledged release is
-  // durable (held ones excepted, see ClosureDispatcher::Release).
-  const bool releases = params.getRelease().size() > 0;
-  if (!undelivered_.empty()) {
-    std::vector<capnp::List<uint64_t>::Builder> traced;
-    FillResults(context, max, traced);
-    if (releases) ThrowIfError(closures.FlushReleases());
-    return ReplyAfterCommit(kj::mv(traced));
-  }
+  return false;
+}
+
+kj::Promise<void> CoordinatorSession::WaitForResults(AwaitResultsContext context, uint32_t max,
+                                                     bool releases) {
+  if (SkipReleased()) return DeliverResults(context, max, releases);
   if (results_waiter_ != nullptr) {
-    if (releases) ThrowIfError(closures.FlushReleases());
+    if (releases) ThrowIfError(Dispatcher().FlushReleases());
     ThrowStatus(FailedPreconditionError("coordinator " + std::to_string(coordinator_id_) +
                                         ": this session already has an awaitResults waiting"));
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   results_waiter_ = kj::mv(paf.fulfiller);
-  return closures.CancelOnClose(paf.promise.then([this, context, max, releases]() mutable {
-    std::vector<capnp::List<uint64_t>::Builder> traced;
-    FillResults(context, max, traced);
-    // Usually journaled meanwhile (kReleaseDelayMs); if not, with this pass.
-    if (releases) ThrowIfError(Dispatcher().FlushReleases());
-    return ReplyAfterCommit(kj::mv(traced));
-  }));
+  return Dispatcher().CancelOnClose(kj::mv(paf.promise))
+      .then([this, context, max, releases]() mutable {
+        // Usually journaled meanwhile (kReleaseDelayMs); if not, with this pass.
+        return WaitForResults(context, max, releases);
+      });
+}
+
+kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) {
+  ClosureDispatcher& closures = Dispatcher();
+  auto params = context.getParams();
+  ThrowIfError(closures.Release(coordinator_id_, params.getRelease()));
+  // Whatever this call answers, its releases are journaled before the answer
+  // leaves (FlushReleases, then the reply's Barrier), so an acknowledged
+  // release is durable (held ones excepted, see ClosureDispatcher::Release).
+  return WaitForResults(context, params.getMaxResults(), params.getRelease().size() > 0);
 }
 
 kj::Promise<void> CoordinatorSession::join(JoinContext context) { return Join(context); }
@@ -291,31 +263,34 @@ kj::Promise<void> CoordinatorSession::createPerWorkerResource(
 kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
   ClosureDispatcher& closures = Dispatcher();
   auto ids = context.getParams().getClosureIds();
-  std::vector<const state::Closure*> found;
+  std::vector<uint64_t> wanted;
+  uint64_t bytes = 0;
   for (uint64_t id : ids) {
     const state::Closure* closure = closures.state().FindClosure(id);
     if (closure == nullptr || closure->coordinator_id != coordinator_id_ ||
         closures.ReleasePending(id)) {
-      ThrowStatus(NotFoundError("closure " + std::to_string(id) + " of coordinator " +
-                                std::to_string(coordinator_id_) +
-                                " is unknown (never scheduled, or released)"));
+      ThrowStatus(UnknownClosureError(id, coordinator_id_));
     }
-    found.push_back(closure);
+    wanted.push_back(id);
+    bytes += OutcomeBytes(*closure);
   }
   // Every asked-for outcome goes in one reply, so its bytes must fit the
   // per-call budget (one closure always may, whatever its size).
-  uint64_t bytes = 0;
-  for (const state::Closure* closure : found) bytes += OutcomeBytes(*closure);
   const uint64_t budget = closures.options().max_result_bytes_per_call;
-  if (found.size() > 1 && bytes > budget) {
+  if (wanted.size() > 1 && bytes > budget) {
     ThrowStatus(ResourceExhaustedError(
-        "getOutcomes of " + std::to_string(found.size()) + " closures would carry " +
+        "getOutcomes of " + std::to_string(wanted.size()) + " closures would carry " +
         std::to_string(bytes) + " bytes of results, over the limit of " + std::to_string(budget) +
         " bytes per call (--max-result-bytes-per-call); ask for fewer closures at a time"));
   }
-  auto out = context.getResults().initOutcomes(static_cast<unsigned>(found.size()));
-  for (unsigned i = 0; i < found.size(); ++i) FillOutcome(closures.durable(), *found[i], out[i]);
-  return closures.durable().Barrier();
+  // Released meanwhile by another session: NotFound, as if asked for after.
+  auto filled = FillOutcomes(closures, coordinator_id_, kj::mv(wanted), OnReleased::kNotFound,
+                             [context](unsigned n) mutable {
+                               return context.getResults().initOutcomes(n);
+                             });
+  return closures.CancelOnClose(kj::mv(filled)).then([this](std::optional<TracedLists>) {
+    return Dispatcher().durable().Barrier();
+  });
 }
 
 kj::Promise<void> CoordinatorSession::cancel(CancelContext context) {

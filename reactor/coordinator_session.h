@@ -15,6 +15,7 @@
 #include <deque>
 #include <vector>
 
+#include "reactor/outcome_reply.h"
 #include "reactor/rpc_metrics.h"
 #include "schema/dispatcher.capnp.h"
 
@@ -58,14 +59,21 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
   bool RetriedUnderError(ClosureDispatcher& closures, ScheduleContext& context);
   // A call with a request id refused before (ClosureDispatcher::ScheduleAfterRefusal).
   bool AnsweredAfterRefusal(ClosureDispatcher& closures, ScheduleContext& context);
-  // Fills the results with up to `max` undelivered outcomes. Traced ones
-  // (ClosureOutcome.trace) get their trace, stamped up to the report; their
-  // lists are added to `traced` for ReplyAfterCommit.
-  void FillResults(AwaitResultsContext& context, uint32_t max,
-                   std::vector<capnp::List<uint64_t>::Builder>& traced);
+  // Takes up to `max` undelivered outcomes (and up to the per-call limits)
+  // off undelivered_.
+  std::vector<uint64_t> PickResults(uint32_t max);
+  // Pops released outcomes off the front of undelivered_; true when one is
+  // left to deliver.
+  bool SkipReleased();
+  // Answers with undelivered outcomes, once there are some. `releases`: the
+  // call released some, to be journaled (FlushReleases) before it answers.
+  kj::Promise<void> WaitForResults(AwaitResultsContext context, uint32_t max, bool releases);
+  // Answers with those PickResults takes (outcome_reply.h); put back first
+  // in line when the call fails.
+  kj::Promise<void> DeliverResults(AwaitResultsContext context, uint32_t max, bool releases);
   // The reply's Barrier; with traced outcomes, their commit and reply stamps
   // are set once it resolves (the reply's message lives until then).
-  kj::Promise<void> ReplyAfterCommit(std::vector<capnp::List<uint64_t>::Builder> traced);
+  kj::Promise<void> ReplyAfterCommit(TracedLists traced);
   kj::Promise<void> Join(JoinContext context);
   void WakeJoiners();
 

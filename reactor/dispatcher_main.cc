@@ -459,6 +459,11 @@ int Main(int argc, char** argv) {
   }
   // Sockets are written with MSG_NOSIGNAL; this also covers KJ's own pipes.
   signal(SIGPIPE, SIG_IGN);
+  // libuv's pool (4 threads by default) runs the WAL fsync every reply waits
+  // for, and beside it a checkpoint, a snapshot, a result file write, a
+  // result read and the HTTP serializers: with 4, those could queue the
+  // fsync. Read once, at the pool's first use; an operator's value wins.
+  setenv("UV_THREADPOOL_SIZE", "8", /*overwrite=*/0);
 
   uvkj::UvLoop loop;
   int exit_code = 0;

@@ -121,6 +121,10 @@ Result<std::unique_ptr<DurableState>> DurableState::FinishRecovery(std::unique_p
   auto checkpointer = store.NewCheckpointer();
   if (!checkpointer.ok()) return checkpointer.status();
   self->checkpointer_ = std::move(checkpointer.value());
+  DurableState* raw = self.get();
+  self->result_reads_ = std::make_unique<ResultReads>(self->loop_, store.db_path(),
+                                                      store.result_dir(),
+                                                      [raw]() { raw->WakeStopWaiter(); });
   if (store.defers_sync()) {
     auto syncer = store.NewWalSyncer();
     if (!syncer.ok()) return syncer.status();
@@ -241,55 +245,74 @@ Result<std::string> DurableState::GetResult(const state::Closure& closure) {
 
 Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
   const uint64_t size = ResultSize(closure);
-  if (!closure.result_stored) {
-    std::memcpy(dest, closure.result.data(), size);
+  Status status;
+  std::optional<storage::ResultLocation> location = LocateStoredResult(closure);
+  if (!location.has_value()) {
+    if (!closure.result_stored) {
+      std::memcpy(dest, closure.result.data(), size);
+      return Status::Ok();
+    }
+    if (size == 0) return Status::Ok();  // empty results have no row
+    const std::string& bytes = batch_.result_puts()[pending_results_.at(closure.id)].bytes;
+    if (bytes.size() != size) {
+      return InternalError("the result of closure " + std::to_string(closure.id) +
+                           " put in this pass has another size than its record");
+    }
+    std::memcpy(dest, bytes.data(), size);
+    CountResultRead(size, true);
     return Status::Ok();
   }
-  if (size == 0) return Status::Ok();  // empty results have no row
-  const std::string name = "the result of closure " + std::to_string(closure.id);
-  Status status;
-  auto pending = pending_results_.find(closure.id);
-  auto file = result_files_.find(closure.id);
-  if (file != result_files_.end()) {
-    status = storage::ReadResultFile(result_dir(), closure.id, file->second, dest, size);
-    if (status.code() == StatusCode::kNotFound) {
-      status = DataLossError(name + " is missing: " + status.message() +
-                             ", although the journal says it is stored");
-    }
-  } else if (pending != pending_results_.end()) {
-    const std::string& bytes = batch_.result_puts()[pending->second].bytes;
-    if (bytes.size() == size) {
-      std::memcpy(dest, bytes.data(), size);
-    } else {
-      status = InternalError(name + " put in this pass has another size than its record");
-    }
+  std::string where;
+  if (location->in_file) {
+    status = storage::ReadResultFile(result_dir(), closure.id, location->file_attempt, dest, size);
+    where = result_dir() + "/" + storage::ResultFileName(closure.id, location->file_attempt);
   } else {
     status = store_.ReadResult(closure.id, dest, size);
-    if (status.code() == StatusCode::kNotFound) {
-      status = DataLossError(name + " is missing from the result table of " + store_.db_path() +
-                             " although the journal says it is stored");
-    }
+    where = store_.db_path();
   }
-  if (status.ok()) {
-    const uint32_t crc = Crc32c(dest, size);
-    if (crc != closure.result_crc) {
-      std::memset(dest, 0, size);
-      const std::string where =
-          file != result_files_.end()
-              ? result_dir() + "/" + storage::ResultFileName(closure.id, file->second)
-              : store_.db_path();
-      status = DataLossError(name + " in " + where + " has CRC32C " +
-                             std::to_string(crc) + ", but the journal recorded " +
-                             std::to_string(closure.result_crc) + ": not served");
-    }
+  if (status.ok()) status = storage::CheckResultCrc(*location, where, dest);
+  if (status.code() == StatusCode::kNotFound) status = MissingResultError(closure.id, status);
+  CountResultRead(size, status.ok());
+  return status;
+}
+
+std::optional<storage::ResultLocation> DurableState::LocateStoredResult(
+    const state::Closure& closure) const {
+  if (!closure.result_stored || closure.result_size == 0) return std::nullopt;
+  storage::ResultLocation location;
+  location.closure_id = closure.id;
+  location.size = closure.result_size;
+  location.crc = closure.result_crc;
+  auto file = result_files_.find(closure.id);
+  if (file != result_files_.end()) {
+    location.in_file = true;
+    location.file_attempt = file->second;
+  } else if (pending_results_.contains(closure.id)) {
+    return std::nullopt;  // in this pass's batch, not committed yet
   }
-  if (!status.ok()) {
+  return location;
+}
+
+Status DurableState::MissingResultError(uint64_t closure_id, const Status& not_found) {
+  return DataLossError("the result of closure " + std::to_string(closure_id) + " is missing (" +
+                       not_found.message() + ") although the journal says it is stored");
+}
+
+kj::Promise<std::unique_ptr<ResultReads::Done>> DurableState::ReadStoredResults(
+    std::vector<storage::ResultLocation> locations) {
+  if (result_reads_ == nullptr) {
+    return ExceptionFromStatus(UnavailableError("the dispatcher is not serving yet"));
+  }
+  return result_reads_->Read(std::move(locations));
+}
+
+void DurableState::CountResultRead(uint64_t bytes, bool ok) {
+  if (!ok) {
     ++stats_.results_damaged;
-    return status;
+    return;
   }
   ++stats_.results_read;
-  stats_.result_bytes_read += size;
-  return Status::Ok();
+  stats_.result_bytes_read += bytes;
 }
 
 Status DurableState::DropUnheldResults() {
@@ -452,6 +475,31 @@ void DurableState::CommitPass() {
 
   MaybeSnapshot();
   MaybeCheckpoint();
+  if (store_.HasRowsToDelete()) StartDeleteTimer();
+}
+
+void DurableState::StartDeleteTimer() {
+  if (delete_timer_ == nullptr) {
+    delete_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, 1, [this]() { OnDeleteTimer(); });
+    delete_timer_->Unref();  // leftovers are the next start's, not a reason to run
+  }
+  delete_timer_->Start();
+}
+
+void DurableState::OnDeleteTimer() {
+  if (failed() || !store_.HasRowsToDelete()) {
+    delete_timer_->Stop();
+    return;
+  }
+  // This pass's commit takes a slice itself; a remainder checkpoint wants
+  // nothing written meanwhile.
+  if (!batch_.empty() || writes_held_) return;
+  Status status = store_.DeleteReleasedRows();
+  if (!status.ok()) {
+    FailStop(status);
+    return;
+  }
+  if (!store_.HasRowsToDelete()) delete_timer_->Stop();
 }
 
 void DurableState::MaybeSnapshot() {
@@ -759,16 +807,22 @@ void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
 kj::Promise<void> DurableState::StopBackgroundWork() {
   background_stopped_ = true;
   CancelSnapshot();
-  if (!checkpoint_in_flight() && !snapshot_in_flight() && !sync_in_flight()) return kj::READY_NOW;
+  if (result_reads_ != nullptr) result_reads_->Stop();
+  if (!BackgroundWorkInFlight()) return kj::READY_NOW;
   auto paf = kj::newPromiseAndFulfiller<void>();
   stop_waiter_ = kj::mv(paf.fulfiller);
   return kj::mv(paf.promise);
 }
 
 void DurableState::WakeStopWaiter() {
-  if (checkpoint_in_flight() || snapshot_in_flight() || sync_in_flight()) return;
+  if (BackgroundWorkInFlight()) return;
   KJ_IF_MAYBE (waiter, stop_waiter_) { (*waiter)->fulfill(); }
   stop_waiter_ = nullptr;
+}
+
+bool DurableState::BackgroundWorkInFlight() const {
+  return checkpoint_in_flight() || snapshot_in_flight() || sync_in_flight() ||
+         (result_reads_ != nullptr && result_reads_->in_flight());
 }
 
 }  // namespace dispatch::reactor

@@ -34,6 +34,7 @@
 #include "reactor/durable_waiters.h"
 #include "reactor/histogram.h"
 #include "reactor/journal_replicator.h"
+#include "reactor/result_reads.h"
 #include "reactor/snapshot_replica.h"
 #include "reactor/uvkj/pool_work.h"
 #include "reactor/uvkj/repeating_timer.h"
@@ -235,6 +236,20 @@ class DurableState {
   static uint64_t ResultSize(const state::Closure& closure) {
     return closure.result_stored ? closure.result_size : closure.result.size();
   }
+  // Where a finished closure's result is when reading it is work for the
+  // thread pool (ReadStoredResults): a row committed or a file. nullopt when
+  // its bytes are at hand on the loop (inline, put in this pass, or empty):
+  // ReadResult copies those.
+  std::optional<storage::ResultLocation> LocateStoredResult(const state::Closure& closure) const;
+  // Reads them on the thread pool, one call's list at a time
+  // (reactor/result_reads.h). Rejected once background work is stopped.
+  kj::Promise<std::unique_ptr<ResultReads::Done>> ReadStoredResults(
+      std::vector<storage::ResultLocation> locations);
+  // Counts a read of ReadStoredResults served (ok) or refused (DataLoss).
+  void CountResultRead(uint64_t bytes, bool ok);
+  // The DataLoss of a stored result that is not there (`not_found` says
+  // where it was looked for) while the state still holds its closure.
+  static Status MissingResultError(uint64_t closure_id, const Status& not_found);
 
   // Forgets the whole state but keeps every next-id counter (ids are never
   // reused), by writing a snapshot of that empty state over the journal.
@@ -315,7 +330,8 @@ class DurableState {
   // The shutdown step before the Store closes: starts no more background
   // snapshots or checkpoints, cancels a snapshot in flight, and resolves
   // once no work of ours is left on the thread pool (at once if none is; a
-  // WAL fsync in flight is let finish, so its replies leave). Commits go on
+  // WAL fsync in flight is let finish, so its replies leave; result reads
+  // waiting are rejected, the running one let finish). Commits go on
   // meanwhile. Idempotent; one waiter at a time.
   // REQUIRES: a KJ event loop on this thread.
   kj::Promise<void> StopBackgroundWork();
@@ -358,6 +374,8 @@ class DurableState {
   void MaybeSnapshot();
   // Fulfils the StopBackgroundWork() waiter once nothing is in flight.
   void WakeStopWaiter();
+  // A checkpoint, snapshot, WAL fsync or result read runs on the pool.
+  bool BackgroundWorkInFlight() const;
   void OnSnapshotDone(SnapshotOutcome outcome);
   void OnSnapshotDoneLocally(SnapshotOutcome& outcome);
   void RemoveSnapshotFiles(const std::vector<std::string>& names);
@@ -399,6 +417,8 @@ class DurableState {
   std::unique_ptr<storage::WalSyncer> syncer_;
   bool fail_next_sync_ = false;
   std::unique_ptr<storage::Checkpointer> checkpointer_;
+  // Reads stored results off the loop; made at recovery.
+  std::unique_ptr<ResultReads> result_reads_;
   std::unique_ptr<SnapshotReplica> snapshotter_;
   // Record after which the last snapshot started (or was recorded).
   uint64_t last_snapshot_start_seq_ = 0;
@@ -423,6 +443,11 @@ class DurableState {
   // Ticks while a hold is on so that an expired hold commits even when the
   // loop has nothing else to do.
   std::unique_ptr<uvkj::UvRepeatingTimer> hold_timer_;
+  // Deletes the released result rows the last commits left
+  // (Store::DeleteReleasedRows) while no commit comes to take them.
+  std::unique_ptr<uvkj::UvRepeatingTimer> delete_timer_;
+  void StartDeleteTimer();
+  void OnDeleteTimer();
 };
 
 // Update encoding for the journal: a flat Cap'n Proto message.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "storage/format.h"
+#include "storage/result_reader.h"
 
 namespace dispatch::storage {
 namespace {
@@ -155,6 +156,7 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq, uint64_t trunca
     }
   }
   for (const ResultPut& put : batch.result_puts()) {
+    rows_to_delete_.erase(put.closure_id);  // stored again (an HA install)
     put_result_.BindInt(1, static_cast<int64_t>(put.closure_id));
     put_result_.BindInt(2, ResultChecksum(put.closure_id, put.bytes));
     put_result_.BindBlob(3, put.bytes);
@@ -165,15 +167,8 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq, uint64_t trunca
                           what("writing the result of closure " + std::to_string(put.closure_id)));
     }
   }
-  for (uint64_t closure_id : batch.result_deletes()) {
-    delete_result_.BindInt(1, static_cast<int64_t>(closure_id));
-    rc = delete_result_.Step();
-    delete_result_.Reset();
-    if (rc != SQLITE_DONE) {
-      return SqliteStatus(db, rc,
-                          what("deleting the result of closure " + std::to_string(closure_id)));
-    }
-  }
+  for (uint64_t closure_id : batch.result_deletes()) rows_to_delete_.insert(closure_id);
+  DISPATCH_RETURN_IF_ERROR(DeleteRowSlice());
   if (truncate_through > 0) {
     truncate_journal_.BindInt(1, static_cast<int64_t>(truncate_through));
     rc = truncate_journal_.Step();
@@ -187,6 +182,51 @@ Status Store::WriteBatch(const Batch& batch, uint64_t first_seq, uint64_t trunca
   rc = commit_.Step();
   commit_.Reset();
   if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what("COMMIT"));
+  return Status::Ok();
+}
+
+Status Store::DeleteRowSlice() {
+  sqlite3* db = db_.get();
+  const uint64_t budget = options_.result_delete_bytes_per_commit;
+  uint64_t bytes = 0;
+  auto it = rows_to_delete_.begin();
+  // The first row goes whatever its size.
+  while (it != rows_to_delete_.end() && (budget == 0 || bytes < budget)) {
+    const uint64_t closure_id = *it;
+    const std::string what = "deleting the released result of closure " +
+                             std::to_string(closure_id) + " from " + db_path_;
+    {
+      // length() reads the row's header, not its pages.
+      ScopedReset reset(get_result_);
+      get_result_.BindInt(1, static_cast<int64_t>(closure_id));
+      const int rc = get_result_.Step();
+      if (rc == SQLITE_ROW) {
+        bytes += static_cast<uint64_t>(get_result_.ColumnInt(1));
+      } else if (rc != SQLITE_DONE) {
+        return SqliteStatus(db, rc, what);
+      }
+    }
+    delete_result_.BindInt(1, static_cast<int64_t>(closure_id));
+    const int rc = delete_result_.Step();
+    delete_result_.Reset();
+    if (rc != SQLITE_DONE) return SqliteStatus(db, rc, what);
+    it = rows_to_delete_.erase(it);
+  }
+  return Status::Ok();
+}
+
+Status Store::DeleteReleasedRows() {
+  if (failed()) return failure_;
+  if (rows_to_delete_.empty()) return Status::Ok();
+  sqlite3* db = db_.get();
+  int rc = begin_.Step();
+  begin_.Reset();
+  if (rc != SQLITE_DONE) return FailStop(SqliteStatus(db, rc, "deleting released results (BEGIN)"));
+  Status status = DeleteRowSlice();
+  if (!status.ok()) return FailStop(std::move(status));
+  rc = commit_.Step();
+  commit_.Reset();
+  if (rc != SQLITE_DONE) return FailStop(SqliteStatus(db, rc, "deleting released results (COMMIT)"));
   return Status::Ok();
 }
 
@@ -477,55 +517,7 @@ Result<std::string> Store::GetResult(uint64_t closure_id) {
 }
 
 Status Store::ReadResult(uint64_t closure_id, char* dest, size_t size) {
-  const std::string name = "the result of closure " + std::to_string(closure_id);
-  int64_t stored = 0;
-  int64_t stored_size = 0;
-  {
-    ScopedReset reset(get_result_);
-    get_result_.BindInt(1, static_cast<int64_t>(closure_id));
-    const int rc = get_result_.Step();
-    if (rc == SQLITE_DONE) return NotFoundError(name + " is not in the result table of " + db_path_);
-    if (rc != SQLITE_ROW) return SqliteStatus(db_.get(), rc, "reading " + name + " from " + db_path_);
-    stored = get_result_.ColumnInt(0);
-    stored_size = get_result_.ColumnInt(1);
-  }
-  if (stored_size != static_cast<int64_t>(size)) {
-    return DataLossError(name + " in " + db_path_ + " is " + std::to_string(stored_size) +
-                         " bytes, not the " + std::to_string(size) + " bytes expected");
-  }
-  // Straight into the caller's buffer with incremental blob I/O:
-  // sqlite3_column_blob would first assemble a copy of a result that spans
-  // many overflow pages.
-  const std::string what = "reading " + name + " from " + db_path_;
-  auto fail = [&](Status status) {
-    std::memset(dest, 0, size);
-    return status;
-  };
-  if (size > 0) {
-    sqlite3_blob* raw = nullptr;
-    int rc = sqlite3_blob_open(db_.get(), "main", "result", "body",
-                               static_cast<sqlite3_int64>(closure_id), 0, &raw);
-    std::unique_ptr<sqlite3_blob, int (*)(sqlite3_blob*)> blob(raw, sqlite3_blob_close);
-    if (rc != SQLITE_OK) return fail(SqliteStatus(db_.get(), rc, what));
-    if (sqlite3_blob_bytes(raw) != static_cast<int>(size)) {
-      return fail(DataLossError(what + ": its size changed while reading"));
-    }
-    rc = sqlite3_blob_read(raw, dest, static_cast<int>(size), 0);
-    if (rc != SQLITE_OK) {
-      Status status = SqliteStatus(db_.get(), rc, what);
-      if (status.code() == StatusCode::kDataLoss) {
-        status = DataLossError(name + " is damaged: " + status.message());
-      }
-      return fail(status);
-    }
-  }
-  const uint32_t computed = ResultChecksum(closure_id, std::string_view(dest, size));
-  if (stored != static_cast<int64_t>(computed)) {
-    return fail(DataLossError(name + " in " + db_path_ + " fails its checksum (stored " +
-                              std::to_string(stored) + ", computed " + std::to_string(computed) +
-                              "): the stored result is damaged"));
-  }
-  return Status::Ok();
+  return ReadResultRow(db_.get(), get_result_, db_path_, closure_id, dest, size);
 }
 
 Result<std::vector<uint64_t>> Store::ListResults() {

@@ -52,6 +52,8 @@ class UvSocketStream final : public kj::AsyncIoStream {
                                size_t already_read);
   kj::Promise<size_t> WaitReadable(kj::byte* buffer, size_t min_bytes, size_t max_bytes,
                                    size_t already_read);
+  // Most bytes one WriteLoop turn hands the kernel before it yields.
+  static constexpr size_t kMaxBytesPerTurn = 1u << 20;
   kj::Promise<void> WriteLoop(kj::ArrayPtr<const kj::byte> first,
                               kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> rest);
   kj::Promise<void> WritePieces(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces);

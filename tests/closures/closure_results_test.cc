@@ -184,8 +184,12 @@ TEST(ClosureResults, HeldResultsLiveInTheStoreNotInMemoryAndAllAreFetchedAfterKi
               kClosures - kClosures / 2);
   }
   EXPECT_TRUE(seed_of.empty()) << seed_of.size() << " results never came";
-  // Released results leave the store with their release.
+  // Released rows leave the store a slice per commit, the last ones by the
+  // delete timer once nothing else commits; a kill -9 after that changes
+  // nothing.
   const std::string db = dispatcher.process().work_dir() + "/dispatch.db";
+  EXPECT_TRUE(WaitUntil([&]() { return CountResultRows(db) == 0; }))
+      << CountResultRows(db) << " released rows are still stored";
   dispatcher.Kill9();
   EXPECT_EQ(CountResultRows(db), 0);
 }
@@ -208,7 +212,7 @@ std::vector<std::string> ResultFiles(const std::string& dir) {
 // Results of --result-file-bytes (1 MiB) or more each live in a file of
 // their own, not a row; all come back intact after a kill -9; a file no
 // closure holds (a crash between the file and its record) is removed at
-// start; a damaged file is never served while the others are; and each file
+// start; a damaged file or row is never served while the others are; and each file
 // leaves with its closure's release (with --synchronous=normal too, where the
 // removal syncs the journal first).
 class LargeResults : public ::testing::TestWithParam<const char*> {};
@@ -257,10 +261,18 @@ TEST_P(LargeResults, LiveInFilesSurviveAKillAndLeaveWithTheirRelease) {
   std::string bytes = ReadFile(damaged);
   bytes[storage::kResultFileHeaderBytes + 100] ^= 0x20;
   WriteFile(damaged, bytes);
+  // And one small result's row, zeroed in place (its row checksum fails).
+  // Both come in replies read on the thread pool (outcome_reply.h).
+  const uint64_t damaged_row = ids[kLarge];
+  dispatcher.Kill9();
+  ASSERT_EQ(storage::testing::RawSql(db, "UPDATE result SET body = zeroblob(length(body)) "
+                                         "WHERE closure = " + std::to_string(damaged_row)),
+            "");
+  dispatcher.Start();
   auto check = [&](uint64_t id, rpc::ClosureState state, std::string_view result,
                    const std::string& error) {
     ASSERT_EQ(expected.count(id), 1u) << "closure " << id;
-    if (id == ids[0]) {
+    if (id == ids[0] || id == damaged_row) {
       EXPECT_EQ(state, rpc::ClosureState::FAILED) << "a damaged result was served";
       EXPECT_NE(error.find("DataLoss"), std::string::npos) << error;
       EXPECT_NE(error.find("closure " + std::to_string(id)), std::string::npos) << error;
@@ -278,6 +290,8 @@ TEST_P(LargeResults, LiveInFilesSurviveAKillAndLeaveWithTheirRelease) {
     // The files go once their releases are durable, on the thread pool.
     EXPECT_TRUE(WaitUntil([&]() { return ResultFiles(results).empty(); }, loop))
         << ResultFiles(results).size() << " result files outlived their release";
+    EXPECT_TRUE(WaitUntil([&]() { return CountResultRows(db) == 0; }, loop))
+        << CountResultRows(db) << " released rows are still stored";
   }
   EXPECT_TRUE(expected.empty()) << expected.size() << " outcomes never came";
   EXPECT_TRUE(dispatcher.process().process().running());

@@ -1,10 +1,12 @@
 // The closure result table: results are written in the same transaction as
-// the batch's records and deleted in the one that releases them; snapshots
+// the batch's records and deleted a slice per commit after the one that
+// releases them; snapshots
 // leave them alone; a damaged row is DataLoss naming the closure and its bytes
 // are never returned; a database made before the table existed gets it.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "storage/format.h"
 #include "storage/store.h"
@@ -70,6 +72,57 @@ TEST(ResultStore, ADeleteInALaterBatchRemovesTheRowAndAMissingOneIsNotFound) {
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
   EXPECT_NE(gone.status().message().find("closure 3"), std::string::npos) << gone.status().ToString();
   EXPECT_TRUE(store->ListResults()->empty());
+}
+
+TEST(ResultStore, ReleasedRowsLeaveASlicePerCommitAndTheRestWithDeleteReleasedRows) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.result_delete_bytes_per_commit = 1 << 20;
+  auto store = MustOpen(options);
+  Batch put;
+  put.AddRecord(RecordPayload(1));
+  for (uint64_t id : {1, 2, 3, 4}) put.PutResult(id, ResultBytes(id, 700 << 10));
+  ASSERT_TRUE(store->Commit(put).ok());
+  Batch release;
+  release.AddRecord(RecordPayload(2));
+  for (uint64_t id : {1, 2, 3}) release.DeleteResult(id);
+  ASSERT_TRUE(store->Commit(release).ok());
+  // 700 KiB, then 1,400 KiB: past the 1 MiB budget after the second row.
+  EXPECT_EQ(*store->ListResults(), (std::vector<uint64_t>{3, 4}));
+  EXPECT_TRUE(store->HasRowsToDelete());
+  ASSERT_TRUE(store->DeleteReleasedRows().ok());
+  EXPECT_EQ(*store->ListResults(), (std::vector<uint64_t>{4}));
+  EXPECT_FALSE(store->HasRowsToDelete());
+  ASSERT_TRUE(store->DeleteReleasedRows().ok());  // nothing left: nothing happens
+  EXPECT_EQ(*store->ListResults(), (std::vector<uint64_t>{4}));
+  auto kept = store->GetResult(4);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(*kept, ResultBytes(4, 700 << 10));
+}
+
+TEST(ResultStore, ARowStoredAgainBeforeItsDeleteCameIsKept) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.result_delete_bytes_per_commit = 1;  // one row per commit
+  auto store = MustOpen(options);
+  Batch put;
+  put.AddRecord(RecordPayload(1));
+  put.PutResult(1, ResultBytes(1, 100));
+  put.PutResult(2, ResultBytes(2, 100));
+  ASSERT_TRUE(store->Commit(put).ok());
+  Batch release;
+  release.AddRecord(RecordPayload(2));
+  release.DeleteResult(1);
+  release.DeleteResult(2);
+  ASSERT_TRUE(store->Commit(release).ok());
+  EXPECT_EQ(*store->ListResults(), (std::vector<uint64_t>{2}));
+  // An HA install stores row 2 again while its delete waits: it stays.
+  Batch again;
+  again.AddRecord(RecordPayload(3));
+  again.PutResult(2, ResultBytes(2, 100));
+  ASSERT_TRUE(store->Commit(again).ok());
+  EXPECT_FALSE(store->HasRowsToDelete());
+  EXPECT_EQ(*store->ListResults(), (std::vector<uint64_t>{2}));
 }
 
 TEST(ResultStore, AnOversizedResultIsRefusedAndNothingOfItsBatchIsWritten) {
