@@ -62,6 +62,7 @@ DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions option
     return capnp::Capability::Client(kj::heap<GatewayService>(*this, id));
   });
   tick_ = std::make_unique<uvkj::UvRepeatingTimer>(io_.loop(), options_.tick_ms, [this]() { Tick(); });
+  loop_passes_ = std::make_unique<LoopPassMeter>(io_.loop());
 }
 
 DispatcherServer::~DispatcherServer() noexcept(false) {
@@ -70,6 +71,7 @@ DispatcherServer::~DispatcherServer() noexcept(false) {
   shutdown_ = nullptr;
   io_.port().SetPassEndHook(nullptr);
   tick_.reset();
+  loop_passes_.reset();
   data_.reset();
   rpc_ = nullptr;
   durable_.reset();
@@ -361,6 +363,9 @@ void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
   stats.setTicks(tick_->ticks());
   stats.setTickIntervalMicros(tick_->interval_ms() * 1000);
   stats.setMaxTickLatenessMicros(tick_->max_lateness_us());
+  stats.setLoopPasses(loop_passes_->passes());
+  stats.setMaxLoopPassMicros(loop_passes_->max_busy_ns() / 1000);
+  stats.setLoopPassesOver10Ms(loop_passes_->passes_over_10ms());
   stats.setLoopThreadId(loop_thread_.NumericId());
   stats.setCallbacksOffLoopThread(loop_thread_.violations());
   stats.setRefusedOverAddressLimit(c.refused_over_address_limit);

@@ -19,6 +19,7 @@
 #include "reactor/durable_state.h"
 #include "reactor/ha_status.h"
 #include "reactor/histogram.h"
+#include "reactor/loop_pass_meter.h"
 #include "reactor/http_endpoints.h"
 #include "reactor/journal_replicator.h"
 #include "reactor/off_loop.h"
@@ -132,6 +133,8 @@ class DispatcherServer {
   const uvkj::UvRepeatingTimer& tick() const { return *tick_; }
   // How late the housekeeping timer fired, each tick (seconds).
   const Histogram& loop_lag() const { return loop_lag_; }
+  // How long each loop pass kept the loop busy.
+  const LoopPassMeter& loop_passes() const { return *loop_passes_; }
   // Closure queue wait and execution times (this process's).
   const ClosureTimings& closure_timings() const { return closure_timings_; }
   // Stuck closures: episodes warned about, closures stuck now.
@@ -179,6 +182,7 @@ class DispatcherServer {
   kj::Own<RpcServer> rpc_;
   std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
   Histogram loop_lag_{Histogram::SecondsBounds()};
+  std::unique_ptr<LoopPassMeter> loop_passes_;
   StatusHistory history_;
   ClosureTimings closure_timings_;
   ClosureWatchdog closure_watchdog_;

@@ -272,6 +272,11 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
           server.loop_lag());
   f.Gauge("dispatch_loop_lag_max_seconds", "The largest lateness of the housekeeping timer so far.",
           static_cast<double>(server.tick().max_lateness_us()) * 1e-6);
+  f.Histo("dispatch_loop_pass_busy_seconds",
+          "How long each pass of the event loop kept it busy (its wall time less its wait for I/O).",
+          server.loop_passes().busy_seconds());
+  f.Gauge("dispatch_loop_pass_busy_max_seconds", "The longest busy loop pass so far.",
+          static_cast<double>(server.loop_passes().max_busy_ns()) * 1e-9);
 
   // The state and its services.
   if (DataService* data = server.data()) {

@@ -731,6 +731,14 @@ struct ServerStats @0xc83666b68b88b628 {
   # their dataset's kind, or no worker is registered): they wait, with no
   # tasks on such workers, for a worker that can.
   jobsWithoutWorker @27 :UInt64;
+  # Passes of the event loop so far, and how long they kept the loop busy:
+  # a pass's busy time is its wall time less the time the loop waited for
+  # I/O in it, the longest a reply ready at its start could wait for the
+  # loop. `maxLoopPassMicros`: the longest since start (start-up included);
+  # `loopPassesOver10Ms`: how many took more than 10 ms.
+  loopPasses @28 :UInt64;
+  maxLoopPassMicros @29 :UInt64;
+  loopPassesOver10Ms @30 :UInt64;
 }
 
 interface WorkerControl @0xa8eac0fa617cee1b {
