@@ -95,6 +95,18 @@ void ClosureBook::WaitAcknowledged() {
                      [this] { return closed_ || !first_error_.ok() || unacknowledged_.empty(); });
 }
 
+void ClosureBook::WaitHeldOutcomes() {
+  std::unique_lock<std::mutex> lock(mu_);
+  outcome_changed_.wait(lock, [this] {
+    if (closed_ || !first_error_.ok()) return true;
+    for (const auto& [id, weak] : by_id_) {
+      std::shared_ptr<ClosureCell> cell = weak.lock();
+      if (cell != nullptr && cell->status == RemoteValueStatus::kPending) return false;
+    }
+    return true;
+  });
+}
+
 size_t ClosureBook::unacknowledged() const {
   std::lock_guard<std::mutex> lock(mu_);
   return unacknowledged_.size();

@@ -125,6 +125,11 @@ class ClosureBook {
   bool TakeFailureHint();
   // Waits until nothing is unacknowledged or an error is pending or closed.
   void WaitAcknowledged();
+  // Waits until every closure whose RemoteValue is still held has its
+  // outcome here, or the book is closed or an error is pending. For Join:
+  // the dispatcher's "done" can overtake the reply that carries the last
+  // outcomes (one whose results it reads back off its loop).
+  void WaitHeldOutcomes();
   size_t unacknowledged() const;
   // The cell of `closure_id`: the live one, one made from an outcome that
   // arrived before anyone asked, a failed one (NotFound) for a closure this

@@ -268,7 +268,10 @@ Status Coordinator::Join() {
     DISPATCH_RETURN_IF_ERROR(reply->error());
     // Not done without an error: a Schedule on another thread took the
     // error between our calls, or closures came in meanwhile. Wait again.
-    if (reply->done && book_->unacknowledged() == 0) return Status::Ok();
+    if (reply->done && book_->unacknowledged() == 0) {
+      book_->WaitHeldOutcomes();
+      return book_->TakeError();
+    }
   }
 }
 

@@ -155,17 +155,23 @@ std::vector<uint64_t> CoordinatorSession::PickResults(uint32_t max) {
 kj::Promise<void> CoordinatorSession::DeliverResults(AwaitResultsContext context, uint32_t max,
                                                      bool releases) {
   std::vector<uint64_t> ids = PickResults(max);
-  // The call's releases go with this pass, so the reply's Barrier covers them.
-  if (releases) ThrowIfError(Dispatcher().FlushReleases());
-  auto filled = FillOutcomes(Dispatcher(), coordinator_id_, ids, OnReleased::kSkip,
-                             [context](unsigned n) mutable {
-                               return context.getResults().initResults(n);
-                             });
+  // Not delivered if the call fails: the next call has them, first.
+  auto put_back = [this, ids]() { undelivered_.insert(undelivered_.begin(), ids.begin(), ids.end()); };
+  FilledOutcomes filled;
+  try {
+    // The call's releases go with this pass, so the reply's Barrier covers them.
+    if (releases) ThrowIfError(Dispatcher().FlushReleases());
+    filled = FillOutcomes(Dispatcher(), coordinator_id_, ids, OnReleased::kSkip,
+                          [context](unsigned n) mutable { return context.getResults().initResults(n); });
+  } catch (...) {
+    put_back();
+    throw;
+  }
+  if (filled.now.has_value()) return ReplyAfterCommit(kj::mv(*filled.now));
   return Dispatcher()
-      .CancelOnClose(kj::mv(filled).catch_([this, ids](kj::Exception&& e)
-                                               -> std::optional<TracedLists> {
-        // Not delivered: the next call has them, first.
-        undelivered_.insert(undelivered_.begin(), ids.begin(), ids.end());
+      .CancelOnClose(kj::mv(filled.later).catch_([put_back](kj::Exception&& e)
+                                                     -> std::optional<TracedLists> {
+        put_back();
         kj::throwFatalException(kj::mv(e));
       }))
       .then([this, context, max](std::optional<TracedLists> traced) mutable -> kj::Promise<void> {
@@ -210,11 +216,12 @@ kj::Promise<void> CoordinatorSession::WaitForResults(AwaitResultsContext context
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   results_waiter_ = kj::mv(paf.fulfiller);
-  return Dispatcher().CancelOnClose(kj::mv(paf.promise))
-      .then([this, context, max, releases]() mutable {
-        // Usually journaled meanwhile (kReleaseDelayMs); if not, with this pass.
-        return WaitForResults(context, max, releases);
-      });
+  // Shaped as Join's wait is, so that replies waiting on one commit leave in
+  // the order the calls were woken (see FillOutcomes).
+  return Dispatcher().CancelOnClose(paf.promise.then([this, context, max, releases]() mutable {
+    // Usually journaled meanwhile (kReleaseDelayMs); if not, with this pass.
+    return WaitForResults(context, max, releases);
+  }));
 }
 
 kj::Promise<void> CoordinatorSession::awaitResults(AwaitResultsContext context) {
@@ -284,11 +291,11 @@ kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
         " bytes per call (--max-result-bytes-per-call); ask for fewer closures at a time"));
   }
   // Released meanwhile by another session: NotFound, as if asked for after.
-  auto filled = FillOutcomes(closures, coordinator_id_, kj::mv(wanted), OnReleased::kNotFound,
-                             [context](unsigned n) mutable {
-                               return context.getResults().initOutcomes(n);
-                             });
-  return closures.CancelOnClose(kj::mv(filled)).then([this](std::optional<TracedLists>) {
+  FilledOutcomes filled =
+      FillOutcomes(closures, coordinator_id_, kj::mv(wanted), OnReleased::kNotFound,
+                   [context](unsigned n) mutable { return context.getResults().initOutcomes(n); });
+  if (filled.now.has_value()) return closures.durable().Barrier();
+  return closures.CancelOnClose(kj::mv(filled.later)).then([this](std::optional<TracedLists>) {
     return Dispatcher().durable().Barrier();
   });
 }

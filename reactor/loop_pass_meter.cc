@@ -9,8 +9,6 @@ LoopPassMeter::LoopPassMeter(uv_loop_t* loop)
   uvkj::CheckUv(uv_loop_configure(loop, UV_METRICS_IDLE_TIME), "uv_loop_configure");
   uvkj::CheckUv(uv_prepare_start(prepare_.get(), &LoopPassMeter::OnPrepare), "uv_prepare_start");
   uv_unref(prepare_.base());  // never keeps the loop alive on its own
-  last_ns_ = uv_hrtime();
-  last_idle_ns_ = uv_metrics_idle_time(loop_);
 }
 
 void LoopPassMeter::OnPrepare(uv_prepare_t* handle) {
@@ -20,6 +18,13 @@ void LoopPassMeter::OnPrepare(uv_prepare_t* handle) {
 void LoopPassMeter::Measure() {
   const uint64_t now = uv_hrtime();
   const uint64_t idle = uv_metrics_idle_time(loop_);
+  if (last_ns_ == 0) {
+    // The first pass: what ran before the loop (start-up, recovery) is
+    // not a pass.
+    last_ns_ = now;
+    last_idle_ns_ = idle;
+    return;
+  }
   const uint64_t elapsed = now - last_ns_;
   const uint64_t blocked = std::min(elapsed, idle - last_idle_ns_);
   const uint64_t busy = elapsed - blocked;

@@ -3,7 +3,8 @@
 // wait for the loop. A prepare handle runs once per pass, right before the
 // loop blocks for I/O; the time since the previous one, less the time the
 // loop spent blocked in epoll meanwhile (uv_metrics_idle_time), is the
-// pass's busy time. Pings from another process measure the same thing plus
+// pass's busy time (the first pass starts at the first prepare: start-up
+// before the loop runs is not a pass). Pings from another process measure the same thing plus
 // their own scheduling; this is the loop's own figure (issue 12: no peer may
 // stall it; note 42 found client-side noise of 20-40 ms on the shared VM
 // while the loop's longest pass was under 10 ms).

@@ -119,10 +119,9 @@ Status UnknownClosureError(uint64_t closure_id, uint64_t coordinator_id) {
                        " is unknown (never scheduled, or released)");
 }
 
-kj::Promise<std::optional<TracedLists>> FillOutcomes(ClosureDispatcher& dispatcher,
-                                                    uint64_t coordinator_id,
-                                                    std::vector<uint64_t> ids,
-                                                    OnReleased on_released, OutcomeListInit init) {
+FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_id,
+                            std::vector<uint64_t> ids, OnReleased on_released,
+                            OutcomeListInit init) {
   DurableState& durable = dispatcher.durable();
   std::vector<const state::Closure*> closures =
       StillThere(dispatcher, coordinator_id, ids, on_released);
@@ -136,7 +135,11 @@ kj::Promise<std::optional<TracedLists>> FillOutcomes(ClosureDispatcher& dispatch
     locations.push_back(*location);
   }
   if (stored < kOffLoopReadBytes) {
-    if (closures.empty()) return std::optional<TracedLists>();
+    FilledOutcomes filled;
+    if (closures.empty()) {
+      filled.later = std::optional<TracedLists>();
+      return filled;
+    }
     auto list = init(static_cast<unsigned>(closures.size()));
     TracedLists traced;
     for (unsigned i = 0; i < closures.size(); ++i) {
@@ -144,7 +147,8 @@ kj::Promise<std::optional<TracedLists>> FillOutcomes(ClosureDispatcher& dispatch
       FillOne(closure, list[i], [&](char* dest) { return durable.ReadResult(closure, dest); });
       TakeTrace(dispatcher.traces(), closure.id, list[i], traced);
     }
-    return std::optional<TracedLists>(kj::mv(traced));
+    filled.now = kj::mv(traced);
+    return filled;
   }
   // The bytes at hand now (this pass's results) may be committed by the time
   // the read is back, and then be rows to read on the loop: copied now.
@@ -157,7 +161,8 @@ kj::Promise<std::optional<TracedLists>> FillOutcomes(ClosureDispatcher& dispatch
   }
   std::map<uint64_t, size_t> read_index;  // closure id -> its item in the read
   for (size_t i = 0; i < locations.size(); ++i) read_index[locations[i].closure_id] = i;
-  return durable.ReadStoredResults(kj::mv(locations))
+  FilledOutcomes filled;
+  filled.later = durable.ReadStoredResults(kj::mv(locations))
       .then([owner = kj::addRef(dispatcher), coordinator_id, ids = kj::mv(ids), on_released,
              init = kj::mv(init), at_hand = kj::mv(at_hand), read_index = kj::mv(read_index)](
                 std::unique_ptr<ResultReads::Done> done) mutable
@@ -173,7 +178,10 @@ kj::Promise<std::optional<TracedLists>> FillOutcomes(ClosureDispatcher& dispatch
           if (closure->state == state::ClosureState::FINISHED &&
               !read_index.contains(closure->id) && !at_hand.contains(closure->id) &&
               durable.LocateStoredResult(*closure).has_value()) {
-            return FillOutcomes(dispatcher, coordinator_id, kj::mv(ids), on_released, kj::mv(init));
+            FilledOutcomes again =
+                FillOutcomes(dispatcher, coordinator_id, kj::mv(ids), on_released, kj::mv(init));
+            if (again.now.has_value()) return std::optional<TracedLists>(kj::mv(again.now));
+            return kj::mv(again.later);
           }
         }
         auto list = init(static_cast<unsigned>(closures.size()));
@@ -215,6 +223,7 @@ kj::Promise<std::optional<TracedLists>> FillOutcomes(ClosureDispatcher& dispatch
               return std::optional<TracedLists>(kj::mv(traced));
             });
       });
+  return filled;
 }
 
 }  // namespace dispatch::reactor

@@ -53,14 +53,25 @@ enum class OnReleased {
 
 using OutcomeListInit = kj::Function<capnp::List<rpc::ClosureOutcome>::Builder(unsigned)>;
 
+// What FillOutcomes did: filled the reply at once (`now`: the traced
+// lists), or started reading results on the pool (`later`).
+struct FilledOutcomes {
+  std::optional<TracedLists> now;
+  // Unless `now`: resolves to the traced lists once the reply is filled;
+  // to nullopt when every outcome was released meanwhile (kSkip; `init`
+  // not called then).
+  kj::Promise<std::optional<TracedLists>> later = nullptr;
+};
+
 // Fills the outcomes of `ids` (closures of `coordinator_id`, not released,
 // just picked on the loop) into the list `init(n)` makes, n being those
-// still there once their results are read, and takes their traces.
-// Resolves to the traced lists; to nullopt when every one was released
-// meanwhile (kSkip; `init` not called then).
-kj::Promise<std::optional<TracedLists>> FillOutcomes(ClosureDispatcher& dispatcher,
-                                                    uint64_t coordinator_id,
-                                                    std::vector<uint64_t> ids,
-                                                    OnReleased on_released, OutcomeListInit init);
+// still there once their results are read, and takes their traces. A reply
+// filled at once comes back as `now`, so that its caller can answer in this
+// very turn: replies that wait on the same commit then leave in the order
+// their calls were answered (a join after the awaitResults that reports
+// the closure it waited for, as clients rely on).
+FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_id,
+                            std::vector<uint64_t> ids, OnReleased on_released,
+                            OutcomeListInit init);
 
 }  // namespace dispatch::reactor

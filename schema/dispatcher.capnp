@@ -734,7 +734,8 @@ struct ServerStats @0xc83666b68b88b628 {
   # Passes of the event loop so far, and how long they kept the loop busy:
   # a pass's busy time is its wall time less the time the loop waited for
   # I/O in it, the longest a reply ready at its start could wait for the
-  # loop. `maxLoopPassMicros`: the longest since start (start-up included);
+  # loop. `maxLoopPassMicros`: the longest since the loop began (start-up
+  # and recovery before it are not a pass);
   # `loopPassesOver10Ms`: how many took more than 10 ms.
   loopPasses @28 :UInt64;
   maxLoopPassMicros @29 :UInt64;

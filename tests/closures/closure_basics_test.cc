@@ -109,6 +109,29 @@ TEST(Closures, JoinWaitsForRunningClosuresAndDoneTellsWithoutWaiting) {
   EXPECT_EQ(FetchOrDie(*slow), worker->address());
 }
 
+// The same with results the dispatcher reads back on its thread pool (a
+// reply of 64 KiB or more of stored results): the join's "done" still comes
+// after the reply that reports them, so every value is ready once Join
+// returns.
+TEST(Closures, JoinReturnsAfterTheOutcomesOfResultsReadOffTheLoop) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), 4);
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  for (int round = 0; round < 5; ++round) {
+    std::vector<RemoteValue> values;
+    for (int i = 0; i < 8; ++i) {
+      auto value = coordinator->Schedule("bytes", std::to_string(300 << 10) + ":" + std::to_string(i));
+      ASSERT_TRUE(value.ok());
+      values.push_back(*value);
+    }
+    ASSERT_TRUE(coordinator->Join().ok());
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(values[i].status(), RemoteValueStatus::kReady)
+          << "round " << round << ": Join returned before the outcome of value " << i;
+    }
+  }
+}
+
 TEST(Closures, ManyCoordinatorsOnOneDispatcherSeeOnlyTheirOwnClosures) {
   ClosureDispatcher dispatcher;
   auto worker = StartClosureWorker(dispatcher.address(), 4);
