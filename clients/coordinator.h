@@ -53,7 +53,8 @@ class Coordinator {
     options.resources = std::move(resources);
     return Schedule(std::move(function), std::move(args), std::move(options));
   }
-  // Waits until none of this coordinator's closures is waiting, queued or running.
+  // Waits until none of this coordinator's closures is waiting, queued or running,
+  // and every RemoteValue still held has its outcome (ClosureBook::WaitHeldOutcomes).
   // Returns the first error instead when there is one (once).
   Status Join();
   // Whether none is queued or running now (or the first error, once).
