@@ -43,6 +43,7 @@ struct ResultsFlags {
   uint64_t ping_hz = 1000;
   uint64_t idle_ms = 2000;
   std::string result_file_bytes;  // the dispatcher's --result-file-bytes; empty: its default
+  std::string result_bytes_per_call;  // the dispatcher's --max-result-bytes-per-call; empty: its default
 };
 
 double MiB(uint64_t bytes) { return bytes / 1048576.0; }
@@ -71,6 +72,8 @@ class Dispatcher {
                                   "--log-level=warning"};
     if (!flags_.result_file_bytes.empty())
       argv.push_back("--result-file-bytes=" + flags_.result_file_bytes);
+    if (!flags_.result_bytes_per_call.empty())
+      argv.push_back("--max-result-bytes-per-call=" + flags_.result_bytes_per_call);
     process_ = std::make_unique<testing::Subprocess>(argv);
     auto line = process_->ReadLine(std::chrono::seconds(600));
     if (!line || line->rfind("dispatcher listening on ", 0) != 0)
@@ -145,6 +148,9 @@ int RunResultsBench(int argc, char** argv) {
                    "the dispatcher's --result-file-bytes (empty: its default; 0: every result a "
                    "row, as before result files)",
                    &flags.result_file_bytes);
+  parser.AddString("max-result-bytes-per-call", "N",
+                   "the dispatcher's --max-result-bytes-per-call (empty: its default)",
+                   &flags.result_bytes_per_call);
   parser.AddUint("idle-ms", "pinging an idle dispatcher first for this long (the floor)",
                  &flags.idle_ms, 1, 600000);
   ParseFlagsOrExit(parser, argc, argv);

@@ -315,7 +315,8 @@ TEST(ClosureResults, OutcomesReleasedByAnotherSessionWhileTheyAreReadAreLeftOutN
   constexpr int kRounds = 8;
   constexpr size_t kFiles = 3, kRows = 6;
   constexpr size_t kFileBytes = 2u << 20, kRowBytes = 200u << 10;
-  ClosureDispatcher dispatcher({"--synchronous=normal"});
+  // One reply carries all of a round (3 x 2 MiB files and 6 x 200 KiB rows).
+  ClosureDispatcher dispatcher({"--synchronous=normal", "--max-result-bytes-per-call=16777216"});
   auto worker = StartClosureWorker(dispatcher.address(), 2);
   ClientLoop loop;
   size_t served = 0, left_out = 0, partial = 0;
