@@ -245,7 +245,6 @@ Result<std::string> DurableState::GetResult(const state::Closure& closure) {
 
 Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
   const uint64_t size = ResultSize(closure);
-  Status status;
   std::optional<storage::ResultLocation> location = LocateStoredResult(closure);
   if (!location.has_value()) {
     if (!closure.result_stored) {
@@ -262,15 +261,7 @@ Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
     CountResultRead(size, true);
     return Status::Ok();
   }
-  std::string where;
-  if (location->in_file) {
-    status = storage::ReadResultFile(result_dir(), closure.id, location->file_attempt, dest, size);
-    where = result_dir() + "/" + storage::ResultFileName(closure.id, location->file_attempt);
-  } else {
-    status = store_.ReadResult(closure.id, dest, size);
-    where = store_.db_path();
-  }
-  if (status.ok()) status = storage::CheckResultCrc(*location, where, dest);
+  Status status = store_.ReadResultAt(*location, dest);
   if (status.code() == StatusCode::kNotFound) status = MissingResultError(closure.id, status);
   CountResultRead(size, status.ok());
   return status;

@@ -126,11 +126,15 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
   std::vector<const state::Closure*> closures =
       StillThere(dispatcher, coordinator_id, ids, on_released);
   std::vector<storage::ResultLocation> locations;
+  std::vector<const state::Closure*> unlocated;  // finished, bytes at hand (or none)
   uint64_t stored = 0;
   for (const state::Closure* closure : closures) {
     if (closure->state != state::ClosureState::FINISHED) continue;
     std::optional<storage::ResultLocation> location = durable.LocateStoredResult(*closure);
-    if (!location.has_value()) continue;
+    if (!location.has_value()) {
+      unlocated.push_back(closure);
+      continue;
+    }
     stored += location->size;
     locations.push_back(*location);
   }
@@ -153,11 +157,8 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
   // The bytes at hand now (this pass's results) may be committed by the time
   // the read is back, and then be rows to read on the loop: copied now.
   std::map<uint64_t, Result<std::string>> at_hand;
-  for (const state::Closure* closure : closures) {
-    if (closure->state == state::ClosureState::FINISHED &&
-        !durable.LocateStoredResult(*closure).has_value()) {
-      at_hand.emplace(closure->id, durable.GetResult(*closure));
-    }
+  for (const state::Closure* closure : unlocated) {
+    at_hand.emplace(closure->id, durable.GetResult(*closure));
   }
   std::map<uint64_t, size_t> read_index;  // closure id -> its item in the read
   for (size_t i = 0; i < locations.size(); ++i) read_index[locations[i].closure_id] = i;

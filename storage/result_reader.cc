@@ -61,6 +61,10 @@ Status ReadResultRow(sqlite3* db, Statement& get_result, const std::string& db_p
   return Status::Ok();
 }
 
+namespace {
+
+// DataLoss naming the closure and `where` when the `location.size` bytes at
+// `dest` do not have the CRC32C the journal recorded (then zeroed).
 Status CheckResultCrc(const ResultLocation& location, const std::string& where, char* dest) {
   const uint32_t crc = Crc32c(dest, location.size);
   if (crc == location.crc) return Status::Ok();
@@ -69,6 +73,24 @@ Status CheckResultCrc(const ResultLocation& location, const std::string& where, 
                        where + " has CRC32C " + std::to_string(crc) +
                        ", but the journal recorded " + std::to_string(location.crc) +
                        ": not served");
+}
+
+}  // namespace
+
+Status ReadResultAt(sqlite3* db, Statement& get_result, const std::string& db_path,
+                    const std::string& result_dir, const ResultLocation& location, char* dest) {
+  Status status;
+  std::string where;
+  if (location.in_file) {
+    status = ReadResultFile(result_dir, location.closure_id, location.file_attempt, dest,
+                            location.size);
+    where = result_dir + "/" + ResultFileName(location.closure_id, location.file_attempt);
+  } else {
+    status = ReadResultRow(db, get_result, db_path, location.closure_id, dest, location.size);
+    where = db_path;
+  }
+  if (!status.ok()) return status;
+  return CheckResultCrc(location, where, dest);
 }
 
 Result<std::unique_ptr<ResultReader>> ResultReader::Open(const std::string& db_path,
@@ -87,27 +109,14 @@ Result<std::unique_ptr<ResultReader>> ResultReader::Open(const std::string& db_p
 }
 
 Status ResultReader::Read(const ResultLocation& location, char* dest) {
-  Status status;
-  std::string where;
   if (location.in_file) {
-    status = ReadResultFile(result_dir_, location.closure_id, location.file_attempt, dest,
-                            location.size);
-    where = result_dir_ + "/" + ResultFileName(location.closure_id, location.file_attempt);
-  } else {
-    status = ReadRow(location, dest);
-    where = db_path_;
+    return ReadResultAt(db_.get(), get_result_, db_path_, result_dir_, location, dest);
   }
-  if (!status.ok()) return status;
-  return CheckResultCrc(location, where, dest);
-}
-
-Status ResultReader::ReadRow(const ResultLocation& location, char* dest) {
   // One read transaction for the row's size and its bytes: a release
   // committed between the two would otherwise look like damage.
   const std::string what = "reading the result table of " + db_path_;
   DISPATCH_RETURN_IF_ERROR(ExecSql(db_.get(), "BEGIN", what));
-  Status status = ReadResultRow(db_.get(), get_result_, db_path_, location.closure_id, dest,
-                                location.size);
+  Status status = ReadResultAt(db_.get(), get_result_, db_path_, result_dir_, location, dest);
   // A read transaction has nothing to lose; its end changes nothing.
   (void)ExecSql(db_.get(), "COMMIT", what);
   return status;

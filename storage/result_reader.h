@@ -40,9 +40,14 @@ struct ResultLocation {
 Status ReadResultRow(sqlite3* db, Statement& get_result, const std::string& db_path,
                      uint64_t closure_id, char* dest, size_t size);
 
-// DataLoss naming the closure and `where` when the `location.size` bytes at
-// `dest` do not have the CRC32C the journal recorded (then zeroed).
-Status CheckResultCrc(const ResultLocation& location, const std::string& where, char* dest);
+// Reads the result at `location` into `dest` (room for location.size bytes):
+// its file under `result_dir`, or its row through `db` and `get_result` (as
+// for ReadResultRow), then checks it against location.crc. NotFound when its
+// row or file is not there (released since it was located, or lost: the
+// caller knows which); DataLoss naming the row or file when it is damaged,
+// and then `dest` holds zeros. Both connections read through this.
+Status ReadResultAt(sqlite3* db, Statement& get_result, const std::string& db_path,
+                    const std::string& result_dir, const ResultLocation& location, char* dest);
 
 class ResultReader {
  public:
@@ -53,10 +58,7 @@ class ResultReader {
   ResultReader(const ResultReader&) = delete;
   ResultReader& operator=(const ResultReader&) = delete;
 
-  // Reads the result at `location` into `dest` (room for location.size
-  // bytes) and checks it against location.crc. NotFound when its row or
-  // file is not there (released since it was located, or lost: the caller
-  // knows which); DataLoss naming the row or file when it is damaged.
+  // ReadResultAt through this connection, a row inside a read transaction.
   Status Read(const ResultLocation& location, char* dest);
 
  private:
@@ -65,7 +67,6 @@ class ResultReader {
         result_dir_(std::move(result_dir)),
         db_(std::move(db)),
         get_result_(std::move(get_result)) {}
-  Status ReadRow(const ResultLocation& location, char* dest);
 
   std::string db_path_;
   std::string result_dir_;

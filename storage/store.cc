@@ -11,7 +11,6 @@
 #include <string>
 
 #include "storage/format.h"
-#include "storage/result_reader.h"
 
 namespace dispatch::storage {
 namespace {
@@ -518,6 +517,10 @@ Result<std::string> Store::GetResult(uint64_t closure_id) {
 
 Status Store::ReadResult(uint64_t closure_id, char* dest, size_t size) {
   return ReadResultRow(db_.get(), get_result_, db_path_, closure_id, dest, size);
+}
+
+Status Store::ReadResultAt(const ResultLocation& location, char* dest) {
+  return storage::ReadResultAt(db_.get(), get_result_, db_path_, result_dir(), location, dest);
 }
 
 Result<std::vector<uint64_t>> Store::ListResults() {

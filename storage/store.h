@@ -83,6 +83,7 @@
 #include "storage/commit_mark.h"
 #include "storage/journal_reader.h"
 #include "storage/result_file.h"
+#include "storage/result_reader.h"
 #include "storage/snapshot_file.h"
 #include "storage/sqlite.h"
 #include "storage/tables_reader.h"
@@ -281,6 +282,10 @@ class Store {
   // bytes (the size the caller expects): a row of another size is DataLoss
   // naming the closure, as is a failed checksum, and then `dest` is zeroed.
   Status ReadResult(uint64_t closure_id, char* dest, size_t size);
+  // The result at `location` (a row or a result file), checked against the
+  // CRC32C the journal recorded: ReadResultAt (result_reader.h) through this
+  // connection.
+  Status ReadResultAt(const ResultLocation& location, char* dest);
   // Ids of every stored result, in order (start-up drops the ones the state
   // does not hold, e.g. after a reset).
   Result<std::vector<uint64_t>> ListResults();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "clients/pattern_bytes.h"
 #include "common/checksum.h"
 #include "storage/result_file.h"
 #include "storage/store.h"
@@ -19,20 +20,15 @@
 namespace dispatch::storage {
 namespace {
 
+using clients::PatternBytes;
 using testing::OptionsFor;
 using testing::ReadFile;
 using testing::TempDir;
 using testing::WriteFile;
 
-std::string Body(size_t size, char seed) {
-  std::string body(size, '\0');
-  for (size_t i = 0; i < size; ++i) body[i] = static_cast<char>(seed + i * 7 + (i >> 12));
-  return body;
-}
-
 TEST(ResultFile, WrittenBytesReadBackWithTheirChecksum) {
   TempDir dir;
-  const std::string body = Body((3u << 20) + 5, 'a');
+  const std::string body = PatternBytes((3u << 20) + 5, 'a');
   auto crc = WriteResultFile(dir.path(), 42, 3, body);
   ASSERT_TRUE(crc.ok()) << crc.status().ToString();
   EXPECT_EQ(*crc, Crc32c(body));
@@ -49,7 +45,7 @@ TEST(ResultFile, WrittenBytesReadBackWithTheirChecksum) {
 
 TEST(ResultFile, AnotherAttemptOrSizeOrAMissingFileIsNeverServed) {
   TempDir dir;
-  const std::string body = Body(1 << 20, 'b');
+  const std::string body = PatternBytes(1 << 20, 'b');
   ASSERT_TRUE(WriteResultFile(dir.path(), 7, 2, body).ok());
   std::string back(body.size(), '\0');
   EXPECT_EQ(ReadResultFile(dir.path(), 7, 1, back.data(), back.size()).code(), StatusCode::kNotFound);
@@ -67,7 +63,7 @@ TEST(ResultFile, AnotherAttemptOrSizeOrAMissingFileIsNeverServed) {
 
 TEST(ResultFile, DamageIsNamedNeverServed) {
   TempDir dir;
-  const std::string body = Body(2 << 20, 'c');
+  const std::string body = PatternBytes(2 << 20, 'c');
   ASSERT_TRUE(WriteResultFile(dir.path(), 11, 1, body).ok());
   const std::string path = dir.Sub(ResultFileName(11, 1));
   const std::string whole = ReadFile(path);
@@ -150,8 +146,8 @@ TEST(ResultFile, TheStoreMakesTheDirectoryAndVerifyChecksEveryFile) {
     EXPECT_TRUE(std::filesystem::is_directory((*store)->result_dir()));
   }
   const std::string results = dir.Sub(kResultDirName);
-  ASSERT_TRUE(WriteResultFile(results, 3, 1, Body(1 << 20, 'd')).ok());
-  ASSERT_TRUE(WriteResultFile(results, 4, 2, Body(5000, 'e')).ok());
+  ASSERT_TRUE(WriteResultFile(results, 3, 1, PatternBytes(1 << 20, 'd')).ok());
+  ASSERT_TRUE(WriteResultFile(results, 4, 2, PatternBytes(5000, 'e')).ok());
   auto clean = VerifyWorkDir(dir.path());
   ASSERT_TRUE(clean.ok()) << clean.status().ToString();
   EXPECT_TRUE(clean->clean()) << clean->Summary(dir.path());

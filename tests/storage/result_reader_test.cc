@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "clients/pattern_bytes.h"
 #include "common/checksum.h"
 #include "storage/result_file.h"
 #include "storage/result_reader.h"
@@ -17,15 +18,10 @@
 namespace dispatch::storage {
 namespace {
 
+using clients::PatternBytes;
 using testing::OptionsFor;
 using testing::RecordPayload;
 using testing::TempDir;
-
-std::string Body(size_t size, char seed) {
-  std::string body(size, '\0');
-  for (size_t i = 0; i < size; ++i) body[i] = static_cast<char>(seed + i * 13 + (i >> 12));
-  return body;
-}
 
 ResultLocation RowAt(uint64_t closure_id, const std::string& body) {
   ResultLocation location;
@@ -58,21 +54,21 @@ class ResultReaderTest : public ::testing::Test {
 };
 
 TEST_F(ResultReaderTest, ReadsRowsCommittedAfterItOpenedAndFiles) {
-  const std::string row = Body(300000, 'r');
+  const std::string row = PatternBytes(300000, 'r');
   Commit(1, 7, row);
   std::string back(row.size(), '\0');
   Status read = reader_->Read(RowAt(7, row), back.data());
   ASSERT_TRUE(read.ok()) << read.ToString();
   EXPECT_TRUE(back == row);
   // A later commit is seen by the next read.
-  const std::string later = Body(1000, 'l');
+  const std::string later = PatternBytes(1000, 'l');
   Commit(2, 8, later);
   std::string back_later(later.size(), '\0');
   read = reader_->Read(RowAt(8, later), back_later.data());
   ASSERT_TRUE(read.ok()) << read.ToString();
   EXPECT_TRUE(back_later == later);
 
-  const std::string file = Body(2 << 20, 'f');
+  const std::string file = PatternBytes(2 << 20, 'f');
   auto crc = WriteResultFile(store_->result_dir(), 9, 2, file);
   ASSERT_TRUE(crc.ok()) << crc.status().ToString();
   ResultLocation in_file = RowAt(9, file);
@@ -85,7 +81,7 @@ TEST_F(ResultReaderTest, ReadsRowsCommittedAfterItOpenedAndFiles) {
 }
 
 TEST_F(ResultReaderTest, WhatIsNotThereIsNotFoundAndAMismatchIsDataLossWithZeros) {
-  const std::string row = Body(5000, 'x');
+  const std::string row = PatternBytes(5000, 'x');
   std::string back(row.size(), 'q');
   Status read = reader_->Read(RowAt(11, row), back.data());
   EXPECT_EQ(read.code(), StatusCode::kNotFound) << read.ToString();

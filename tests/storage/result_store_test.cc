@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "clients/pattern_bytes.h"
 #include "storage/format.h"
 #include "storage/store.h"
 #include "tests/storage/test_util.h"
@@ -26,11 +27,8 @@ std::unique_ptr<Store> MustOpen(const StoreOptions& options) {
   return store.ok() ? std::move(store).value() : nullptr;
 }
 
-std::string ResultBytes(uint64_t id, size_t size) {
-  std::string out(size, '\0');
-  for (size_t i = 0; i < size; ++i) out[i] = static_cast<char>(id * 131 + i * 7 + i / 4096);
-  return out;
-}
+// Bytes fixed by the closure id.
+std::string ResultBytes(uint64_t id, size_t size) { return clients::PatternBytes(size, id); }
 
 TEST(ResultStore, ResultsCommitWithTheirRecordsAndSurviveReopenAndSnapshot) {
   TempDir tmp;
