@@ -285,11 +285,57 @@ class ClosureDispatcher final : public kj::Refcounted {
   // Adds to tasks_. REQUIRES: not closed.
   void AddTask(kj::Promise<void> task);
   void AssignQueued();
+  // A closure to push as `run`, with its input results: views of bytes
+  // kept by the caller until the push's message is built.
+  struct PushItem {
+    const state::Closure* closure;
+    state::ClosureRun run;
+    std::vector<kj::ArrayPtr<const char>> inputs;
+  };
+  // One runClosures call being built, and what it carries besides the
+  // closures: the runs (ended as lost if it fails), the per-worker
+  // resources the connection has not had, the traced closures.
+  struct OutgoingPush {
+    explicit OutgoingPush(capnp::Request<rpc::WorkerControl::RunClosuresParams,
+                                         rpc::WorkerControl::RunClosuresResults>
+                              request)
+        : request(kj::mv(request)) {}
+    capnp::Request<rpc::WorkerControl::RunClosuresParams, rpc::WorkerControl::RunClosuresResults>
+        request;
+    std::vector<state::ClosureRun> runs;
+    std::set<uint64_t> resource_ids;
+    std::vector<uint64_t> traced;
+  };
+  // Pushes the closures to their worker. Inputs of kOffLoopReadBytes or
+  // more stored are read on the thread pool first (PushAfterReadingInputs),
+  // the others on the loop; a closure whose inputs do not fit one push or
+  // cannot be read intact fails instead of running.
   kj::Promise<void> Push(uint64_t worker_id, std::vector<uint64_t> closure_ids);
-  // The results of the closure's inputs, in order; ResourceExhausted when
-  // they with its function and args exceed kMaxPushBytes, DataLoss when a
-  // stored one is missing or damaged (each naming the closure).
+  // Sends `items` in runClosures calls of at most kMaxPushBytes each.
+  kj::Promise<void> SendPushes(uint64_t worker_id, const std::vector<PushItem>& items);
+  // Fills an assignment of `push` from `from`, all but its inputs.
+  void FillAssignment(rpc::ClosureAssignment::Builder item, const PushItem& from,
+                      const LiveEntry& entry, OutgoingPush& push);
+  // Adds the resources, stamps the traces and sends; a failed call ends the
+  // push's runs as lost.
+  kj::Promise<void> Send(uint64_t worker_id, OutgoingPush push);
+  // ResourceExhausted (naming the closure and the limit, counted) when the
+  // closure's function, args and input results exceed kMaxPushBytes.
+  Status CheckInputsFit(const state::Closure& closure);
+  // The bytes of its inputs that are rows or files (read work for the pool).
+  uint64_t StoredInputBytes(const state::Closure& closure) const;
+  // The results of the closure's inputs, in order, read on the loop;
+  // DataLoss when a stored one is missing or damaged (InputError).
   Result<std::vector<std::string>> ReadInputs(const state::Closure& closure);
+  // Reads the run's inputs on the pool, then pushes it alone, its input
+  // bytes copied into the call in turns (CopyInTurns), unless it ended
+  // meanwhile.
+  kj::Promise<void> PushAfterReadingInputs(uint64_t worker_id, state::ClosureRun run);
+  kj::Promise<void> SendWithInputsInTurns(uint64_t worker_id, PushItem item);
+  // `status` of input `input_id`, naming it and its dependant.
+  static Status InputError(uint64_t closure_id, uint64_t input_id, const Status& status);
+  // Fails the run (a user error: retrying cannot help) because of its inputs.
+  void FailOnInputs(const state::ClosureRun& run, const Status& why);
   // Pushes the committed per-worker resources this worker's connection has
   // not had yet and can build (no closures), so that it builds them at once.
   void SendResources(uint64_t worker_id);

@@ -5,12 +5,16 @@
 // the worker attaches. A failed push ends its runs as lost (PlanRunEnded).
 
 #include <kj/debug.h>
+#include <kj/vector.h>
 
+#include <optional>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "common/log.h"
 #include "reactor/closure_dispatcher.h"
+#include "reactor/copy_in_turns.h"
 #include "state/bytes.h"
 #include "state/record_budget.h"
 
@@ -26,13 +30,11 @@ void FillResourceSpec(rpc::ResourceSpec::Builder spec, const state::PerWorkerRes
 }  // namespace
 
 kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64_t> closure_ids) {
-  std::vector<state::ClosureRun> runs;
-  std::vector<const state::Closure*> closures;
-  // The input results of closures[i] (empty for most), read back from the
-  // store before anything is sent: a closure whose inputs cannot be read
-  // intact, or do not fit one push, fails instead of running.
-  std::vector<std::vector<std::string>> inputs;
-  std::vector<uint64_t> input_words;
+  std::vector<PushItem> items;
+  // The input results of items[i] read on the loop (empty for most): a
+  // closure whose inputs cannot be read intact fails instead of running.
+  std::vector<std::vector<std::string>> read_here;
+  kj::Vector<kj::Promise<void>> later;  // pushes waiting for their inputs' read on the pool
   for (uint64_t id : closure_ids) {
     const state::Closure* closure = state().FindClosure(id);
     if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
@@ -41,97 +43,119 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
     }
     const state::ClosureRun run{id, worker_id, closure->attempts};
     std::vector<std::string> bytes;
-    uint64_t words = 0;
     if (!closure->inputs.empty()) {
+      Status fits = CheckInputsFit(*closure);
+      if (!fits.ok()) {
+        FailOnInputs(run, fits);
+        continue;
+      }
+      if (StoredInputBytes(*closure) >= kOffLoopReadBytes) {
+        later.add(PushAfterReadingInputs(worker_id, run));
+        continue;
+      }
       Result<std::vector<std::string>> read = ReadInputs(*closure);
       if (!read.ok()) {
-        Status failed = Carry(state::PlanUserError(state(), run, read.status().ToString(), Stamp()));
-        if (!failed.ok()) Log(LogLevel::kWarning, "closure input: ", failed.ToString().c_str());
+        FailOnInputs(run, read.status());
         continue;
       }
       bytes = std::move(*read);
-      for (const std::string& input : bytes) words += 1 + (input.size() + 7) / 8;
     }
-    closures.push_back(closure);
-    runs.push_back(run);
-    inputs.push_back(std::move(bytes));
-    input_words.push_back(words);
+    items.push_back(PushItem{closure, run, {}});
+    for (const std::string& input : bytes) items.back().inputs.push_back(kj::arrayPtr(input.data(), input.size()));
+    read_here.push_back(std::move(bytes));
   }
-  if (closures.empty()) return kj::READY_NOW;
+  if (!items.empty()) later.add(SendPushes(worker_id, items));
+  return kj::joinPromises(later.releaseAsArray());
+}
+
+kj::Promise<void> ClosureDispatcher::SendPushes(uint64_t worker_id,
+                                                const std::vector<PushItem>& items) {
   auto entry = live_.find(worker_id);
   rpc::WorkerControl::Client* control =
       entry == live_.end() ? nullptr : workers_.ControlOf(entry->second.address);
   if (control == nullptr) {
+    std::vector<state::ClosureRun> runs;
+    for (const PushItem& item : items) runs.push_back(item.run);
     PushFailed(worker_id, runs);
     return kj::READY_NOW;
   }
   // One runClosures per kMaxPushBytes of closures (at least one closure
   // each), so that a worker with many slots and large closures is never sent
   // a message past its limit.
-  auto pushes = state::SplitIntoRecords(closures.size(), 0, kMaxPushBytes, [&](size_t i) {
-    return state::ScheduledItemWords(closures[i]->function_name, closures[i]->args.size(),
-                                     closures[i]->resources.size()) +
-           input_words[i];
+  auto pushes = state::SplitIntoRecords(items.size(), 0, kMaxPushBytes, [&](size_t i) {
+    const state::Closure& closure = *items[i].closure;
+    uint64_t words = state::ScheduledItemWords(closure.function_name, closure.args.size(),
+                                               closure.resources.size());
+    for (kj::ArrayPtr<const char> input : items[i].inputs) words += 1 + (input.size() + 7) / 8;
+    return words;
   });
   auto sends = kj::heapArrayBuilder<kj::Promise<void>>(pushes.size());
   for (auto [begin, end] : pushes) {
-    auto request = control->runClosuresRequest();
-    auto list = request.initClosures(static_cast<unsigned>(end - begin));
-    std::set<uint64_t> resource_ids;
-    std::vector<uint64_t> traced;  // closures of this push with a trace
+    OutgoingPush push(control->runClosuresRequest());
+    auto list = push.request.initClosures(static_cast<unsigned>(end - begin));
     for (size_t i = begin; i < end; ++i) {
-      const state::Closure& closure = *closures[i];
       auto item = list[static_cast<unsigned>(i - begin)];
-      item.setClosureId(closure.id);
-      item.setAttempt(closure.attempts);
-      item.setFunction(closure.function_name);
-      item.setArgs(state::AsData(closure.args));
-      if (!traces_.empty() && traces_.Traced(closure.id)) {
-        item.setTrace(true);
-        traced.push_back(closure.id);
-      }
-      if (!closure.resources.empty()) {  // absent reads as empty
-        auto resources = item.initResources(static_cast<unsigned>(closure.resources.size()));
-        for (unsigned r = 0; r < closure.resources.size(); ++r)
-          resources.set(r, closure.resources[r]);
-      }
-      if (!inputs[i].empty()) {
-        auto list = item.initInputs(static_cast<unsigned>(inputs[i].size()));
-        for (unsigned j = 0; j < inputs[i].size(); ++j) {
-          list.set(j, state::AsData(inputs[i][j]));
-          counters_.input_bytes_pushed += inputs[i][j].size();
+      FillAssignment(item, items[i], entry->second, push);
+      if (!items[i].inputs.empty()) {
+        auto inputs = item.initInputs(static_cast<unsigned>(items[i].inputs.size()));
+        for (unsigned j = 0; j < items[i].inputs.size(); ++j) {
+          inputs.set(j, kj::arrayPtr(reinterpret_cast<const kj::byte*>(items[i].inputs[j].begin()),
+                                     items[i].inputs[j].size()));
+          counters_.input_bytes_pushed += items[i].inputs[j].size();
         }
       }
-      for (uint64_t id : closure.resources) {
-        // Those this connection has had already (SendResources) stay out:
-        // a closure of many large resources still makes a small push.
-        if (!entry->second.resources_sent.contains(id)) resource_ids.insert(id);
-      }
     }
-    auto specs = request.initResources(static_cast<unsigned>(resource_ids.size()));
-    unsigned r = 0;
-    for (uint64_t id : resource_ids) FillResourceSpec(specs[r++], *state().FindResource(id));
-    std::vector<state::ClosureRun> pushed(runs.begin() + begin, runs.begin() + end);
-    if (!traced.empty()) {
-      const uint64_t now = uv_hrtime();
-      for (uint64_t id : traced) traces_.Stamp(id, kTracePushed, now);
-    }
-    sends.add(request.send().then([this, worker_id](auto&& reply) {
-                                    auto held = live_.find(worker_id);
-                                    if (held != live_.end()) held->second.push_replies.push_back(kj::mv(reply));
-                                  },
-                                  [this, worker_id, pushed = kj::mv(pushed)](kj::Exception&& e) {
-                                    Log(LogLevel::kDebug, "runClosures to worker ", worker_id,
-                                        " failed: ", e.getDescription());
-                                    PushFailed(worker_id, pushed);
-                                  }));
+    sends.add(Send(worker_id, kj::mv(push)));
   }
   // Their Finish messages go out with the calls just sent.
   entry->second.push_replies.clear();
   return kj::joinPromises(sends.finish());
 }
 
-Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(const state::Closure& closure) {
+void ClosureDispatcher::FillAssignment(rpc::ClosureAssignment::Builder item,
+                                       const PushItem& from, const LiveEntry& entry,
+                                       OutgoingPush& push) {
+  const state::Closure& closure = *from.closure;
+  item.setClosureId(closure.id);
+  item.setAttempt(from.run.attempt);
+  item.setFunction(closure.function_name);
+  item.setArgs(state::AsData(closure.args));
+  if (!traces_.empty() && traces_.Traced(closure.id)) {
+    item.setTrace(true);
+    push.traced.push_back(closure.id);
+  }
+  if (!closure.resources.empty()) {  // absent reads as empty
+    auto resources = item.initResources(static_cast<unsigned>(closure.resources.size()));
+    for (unsigned r = 0; r < closure.resources.size(); ++r) resources.set(r, closure.resources[r]);
+  }
+  for (uint64_t id : closure.resources) {
+    // Those this connection has had already (SendResources) stay out: a
+    // closure of many large resources still makes a small push.
+    if (!entry.resources_sent.contains(id)) push.resource_ids.insert(id);
+  }
+  push.runs.push_back(from.run);
+}
+
+kj::Promise<void> ClosureDispatcher::Send(uint64_t worker_id, OutgoingPush push) {
+  auto specs = push.request.initResources(static_cast<unsigned>(push.resource_ids.size()));
+  unsigned r = 0;
+  for (uint64_t id : push.resource_ids) FillResourceSpec(specs[r++], *state().FindResource(id));
+  if (!push.traced.empty()) {
+    const uint64_t now = uv_hrtime();
+    for (uint64_t id : push.traced) traces_.Stamp(id, kTracePushed, now);
+  }
+  return push.request.send().then(
+      [this, worker_id](auto&& reply) {
+        auto held = live_.find(worker_id);
+        if (held != live_.end()) held->second.push_replies.push_back(kj::mv(reply));
+      },
+      [this, worker_id, runs = kj::mv(push.runs)](kj::Exception&& e) {
+        Log(LogLevel::kDebug, "runClosures to worker ", worker_id, " failed: ", e.getDescription());
+        PushFailed(worker_id, runs);
+      });
+}
+
+Status ClosureDispatcher::CheckInputsFit(const state::Closure& closure) {
   uint64_t total = closure.function_name.size() + closure.args.size();
   for (uint64_t id : closure.inputs) {
     // The state keeps every input of a closure not done (finished, not
@@ -141,27 +165,146 @@ Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(const state::Clos
               "closure runs before its input", closure.id, id);
     total += DurableState::ResultSize(*input);
   }
-  if (total > kMaxPushBytes) {
-    ++counters_.inputs_over_limit;
-    return ResourceExhaustedError(
-        "closure " + std::to_string(closure.id) + " with its " +
-        std::to_string(closure.inputs.size()) + " input results takes " + std::to_string(total) +
-        " bytes, over the limit of " + std::to_string(kMaxPushBytes) +
-        " bytes per push to a worker");
+  if (total <= kMaxPushBytes) return Status::Ok();
+  ++counters_.inputs_over_limit;
+  return ResourceExhaustedError(
+      "closure " + std::to_string(closure.id) + " with its " +
+      std::to_string(closure.inputs.size()) + " input results takes " + std::to_string(total) +
+      " bytes, over the limit of " + std::to_string(kMaxPushBytes) + " bytes per push to a worker");
+}
+
+uint64_t ClosureDispatcher::StoredInputBytes(const state::Closure& closure) const {
+  uint64_t stored = 0;
+  for (uint64_t id : closure.inputs) {
+    std::optional<storage::ResultLocation> location =
+        durable_.LocateStoredResult(*state().FindClosure(id));
+    if (location.has_value()) stored += location->size;
   }
+  return stored;
+}
+
+Status ClosureDispatcher::InputError(uint64_t closure_id, uint64_t input_id, const Status& status) {
+  return Status(status.code(), "input closure " + std::to_string(input_id) + " of closure " +
+                                   std::to_string(closure_id) + ": " + status.message());
+}
+
+void ClosureDispatcher::FailOnInputs(const state::ClosureRun& run, const Status& why) {
+  Status failed = Carry(state::PlanUserError(state(), run, why.ToString(), Stamp()));
+  if (!failed.ok()) Log(LogLevel::kWarning, "closure input: ", failed.ToString().c_str());
+}
+
+Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(const state::Closure& closure) {
   std::vector<std::string> out;
   out.reserve(closure.inputs.size());
   for (uint64_t id : closure.inputs) {
-    // Read on the loop, as replies' results are (a page-cached SQLite row).
     Result<std::string> bytes = durable_.GetResult(*state().FindClosure(id));
-    if (!bytes.ok()) {
-      return Status(bytes.status().code(), "input closure " + std::to_string(id) + " of closure " +
-                                               std::to_string(closure.id) + ": " +
-                                               bytes.status().message());
-    }
+    if (!bytes.ok()) return InputError(closure.id, id, bytes.status());
     out.push_back(std::move(*bytes));
   }
   return out;
+}
+
+kj::Promise<void> ClosureDispatcher::PushAfterReadingInputs(uint64_t worker_id,
+                                                            state::ClosureRun run) {
+  const state::Closure& closure = *state().FindClosure(run.closure_id);
+  // Each input is read on the pool (item k of the read) or at hand now:
+  // inline, or put in this pass and maybe a row by the time the read is
+  // back, so copied now.
+  std::vector<storage::ResultLocation> locations;
+  std::vector<std::optional<size_t>> read_item;
+  std::vector<Result<std::string>> at_hand;
+  for (uint64_t id : closure.inputs) {
+    const state::Closure& input = *state().FindClosure(id);
+    std::optional<storage::ResultLocation> location = durable_.LocateStoredResult(input);
+    if (location.has_value()) {
+      read_item.emplace_back(locations.size());
+      locations.push_back(*location);
+      at_hand.emplace_back(std::string());
+    } else {
+      read_item.emplace_back(std::nullopt);
+      at_hand.push_back(durable_.GetResult(input));
+    }
+  }
+  return durable_.ReadStoredResults(std::move(locations))
+      .then(
+          [this, worker_id, run, read_item = std::move(read_item), at_hand = std::move(at_hand)](
+              std::unique_ptr<ResultReads::Done> done) mutable -> kj::Promise<void> {
+            // Ended meanwhile (its worker lost, cancelled): its inputs are
+            // not needed, and may be released already.
+            const state::Closure* closure = state().FindRunning(run.closure_id, worker_id, run.attempt);
+            if (closure == nullptr) return kj::READY_NOW;
+            PushItem item{closure, run, {}};
+            for (size_t k = 0; k < closure->inputs.size(); ++k) {
+              const uint64_t input_id = closure->inputs[k];
+              if (!read_item[k].has_value()) {
+                if (!at_hand[k].ok()) {
+                  FailOnInputs(run, InputError(run.closure_id, input_id, at_hand[k].status()));
+                  return kj::READY_NOW;
+                }
+                item.inputs.push_back(kj::arrayPtr(at_hand[k]->data(), at_hand[k]->size()));
+                continue;
+              }
+              const size_t i = *read_item[k];
+              Status status = done->statuses[i];
+              // Held for its dependant, so not released: lost.
+              if (status.code() == StatusCode::kNotFound) {
+                status = DurableState::MissingResultError(input_id, status);
+              }
+              if (status.ok() || status.code() == StatusCode::kDataLoss) {
+                const uint64_t size = DurableState::ResultSize(*state().FindClosure(input_id));
+                durable_.CountResultRead(size, status.ok(), /*off_loop=*/true);
+                if (status.ok()) {
+                  item.inputs.push_back(kj::arrayPtr(done->bytes.data() + done->offsets[i], size));
+                  continue;
+                }
+              }
+              FailOnInputs(run, InputError(run.closure_id, input_id, status));
+              return kj::READY_NOW;
+            }
+            return SendWithInputsInTurns(worker_id, kj::mv(item))
+                .attach(std::move(done), std::move(at_hand));
+          },
+          [this, worker_id, run](kj::Exception&& e) {
+            // The pool refused the read: ended as a lost run, retried.
+            Log(LogLevel::kWarning, "reading the inputs of closure ", run.closure_id,
+                " failed: ", e.getDescription());
+            PushFailed(worker_id, {run});
+          });
+}
+
+kj::Promise<void> ClosureDispatcher::SendWithInputsInTurns(uint64_t worker_id, PushItem item) {
+  auto entry = live_.find(worker_id);
+  rpc::WorkerControl::Client* control =
+      entry == live_.end() ? nullptr : workers_.ControlOf(entry->second.address);
+  if (control == nullptr) {
+    PushFailed(worker_id, {item.run});
+    return kj::READY_NOW;
+  }
+  // A push of its own: its inputs alone may take most of kMaxPushBytes.
+  OutgoingPush push(control->runClosuresRequest());
+  auto assignment = push.request.initClosures(1)[0];
+  FillAssignment(assignment, item, entry->second, push);
+  auto inputs = assignment.initInputs(static_cast<unsigned>(item.inputs.size()));
+  std::vector<PendingCopy> copies;
+  for (unsigned j = 0; j < item.inputs.size(); ++j) {
+    auto data = inputs.init(j, static_cast<unsigned>(item.inputs[j].size()));
+    copies.push_back({reinterpret_cast<char*>(data.begin()), item.inputs[j].begin(),
+                      item.inputs[j].size()});
+    counters_.input_bytes_pushed += item.inputs[j].size();
+  }
+  return CopyInTurns(std::move(copies))
+      .then([this, worker_id, run = item.run, push = kj::mv(push)]() mutable -> kj::Promise<void> {
+        // Ended while its bytes were copied: not sent (a report of it would
+        // be ignored anyway).
+        if (state().FindRunning(run.closure_id, worker_id, run.attempt) == nullptr) {
+          return kj::READY_NOW;
+        }
+        kj::Promise<void> sent = Send(worker_id, kj::mv(push));
+        // Its Finish message goes out with the call just sent.
+        auto held = live_.find(worker_id);
+        if (held != live_.end()) held->second.push_replies.clear();
+        return sent;
+      });
 }
 
 void ClosureDispatcher::SendResources(uint64_t worker_id) {

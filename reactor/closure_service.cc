@@ -68,6 +68,7 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setResultsStored(durable.results_stored);
   stats.setResultsRead(durable.results_read);
   stats.setResultsDamaged(durable.results_damaged);
+  stats.setResultsReadOffLoop(durable.results_read_off_loop);
   stats.setQueuedWithoutWorker(data.closures().NumUnrunnable());
   stats.setCancelRequested(counters.cancel_requested);
   stats.setCancelledRunning(counters.cancelled_running);

@@ -297,12 +297,13 @@ kj::Promise<std::unique_ptr<ResultReads::Done>> DurableState::ReadStoredResults(
   return result_reads_->Read(std::move(locations));
 }
 
-void DurableState::CountResultRead(uint64_t bytes, bool ok) {
+void DurableState::CountResultRead(uint64_t bytes, bool ok, bool off_loop) {
   if (!ok) {
     ++stats_.results_damaged;
     return;
   }
   ++stats_.results_read;
+  if (off_loop) ++stats_.results_read_off_loop;
   stats_.result_bytes_read += bytes;
 }
 

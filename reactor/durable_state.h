@@ -124,6 +124,7 @@ struct DurableStats {
   uint64_t result_files_stored = 0;  // of those, kept in files (result_file_bytes)
   uint64_t results_read = 0;     // stored results read back (fetches)
   uint64_t result_bytes_read = 0;
+  uint64_t results_read_off_loop = 0;  // of results_read: read on the thread pool
   uint64_t results_damaged = 0;  // reads refused as missing, damaged or mismatched
   uint64_t unheld_results_dropped = 0;  // rows and files deleted at start-up (see DropUnheldResults)
 };
@@ -245,8 +246,9 @@ class DurableState {
   // (reactor/result_reads.h). Rejected once background work is stopped.
   kj::Promise<std::unique_ptr<ResultReads::Done>> ReadStoredResults(
       std::vector<storage::ResultLocation> locations);
-  // Counts a read of ReadStoredResults served (ok) or refused (DataLoss).
-  void CountResultRead(uint64_t bytes, bool ok);
+  // Counts a read served (ok) or refused (DataLoss); `off_loop`: one of
+  // ReadStoredResults.
+  void CountResultRead(uint64_t bytes, bool ok, bool off_loop = false);
   // The DataLoss of a stored result that is not there (`not_found` says
   // where it was looked for) while the state still holds its closure.
   static Status MissingResultError(uint64_t closure_id, const Status& not_found);

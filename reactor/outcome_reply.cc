@@ -1,9 +1,5 @@
 #include "reactor/outcome_reply.h"
 
-#include <algorithm>
-#include <uv.h>
-
-#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -11,6 +7,7 @@
 #include "common/closure_trace.h"
 #include "common/log.h"
 #include "reactor/closure_dispatcher.h"
+#include "reactor/copy_in_turns.h"
 #include "reactor/service_util.h"
 
 namespace dispatch::reactor {
@@ -69,40 +66,6 @@ std::vector<const state::Closure*> StillThere(ClosureDispatcher& dispatcher,
     }
   }
   return there;
-}
-
-// Bytes still to copy into a reply.
-struct PendingCopy {
-  char* dest;
-  const char* src;
-  size_t size;
-};
-
-// Copies for at most kCopyNanosPerTurn per KJ turn, then yields: the
-// UvEventPort ends a slice after 0.5 ms, so libuv serves its sockets
-// between turns. A 32 MiB result copied at once held the loop for 12-36 ms,
-// mostly faulting in the reply's fresh pages; 512 KiB per turn still took up
-// to 6 ms on this VM, whose page faults are slow (measured with
-// `dispatch-bench results --bytes=33554432`). The clock is read once per
-// 64 KiB piece.
-constexpr uint64_t kCopyNanosPerTurn = 300 * 1000;
-constexpr size_t kCopyPieceBytes = 64u << 10;
-
-kj::Promise<void> CopyInTurns(std::vector<PendingCopy> copies, size_t next) {
-  const uint64_t deadline = uv_hrtime() + kCopyNanosPerTurn;
-  while (next < copies.size() && uv_hrtime() < deadline) {
-    PendingCopy& copy = copies[next];
-    const size_t n = std::min(copy.size, kCopyPieceBytes);
-    std::memcpy(copy.dest, copy.src, n);
-    copy.dest += n;
-    copy.src += n;
-    copy.size -= n;
-    if (copy.size == 0) ++next;
-  }
-  if (next == copies.size()) return kj::READY_NOW;
-  return kj::evalLater([copies = std::move(copies), next]() mutable {
-    return CopyInTurns(std::move(copies), next);
-  });
 }
 
 }  // namespace
@@ -203,7 +166,7 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
                 copies.push_back({dest, done->bytes.data() + done->offsets[read->second], size});
               }
               if (status.ok() || status.code() == StatusCode::kDataLoss) {
-                durable.CountResultRead(size, status.ok());
+                durable.CountResultRead(size, status.ok(), /*off_loop=*/true);
               }
               return status;
             }
@@ -218,7 +181,7 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
         }
         // The sources live until the copies are done; the reply, until the
         // call's promise resolves.
-        return CopyInTurns(std::move(copies), 0)
+        return CopyInTurns(std::move(copies))
             .attach(std::move(done), std::move(at_hand))
             .then([traced = kj::mv(traced)]() mutable {
               return std::optional<TracedLists>(kj::mv(traced));

@@ -29,10 +29,6 @@ namespace dispatch::reactor {
 
 class ClosureDispatcher;
 
-// Stored results of one reply below this many bytes in all are read on the
-// loop: the rows of small results cost microseconds.
-inline constexpr uint64_t kOffLoopReadBytes = 64u << 10;
-
 // The bytes an outcome adds to a reply (its result or error).
 uint64_t OutcomeBytes(const state::Closure& closure);
 

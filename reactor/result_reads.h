@@ -31,6 +31,11 @@
 
 namespace dispatch::reactor {
 
+// Stored results of one reply or push below this many bytes in all are read
+// on the loop: the rows of small results cost microseconds, less than a hop
+// to the pool and back.
+inline constexpr uint64_t kOffLoopReadBytes = 64u << 10;
+
 class ResultReads {
  public:
   // What a read brought back: item i's bytes are bytes[offsets[i], +size)

@@ -469,7 +469,7 @@ struct ClosureStats @0xe18a76620813c516 {
   # store, not in memory, and reads them back for each reply.
   resultsOverLimit @14 :UInt64;  # results refused as over --max-result-bytes (closure failed)
   resultsStored @15 :UInt64;     # results written to the store
-  resultsRead @16 :UInt64;       # results read back from the store for replies
+  resultsRead @16 :UInt64;       # results read back from the store for replies and input pushes
   resultsDamaged @17 :UInt64;    # stored results found missing or damaged: not served
   queuedWithoutWorker @18 :UInt64;
   # Of `queued`, the closures no connected worker can run now: no worker with
@@ -504,6 +504,10 @@ struct ClosureStats @0xe18a76620813c516 {
   # ends when a run finishes or none runs.
   stuckClosures @30 :UInt64;
   # Closures running in the current stuck episode; 0 when none is on.
+  resultsReadOffLoop @31 :UInt64;
+  # Of resultsRead, those read on the dispatcher's thread pool, not its
+  # event loop: the stored results of a reply, or the stored inputs of a
+  # closure pushed to a worker, when they come to 64 KiB or more in all.
 }
 
 struct SplitSource @0xd72d95c8c6bbd493 {

@@ -19,12 +19,6 @@ using clients::RemoteValue;
 using clients::RemoteValueStatus;
 using clients::ScheduleOptions;
 
-ScheduleOptions After(std::vector<RemoteValue> inputs) {
-  ScheduleOptions options;
-  options.inputs = std::move(inputs);
-  return options;
-}
-
 bool AllAcknowledged(const std::vector<RemoteValue>& values) {
   for (const RemoteValue& v : values) {
     if (v.closure_id() == 0) return false;

@@ -305,6 +305,110 @@ TEST_P(LargeResults, LiveInFilesSurviveAKillAndLeaveWithTheirRelease) {
   EXPECT_EQ(CountResultRows(db), 0);
 }
 
+// A closure's stored inputs of 64 KiB or more are read on the thread pool,
+// not the loop, and pushed intact: a file (listed twice), a row and an
+// inline result, in the order the closure names them. Scheduled at the
+// protocol level, so that no reply reads a result before the push does.
+TEST(ClosureResults, LargeInputsAreReadOffTheLoopAndPushedIntact) {
+  ClosureDispatcher dispatcher;
+  ClientLoop loop;
+  RawCoordinator coordinator(loop, dispatcher.address(), 81);
+  struct Spec {
+    const char* function;
+    std::string args;
+  };
+  const std::vector<Spec> specs = {{"bytes", "3000000:1"},  // over --result-file-bytes: a file
+                                   {"bytes", "200000:2"},
+                                   {"echo", "tiny"},
+                                   {"concat", "!"}};
+  // The concat's inputs: earlier closures of the same call (2^63 + index).
+  const std::vector<uint64_t> inputs = {0, 1, 2, 0};
+  auto request = coordinator.session().scheduleRequest();
+  auto list = request.initClosures(static_cast<unsigned>(specs.size()));
+  for (unsigned i = 0; i < specs.size(); ++i) {
+    list[i].setFunction(specs[i].function);
+    list[i].setArgs(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(specs[i].args.data()),
+                                        specs[i].args.size()));
+  }
+  auto named = list[3].initInputs(static_cast<unsigned>(inputs.size()));
+  for (unsigned i = 0; i < inputs.size(); ++i) named.set(i, (1ull << 63) + inputs[i]);
+  auto reply = loop.Wait(request.send());
+  ASSERT_EQ(reply.getClosureIds().size(), specs.size());
+  const uint64_t concat_id = reply.getClosureIds()[3];
+  auto worker = StartClosureWorker(dispatcher.address());
+  ASSERT_TRUE(WaitUntil(
+      [&]() { return coordinator.Stats().getStats().getResultsAccepted() == 4; }, loop))
+      << "the dependant never finished";
+  // Nothing was fetched yet: every read so far was an input's.
+  auto pushed = coordinator.Stats().getStats();
+  EXPECT_GE(pushed.getResultsReadOffLoop(), 2u) << "the file inputs were read on the loop";
+  EXPECT_EQ(pushed.getResultsDamaged(), 0u);
+  const std::string expected = clients::PatternBytes(3000000, 1) +
+                               clients::PatternBytes(200000, 2) + "tiny" +
+                               clients::PatternBytes(3000000, 1) + "!";
+  EXPECT_EQ(pushed.getInputBytesPushed(), expected.size() - 1);
+  bool concat_seen = false;
+  coordinator.FetchAndRelease(
+      specs.size(), 0,
+      [&](uint64_t id, rpc::ClosureState state, std::string_view result, const std::string& error) {
+        ASSERT_EQ(state, rpc::ClosureState::FINISHED) << "closure " << id << ": " << error;
+        if (id != concat_id) return;
+        concat_seen = true;
+        EXPECT_EQ(result.size(), expected.size());
+        EXPECT_TRUE(result == expected) << "the inputs came damaged or out of order";
+      });
+  EXPECT_TRUE(concat_seen);
+}
+
+// An input whose stored bytes were damaged (here: a flipped byte in its
+// result file, while the dispatcher was down) is read on the thread pool,
+// found damaged, and fails its dependant with the DataLoss naming the
+// input; nothing damaged reaches a worker, and the dispatcher serves on.
+TEST(ClosureResults, ADamagedInputFailsItsDependantNamingTheInput) {
+  ClosureDispatcher dispatcher;
+  auto coordinator = MakeCoordinator(dispatcher.address());
+  auto input = coordinator->Schedule("bytes", "2000000:3");
+  auto intact = coordinator->Schedule("bytes", "2000000:4");
+  ASSERT_TRUE(input.ok() && intact.ok());
+  auto worker = StartClosureWorker(dispatcher.address());
+  ASSERT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.finished == 2;
+  }));
+  const std::string results = dispatcher.process().work_dir() + "/" + storage::kResultDirName;
+  ASSERT_EQ(ResultFiles(results).size(), 2u);
+  dispatcher.Kill9();
+  const std::string damaged = results + "/" + storage::ResultFileName(input->closure_id(), 1);
+  std::string bytes = ReadFile(damaged);
+  bytes[storage::kResultFileHeaderBytes + 1000] ^= 0x01;
+  WriteFile(damaged, bytes);
+  dispatcher.Start();
+
+  // The intact one first: the failure below is the coordinator's first
+  // error, which cancels what is queued.
+  auto fine = coordinator->Schedule("concat", "", After({*intact}));
+  ASSERT_TRUE(fine.ok());
+  Result<std::string> served = fine->FetchFor(kFetchDeadline);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_TRUE(*served == clients::PatternBytes(2000000, 4));
+  auto dependant = coordinator->Schedule("concat", "", After({*input}));
+  ASSERT_TRUE(dependant.ok());
+  Result<std::string> failed = dependant->FetchFor(kFetchDeadline);
+  ASSERT_FALSE(failed.ok()) << "a damaged input was pushed";
+  EXPECT_NE(failed.status().message().find("DataLoss"), std::string::npos)
+      << failed.status().ToString();
+  EXPECT_NE(failed.status().message().find("input closure " + std::to_string(input->closure_id()) +
+                                           " of closure " +
+                                           std::to_string(dependant->closure_id())),
+            std::string::npos)
+      << failed.status().ToString();
+  EXPECT_FALSE(coordinator->Join().ok()) << "the dependant's failure is the first error";
+  ClosureCounters after = GetClosureCounters(dispatcher.address());
+  // The push's read, and the coordinator's of the input's own outcome.
+  EXPECT_GE(after.results_damaged, 1u);
+  EXPECT_GE(after.results_read_off_loop, 1u);
+  EXPECT_TRUE(dispatcher.process().process().running());
+}
+
 // Another session of the same coordinator may release outcomes while a
 // reply of this one reads their results on the thread pool (files first,
 // then rows, which the release deletes in its own commit): those are left

@@ -119,7 +119,16 @@ ClosureCounters GetClosureCounters(const std::string& dispatcher) {
   c.waiting = s.getWaiting();
   c.input_bytes_pushed = s.getInputBytesPushed();
   c.inputs_over_limit = s.getInputsOverLimit();
+  c.results_read = s.getResultsRead();
+  c.results_read_off_loop = s.getResultsReadOffLoop();
+  c.results_damaged = s.getResultsDamaged();
   return c;
+}
+
+clients::ScheduleOptions After(std::vector<clients::RemoteValue> inputs) {
+  clients::ScheduleOptions options;
+  options.inputs = std::move(inputs);
+  return options;
 }
 
 bool WaitForCounters(const std::string& dispatcher,

@@ -54,6 +54,9 @@ std::unique_ptr<WorkerProcess> StartClosureWorker(const std::string& dispatcher,
 std::unique_ptr<clients::WorkerAgent> MakeAgent(const std::string& dispatcher,
                                                 const std::string& name, uint32_t slots);
 
+// Schedule options naming `inputs` (ScheduleOptions.inputs).
+clients::ScheduleOptions After(std::vector<clients::RemoteValue> inputs);
+
 clients::CoordinatorOptions CoordinatorOf(const std::string& dispatcher, uint64_t id = 0);
 std::unique_ptr<clients::Coordinator> MakeCoordinator(const std::string& dispatcher,
                                                       uint64_t id = 0);
@@ -69,6 +72,7 @@ struct ClosureCounters {
   uint64_t cancel_requested = 0, cancelled_running = 0, deadlines_exceeded = 0;
   uint64_t late_reports_ignored = 0;
   uint64_t waiting = 0, input_bytes_pushed = 0, inputs_over_limit = 0;
+  uint64_t results_read = 0, results_read_off_loop = 0, results_damaged = 0;
 };
 ClosureCounters GetClosureCounters(const std::string& dispatcher);
 // Polls the counters until `condition` holds or the deadline passes.
