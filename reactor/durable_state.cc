@@ -3,12 +3,10 @@
 #include <sys/time.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include <capnp/dynamic.h>
 #include <kj/debug.h>
 
-#include "common/checksum.h"
 #include "common/log.h"
 #include "common/rpc_status.h"
 #include "state/codec.h"
@@ -211,151 +209,6 @@ void DurableState::PutDataset(std::string key, std::string definition) {
   batch_.PutDataset(std::move(key), std::move(definition));
 }
 
-void DurableState::PutResult(uint64_t closure_id, std::string bytes) {
-  ++stats_.results_stored;
-  stats_.result_bytes_stored += bytes.size();
-  pending_results_[closure_id] = batch_.result_puts().size();
-  batch_.PutResult(closure_id, std::move(bytes));
-}
-
-std::optional<storage::ResultFileId> DurableState::DeleteResult(uint64_t closure_id) {
-  auto file = result_files_.find(closure_id);
-  if (file != result_files_.end()) {
-    storage::ResultFileId id{closure_id, file->second};
-    result_files_.erase(file);
-    return id;
-  }
-  pending_results_.erase(closure_id);
-  batch_.DeleteResult(closure_id);
-  return std::nullopt;
-}
-
-void DurableState::AdoptResultFile(uint64_t closure_id, uint32_t attempt, uint64_t size) {
-  ++stats_.results_stored;
-  ++stats_.result_files_stored;
-  stats_.result_bytes_stored += size;
-  result_files_[closure_id] = attempt;
-}
-
-Result<std::string> DurableState::GetResult(const state::Closure& closure) {
-  std::string bytes(ResultSize(closure), '\0');
-  DISPATCH_RETURN_IF_ERROR(ReadResult(closure, bytes.data()));
-  return bytes;
-}
-
-Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
-  const uint64_t size = ResultSize(closure);
-  std::optional<storage::ResultLocation> location = LocateStoredResult(closure);
-  if (!location.has_value()) {
-    if (!closure.result_stored) {
-      std::memcpy(dest, closure.result.data(), size);
-      return Status::Ok();
-    }
-    if (size == 0) return Status::Ok();  // empty results have no row
-    const std::string& bytes = batch_.result_puts()[pending_results_.at(closure.id)].bytes;
-    if (bytes.size() != size) {
-      return InternalError("the result of closure " + std::to_string(closure.id) +
-                           " put in this pass has another size than its record");
-    }
-    std::memcpy(dest, bytes.data(), size);
-    CountResultRead(size, true);
-    return Status::Ok();
-  }
-  Status status = store_.ReadResultAt(*location, dest);
-  if (status.code() == StatusCode::kNotFound) status = MissingResultError(closure.id, status);
-  CountResultRead(size, status.ok());
-  return status;
-}
-
-std::optional<storage::ResultLocation> DurableState::LocateStoredResult(
-    const state::Closure& closure) const {
-  if (!closure.result_stored || closure.result_size == 0) return std::nullopt;
-  storage::ResultLocation location;
-  location.closure_id = closure.id;
-  location.size = closure.result_size;
-  location.crc = closure.result_crc;
-  auto file = result_files_.find(closure.id);
-  if (file != result_files_.end()) {
-    location.in_file = true;
-    location.file_attempt = file->second;
-  } else if (pending_results_.contains(closure.id)) {
-    return std::nullopt;  // in this pass's batch, not committed yet
-  }
-  return location;
-}
-
-Status DurableState::MissingResultError(uint64_t closure_id, const Status& not_found) {
-  return DataLossError("the result of closure " + std::to_string(closure_id) + " is missing (" +
-                       not_found.message() + ") although the journal says it is stored");
-}
-
-kj::Promise<std::unique_ptr<ResultReads::Done>> DurableState::ReadStoredResults(
-    std::vector<storage::ResultLocation> locations) {
-  if (result_reads_ == nullptr) {
-    return ExceptionFromStatus(UnavailableError("the dispatcher is not serving yet"));
-  }
-  return result_reads_->Read(std::move(locations));
-}
-
-void DurableState::CountResultRead(uint64_t bytes, bool ok, bool off_loop) {
-  if (!ok) {
-    ++stats_.results_damaged;
-    return;
-  }
-  ++stats_.results_read;
-  if (off_loop) ++stats_.results_read_off_loop;
-  stats_.result_bytes_read += bytes;
-}
-
-Status DurableState::DropUnheldResults() {
-  auto ids = store_.ListResults();
-  if (!ids.ok()) return ids.status();
-  auto holds = [&](uint64_t id) {
-    const state::Closure* closure = state_.FindClosure(id);
-    return closure != nullptr && closure->result_stored && closure->result_size > 0;
-  };
-  for (uint64_t id : *ids) {
-    if (holds(id)) continue;
-    batch_.DeleteResult(id);
-    ++stats_.unheld_results_dropped;
-  }
-  // A file is held when its closure finished in the attempt that wrote it
-  // and no row holds the result instead; the others are removed at once
-  // (no transaction names them).
-  auto listing = storage::ListResultFiles(result_dir());
-  if (!listing.ok()) return listing.status();
-  result_files_.clear();
-  std::vector<storage::ResultFileId> unheld;
-  for (const storage::ResultFileId& file : listing->files) {
-    const state::Closure* closure = state_.FindClosure(file.closure_id);
-    if (holds(file.closure_id) && closure->attempts == file.attempt &&
-        !std::binary_search(ids->begin(), ids->end(), file.closure_id)) {
-      result_files_[file.closure_id] = file.attempt;
-    } else {
-      unheld.push_back(file);
-    }
-  }
-  if (!unheld.empty()) {
-    // The state just replayed may hold records that are only in the page
-    // cache (a kill -9 before their fsync): a release among them must be
-    // durable before its file goes, or a power cut now would bring the
-    // closure back without its result.
-    auto syncer = store_.NewWalSyncer();
-    if (!syncer.ok()) return syncer.status();
-    DISPATCH_RETURN_IF_ERROR((*syncer)->Sync());
-  }
-  for (const storage::ResultFileId& file : unheld) {
-    // One that cannot be removed is only disk space: it is never read.
-    Status removed = storage::RemoveResultFile(result_dir(), file);
-    if (!removed.ok()) Log(LogLevel::kWarning, removed.ToString().c_str());
-    ++stats_.unheld_results_dropped;
-  }
-  if (batch_.empty()) return Status::Ok();
-  Result<uint64_t> committed = store_.Commit(batch_);
-  batch_.Clear();
-  return committed.status();
-}
-
 Result<std::string> DurableState::GetDataset(const std::string& key) {
   auto it = pending_datasets_.find(key);
   if (it != pending_datasets_.end()) return it->second;
@@ -468,30 +321,6 @@ void DurableState::CommitPass() {
   MaybeSnapshot();
   MaybeCheckpoint();
   if (store_.HasRowsToDelete()) StartDeleteTimer();
-}
-
-void DurableState::StartDeleteTimer() {
-  if (delete_timer_ == nullptr) {
-    delete_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, 1, [this]() { OnDeleteTimer(); });
-    delete_timer_->Unref();  // leftovers are the next start's, not a reason to run
-  }
-  delete_timer_->Start();
-}
-
-void DurableState::OnDeleteTimer() {
-  if (failed() || !store_.HasRowsToDelete()) {
-    delete_timer_->Stop();
-    return;
-  }
-  // This pass's commit takes a slice itself; a remainder checkpoint wants
-  // nothing written meanwhile.
-  if (!batch_.empty() || writes_held_) return;
-  Status status = store_.DeleteReleasedRows();
-  if (!status.ok()) {
-    FailStop(status);
-    return;
-  }
-  if (!store_.HasRowsToDelete()) delete_timer_->Stop();
 }
 
 void DurableState::MaybeSnapshot() {
