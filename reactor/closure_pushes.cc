@@ -3,6 +3,10 @@
 // per-worker resources they use that the connection has not had; committed
 // resources go to every worker that can build them as soon as they exist or
 // the worker attaches. A failed push ends its runs as lost (PlanRunEnded).
+// Input results go with their closure: read on the loop when they are small
+// or at hand; when their stored bytes come to kOffLoopReadBytes or more, read
+// on the thread pool (ResultReads) and pushed in a call of their own, copied
+// into it in turns, so that a 16 MiB push never holds the loop.
 
 #include <kj/debug.h>
 #include <kj/vector.h>
@@ -60,9 +64,13 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
       }
       bytes = std::move(*read);
     }
-    items.push_back(PushItem{closure, run, {}});
-    for (const std::string& input : bytes) items.back().inputs.push_back(kj::arrayPtr(input.data(), input.size()));
+    // The views point into the strings of an inner vector, whose elements
+    // stay put as read_here grows (a moved vector keeps its buffer).
     read_here.push_back(std::move(bytes));
+    items.push_back(PushItem{closure, run, {}});
+    for (const std::string& input : read_here.back()) {
+      items.back().inputs.push_back(kj::arrayPtr(input.data(), input.size()));
+    }
   }
   if (!items.empty()) later.add(SendPushes(worker_id, items));
   return kj::joinPromises(later.releaseAsArray());
