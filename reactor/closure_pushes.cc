@@ -145,9 +145,14 @@ void ClosureDispatcher::FillAssignment(rpc::ClosureAssignment::Builder item,
 }
 
 kj::Promise<void> ClosureDispatcher::Send(uint64_t worker_id, OutgoingPush push) {
-  auto specs = push.request.initResources(static_cast<unsigned>(push.resource_ids.size()));
-  unsigned r = 0;
-  for (uint64_t id : push.resource_ids) FillResourceSpec(specs[r++], *state().FindResource(id));
+  // Resources are never removed; looked up again all the same, since a push
+  // whose inputs were copied in turns is sent some turns after it was built.
+  std::vector<const state::PerWorkerResource*> resources;
+  for (uint64_t id : push.resource_ids) {
+    if (const state::PerWorkerResource* resource = state().FindResource(id)) resources.push_back(resource);
+  }
+  auto specs = push.request.initResources(static_cast<unsigned>(resources.size()));
+  for (unsigned r = 0; r < resources.size(); ++r) FillResourceSpec(specs[r], *resources[r]);
   if (!push.traced.empty()) {
     const uint64_t now = uv_hrtime();
     for (uint64_t id : push.traced) traces_.Stamp(id, kTracePushed, now);
@@ -273,6 +278,9 @@ kj::Promise<void> ClosureDispatcher::PushAfterReadingInputs(uint64_t worker_id,
                 .attach(std::move(done), std::move(at_hand));
           },
           [this, worker_id, run](kj::Exception&& e) {
+            // Stopping: the run is put back at the next start, as every
+            // assigned one is.
+            if (durable_.background_stopped()) return;
             // The pool refused the read: ended as a lost run, retried.
             Log(LogLevel::kWarning, "reading the inputs of closure ", run.closure_id,
                 " failed: ", e.getDescription());
