@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,22 +35,26 @@ kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
         if (!crc.ok()) throw std::runtime_error(crc.status().ToString());
         return std::to_string(*crc);
       });
-  // Shared by both continuations, so that only the job's reference (gone
-  // by then) and this one count.
-  auto held = std::make_shared<std::shared_ptr<std::string>>(std::move(copy));
-  auto give_back = [this, held]() {
-    if (held->use_count() == 1) copy_buffers_.GiveBack(std::make_unique<std::string>(std::move(**held)));
-    held->reset();
+  // Either way the write ended, its buffer comes back here: the job's
+  // reference is gone by then, so this one is the last.
+  struct Written {
+    std::optional<uint32_t> crc;  // nullopt: failed with `error`
+    std::string error;
   };
-  kj::Promise<bool> adopted = written.then(
-      [this, run, size, give_back](std::string crc) mutable {
-        give_back();
-        return OnResultFileWritten(run, size, static_cast<uint32_t>(std::stoul(crc)));
-      },
-      [this, run, size, give_back](kj::Exception&& exception) mutable {
-        give_back();
-        return OnResultFileFailed(run, size, exception.getDescription().cStr());
-      });
+  kj::Promise<bool> adopted =
+      written
+          .then([](std::string crc) { return Written{static_cast<uint32_t>(std::stoul(crc)), {}}; },
+                [](kj::Exception&& e) {
+                  return Written{std::nullopt, e.getDescription().cStr()};
+                })
+          .then([this, run, size, copy = std::move(copy)](Written written) mutable {
+            if (copy.use_count() == 1) {
+              copy_buffers_.GiveBack(std::make_unique<std::string>(std::move(*copy)));
+            }
+            copy.reset();
+            if (!written.crc.has_value()) return OnResultFileFailed(run, size, written.error);
+            return OnResultFileWritten(run, size, *written.crc);
+          });
   // The write is finished on the loop (adopted, or its file removed) even
   // when the report's call goes away meanwhile (its worker disconnected): a
   // task of ours owns it, and the call only waits for it. The run is fenced
