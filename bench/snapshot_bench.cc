@@ -36,6 +36,7 @@
 #include "common/log.h"
 #include "reactor/dispatcher_server.h"
 #include "reactor/durable_state.h"
+#include "reactor/loop_pass_meter.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
 #include "schema/dispatcher.capnp.h"
@@ -135,9 +136,24 @@ struct PhaseResult {
   std::vector<reactor::SnapshotOutcome> snapshots;
   uint64_t writes = 0;
   uint64_t commits = 0, commits_over_5ms = 0, commits_over_25ms = 0;
+  // The loop's own busy passes (reactor/loop_pass_meter.h): whether the
+  // dispatcher held a reply, apart from the pinger's own scheduling.
+  uint64_t passes = 0, passes_over_5ms = 0, passes_over_10ms = 0, longest_pass_us = 0;
   double startup_s = 0;
   long max_rss_kb = 0;
 };
+
+// Values of `histogram` in buckets wholly above `seconds` (one of its bounds).
+uint64_t CountAbove(const reactor::Histogram& histogram, double seconds) {
+  const auto& bounds = histogram.upper_bounds();
+  const auto& counts = histogram.bucket_counts();
+  uint64_t n = 0;
+  for (size_t i = 1; i < counts.size(); ++i) {
+    // Bucket i holds values above bounds[i - 1].
+    if (bounds[i - 1] >= seconds) n += counts[i];
+  }
+  return n;
+}
 
 // One phase: a dispatcher on its own thread, a writer and a pinger on theirs.
 PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_t snapshot_every,
@@ -221,15 +237,14 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
   writer.join();
   executor->executeSync([&]() {
     const reactor::Histogram& commit = server_ptr->durable().histograms().commit_seconds;
-    const auto& bounds = commit.upper_bounds();
-    const auto& counts = commit.bucket_counts();
     result.commits = commit.count();
-    for (size_t i = 0; i < counts.size(); ++i) {
-      // Bucket i holds values above bounds[i - 1].
-      const double above = i == 0 ? 0 : bounds[i - 1];
-      if (above >= 0.005) result.commits_over_5ms += counts[i];
-      if (above >= 0.025) result.commits_over_25ms += counts[i];
-    }
+    result.commits_over_5ms = CountAbove(commit, 0.005);
+    result.commits_over_25ms = CountAbove(commit, 0.025);
+    const reactor::LoopPassMeter& meter = server_ptr->loop_passes();
+    result.passes = meter.passes();
+    result.passes_over_5ms = CountAbove(meter.busy_seconds(), 0.005);
+    result.passes_over_10ms = meter.passes_over_10ms();
+    result.longest_pass_us = meter.max_busy_ns() / 1000;
     server_ptr->BeginShutdown("bench phase done");
   });
   server_thread.join();
@@ -339,6 +354,10 @@ int RunSnapshotBench(int argc, char** argv) {
            static_cast<unsigned long long>(r.commits),
            static_cast<unsigned long long>(r.commits_over_5ms),
            static_cast<unsigned long long>(r.commits_over_25ms));
+    printf("  loop passes: %llu, longest %.1f ms, over 5 ms: %llu, over 10 ms: %llu\n",
+           static_cast<unsigned long long>(r.passes), r.longest_pass_us / 1000.0,
+           static_cast<unsigned long long>(r.passes_over_5ms),
+           static_cast<unsigned long long>(r.passes_over_10ms));
     if (floor) {
       PrintRow("no snapshots", Summarize(r.pings, {}, false));
       continue;
