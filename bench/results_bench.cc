@@ -102,6 +102,14 @@ uint64_t Finished(testing::ClientLoop& loop, clients::DispatcherConnection& conn
   return loop.Wait(conn.dispatcher().getClosureStatsRequest().send()).getStats().getFinished();
 }
 
+// The session of coordinator 99: every phase schedules and fetches as it
+// (a dependant's inputs must be its own coordinator's closures).
+rpc::Coordinator::Client OpenSession(clients::DispatcherConnection& conn) {
+  auto open = conn.dispatcher().openCoordinatorRequest();
+  open.setCoordinatorId(99);
+  return open.send().getCoordinator();
+}
+
 // The dispatcher's own loop figures (ServerStats): passes, the longest
 // busy one since start, and those over 10 ms. Pings measure the loop plus
 // the pinger's own scheduling; these measure the loop alone.
@@ -143,9 +151,7 @@ void RunInputsPhase(const ResultsFlags& flags, Dispatcher& dispatcher,
     testing::ClientLoop loop;
     auto conn = loop.Connect(dispatcher.address());
     before = GetLoopFigures(loop, *conn);
-    auto open = conn->dispatcher().openCoordinatorRequest();
-    open.setCoordinatorId(99);
-    auto session = open.send().getCoordinator();
+    auto session = OpenSession(*conn);
     constexpr uint64_t kPerCall = 500;
     for (uint64_t first = 0; first < ids.size(); first += k * kPerCall) {
       const uint64_t n = std::min<uint64_t>(kPerCall, (ids.size() - first + k - 1) / k);
@@ -240,9 +246,7 @@ int RunResultsBench(int argc, char** argv) {
     testing::ClientLoop loop;
     auto conn = loop.Connect(dispatcher.address());
     store_loop_before = GetLoopFigures(loop, *conn);
-    auto open = conn->dispatcher().openCoordinatorRequest();
-    open.setCoordinatorId(99);
-    auto session = open.send().getCoordinator();
+    auto session = OpenSession(*conn);
     // Schedule calls of at most 500 closures and about 16 MiB of args.
     const uint64_t arg_bytes = flags.function == "echo" ? std::max<uint64_t>(flags.bytes, 1) : 16;
     const uint64_t per_call = std::clamp<uint64_t>((16u << 20) / arg_bytes, 1, 500);
@@ -311,9 +315,7 @@ int RunResultsBench(int argc, char** argv) {
     testing::ClientLoop loop;
     auto conn = loop.Connect(dispatcher.address());
     fetch_loop_before = GetLoopFigures(loop, *conn);
-    auto open = conn->dispatcher().openCoordinatorRequest();
-    open.setCoordinatorId(99);
-    auto session = open.send().getCoordinator();
+    auto session = OpenSession(*conn);
     std::vector<uint64_t> release;
     while (fetched < flags.closures + dependants.size()) {
       auto request = session.awaitResultsRequest();

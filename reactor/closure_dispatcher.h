@@ -322,15 +322,23 @@ class ClosureDispatcher final : public kj::Refcounted {
   // ResourceExhausted (naming the closure and the limit, counted) when the
   // closure's function, args and input results exceed kMaxPushBytes.
   Status CheckInputsFit(const state::Closure& closure);
-  // The bytes of its inputs that are rows or files (read work for the pool).
-  uint64_t StoredInputBytes(const state::Closure& closure) const;
+  // Where a closure's inputs are: input k's stored result (a row committed
+  // or a file: read work for the pool) is locations[*read_item[k]]; nullopt
+  // when its bytes are at hand on the loop.
+  struct InputLocations {
+    std::vector<storage::ResultLocation> locations;
+    std::vector<std::optional<size_t>> read_item;
+    uint64_t stored_bytes = 0;  // of `locations`
+  };
+  InputLocations LocateInputs(const state::Closure& closure) const;
   // The results of the closure's inputs, in order, read on the loop;
   // DataLoss when a stored one is missing or damaged (InputError).
   Result<std::vector<std::string>> ReadInputs(const state::Closure& closure);
   // Reads the run's inputs on the pool, then pushes it alone, its input
   // bytes copied into the call in turns (CopyInTurns), unless it ended
   // meanwhile.
-  kj::Promise<void> PushAfterReadingInputs(uint64_t worker_id, state::ClosureRun run);
+  kj::Promise<void> PushAfterReadingInputs(uint64_t worker_id, state::ClosureRun run,
+                                           InputLocations where);
   kj::Promise<void> SendWithInputsInTurns(uint64_t worker_id, PushItem item);
   // `status` of input `input_id`, naming it and its dependant.
   static Status InputError(uint64_t closure_id, uint64_t input_id, const Status& status);

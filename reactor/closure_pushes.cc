@@ -53,8 +53,9 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
         FailOnInputs(run, fits);
         continue;
       }
-      if (StoredInputBytes(*closure) >= kOffLoopReadBytes) {
-        later.add(PushAfterReadingInputs(worker_id, run));
+      InputLocations where = LocateInputs(*closure);
+      if (where.stored_bytes >= kOffLoopReadBytes) {
+        later.add(PushAfterReadingInputs(worker_id, run, std::move(where)));
         continue;
       }
       Result<std::vector<std::string>> read = ReadInputs(*closure);
@@ -186,14 +187,21 @@ Status ClosureDispatcher::CheckInputsFit(const state::Closure& closure) {
       " bytes, over the limit of " + std::to_string(kMaxPushBytes) + " bytes per push to a worker");
 }
 
-uint64_t ClosureDispatcher::StoredInputBytes(const state::Closure& closure) const {
-  uint64_t stored = 0;
+ClosureDispatcher::InputLocations ClosureDispatcher::LocateInputs(
+    const state::Closure& closure) const {
+  InputLocations where;
   for (uint64_t id : closure.inputs) {
     std::optional<storage::ResultLocation> location =
         durable_.LocateStoredResult(*state().FindClosure(id));
-    if (location.has_value()) stored += location->size;
+    if (!location.has_value()) {
+      where.read_item.emplace_back(std::nullopt);
+      continue;
+    }
+    where.read_item.emplace_back(where.locations.size());
+    where.stored_bytes += location->size;
+    where.locations.push_back(*location);
   }
-  return stored;
+  return where;
 }
 
 Status ClosureDispatcher::InputError(uint64_t closure_id, uint64_t input_id, const Status& status) {
@@ -218,29 +226,21 @@ Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(const state::Clos
 }
 
 kj::Promise<void> ClosureDispatcher::PushAfterReadingInputs(uint64_t worker_id,
-                                                            state::ClosureRun run) {
+                                                            state::ClosureRun run,
+                                                            InputLocations where) {
   const state::Closure& closure = *state().FindClosure(run.closure_id);
-  // Each input is read on the pool (item k of the read) or at hand now:
-  // inline, or put in this pass and maybe a row by the time the read is
-  // back, so copied now.
-  std::vector<storage::ResultLocation> locations;
-  std::vector<std::optional<size_t>> read_item;
+  // The inputs not read on the pool are at hand now: inline, or put in this
+  // pass and maybe a row by the time the read is back, so copied now.
   std::vector<Result<std::string>> at_hand;
-  for (uint64_t id : closure.inputs) {
-    const state::Closure& input = *state().FindClosure(id);
-    std::optional<storage::ResultLocation> location = durable_.LocateStoredResult(input);
-    if (location.has_value()) {
-      read_item.emplace_back(locations.size());
-      locations.push_back(*location);
-      at_hand.emplace_back(std::string());
-    } else {
-      read_item.emplace_back(std::nullopt);
-      at_hand.push_back(durable_.GetResult(input));
-    }
+  for (size_t k = 0; k < closure.inputs.size(); ++k) {
+    at_hand.push_back(where.read_item[k].has_value()
+                          ? Result<std::string>(std::string())
+                          : durable_.GetResult(*state().FindClosure(closure.inputs[k])));
   }
-  return durable_.ReadStoredResults(std::move(locations))
+  return durable_.ReadStoredResults(std::move(where.locations))
       .then(
-          [this, worker_id, run, read_item = std::move(read_item), at_hand = std::move(at_hand)](
+          [this, worker_id, run, read_item = std::move(where.read_item),
+           at_hand = std::move(at_hand)](
               std::unique_ptr<ResultReads::Done> done) mutable -> kj::Promise<void> {
             // Ended meanwhile (its worker lost, cancelled): its inputs are
             // not needed, and may be released already.
@@ -258,21 +258,14 @@ kj::Promise<void> ClosureDispatcher::PushAfterReadingInputs(uint64_t worker_id,
                 continue;
               }
               const size_t i = *read_item[k];
-              Status status = done->statuses[i];
-              // Held for its dependant, so not released: lost.
-              if (status.code() == StatusCode::kNotFound) {
-                status = DurableState::MissingResultError(input_id, status);
+              const uint64_t size = DurableState::ResultSize(*state().FindClosure(input_id));
+              // Held for its dependant.
+              Status status = durable_.HeldResultRead(input_id, size, done->statuses[i]);
+              if (!status.ok()) {
+                FailOnInputs(run, InputError(run.closure_id, input_id, status));
+                return kj::READY_NOW;
               }
-              if (status.ok() || status.code() == StatusCode::kDataLoss) {
-                const uint64_t size = DurableState::ResultSize(*state().FindClosure(input_id));
-                durable_.CountResultRead(size, status.ok(), /*off_loop=*/true);
-                if (status.ok()) {
-                  item.inputs.push_back(kj::arrayPtr(done->bytes.data() + done->offsets[i], size));
-                  continue;
-                }
-              }
-              FailOnInputs(run, InputError(run.closure_id, input_id, status));
-              return kj::READY_NOW;
+              item.inputs.push_back(kj::arrayPtr(done->bytes.data() + done->offsets[i], size));
             }
             return SendWithInputsInTurns(worker_id, kj::mv(item))
                 .attach(std::move(done), std::move(at_hand));

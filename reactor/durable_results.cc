@@ -99,6 +99,14 @@ kj::Promise<std::unique_ptr<ResultReads::Done>> DurableState::ReadStoredResults(
   return result_reads_->Read(std::move(locations));
 }
 
+Status DurableState::HeldResultRead(uint64_t closure_id, uint64_t size, Status read) {
+  if (read.code() == StatusCode::kNotFound) read = MissingResultError(closure_id, read);
+  if (read.ok() || read.code() == StatusCode::kDataLoss) {
+    CountResultRead(size, read.ok(), /*off_loop=*/true);
+  }
+  return read;
+}
+
 void DurableState::CountResultRead(uint64_t bytes, bool ok, bool off_loop) {
   if (!ok) {
     ++stats_.results_damaged;

@@ -249,6 +249,11 @@ class DurableState {
   // Counts a read served (ok) or refused (DataLoss); `off_loop`: one of
   // ReadStoredResults.
   void CountResultRead(uint64_t bytes, bool ok, bool off_loop = false);
+  // What the status a ReadStoredResults read gave for a result of `size`
+  // bytes means, its closure still being held: NotFound is the
+  // MissingResultError (held, so not released: lost); one served or found
+  // damaged is counted. Replies and input pushes both take it.
+  Status HeldResultRead(uint64_t closure_id, uint64_t size, Status read);
   // The DataLoss of a stored result that is not there (`not_found` says
   // where it was looked for) while the state still holds its closure.
   static Status MissingResultError(uint64_t closure_id, const Status& not_found);

@@ -157,16 +157,11 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
             const uint64_t size = DurableState::ResultSize(closure);
             auto read = read_index.find(closure.id);
             if (read != read_index.end()) {
-              Status status = done->statuses[read->second];
-              // Not released (StillThere), so not removed: lost.
-              if (status.code() == StatusCode::kNotFound) {
-                status = DurableState::MissingResultError(closure.id, status);
-              }
+              // Not released (StillThere), so held.
+              Status status =
+                  durable.HeldResultRead(closure.id, size, done->statuses[read->second]);
               if (status.ok()) {
                 copies.push_back({dest, done->bytes.data() + done->offsets[read->second], size});
-              }
-              if (status.ok() || status.code() == StatusCode::kDataLoss) {
-                durable.CountResultRead(size, status.ok(), /*off_loop=*/true);
               }
               return status;
             }

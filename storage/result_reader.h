@@ -1,8 +1,9 @@
 // Reading stored closure results back: rows of the result table and result
 // files (result_file.h), each checked against the size and CRC32C the
 // journal recorded for it. Two callers share the code here:
-//  - the Store reads a row through its own (the loop's) connection, for the
-//    small reads the loop does itself (Store::ReadResult);
+//  - the Store reads a row or a file through its own (the loop's)
+//    connection, for the small reads the loop does itself
+//    (Store::ReadResultAt, Store::GetResult);
 //  - a ResultReader reads rows through its OWN read-only connection (no
 //    mutex, nothing shared with the Store) and files with pread, on a
 //    thread of the pool, so that a reply carrying megabytes of results

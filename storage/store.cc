@@ -511,12 +511,9 @@ Result<std::string> Store::GetResult(uint64_t closure_id) {
     size = get_result_.ColumnInt(1);
   }
   std::string bytes(static_cast<size_t>(size), '\0');
-  DISPATCH_RETURN_IF_ERROR(ReadResult(closure_id, bytes.data(), bytes.size()));
+  DISPATCH_RETURN_IF_ERROR(
+      ReadResultRow(db_.get(), get_result_, db_path_, closure_id, bytes.data(), bytes.size()));
   return bytes;
-}
-
-Status Store::ReadResult(uint64_t closure_id, char* dest, size_t size) {
-  return ReadResultRow(db_.get(), get_result_, db_path_, closure_id, dest, size);
 }
 
 Status Store::ReadResultAt(const ResultLocation& location, char* dest) {

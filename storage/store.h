@@ -278,10 +278,6 @@ class Store {
   // none; DataLoss naming the closure when its checksum fails. Never returns
   // damaged bytes.
   Result<std::string> GetResult(uint64_t closure_id);
-  // The same, read straight into `dest`, which has room for exactly `size`
-  // bytes (the size the caller expects): a row of another size is DataLoss
-  // naming the closure, as is a failed checksum, and then `dest` is zeroed.
-  Status ReadResult(uint64_t closure_id, char* dest, size_t size);
   // The result at `location` (a row or a result file), checked against the
   // CRC32C the journal recorded: ReadResultAt (result_reader.h) through this
   // connection.
