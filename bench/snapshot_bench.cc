@@ -139,6 +139,11 @@ struct PhaseResult {
   // The loop's own busy passes (reactor/loop_pass_meter.h): whether the
   // dispatcher held a reply, apart from the pinger's own scheduling.
   uint64_t passes = 0, passes_over_5ms = 0, passes_over_10ms = 0, longest_pass_us = 0;
+  // WAL restarts by the checkpointer's write and by a commit on the loop
+  // (whose header fsync holds the loop); the loop thread's involuntary
+  // context switches: the scheduler, not the dispatcher, held it then.
+  uint64_t wal_restarts_pool = 0, wal_restarts_loop = 0;
+  long loop_preemptions = 0;
   double startup_s = 0;
   long max_rss_kb = 0;
 };
@@ -153,6 +158,13 @@ uint64_t CountAbove(const reactor::Histogram& histogram, double seconds) {
     if (bounds[i - 1] >= seconds) n += counts[i];
   }
   return n;
+}
+
+// Involuntary context switches of the calling thread so far.
+long ThreadPreemptions() {
+  struct rusage usage;
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_nivcsw;
 }
 
 // One phase: a dispatcher on its own thread, a writer and a pinger on theirs.
@@ -228,6 +240,8 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
     }
   });
 
+  long preemptions_before = 0;
+  executor->executeSync([&]() { preemptions_before = ThreadPreemptions(); });
   {
     PingProbe probe(address, flags.hz);
     std::this_thread::sleep_for(std::chrono::seconds(flags.seconds));
@@ -245,6 +259,9 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
     result.passes_over_5ms = CountAbove(meter.busy_seconds(), 0.005);
     result.passes_over_10ms = meter.passes_over_10ms();
     result.longest_pass_us = meter.max_busy_ns() / 1000;
+    result.wal_restarts_pool = server_ptr->durable().stats().wal_restarts_off_loop;
+    result.wal_restarts_loop = server_ptr->durable().stats().wal_restarts_on_loop;
+    result.loop_preemptions = ThreadPreemptions() - preemptions_before;
     server_ptr->BeginShutdown("bench phase done");
   });
   server_thread.join();
@@ -350,14 +367,18 @@ int RunSnapshotBench(int argc, char** argv) {
     }
     printf("%s (dispatcher start %.1f s, %llu writes, peak RSS of the bench process %.0f MB):\n",
            phase, r.startup_s, static_cast<unsigned long long>(r.writes), r.max_rss_kb / 1024.0);
-    printf("  loop-thread commits: %llu, over 5 ms: %llu, over 25 ms: %llu\n",
+    printf("  loop-thread commits: %llu, over 5 ms: %llu, over 25 ms: %llu; WAL restarts: %llu by "
+           "the checkpointer, %llu by a loop commit\n",
            static_cast<unsigned long long>(r.commits),
            static_cast<unsigned long long>(r.commits_over_5ms),
-           static_cast<unsigned long long>(r.commits_over_25ms));
-    printf("  loop passes: %llu, longest %.1f ms, over 5 ms: %llu, over 10 ms: %llu\n",
+           static_cast<unsigned long long>(r.commits_over_25ms),
+           static_cast<unsigned long long>(r.wal_restarts_pool),
+           static_cast<unsigned long long>(r.wal_restarts_loop));
+    printf("  loop passes: %llu, longest %.1f ms, over 5 ms: %llu, over 10 ms: %llu; loop thread "
+           "preempted %ld times\n",
            static_cast<unsigned long long>(r.passes), r.longest_pass_us / 1000.0,
            static_cast<unsigned long long>(r.passes_over_5ms),
-           static_cast<unsigned long long>(r.passes_over_10ms));
+           static_cast<unsigned long long>(r.passes_over_10ms), r.loop_preemptions);
     if (floor) {
       PrintRow("no snapshots", Summarize(r.pings, {}, false));
       continue;

@@ -295,6 +295,7 @@ void DurableState::CommitPass() {
   last_commit_start_ns_ = now;
   last_commit_end_ns_ = uv_hrtime();
   ++stats_.commits;
+  stats_.wal_restarts_on_loop = store_.wal_restarts_on_loop();
   histograms_.commit_seconds.Observe(static_cast<double>(uv_hrtime() - commit_start) * 1e-9);
   histograms_.records_per_commit.Observe(static_cast<double>(records));
   stats_.records += records;
@@ -376,6 +377,13 @@ void DurableState::MaybeSnapshot() {
 }
 
 void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
+  if (writes_held_) {
+    // Recording it is a write, and the checkpointer may hold SQLite's write
+    // lock for the WAL restart: the loop would wait for it. Recorded when
+    // the checkpoint is back.
+    held_snapshot_outcome_ = std::move(outcome);
+    return;
+  }
   OnSnapshotDoneLocally(outcome);
   if (replicator_ == nullptr) return;
   // HA mode: the replicated journal hears whether the store recorded it.
@@ -560,11 +568,18 @@ void DurableState::OnSyncDone(std::unique_ptr<SyncJob> job) {
 // The checkpoint's pool job: it owns the Checkpointer (a connection of its
 // own) while it runs, and its result.
 struct DurableState::CheckpointJob final : public uvkj::PoolJob {
-  void Run() override { result = checkpointer->Checkpoint(); }
+  void Run() override {
+    result = checkpointer->Checkpoint();
+    // The loop writes nothing meanwhile: if the WAL is all copied, restart it
+    // here, so that the new WAL header's fsync is not the loop's.
+    if (remainder && result.ok()) result = checkpointer->RestartWal(*result);
+  }
 
   std::unique_ptr<storage::Checkpointer> checkpointer;
-  // The pass that copies the remainder while the loop writes nothing.
+  // The pass that copies the remainder (or nothing, when the last pass copied
+  // everything) and restarts the WAL, while the loop writes nothing.
   bool remainder = false;
+  bool restart_only = false;  // ... nothing left to copy: no checkpoint of its own
   Result<storage::CheckpointStats> result = InternalError("checkpoint did not run");
 };
 
@@ -580,6 +595,7 @@ void DurableState::StartCheckpoint(bool remainder) {
   auto job = std::make_unique<CheckpointJob>();
   job->checkpointer = std::move(checkpointer_);
   job->remainder = remainder;
+  job->restart_only = remainder && store_.WalFullyCopied();
   checkpoint_start_ns_ = uv_hrtime();
   if (checkpoint_.Start(job, [this](std::unique_ptr<CheckpointJob> done) {
         OnCheckpointDone(std::move(done));
@@ -597,14 +613,19 @@ void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
   const bool was_remainder = job->remainder;
   writes_held_ = false;
   if (job->result.ok()) {
-    ++stats_.checkpoints;
-    histograms_.checkpoint_seconds.Observe(static_cast<double>(uv_hrtime() - checkpoint_start_ns_) *
-                                           1e-9);
+    if (!job->restart_only) {
+      ++stats_.checkpoints;
+      histograms_.checkpoint_seconds.Observe(
+          static_cast<double>(uv_hrtime() - checkpoint_start_ns_) * 1e-9);
+    }
+    if (job->result->restarted_wal) ++stats_.wal_restarts_off_loop;
     // Frames committed while the checkpoint ran keep SQLite from restarting
     // the WAL. When the WAL is long the rest is copied by a second pass, on
-    // the thread pool like the first, with commits held until it is back;
-    // the next commit then restarts the WAL.
-    const bool copy_rest = store_.NoteCheckpoint(*job->result);
+    // the thread pool like the first, with commits held until it is back.
+    // That pass also restarts the WAL, and so does one after a pass that
+    // copied everything (nothing to copy then): left to the loop's next
+    // commit, the restart's header fsync would hold every reply.
+    const bool copy_rest = store_.NoteCheckpoint(*job->result) || store_.WalFullyCopied();
     if (copy_rest && !was_remainder && !background_stopped_ && !failed()) {
       StartCheckpoint(/*remainder=*/true);
       return;
@@ -617,12 +638,21 @@ void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
     // fail-stop, as a failed commit or WAL fsync does. The restart recovers
     // from what reached the disk.
     FailStop(store_.FailSync(job->result.status()));
+    RecordHeldSnapshot();  // failed now: its file goes, nothing is recorded
     WakeStopWaiter();
     return;
   }
+  // What waited for the remainder pass is written now.
+  if (was_remainder) RecordHeldSnapshot();
   WakeStopWaiter();
-  // What waited for the remainder pass commits now.
   if (was_remainder) CommitPass();
+}
+
+void DurableState::RecordHeldSnapshot() {
+  if (!held_snapshot_outcome_.has_value()) return;
+  SnapshotOutcome outcome = std::move(*held_snapshot_outcome_);
+  held_snapshot_outcome_.reset();
+  OnSnapshotDone(std::move(outcome));
 }
 
 kj::Promise<void> DurableState::StopBackgroundWork() {

@@ -115,6 +115,11 @@ struct DurableStats {
   uint64_t last_snapshot_micros = 0;  // start to recorded, of the last one
   uint64_t last_snapshot_bytes = 0;
   uint64_t checkpoints = 0;
+  // WAL restarts after a complete checkpoint: made by the checkpointer's one
+  // write on the pool (commits held meanwhile), or by a commit on the loop,
+  // which then syncs the new WAL header there (kept for rare races).
+  uint64_t wal_restarts_off_loop = 0;
+  uint64_t wal_restarts_on_loop = 0;
   uint64_t replayed = 0;         // updates replayed at start-up
   uint64_t recovery_micros = 0;  // time to load the snapshot and replay
   uint64_t refused_for_size = 0; // updates refused: larger than a journal record
@@ -378,6 +383,8 @@ class DurableState {
   // commits held (writes_held_) until it is back.
   void StartCheckpoint(bool remainder);
   void OnCheckpointDone(std::unique_ptr<CheckpointJob> job);
+  // Hands a snapshot outcome held during a remainder pass to OnSnapshotDone.
+  void RecordHeldSnapshot();
   void MaybeSnapshot();
   // Fulfils the StopBackgroundWork() waiter once nothing is in flight.
   void WakeStopWaiter();
@@ -433,6 +440,8 @@ class DurableState {
   // The checkpoint in flight: it holds checkpointer_ while it runs.
   uvkj::PoolWork<CheckpointJob> checkpoint_;
   bool writes_held_ = false;  // a remainder checkpoint runs: commit nothing
+  // A snapshot that ended while writes_held_: recorded when they are not.
+  std::optional<SnapshotOutcome> held_snapshot_outcome_;
   bool background_stopped_ = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> stop_waiter_;
   Status failure_;

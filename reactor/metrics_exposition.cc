@@ -189,6 +189,14 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
   f.Counter("dispatch_checkpoints_total", "WAL checkpoints done.", static_cast<double>(ds.checkpoints));
   f.Histo("dispatch_checkpoint_seconds", "Duration of a WAL checkpoint on the thread pool.",
           dh.checkpoint_seconds);
+  const std::string restarts_help =
+      "WAL restarts after a complete checkpoint, by thread: pool (the checkpointer's one write, "
+      "commits held meanwhile) or loop (a commit restarted it and synced the new WAL header on "
+      "the loop thread; only after rare races).";
+  f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(ds.wal_restarts_off_loop),
+            {{"thread", "pool"}});
+  f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(ds.wal_restarts_on_loop),
+            {{"thread", "loop"}});
   f.Gauge("dispatch_recovery_seconds", "Time the last start-up took to load the snapshot and replay.",
           static_cast<double>(ds.recovery_micros) * 1e-6);
   }

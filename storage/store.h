@@ -317,6 +317,10 @@ class Store {
   // be copied into the database.
   int wal_frames() const { return wal_frames_; }
   int backfilled_frames() const { return backfilled_frames_; }
+  // Commits of this connection that restarted the WAL (and so synced its new
+  // header on this thread), the first commit after Open aside. A restart by
+  // the Checkpointer (RestartWal, handed to NoteCheckpoint) is not one.
+  uint64_t wal_restarts_on_loop() const { return wal_restarts_on_loop_; }
 
   // REQUIRES: loop thread; `done` is what the Checkpointer's Checkpoint()
   // returned, and no checkpoint is running now. Records its progress and, by
@@ -332,8 +336,15 @@ class Store {
   // copied now, i.e. by another Checkpointer::Checkpoint() with no commit
   // between its start and the next commit (which then restarts the WAL).
   // Hand that pass's result here too (its return value then only says
-  // whether the pass fell short).
+  // whether the pass fell short), and RestartWal's: a WAL restarted there
+  // starts its count again.
   bool NoteCheckpoint(const CheckpointStats& done);
+  // Every frame of the WAL is in the database (as far as the WAL hook and
+  // the checkpoints handed to NoteCheckpoint tell): the next write restarts
+  // the WAL, which Checkpointer::RestartWal can do off the loop thread.
+  bool WalFullyCopied() const {
+    return wal_frames_known_ && wal_frames_ > 0 && backfilled_frames_ >= wal_frames_;
+  }
 
   // A Checkpointer with its own connection to this database. Made on the loop
   // thread while the Store (and so the lock) is alive; see checkpointer.h.
@@ -479,6 +490,8 @@ class Store {
   int64_t page_size_ = 0;  // the database's, read at open
   int wal_frames_ = 0;
   int backfilled_frames_ = 0;
+  bool wal_frames_known_ = false;  // wal_frames_ is SQLite's count, not Open's estimate
+  uint64_t wal_restarts_on_loop_ = 0;
   bool in_replay_ = false;
   bool created_schema_ = false;  // this Open created the schema (a fresh journal)
   std::unique_ptr<CommitMark> mark_;

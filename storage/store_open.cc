@@ -555,7 +555,7 @@ Status Store::CreateResultDir() {
 }
 
 Result<std::unique_ptr<Checkpointer>> Store::NewCheckpointer() {
-  return Checkpointer::Open(db_path_, options_.synchronous == Synchronous::kFull);
+  return Checkpointer::Open(db_path_, options_.wal_size_limit_bytes);
 }
 
 Result<std::unique_ptr<WalSyncer>> Store::NewWalSyncer() { return WalSyncer::Open(db_path_ + "-wal"); }
@@ -569,13 +569,26 @@ Result<std::unique_ptr<TablesReader>> Store::NewTablesReader() { return TablesRe
 int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int frames) {
   Store* store = static_cast<Store*>(self);
   // The WAL only shrinks when SQLite restarted it from the beginning; then
-  // none of its (new) frames are copied yet.
-  if (frames < store->wal_frames_) store->backfilled_frames_ = 0;
+  // none of its (new) frames are copied yet. Only this connection and the
+  // Checkpointer's write, and a restart there is handed to NoteCheckpoint
+  // before this connection commits again: a shrink seen here is a restart
+  // made by this commit.
+  if (frames < store->wal_frames_) {
+    store->backfilled_frames_ = 0;
+    if (store->wal_frames_known_) ++store->wal_restarts_on_loop_;
+  }
   store->wal_frames_ = frames;
+  store->wal_frames_known_ = true;
   return SQLITE_OK;
 }
 
 bool Store::NoteCheckpoint(const CheckpointStats& done) {
+  if (done.restarted_wal) {
+    wal_frames_ = done.wal_frames;
+    backfilled_frames_ = 0;
+    wal_frames_known_ = true;
+    return false;
+  }
   // The off-loop pass saw the WAL as it was then; if it has restarted since
   // (fewer frames now than the pass saw), its progress says nothing about it.
   if (done.wal_frames <= wal_frames_) {

@@ -94,6 +94,7 @@ struct Lifetime {
   std::string failure;  // empty: fine
   std::string loss;     // what LosePower did
   uint64_t acknowledged = 0;
+  uint64_t wal_restarts_off_loop = 0;  // by the checkpointer's write, in this lifetime
   bool stopped = false;  // fail-stop (the injected failure, or the cut, was hit mid-commit)
 };
 
@@ -102,6 +103,7 @@ struct Totals {
   uint64_t by_fault[4] = {0, 0, 0, 0};
   uint64_t stopped_by_io_error = 0;  // lifetimes ended by the injected EIO / ENOSPC
   uint64_t acknowledged = 0;
+  uint64_t wal_restarts_off_loop = 0;
 };
 
 // What ends a lifetime: a power cut at a random mutation, or one failing
@@ -286,6 +288,7 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
       return life;
     }
     acks.clear();
+    life.wal_restarts_off_loop = durable.stats().wal_restarts_off_loop;
     recovered->reset();
     store->reset();
   }
@@ -323,6 +326,7 @@ std::string RunSeed(uint64_t seed, Totals& totals) {
     ++totals.by_fault[static_cast<int>(fault)];
     if (fault != FaultKind::kPowerCut && life.stopped) ++totals.stopped_by_io_error;
     totals.acknowledged += life.acknowledged;
+    totals.wal_restarts_off_loop += life.wal_restarts_off_loop;
     history += "[" + life.loss + "] ";
   }
   // The last cut's disk must start too.
@@ -364,15 +368,20 @@ TEST(PowerLoss, ManySeeds) {
   }
   std::printf(
       "power loss: %llu seeds, %llu lifetimes (%llu power cuts, %llu failed syncs, %llu full "
-      "disks; %llu ended by the I/O error in fail-stop), %llu acknowledged changes, none lost\n",
+      "disks; %llu ended by the I/O error in fail-stop), %llu acknowledged changes, none lost; "
+      "%llu WAL restarts by the checkpointer\n",
       static_cast<unsigned long long>(flags.seeds), static_cast<unsigned long long>(totals.lifetimes),
       static_cast<unsigned long long>(totals.by_fault[0]),
       static_cast<unsigned long long>(totals.by_fault[1]),
       static_cast<unsigned long long>(totals.by_fault[2]),
       static_cast<unsigned long long>(totals.stopped_by_io_error),
-      static_cast<unsigned long long>(totals.acknowledged));
+      static_cast<unsigned long long>(totals.acknowledged),
+      static_cast<unsigned long long>(totals.wal_restarts_off_loop));
   EXPECT_EQ(totals.lifetimes, flags.seeds * kCyclesPerSeed);
   EXPECT_GT(totals.acknowledged, 0u) << "the workload acknowledged nothing: the test checked nothing";
+  // The power may go while the checkpointer restarts the WAL (its header
+  // fsync, its one write): the run must have gone through that path.
+  EXPECT_GT(totals.wal_restarts_off_loop, 0u) << "no WAL restart by the checkpointer was exercised";
 }
 
 TEST(PowerLoss, SeedFromEnvironment) {

@@ -156,6 +156,25 @@ TEST_F(DurableStateTest, CheckpointsRunOnTheThreadPoolAndComeBackToTheLoop) {
   EXPECT_LT(opened.store->wal_frames() - opened.store->backfilled_frames(), 16 * 64);
 }
 
+TEST_F(DurableStateTest, TheCheckpointerRestartsTheWalSoNoCommitOnTheLoopDoes) {
+  uint64_t seed = testing::TestSeed();
+  UpdateGenerator generator(seed);
+  Opened opened = Open(loop_.get(), dir_.path(), {.snapshot_every = 0}, 0, 16);
+  DurableState& durable = *opened.durable;
+  // Each checkpoint copies the whole WAL (no commit races it here), so the
+  // next write restarts the WAL: a restart job on the pool, not the loop's
+  // next commit, with its header fsync.
+  for (int pass = 0; pass < 2000 && durable.stats().wal_restarts_off_loop < 3; ++pass) {
+    for (int i = 0; i < 32; ++i) ASSERT_TRUE(durable.Submit(generator.Next(durable.state()).reader()).ok());
+    durable.CommitPass();
+    while (durable.checkpoint_in_flight()) uv_run(loop_.get(), UV_RUN_ONCE);
+  }
+  EXPECT_GE(durable.stats().wal_restarts_off_loop, 3u);
+  EXPECT_EQ(durable.stats().wal_restarts_on_loop, 0u);
+  EXPECT_EQ(opened.store->wal_restarts_on_loop(), 0u);
+  EXPECT_GE(durable.stats().checkpoints, durable.stats().wal_restarts_off_loop);
+}
+
 TEST_F(DurableStateTest, BarrierReleasesAReplyOnlyAfterItsPassCommitted) {
   uvkj::UvAsyncIo io(loop_.get());
   Opened opened = Open(loop_.get(), dir_.path());

@@ -72,9 +72,119 @@ TEST(Checkpoint, CompleteCheckpointLetsTheNextCommitRestartTheWal) {
   ASSERT_TRUE(store.Commit(PayloadBatch(next, 1)).ok());
   EXPECT_LT(store.wal_frames(), frames_before);
   EXPECT_FALSE(store.WantsCheckpoint());
+  // That restart (and its WAL header fsync) was the loop connection's.
+  EXPECT_EQ(store.wal_restarts_on_loop(), 1u);
   auto records = ReplayAll(store, 0);
   ASSERT_TRUE(records.ok());
   EXPECT_EQ(records->size(), next);
+}
+
+// The loop thread's first commit after a complete checkpoint restarts the WAL
+// and syncs its new header right there, behind whatever else the disk does.
+// RestartWal makes that first write on the checkpointer's connection instead.
+class RestartWal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreOptions options = OptionsFor(tmp_.path());  // FULL, as the dispatcher runs
+    options.checkpoint_wal_frames = 100;
+    auto store = Store::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    auto checkpointer = store_->NewCheckpointer();
+    ASSERT_TRUE(checkpointer.ok()) << checkpointer.status().ToString();
+    checkpointer_ = std::move(checkpointer).value();
+    while (!store_->WantsCheckpoint()) Commit(20);
+    auto stats = checkpointer_->Checkpoint();
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    ASSERT_TRUE(stats->complete());
+    checkpointed_ = *stats;
+    store_->NoteCheckpoint(checkpointed_);
+  }
+
+  void Commit(int records) {
+    auto committed = store_->Commit(PayloadBatch(next_, records));
+    ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+    next_ += records;
+  }
+
+  void ExpectEveryRecord() {
+    auto records = ReplayAll(*store_, 0);
+    ASSERT_TRUE(records.ok()) << records.status().ToString();
+    ASSERT_EQ(records->size(), next_ - 1);
+    for (const auto& [seq, bytes] : *records) ASSERT_EQ(bytes, RecordPayload(seq)) << seq;
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  CheckpointStats checkpointed_;
+  uint64_t next_ = 1;
+};
+
+TEST_F(RestartWal, RestartsTheWalSoTheLoopsNextCommitAppends) {
+  ASSERT_TRUE(store_->WalFullyCopied());
+  const int frames_before = store_->wal_frames();
+  auto restarted = checkpointer_->RestartWal(checkpointed_);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  EXPECT_TRUE(restarted->restarted_wal);
+  EXPECT_EQ(restarted->wal_frames, 1);
+  EXPECT_FALSE(restarted->complete());
+  EXPECT_FALSE(store_->NoteCheckpoint(*restarted));
+  EXPECT_FALSE(store_->WalFullyCopied());
+  EXPECT_EQ(store_->wal_frames(), 1);
+  Commit(5);
+  EXPECT_EQ(store_->wal_restarts_on_loop(), 0u) << "the loop's commit restarted the WAL after all";
+  EXPECT_GT(store_->wal_frames(), 1);
+  EXPECT_LT(store_->wal_frames(), frames_before);
+  ExpectEveryRecord();
+  // What a restart finds: the format version the write rewrote, every record.
+  store_.reset();
+  checkpointer_.reset();
+  auto reopened = Store::Open(OptionsFor(tmp_.path()));
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_ = std::move(reopened).value();
+  ExpectEveryRecord();
+}
+
+TEST_F(RestartWal, AfterTheLoopsCommitGotThereFirstItOnlyAppendsAFrame) {
+  // The loop committed first (and restarted the WAL itself): the WAL holds
+  // frames no checkpoint copied, so SQLite cannot restart it again; the
+  // write goes after the loop's frames.
+  Commit(5);
+  ASSERT_EQ(store_->wal_restarts_on_loop(), 1u);
+  const int frames = store_->wal_frames();
+  auto restarted = checkpointer_->RestartWal(checkpointed_);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  EXPECT_FALSE(restarted->restarted_wal);
+  store_->NoteCheckpoint(*restarted);
+  Commit(5);
+  EXPECT_GT(store_->wal_frames(), frames + 1) << "the WAL restarted with frames not copied";
+  EXPECT_EQ(store_->wal_restarts_on_loop(), 1u);
+  ExpectEveryRecord();
+}
+
+TEST_F(RestartWal, WritesNothingAfterACheckpointThatFellShort) {
+  CheckpointStats short_of_it = checkpointed_;
+  short_of_it.checkpointed_frames = checkpointed_.wal_frames - 1;
+  auto restarted = checkpointer_->RestartWal(short_of_it);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  EXPECT_FALSE(restarted->restarted_wal);
+  // Nothing was written: the loop's commit is the one that restarts the WAL.
+  const int frames = store_->wal_frames();
+  Commit(5);
+  EXPECT_LT(store_->wal_frames(), frames);
+  EXPECT_EQ(store_->wal_restarts_on_loop(), 1u);
+}
+
+TEST_F(RestartWal, IsNotNowWhileAnotherConnectionHoldsTheWriteLock) {
+  sqlite3* writer = nullptr;
+  ASSERT_EQ(sqlite3_open(store_->db_path().c_str(), &writer), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(writer, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  auto restarted = checkpointer_->RestartWal(checkpointed_);
+  sqlite3_exec(writer, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(writer);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  EXPECT_FALSE(restarted->restarted_wal);
 }
 
 TEST(Checkpoint, RunsOnAnotherThreadWhileTheLoopThreadCommits) {
