@@ -94,7 +94,7 @@ void BuildState(const std::string& dir, uint64_t entities) {
     Status status = d.Submit(update.reader());
     if (!status.ok()) Fail("building the state", status);
     if (++pending == 4096) {
-      d.CommitPass();
+      d.CommitNow();
       pending = 0;
     }
   };
@@ -118,7 +118,7 @@ void BuildState(const std::string& dir, uint64_t entities) {
       ids.clear();
     }
   }
-  d.CommitPass();
+  d.CommitNow();
   Status snapshot = d.Snapshot();
   if (!snapshot.ok()) Fail("snapshot", snapshot);
 }

@@ -58,9 +58,9 @@ void Journal(uv_loop_t* loop, const std::string& dir, state::testing::UpdateGene
               static_cast<unsigned long long>(i));
       exit(1);
     }
-    if (i % pass == 0) (*durable)->CommitPass();
+    if (i % pass == 0) (*durable)->CommitNow();
   }
-  (*durable)->CommitPass();
+  (*durable)->CommitNow();
 }
 
 // Median seconds of `runs` recoveries of `dir`, and what was recovered.

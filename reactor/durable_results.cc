@@ -179,9 +179,9 @@ void DurableState::OnDeleteTimer() {
     delete_timer_->Stop();
     return;
   }
-  // This pass's commit takes a slice itself; a remainder checkpoint wants
-  // nothing written meanwhile.
-  if (!batch_.empty() || writes_held_) return;
+  // This pass's commit takes a slice itself; a checkpoint may want nothing
+  // written meanwhile.
+  if (!batch_.empty() || commits_held()) return;
   Status status = store_.DeleteReleasedRows();
   if (!status.ok()) {
     FailStop(status);

@@ -3,6 +3,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include <capnp/dynamic.h>
 #include <kj/debug.h>
@@ -196,12 +197,17 @@ Status DurableState::MakeRoom(size_t bytes) {
   }
   // Replies parked on what is in the batch are released by this commit; a
   // hold (closure reports) only ever delays a commit, never merges two, and
-  // a remainder checkpoint never lets the batch pass its bound (that pass
-  // then falls short; a later one restarts the WAL).
-  writes_held_ = false;
+  // a checkpoint never lets the batch pass its bound (a remainder pass then
+  // falls short, or the loop restarts the WAL itself).
   ++stats_.early_commits;
   CommitNow();
   return failure_;
+}
+
+void DurableState::CommitNow() {
+  ReleaseHold();
+  writes_held_ = false;
+  if (!failed() && !batch_.empty()) CommitBatch();
 }
 
 void DurableState::PutDataset(std::string key, std::string definition) {
@@ -272,8 +278,12 @@ void DurableState::CommitPass() {
     if (hold_timer_ != nullptr) hold_timer_->Stop();
     return;
   }
-  // A remainder checkpoint runs: its end commits (OnCheckpointDone).
-  if (writes_held_) return;
+  // The checkpoint's end commits (OnCheckpointDone).
+  if (commits_held()) return;
+  CommitBatch();
+}
+
+void DurableState::CommitBatch() {
   if (hold_timer_ != nullptr) hold_timer_->Stop();
   size_t records = batch_.record_count();
   const uint64_t first_seq = store_.last_seq() + 1;
@@ -292,7 +302,7 @@ void DurableState::CommitPass() {
     FailStop(committed.status());
     return;
   }
-  last_commit_start_ns_ = now;
+  last_commit_start_ns_ = commit_start;
   last_commit_end_ns_ = uv_hrtime();
   ++stats_.commits;
   stats_.wal_restarts_on_loop = store_.wal_restarts_on_loop();
@@ -377,7 +387,7 @@ void DurableState::MaybeSnapshot() {
 }
 
 void DurableState::OnSnapshotDone(SnapshotOutcome outcome) {
-  if (writes_held_) {
+  if (commits_held()) {
     // Recording it is a write, and the checkpointer may hold SQLite's write
     // lock for the WAL restart: the loop would wait for it. Recorded when
     // the checkpoint is back.
@@ -573,6 +583,9 @@ struct DurableState::CheckpointJob final : public uvkj::PoolJob {
     // The loop writes nothing meanwhile: if the WAL is all copied, restart it
     // here, so that the new WAL header's fsync is not the loop's.
     if (remainder && result.ok()) result = checkpointer->RestartWal(*result);
+    // Told to the loop before it hears the job is back: it holds its writes
+    // from now on (commits_held()).
+    if (!remainder && result.ok() && result->complete()) copied_all.store(true, std::memory_order_release);
   }
 
   std::unique_ptr<storage::Checkpointer> checkpointer;
@@ -580,8 +593,18 @@ struct DurableState::CheckpointJob final : public uvkj::PoolJob {
   // everything) and restarts the WAL, while the loop writes nothing.
   bool remainder = false;
   bool restart_only = false;  // ... nothing left to copy: no checkpoint of its own
+  // Set on the pool when a first pass copied the whole WAL; read by the loop.
+  std::atomic<bool> copied_all{false};
   Result<storage::CheckpointStats> result = InternalError("checkpoint did not run");
 };
+
+bool DurableState::commits_held() const {
+  if (writes_held_) return true;
+  // A checkpoint that copied the whole WAL is on its way back: a write now
+  // would restart the WAL here, its header fsync on the loop. Its end
+  // starts the pass that restarts it on the pool instead.
+  return checkpoint_.in_flight() && checkpoint_.job().copied_all.load(std::memory_order_acquire);
+}
 
 void DurableState::MaybeCheckpoint() {
   if (background_stopped_ || checkpointer_ == nullptr || checkpoint_.in_flight() ||
@@ -591,7 +614,7 @@ void DurableState::MaybeCheckpoint() {
   StartCheckpoint(/*remainder=*/false);
 }
 
-void DurableState::StartCheckpoint(bool remainder) {
+bool DurableState::StartCheckpoint(bool remainder) {
   auto job = std::make_unique<CheckpointJob>();
   job->checkpointer = std::move(checkpointer_);
   job->remainder = remainder;
@@ -601,11 +624,12 @@ void DurableState::StartCheckpoint(bool remainder) {
         OnCheckpointDone(std::move(done));
       }) < 0) {
     checkpointer_ = std::move(job->checkpointer);
-    return;
+    return false;
   }
   // The remainder pass can only finish the WAL if nothing is appended
   // meanwhile: commits wait for it (replies with them; the loop does not).
   writes_held_ = remainder;
+  return true;
 }
 
 void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
@@ -626,8 +650,8 @@ void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
     // copied everything (nothing to copy then): left to the loop's next
     // commit, the restart's header fsync would hold every reply.
     const bool copy_rest = store_.NoteCheckpoint(*job->result) || store_.WalFullyCopied();
-    if (copy_rest && !was_remainder && !background_stopped_ && !failed()) {
-      StartCheckpoint(/*remainder=*/true);
+    if (copy_rest && !was_remainder && !background_stopped_ && !failed() &&
+        StartCheckpoint(/*remainder=*/true)) {
       return;
     }
   } else {
@@ -642,10 +666,10 @@ void DurableState::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
     WakeStopWaiter();
     return;
   }
-  // What waited for the remainder pass is written now.
-  if (was_remainder) RecordHeldSnapshot();
+  // What waited for the checkpoint is written now.
+  RecordHeldSnapshot();
   WakeStopWaiter();
-  if (was_remainder) CommitPass();
+  CommitPass();
 }
 
 void DurableState::RecordHeldSnapshot() {

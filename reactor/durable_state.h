@@ -290,11 +290,11 @@ class DurableState {
   // Ends the hold; the next pass end commits.
   void ReleaseHold();
   bool holding() const { return hold_deadline_ns_ != 0; }
-  // Ends any hold and commits now (shutdown).
-  void CommitNow() {
-    ReleaseHold();
-    CommitPass();
-  }
+  // Ends any hold and commits now, even while a checkpoint holds commits
+  // (commits_held(): the loop then restarts the WAL itself, or a remainder
+  // pass falls short): shutdown, a batch at its bound, and callers that
+  // drive the state without turning the loop (benches, tests).
+  void CommitNow();
 
   // Called once when a commit fails (after the parked replies were failed):
   // the owner stops the process, with kExitStorageFailure when the store
@@ -333,6 +333,10 @@ class DurableState {
   void set_snapshot_fault_for_testing(SnapshotFault fault);
   // True while a checkpoint runs on the thread pool.
   bool checkpoint_in_flight() const { return checkpoint_.in_flight(); }
+  // Commits (and the loop's other writes) wait for a checkpoint: its pass
+  // that restarts the WAL runs, or a pass that copied the whole WAL has not
+  // come back yet (the next write would restart the WAL on the loop).
+  bool commits_held() const;
   // True while a WAL fsync runs on the thread pool.
   bool sync_in_flight() const { return sync_.in_flight(); }
   // True when nothing written is waiting for its fsync.
@@ -381,10 +385,13 @@ class DurableState {
   void MaybeCheckpoint();
   // `remainder`: the pass that copies what the last one could not, with
   // commits held (writes_held_) until it is back.
-  void StartCheckpoint(bool remainder);
+  // False when the pool refused it (nothing runs).
+  bool StartCheckpoint(bool remainder);
   void OnCheckpointDone(std::unique_ptr<CheckpointJob> job);
-  // Hands a snapshot outcome held during a remainder pass to OnSnapshotDone.
+  // Hands a snapshot outcome held by commits_held() to OnSnapshotDone.
   void RecordHeldSnapshot();
+  // Writes the batch now. REQUIRES: !failed(), batch not empty.
+  void CommitBatch();
   void MaybeSnapshot();
   // Fulfils the StopBackgroundWork() waiter once nothing is in flight.
   void WakeStopWaiter();
@@ -440,7 +447,7 @@ class DurableState {
   // The checkpoint in flight: it holds checkpointer_ while it runs.
   uvkj::PoolWork<CheckpointJob> checkpoint_;
   bool writes_held_ = false;  // a remainder checkpoint runs: commit nothing
-  // A snapshot that ended while writes_held_: recorded when they are not.
+  // A snapshot that ended while commits_held(): recorded when they are not.
   std::optional<SnapshotOutcome> held_snapshot_outcome_;
   bool background_stopped_ = false;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> stop_waiter_;

@@ -51,6 +51,7 @@ class PoolWork {
   // The job while it runs (to Cancel() it and still get it back).
   // REQUIRES: in_flight().
   Job& job() { return *request_->job; }
+  const Job& job() const { return *request_->job; }
 
   // Queues `job`; `done` runs once on the loop thread when it is back.
   // On success takes the job and returns 0; on failure leaves it with the

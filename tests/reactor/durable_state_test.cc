@@ -17,6 +17,7 @@
 #include "tests/state/update_generator.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_seed.h"
+#include "tests/support/wait_until.h"
 
 namespace dispatch::reactor {
 namespace {
@@ -60,7 +61,9 @@ void RunLive(DurableState& durable, UpdateGenerator& generator, std::mt19937_64&
     OwnedUpdate update = generator.Next(durable.state());
     ASSERT_TRUE(durable.Submit(update.reader()).ok()) << "update " << i;
     if (++in_pass == pass_size) {
-      durable.CommitPass();
+      // The loop never turns here: CommitPass could wait for a checkpoint
+      // to come back (commits_held()).
+      durable.CommitNow();
       in_pass = 0;
       pass_size = 1 + rng() % 64;
       if (snapshot_odds > 0 && rng() % snapshot_odds == 0) {
@@ -68,7 +71,7 @@ void RunLive(DurableState& durable, UpdateGenerator& generator, std::mt19937_64&
       }
     }
   }
-  durable.CommitPass();
+  durable.CommitNow();
 }
 
 class DurableStateTest : public ::testing::Test {
@@ -173,6 +176,34 @@ TEST_F(DurableStateTest, TheCheckpointerRestartsTheWalSoNoCommitOnTheLoopDoes) {
   EXPECT_EQ(durable.stats().wal_restarts_on_loop, 0u);
   EXPECT_EQ(opened.store->wal_restarts_on_loop(), 0u);
   EXPECT_GE(durable.stats().checkpoints, durable.stats().wal_restarts_off_loop);
+}
+
+TEST_F(DurableStateTest, ACommitWaitsForACheckpointThatCopiedEverythingToComeBack) {
+  uint64_t seed = testing::TestSeed();
+  UpdateGenerator generator(seed);
+  Opened opened = Open(loop_.get(), dir_.path(), {.snapshot_every = 0}, 0, 16);
+  DurableState& durable = *opened.durable;
+  for (int pass = 0; pass < 2000 && !durable.checkpoint_in_flight(); ++pass) {
+    for (int i = 0; i < 32; ++i) ASSERT_TRUE(durable.Submit(generator.Next(durable.state()).reader()).ok());
+    durable.CommitPass();
+  }
+  ASSERT_TRUE(durable.checkpoint_in_flight());
+  // The loop does not turn: the checkpoint runs on the pool, copies the
+  // whole WAL (nothing is committed meanwhile) and cannot come back yet.
+  // The window the loop's next commit used to fall into, restarting the
+  // WAL with its header fsync on the loop.
+  ASSERT_TRUE(testing::WaitUntil([&] { return durable.commits_held(); }));
+  const uint64_t last_seq = opened.store->last_seq();
+  ASSERT_TRUE(durable.Submit(generator.Next(durable.state()).reader()).ok());
+  durable.CommitPass();
+  EXPECT_EQ(opened.store->last_seq(), last_seq) << "committed while the checkpoint was on its way back";
+  EXPECT_EQ(opened.store->wal_restarts_on_loop(), 0u);
+  // Back on the loop: the restart runs on the pool, then the update commits.
+  while (durable.checkpoint_in_flight()) uv_run(loop_.get(), UV_RUN_ONCE);
+  EXPECT_EQ(opened.store->last_seq(), last_seq + 1);
+  EXPECT_EQ(durable.stats().wal_restarts_off_loop, 1u);
+  EXPECT_EQ(opened.store->wal_restarts_on_loop(), 0u);
+  EXPECT_FALSE(durable.commits_held());
 }
 
 TEST_F(DurableStateTest, BarrierReleasesAReplyOnlyAfterItsPassCommitted) {

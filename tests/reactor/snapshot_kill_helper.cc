@@ -74,7 +74,9 @@ int Run(const std::string& dir, uint64_t seed, uint64_t every, uint64_t shutdown
     }
     const bool was_in_flight = state.snapshot_in_flight();
     const bool was_checkpointing = state.checkpoint_in_flight();
-    state.CommitPass();
+    // Now, not CommitPass: "C" reports the state as committed, and
+    // CommitPass may wait for a checkpoint to come back (commits_held()).
+    state.CommitNow();
     if (state.failed()) Die(InternalError("the commit failed"));
     Report("C " + std::to_string((*store)->last_seq()) + " " +
            std::to_string(state.state().Digest()));
