@@ -146,6 +146,31 @@ TEST_F(RestartWal, RestartsTheWalSoTheLoopsNextCommitAppends) {
   ExpectEveryRecord();
 }
 
+TEST(RestartWalTrim, ARestartOnTheCheckpointerTrimsTheWalToItsLimit) {
+  TempDir tmp;
+  StoreOptions options = OptionsFor(tmp.path());
+  options.wal_size_limit_bytes = 256 << 10;
+  auto opened = Store::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Store& store = **opened;
+  auto checkpointer = store.NewCheckpointer();
+  ASSERT_TRUE(checkpointer.ok()) << checkpointer.status().ToString();
+  const std::string wal = store.db_path() + "-wal";
+  uint64_t next = 1;
+  // A burst: the WAL file grows well past its limit.
+  while (FileSize(wal) < (1 << 20)) {
+    ASSERT_TRUE(store.Commit(PayloadBatch(next, 50)).ok());
+    next += 50;
+  }
+  auto stats = (*checkpointer)->Checkpoint();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  ASSERT_TRUE(stats->complete());
+  auto restarted = (*checkpointer)->RestartWal(*stats);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  ASSERT_TRUE(restarted->restarted_wal);
+  EXPECT_LE(FileSize(wal), static_cast<off_t>(options.wal_size_limit_bytes));
+}
+
 TEST_F(RestartWal, AfterTheLoopsCommitGotThereFirstItOnlyAppendsAFrame) {
   // The loop committed first (and restarted the WAL itself): the WAL holds
   // frames no checkpoint copied, so SQLite cannot restart it again; the
