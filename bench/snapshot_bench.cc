@@ -260,7 +260,7 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
     result.passes_over_10ms = meter.passes_over_10ms();
     result.longest_pass_us = meter.max_busy_ns() / 1000;
     result.wal_restarts_pool = server_ptr->durable().stats().wal_restarts_off_loop;
-    result.wal_restarts_loop = server_ptr->durable().stats().wal_restarts_on_loop;
+    result.wal_restarts_loop = server_ptr->durable().store().wal_restarts_on_loop();
     result.loop_preemptions = ThreadPreemptions() - preemptions_before;
     server_ptr->BeginShutdown("bench phase done");
   });

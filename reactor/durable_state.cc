@@ -305,7 +305,6 @@ void DurableState::CommitBatch() {
   last_commit_start_ns_ = commit_start;
   last_commit_end_ns_ = uv_hrtime();
   ++stats_.commits;
-  stats_.wal_restarts_on_loop = store_.wal_restarts_on_loop();
   histograms_.commit_seconds.Observe(static_cast<double>(uv_hrtime() - commit_start) * 1e-9);
   histograms_.records_per_commit.Observe(static_cast<double>(records));
   stats_.records += records;

@@ -115,11 +115,11 @@ struct DurableStats {
   uint64_t last_snapshot_micros = 0;  // start to recorded, of the last one
   uint64_t last_snapshot_bytes = 0;
   uint64_t checkpoints = 0;
-  // WAL restarts after a complete checkpoint: made by the checkpointer's one
-  // write on the pool (commits held meanwhile), or by a commit on the loop,
-  // which then syncs the new WAL header there (kept for rare races).
+  // WAL restarts after a complete checkpoint made by the checkpointer's one
+  // write on the pool (commits held meanwhile). Those made by a commit on the
+  // loop, which then syncs the new WAL header there (after rare races), are
+  // the Store's count: Store::wal_restarts_on_loop().
   uint64_t wal_restarts_off_loop = 0;
-  uint64_t wal_restarts_on_loop = 0;
   uint64_t replayed = 0;         // updates replayed at start-up
   uint64_t recovery_micros = 0;  // time to load the snapshot and replay
   uint64_t refused_for_size = 0; // updates refused: larger than a journal record
@@ -361,6 +361,7 @@ class DurableState {
   uint64_t last_commit_end_ns() const { return last_commit_end_ns_; }
   const DurableHistograms& histograms() const { return histograms_; }
   storage::Store& store() { return store_; }
+  const storage::Store& store() const { return store_; }
 
  private:
   DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options);

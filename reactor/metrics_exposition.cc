@@ -195,7 +195,7 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
       "the loop thread; only after rare races).";
   f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(ds.wal_restarts_off_loop),
             {{"thread", "pool"}});
-  f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(ds.wal_restarts_on_loop),
+  f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(durable.store().wal_restarts_on_loop()),
             {{"thread", "loop"}});
   f.Gauge("dispatch_recovery_seconds", "Time the last start-up took to load the snapshot and replay.",
           static_cast<double>(ds.recovery_micros) * 1e-6);
