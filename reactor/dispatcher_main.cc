@@ -156,10 +156,11 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
   o.durable.inline_sync_max_records = 8;
   parser.AddUint("inline-sync-records",
                  "with --synchronous=full, a group commit of at most N records is fsynced on the "
-                 "loop thread when the last fsync took at most 1 ms (a nearly idle loop has "
-                 "nothing to overlap with it, and the thread pool's hand-off costs two thread "
-                 "wake-ups); larger commits and slower disks are fsynced on the thread pool. 0: "
-                 "always the thread pool",
+                 "loop thread (a nearly idle loop has nothing to overlap with it, and the thread "
+                 "pool's hand-off costs two thread wake-ups), but not while a snapshot, a "
+                 "checkpoint or a snapshot file's unlink runs on the thread pool, nor for 10 s "
+                 "after any fsync took over 1 ms; larger commits are fsynced on the thread pool. "
+                 "0: always the thread pool",
                  &o.durable.inline_sync_max_records, 0, 1u << 20);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,
                  60000);

@@ -363,6 +363,10 @@ void DurableState::MaybeSnapshot() {
       ++stats_.snapshot_failures;
       last_snapshot_start_seq_ = store_.last_seq();
       Log(LogLevel::kWarning, "snapshot skipped: ", status.ToString().c_str());
+    } else {
+      Log(LogLevel::kInfo, "snapshot at record ", outcome.info.seq, " recorded: ", outcome.info.size,
+          " bytes, written on the loop thread (--snapshot-in-background=false), total ",
+          outcome.total_micros / 1000, " ms");
     }
     if (options_.snapshot_observer) options_.snapshot_observer(outcome);
     return;
@@ -465,15 +469,31 @@ void DurableState::RemoveSnapshotFiles(const std::vector<std::string>& names) {
   // unlink of a file nobody needs is worth finishing after we are gone. So
   // there is nothing to give up on destruction; the loop's owner lets it
   // come back before closing the loop (UvLoop::Close()).
+  // The request carries a share of the in-flight count, to give back when
+  // it is done (on the loop thread, like every use of the count).
+  struct Unlink {
+    uv_fs_t request;
+    std::shared_ptr<uint64_t> in_flight;
+  };
   for (const std::string& name : names) {
-    auto request = std::make_unique<uv_fs_t>();
+    auto unlink = std::make_unique<Unlink>();
+    unlink->in_flight = unlinks_in_flight_;
+    unlink->request.data = unlink.get();
     const std::string path = store_.work_dir() + "/" + name;
-    const int rc = uv_fs_unlink(loop_, request.get(), path.c_str(), [](uv_fs_t* r) {
-      std::unique_ptr<uv_fs_t> owned(r);
+    const int rc = uv_fs_unlink(loop_, &unlink->request, path.c_str(), [](uv_fs_t* r) {
+      std::unique_ptr<Unlink> owned(static_cast<Unlink*>(r->data));
+      --*owned->in_flight;
       uv_fs_req_cleanup(r);
     });
-    if (rc == 0) request.release();  // libuv's now; freed by the callback
+    if (rc == 0) {
+      ++*unlinks_in_flight_;
+      unlink.release();  // libuv's now; freed by the callback
+    }
   }
+}
+
+bool DurableState::disk_busy() const {
+  return snapshot_in_flight() || checkpoint_.in_flight() || *unlinks_in_flight_ > 0;
 }
 
 void DurableState::set_snapshot_fault_for_testing(SnapshotFault fault) {
@@ -541,7 +561,7 @@ void DurableState::StartSync(size_t records) {
   sync_start_ns_ = uv_hrtime();
   sync_seq_ = store_.last_seq();
   const bool inline_sync = records > 0 && records <= options_.inline_sync_max_records &&
-                           last_fsync_ns_ <= options_.inline_sync_max_micros * 1000;
+                           uv_hrtime() >= inline_sync_not_before_ns_ && !disk_busy();
   if (inline_sync) {
     ++stats_.inline_syncs;
     job->Run();
@@ -557,7 +577,9 @@ void DurableState::StartSync(size_t records) {
 
 void DurableState::OnSyncDone(std::unique_ptr<SyncJob> job) {
   syncer_ = std::move(job->syncer);
-  last_fsync_ns_ = job->fsync_ns;
+  if (job->fsync_ns > options_.inline_sync_max_micros * 1000) {
+    inline_sync_not_before_ns_ = uv_hrtime() + options_.inline_sync_quiet_ms * 1000000;
+  }
   if (!job->result.ok()) {
     // Never retried: after a failed fsync the kernel may have dropped the
     // dirty pages, so a later success would prove nothing.

@@ -77,15 +77,21 @@ struct DurableStateOptions {
   // Called on the loop thread after every snapshot attempt (benchmarks, tests).
   std::function<void(const SnapshotOutcome&)> snapshot_observer = {};
   // With a deferred fsync: a group commit of at most this many records is
-  // fsynced on the loop thread, right after its write, when the last fsync
-  // took at most inline_sync_max_micros. Such a loop is nearly idle: it has
-  // no work to overlap with the fsync, and handing it to the thread pool
-  // and back costs two thread wake-ups, more than a quick fsync itself on
-  // an idle machine. Larger commits (a busy loop) and slow disks keep the
-  // fsync off the loop. DESIGN.md allows both: once per loop pass, or the
-  // pool. 0: always the thread pool.
+  // fsynced on the loop thread, right after its write, unless an fsync took
+  // more than inline_sync_max_micros in the last inline_sync_quiet_ms or
+  // our own heavy writes run on the pool (disk_busy()). Such a loop is
+  // nearly idle: it has no work to overlap with the fsync, and handing it
+  // to the thread pool and back costs two thread wake-ups, more than a
+  // quick fsync itself on an idle machine. Larger commits (a busy loop) and
+  // a disk that was slow lately keep the fsync off the loop. DESIGN.md
+  // allows both: once per loop pass, or the pool. 0: always the thread pool.
   uint64_t inline_sync_max_records = 0;
   uint64_t inline_sync_max_micros = 1000;
+  // After an fsync slower than inline_sync_max_micros, none runs on the
+  // loop for this long: a disk that stalled once tends to again (its
+  // journal commits, another process's writeback), and an fsync on the loop
+  // holds every reply while it lasts.
+  uint64_t inline_sync_quiet_ms = 10000;
   // Appended to the refusal of an update larger than a journal record, to
   // say where the limit comes from (HA mode: one etcd transaction).
   std::string record_limit_reason = {};
@@ -341,6 +347,11 @@ class DurableState {
   bool sync_in_flight() const { return sync_.in_flight(); }
   // True when nothing written is waiting for its fsync.
   bool all_durable() const { return !open_written_ && !sync_.in_flight(); }
+  // True while work of ours that writes much to the disk runs on the thread
+  // pool: a snapshot, a checkpoint or the unlink of a snapshot file. A WAL
+  // fsync then waits behind that I/O (ext4's ordered journal writes the
+  // other files' data first), so it does not run on the loop meanwhile.
+  bool disk_busy() const;
   // Test hook: the next WAL fsync fails (fail-stop follows).
   void fail_next_sync_for_testing() { fail_next_sync_ = true; }
   // The shutdown step before the Store closes: starts no more background
@@ -425,7 +436,11 @@ class DurableState {
   DurableWaiters open_;
   uint64_t sync_start_ns_ = 0;  // the running deferred fsync's start
   uint64_t sync_seq_ = 0;       // the last record written before it began
-  uint64_t last_fsync_ns_ = 0;  // the disk's own time in the last fsync (no hand-offs)
+  // uv_hrtime() before which no fsync runs on the loop (a slow one was seen).
+  uint64_t inline_sync_not_before_ns_ = 0;
+  // Snapshot files being unlinked on the thread pool. Shared with each
+  // request, which may come back after this object is gone.
+  std::shared_ptr<uint64_t> unlinks_in_flight_ = std::make_shared<uint64_t>(0);
   bool open_written_ = false;
   // The WAL fsync in flight (at most one) and the group it makes durable.
   struct SyncJob;

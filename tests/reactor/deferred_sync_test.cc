@@ -30,8 +30,8 @@ struct Opened {
   std::unique_ptr<DurableState> durable;
 };
 
-Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_frames = 0,
-                    uint64_t inline_sync_max_records = 0) {
+Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_frames,
+                    DurableStateOptions durable_options) {
   storage::StoreOptions options;
   options.work_dir = dir;
   options.synchronous = storage::Synchronous::kFull;
@@ -45,12 +45,16 @@ Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_fra
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   opened.store = std::move(store).value();
   EXPECT_TRUE(opened.store->defers_sync());
-  auto durable = DurableState::Recover(
-      loop, *opened.store,
-      {.snapshot_every = 0, .inline_sync_max_records = inline_sync_max_records});
+  auto durable = DurableState::Recover(loop, *opened.store, std::move(durable_options));
   EXPECT_TRUE(durable.ok()) << durable.status().ToString();
   opened.durable = std::move(durable).value();
   return opened;
+}
+
+Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_frames = 0,
+                    uint64_t inline_sync_max_records = 0) {
+  return OpenDeferred(loop, dir, wal_restart_frames,
+                      {.snapshot_every = 0, .inline_sync_max_records = inline_sync_max_records});
 }
 
 class DeferredSyncTest : public ::testing::Test {
@@ -124,6 +128,85 @@ TEST_F(DeferredSyncTest, ASmallCommitIsFsyncedOnTheLoopAndALargerOneOnThePool) {
   EXPECT_TRUE(durable.all_durable());
   EXPECT_EQ(durable.stats().syncs, 2u);
   EXPECT_EQ(durable.stats().inline_syncs, 1u);
+}
+
+// An fsync slower than inline_sync_max_micros (here: any) keeps the next
+// ones off the loop for inline_sync_quiet_ms: a disk that stalled once tends
+// to again, and an fsync on the loop holds every reply while it lasts.
+TEST_F(DeferredSyncTest, AfterASlowFsyncSmallCommitsAreFsyncedOnThePoolForAWhile) {
+  for (const uint64_t quiet_ms : {uint64_t{3600} * 1000, uint64_t{0}}) {
+    SCOPED_TRACE("inline_sync_quiet_ms " + std::to_string(quiet_ms));
+    uvkj::UvLoop loop;
+    uvkj::UvAsyncIo io(loop.get());
+    testing::TempDir dir;
+    Opened opened = OpenDeferred(loop.get(), dir.path(), 0,
+                                 {.snapshot_every = 0,
+                                  .inline_sync_max_records = 8,
+                                  .inline_sync_max_micros = 0,
+                                  .inline_sync_quiet_ms = quiet_ms});
+    DurableState& durable = *opened.durable;
+
+    // No fsync seen yet: the first small commit is fsynced on the loop.
+    ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
+    durable.CommitPass();
+    EXPECT_EQ(durable.stats().inline_syncs, 1u);
+    EXPECT_TRUE(durable.all_durable());
+
+    ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
+    auto next = durable.Barrier();
+    durable.CommitPass();
+    if (quiet_ms > 0) {
+      EXPECT_EQ(durable.stats().inline_syncs, 1u) << "fsynced on the loop right after a slow fsync";
+      EXPECT_TRUE(durable.sync_in_flight());
+    } else {
+      EXPECT_EQ(durable.stats().inline_syncs, 2u) << "no quiet period asked for";
+    }
+    next.wait(io.wait_scope());
+    EXPECT_TRUE(durable.all_durable());
+  }
+}
+
+// While a snapshot is written on the thread pool, even a small commit's
+// fsync goes to the pool: on ext4 it would wait behind the snapshot file's
+// data, holding the loop (every reply) for tens of milliseconds. Once the
+// snapshot is back, small commits are fsynced on the loop again. The loop
+// learns that a pool job ended only by running, so while this test drives
+// commits by hand the snapshot stays in flight.
+TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileASnapshotIsWrittenOnThePool) {
+  uvkj::UvAsyncIo io(loop_.get());
+  // Inline whatever the disk's speed: only the snapshot decides here.
+  Opened opened = OpenDeferred(loop_.get(), dir_.path(), 0,
+                               {.snapshot_every = 4,
+                                .inline_sync_max_records = 8,
+                                .inline_sync_max_micros = 3600ull * 1000 * 1000});
+  DurableState& durable = *opened.durable;
+
+  for (uint64_t id = 1; id <= 4; ++id) {
+    ASSERT_TRUE(durable.Submit(b::RegisterDataset(id, 100 + id).reader()).ok());
+  }
+  auto due = durable.Barrier();
+  durable.CommitPass();
+  ASSERT_TRUE(durable.snapshot_in_flight());
+  EXPECT_TRUE(durable.disk_busy());
+  const uint64_t inline_before = durable.stats().inline_syncs;
+
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(5, 105).reader()).ok());
+  auto during = durable.Barrier();
+  durable.CommitPass();
+  EXPECT_EQ(durable.stats().inline_syncs, inline_before) << "fsynced on the loop during a snapshot";
+  EXPECT_FALSE(durable.all_durable());
+
+  due.wait(io.wait_scope());
+  during.wait(io.wait_scope());
+  ASSERT_TRUE(testing::WaitUntil([&]() { return !durable.disk_busy() && durable.all_durable(); },
+                                 testing::LoopPasses(io), std::chrono::seconds(60)));
+  EXPECT_EQ(durable.stats().snapshots, 1u);
+
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(6, 106).reader()).ok());
+  auto after = durable.Barrier();
+  durable.CommitPass();
+  EXPECT_EQ(durable.stats().inline_syncs, inline_before + 1);
+  EXPECT_TRUE(after.poll(io.wait_scope()));
 }
 
 // Fsynced on the loop or on the pool, a failed fsync is the same fail-stop:
