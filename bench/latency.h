@@ -3,11 +3,22 @@
 // percentiles are exact, not estimated.
 #pragma once
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 namespace dispatch::bench {
+
+// CLOCK_MONOTONIC in nanoseconds: steady_clock's and uv_hrtime()'s clock, so
+// the benches' timestamps line up with the dispatcher's and with `perf`'s
+// (-k CLOCK_MONOTONIC).
+inline uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
 
 class LatencySamples {
  public:

@@ -14,15 +14,6 @@
 #include "schema/dispatcher.capnp.h"
 
 namespace dispatch::bench {
-namespace {
-
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
-
-}  // namespace
 
 PingProbe::PingProbe(std::string address, uint64_t hz)
     : address_(std::move(address)), hz_(hz == 0 ? 1 : hz), thread_([this]() { Run(); }) {}
@@ -45,9 +36,9 @@ void PingProbe::Run() {
       void taskFailed(kj::Exception&&) override {}  // the ping stays unanswered
     } ignore_errors;
     kj::TaskSet pending(ignore_errors);
-    uint64_t next = NowNs();
+    uint64_t next = MonotonicNs();
     while (!stop_.load()) {
-      const uint64_t now = NowNs();
+      const uint64_t now = MonotonicNs();
       if (next > now) {
         timer.afterDelay((next - now) * kj::NANOSECONDS).wait(ws);
         continue;
@@ -55,7 +46,7 @@ void PingProbe::Run() {
       pings_.push_back(PingSample{next, 0});
       PingSample* ping = &pings_.back();  // deque: stays put as more are appended
       pending.add(dispatcher.pingRequest().send().then(
-          [ping](auto&&) { ping->done_ns = NowNs(); }));
+          [ping](auto&&) { ping->done_ns = MonotonicNs(); }));
       next += period_ns;
     }
     // The replies still due, for a while: a dispatcher that never answers

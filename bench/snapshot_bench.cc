@@ -1,9 +1,10 @@
 // `dispatch-bench snapshot`: ping latency while snapshots of a big state run.
 // Builds a state of N entities (datasets, jobs, tasks, closures; by default
-// 1,000,000) through DurableState with a snapshot of it, then runs the
-// dispatcher in-process on a thread of its own three times on that work dir,
-// each time with a writer journaling at a steady rate (so snapshots come due)
-// and a pinger at 1 kHz:
+// 1,000,000) through DurableState with a snapshot of it, then runs a
+// dispatcher three times on that work dir (by default the real binary, a
+// process of its own; --dispatcher=thread runs it on a thread of this
+// process), each time with a writer journaling at a steady rate (so
+// snapshots come due) and a pinger at 1 kHz:
 //   floor        --snapshot-every=0: no snapshot at all
 //   background   snapshots written by the snapshot replica on the thread pool
 //   inline       snapshots written on the loop thread (before issue 12)
@@ -12,13 +13,17 @@
 // are "during a snapshot" when their [scheduled, reply] overlaps a snapshot's
 // [start, recorded]. It also prints the dispatcher's slow commits (its
 // commit_seconds histogram: a commit runs on the loop thread, so one over
-// 5 ms is a stall the dispatcher made itself). Reports; asserts nothing.
-// With SNAPSHOT_BENCH_TRACE set it also prints each snapshot's times and every
-// ping slower than 5 ms, with its CLOCK_MONOTONIC send time to line up with
-// `perf record -k CLOCK_MONOTONIC`.
+// 5 ms is a stall the dispatcher made itself), its loop passes, and the runs
+// of the VM kernel's kdamond thread, which hold a vCPU for up to ~20 ms
+// every ~0.5 s (bench/kernel_thread_probe.h), with the figures of the pings
+// none of them overlapped. Reports; asserts nothing.
+// With SNAPSHOT_BENCH_TRACE set it also prints each snapshot's times, every
+// kdamond run and every ping slower than 5 ms, with its CLOCK_MONOTONIC send
+// time to line up with `perf sched record -k CLOCK_MONOTONIC`.
 #include <stdio.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -31,6 +36,7 @@
 
 #include "bench/latency.h"
 #include "bench/ping_probe.h"
+#include "bench/snapshot_phase.h"
 #include "bench/registry.h"
 #include "common/flag_parser.h"
 #include "common/log.h"
@@ -49,23 +55,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace builders = state::testing;
-
-struct SnapshotFlags {
-  uint64_t entities = 1000000;
-  uint64_t seconds = 15;  // per phase
-  uint64_t hz = 1000;
-  uint64_t writes_per_s = 1000;
-  uint64_t snapshot_every = 1000;
-  std::string phases = "floor,background,inline";
-  std::string work_dir;  // empty: a temp dir
-  bool synchronous_full = true;
-  uint64_t checkpoint_wal_frames = 0;  // 0: the store's default
-};
-
-uint64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -131,22 +120,6 @@ struct Interval {
   uint64_t start_ns, end_ns;
 };
 
-struct PhaseResult {
-  std::vector<PingSample> pings;
-  std::vector<reactor::SnapshotOutcome> snapshots;
-  uint64_t writes = 0;
-  uint64_t commits = 0, commits_over_5ms = 0, commits_over_25ms = 0;
-  // The loop's own busy passes (reactor/loop_pass_meter.h): whether the
-  // dispatcher held a reply, apart from the pinger's own scheduling.
-  uint64_t passes = 0, passes_over_5ms = 0, passes_over_10ms = 0, longest_pass_us = 0;
-  // WAL restarts by the checkpointer's write and by a commit on the loop
-  // (whose header fsync holds the loop); the loop thread's involuntary
-  // context switches: the scheduler, not the dispatcher, held it then.
-  uint64_t wal_restarts_pool = 0, wal_restarts_loop = 0;
-  long loop_preemptions = 0;
-  double startup_s = 0;
-  long max_rss_kb = 0;
-};
 
 // Values of `histogram` in buckets wholly above `seconds` (one of its bounds).
 uint64_t CountAbove(const reactor::Histogram& histogram, double seconds) {
@@ -215,40 +188,9 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
   const kj::Executor* executor = executor_promise.get_future().get();
   result.startup_s = SecondsSince(start);
 
-  std::atomic<bool> stop{false};
-  std::thread writer([&]() {
-    capnp::EzRpcClient client(address.c_str());
-    auto& ws = client.getWaitScope();
-    auto dispatcher = client.getMain<rpc::Gateway>().authenticateRequest().send().wait(ws).getDispatcher();
-    const uint64_t period_ns = 1000000000ull / std::max<uint64_t>(flags.writes_per_s, 1);
-    uint64_t next = NowNs();
-    uint64_t i = 0;
-    while (!stop.load()) {
-      // Ten writes in flight per burst: a steady rate, not a flood.
-      kj::Vector<kj::Promise<void>> calls;
-      for (int k = 0; k < 10; ++k) {
-        auto request = dispatcher.getOrRegisterDatasetRequest();
-        const std::string definition = "snapshot-bench-" + std::to_string(NowNs()) + "-" + std::to_string(i++);
-        request.setDefinition(AsData(definition));
-        calls.add(request.send().ignoreResult());
-      }
-      kj::joinPromises(calls.releaseAsArray()).wait(ws);
-      result.writes += 10;
-      next += 10 * period_ns;
-      const uint64_t now = NowNs();
-      if (next > now) std::this_thread::sleep_for(std::chrono::nanoseconds(next - now));
-    }
-  });
-
   long preemptions_before = 0;
   executor->executeSync([&]() { preemptions_before = ThreadPreemptions(); });
-  {
-    PingProbe probe(address, flags.hz);
-    std::this_thread::sleep_for(std::chrono::seconds(flags.seconds));
-    result.pings = probe.Stop();
-  }
-  stop = true;
-  writer.join();
+  DriveLoad(address, flags, result);
   executor->executeSync([&]() {
     const reactor::Histogram& commit = server_ptr->durable().histograms().commit_seconds;
     result.commits = commit.count();
@@ -271,13 +213,19 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
   return result;
 }
 
+bool Overlaps(const PingSample& p, const std::vector<Interval>& intervals) {
+  for (const Interval& s : intervals) {
+    if (p.scheduled_ns <= s.end_ns && p.done_ns >= s.start_ns) return true;
+  }
+  return false;
+}
+
+// The pings that overlap `during` (inside) or do not, less those that
+// overlap `skip`.
 PingFigures Summarize(const std::vector<PingSample>& pings, const std::vector<Interval>& during,
-                      bool inside) {
+                      bool inside, const std::vector<Interval>& skip = {}) {
   return SummarizePings(pings, [&](const PingSample& p) {
-    for (const Interval& s : during) {
-      if (p.scheduled_ns <= s.end_ns && p.done_ns >= s.start_ns) return inside;
-    }
-    return !inside;
+    return !Overlaps(p, skip) && Overlaps(p, during) == inside;
   });
 }
 
@@ -308,7 +256,23 @@ int RunSnapshotBench(int argc, char** argv) {
                  "WAL frames that make a checkpoint due (0: the store's default, 2048): smaller "
                  "checkpoints write back less at a time",
                  &flags.checkpoint_wal_frames, 0, 1u << 30);
+  parser.AddString("dispatcher", "WHERE",
+                   "process: the real dispatcher binary, a process of its own (figures from its "
+                   "/metrics and log); thread: in this process, on a thread of its own",
+                   &flags.dispatcher);
+  parser.AddString("dispatcher-flags", "FLAGS",
+                   "--dispatcher=process: more flags for the dispatcher, space-separated (e.g. "
+                   "\"--inline-sync-records=0\"); they come last, so they win",
+                   &flags.dispatcher_flags);
   ParseFlagsOrExit(parser, argc, argv);
+  if (flags.dispatcher != "process" && flags.dispatcher != "thread") {
+    fprintf(stderr, "dispatch-bench snapshot: --dispatcher is process or thread\n");
+    return 2;
+  }
+  if (flags.dispatcher == "process" && flags.checkpoint_wal_frames != 0) {
+    fprintf(stderr, "dispatch-bench snapshot: --checkpoint-wal-frames needs --dispatcher=thread\n");
+    return 2;
+  }
   SetLogLevel(LogLevel::kWarning);
 
   std::unique_ptr<testing::TempDir> temp;
@@ -321,7 +285,8 @@ int RunSnapshotBench(int argc, char** argv) {
   BuildState(dir, flags.entities);
   printf("\nsnapshot: state of %llu entities built and snapshotted in %.1f s\n",
          static_cast<unsigned long long>(flags.entities), SecondsSince(start));
-  printf("%llu s per phase, pings at %llu Hz, %llu writes/s, --snapshot-every=%llu\n",
+  printf("dispatcher in %s; %llu s per phase, pings at %llu Hz, %llu writes/s, --snapshot-every=%llu\n",
+         flags.dispatcher == "thread" ? "a thread of this process" : "a process of its own",
          static_cast<unsigned long long>(flags.seconds), static_cast<unsigned long long>(flags.hz),
          static_cast<unsigned long long>(flags.writes_per_s),
          static_cast<unsigned long long>(flags.snapshot_every));
@@ -331,7 +296,9 @@ int RunSnapshotBench(int argc, char** argv) {
     if (flags.phases.find(phase) == std::string::npos) continue;
     const bool floor = std::string(phase) == "floor";
     const bool background = std::string(phase) == "background";
-    PhaseResult r = RunPhase(dir, flags, floor ? 0 : flags.snapshot_every, background);
+    const uint64_t every = floor ? 0 : flags.snapshot_every;
+    PhaseResult r = flags.dispatcher == "thread" ? RunPhase(dir, flags, every, background)
+                                                  : RunPhaseInProcess(dir, flags, every, background);
     std::vector<Interval> intervals;
     uint64_t ok = 0, failed = 0, bytes = 0, applied = 0;
     double sum_catch_up_ms = 0, sum_write_ms = 0;
@@ -357,6 +324,10 @@ int RunSnapshotBench(int argc, char** argv) {
                 (sn.started_ns - t0) / 1e9, (sn.started_ns + sn.total_micros * 1000 - t0) / 1e9,
                 sn.catch_up_micros / 1e3, sn.write_micros / 1e3, sn.status.ToString().c_str());
       }
+      for (const KernelThreadRun& run : r.kdamond_runs) {
+        fprintf(stderr, "kdamond ran %.1f ms within %.3f-%.3f\n", run.ran_ns / 1e6,
+                (run.start_ns - t0) / 1e9, (run.end_ns - t0) / 1e9);
+      }
       for (const PingSample& p : r.pings) {
         if (p.done_ns > p.scheduled_ns + 5000000) {
           fprintf(stderr, "slow ping at %.3f: %.1f ms (monotonic %.6f s)\n",
@@ -365,8 +336,9 @@ int RunSnapshotBench(int argc, char** argv) {
         }
       }
     }
-    printf("%s (dispatcher start %.1f s, %llu writes, peak RSS of the bench process %.0f MB):\n",
-           phase, r.startup_s, static_cast<unsigned long long>(r.writes), r.max_rss_kb / 1024.0);
+    printf("%s (dispatcher start %.1f s, %llu writes, peak RSS of the %s %.0f MB):\n", phase,
+           r.startup_s, static_cast<unsigned long long>(r.writes),
+           flags.dispatcher == "thread" ? "bench process" : "dispatcher", r.max_rss_kb / 1024.0);
     printf("  loop-thread commits: %llu, over 5 ms: %llu, over 25 ms: %llu; WAL restarts: %llu by "
            "the checkpointer, %llu by a loop commit\n",
            static_cast<unsigned long long>(r.commits),
@@ -379,11 +351,29 @@ int RunSnapshotBench(int argc, char** argv) {
            static_cast<unsigned long long>(r.passes), r.longest_pass_us / 1000.0,
            static_cast<unsigned long long>(r.passes_over_5ms),
            static_cast<unsigned long long>(r.passes_over_10ms), r.loop_preemptions);
+    std::vector<Interval> kdamond;
+    uint64_t longest_kdamond_ns = 0;
+    for (const KernelThreadRun& run : r.kdamond_runs) {
+      kdamond.push_back({run.start_ns, run.end_ns});
+      longest_kdamond_ns = std::max(longest_kdamond_ns, run.ran_ns);
+    }
+    if (r.kdamond_found) {
+      printf("  kdamond (the VM kernel's memory monitor) ran 1 ms or more %zu times, longest %.1f ms; "
+             "%zu pings overlapped one\n",
+             kdamond.size(), longest_kdamond_ns / 1e6,
+             static_cast<size_t>(std::count_if(r.pings.begin(), r.pings.end(), [&](const PingSample& p) {
+               return Overlaps(p, kdamond);
+             })));
+    }
     if (floor) {
       PrintRow("no snapshots", Summarize(r.pings, {}, false));
+      if (r.kdamond_found) PrintRow("no snapshots, no kdamond run", Summarize(r.pings, {}, false, kdamond));
       continue;
     }
     PrintRow("during snapshots", Summarize(r.pings, intervals, true));
+    if (r.kdamond_found) {
+      PrintRow("during snapshots, no kdamond run", Summarize(r.pings, intervals, true, kdamond));
+    }
     PrintRow("between snapshots", Summarize(r.pings, intervals, false));
     printf("  snapshots: %llu written, %llu failed; size %.1f MB; duration mean %.0f ms, max %.0f ms",
            static_cast<unsigned long long>(ok), static_cast<unsigned long long>(failed), bytes / 1e6,
@@ -395,11 +385,16 @@ int RunSnapshotBench(int argc, char** argv) {
     }
     printf("\n");
     if (background) {
-      const PingFigures during = Summarize(r.pings, intervals, true);
-      printf("  target p99.9 < 5 ms and max < 20 ms during snapshots: %s\n",
-             during.pings > 0 && during.unanswered == 0 && during.p999_ms < 5 && during.max_ms < 20
-                 ? "met"
-                 : "NOT met");
+      auto met = [](const PingFigures& f) {
+        return f.pings > 0 && f.unanswered == 0 && f.p999_ms < 5 && f.max_ms < 20 ? "met" : "NOT met";
+      };
+      printf("  target p99.9 < 5 ms and max < 20 ms during snapshots: %s",
+             met(Summarize(r.pings, intervals, true)));
+      if (r.kdamond_found) {
+        printf("; for the pings no kdamond run overlapped: %s",
+               met(Summarize(r.pings, intervals, true, kdamond)));
+      }
+      printf("\n");
     }
   }
   return 0;
@@ -409,4 +404,42 @@ DISPATCH_BENCH("snapshot", "ping latency while snapshots of a 1M-entity state ru
                RunSnapshotBench);
 
 }  // namespace
+
+void DriveLoad(const std::string& address, const SnapshotFlags& flags, PhaseResult& result) {
+  std::atomic<bool> stop{false};
+  std::thread writer([&]() {
+    capnp::EzRpcClient client(address.c_str());
+    auto& ws = client.getWaitScope();
+    auto dispatcher = client.getMain<rpc::Gateway>().authenticateRequest().send().wait(ws).getDispatcher();
+    const uint64_t period_ns = 1000000000ull / std::max<uint64_t>(flags.writes_per_s, 1);
+    uint64_t next = MonotonicNs();
+    uint64_t i = 0;
+    while (!stop.load()) {
+      // Ten writes in flight per burst: a steady rate, not a flood.
+      kj::Vector<kj::Promise<void>> calls;
+      for (int k = 0; k < 10; ++k) {
+        auto request = dispatcher.getOrRegisterDatasetRequest();
+        const std::string definition = "snapshot-bench-" + std::to_string(MonotonicNs()) + "-" + std::to_string(i++);
+        request.setDefinition(AsData(definition));
+        calls.add(request.send().ignoreResult());
+      }
+      kj::joinPromises(calls.releaseAsArray()).wait(ws);
+      result.writes += 10;
+      next += 10 * period_ns;
+      const uint64_t now = MonotonicNs();
+      if (next > now) std::this_thread::sleep_for(std::chrono::nanoseconds(next - now));
+    }
+  });
+  {
+    KernelThreadProbe kdamond("kdamond");
+    PingProbe probe(address, flags.hz);
+    std::this_thread::sleep_for(std::chrono::seconds(flags.seconds));
+    result.pings = probe.Stop();
+    result.kdamond_found = kdamond.found();
+    result.kdamond_runs = kdamond.Stop();
+  }
+  stop = true;
+  writer.join();
+}
+
 }  // namespace dispatch::bench
