@@ -158,7 +158,8 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "with --synchronous=full, a group commit of at most N records is fsynced on the "
                  "loop thread (a nearly idle loop has nothing to overlap with it, and the thread "
                  "pool's hand-off costs two thread wake-ups), but not while a snapshot, a "
-                 "checkpoint or a snapshot file's unlink runs on the thread pool, nor for 10 s "
+                 "checkpoint, a snapshot file's unlink or a result file's write runs on the "
+                 "thread pool, nor for 10 s "
                  "after any fsync took over 1 ms; larger commits are fsynced on the thread pool. "
                  "0: always the thread pool",
                  &o.durable.inline_sync_max_records, 0, 1u << 20);

@@ -209,6 +209,31 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileASnapshotIsWrittenOnThePool) {
   EXPECT_TRUE(after.poll(io.wait_scope()));
 }
 
+// A file write another component runs on the pool (a closure result's)
+// keeps small commits' fsyncs off the loop until it ends, like a snapshot.
+TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileAnAnnouncedFileWriteRuns) {
+  uvkj::UvAsyncIo io(loop_.get());
+  Opened opened = OpenDeferred(loop_.get(), dir_.path(), 0,
+                               {.snapshot_every = 0,
+                                .inline_sync_max_records = 8,
+                                .inline_sync_max_micros = 3600ull * 1000 * 1000});
+  DurableState& durable = *opened.durable;
+  durable.BeginPoolFileWrite();
+  EXPECT_TRUE(durable.disk_busy());
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
+  auto during = durable.Barrier();
+  durable.CommitPass();
+  EXPECT_EQ(durable.stats().inline_syncs, 0u);
+  during.wait(io.wait_scope());
+
+  durable.EndPoolFileWrite();
+  EXPECT_FALSE(durable.disk_busy());
+  ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
+  durable.CommitPass();
+  EXPECT_EQ(durable.stats().inline_syncs, 1u);
+  EXPECT_TRUE(durable.all_durable());
+}
+
 // Fsynced on the loop or on the pool, a failed fsync is the same fail-stop:
 // nothing it covered is acknowledged.
 TEST_F(DeferredSyncTest, AFailedInlineFsyncIsFailStopAndNothingItCoveredIsAcknowledged) {
