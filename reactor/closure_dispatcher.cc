@@ -26,6 +26,7 @@ ClosureDispatcher::ClosureDispatcher(uv_loop_t* loop, DurableState& durable,
                                      WorkerRegistry& workers, ClosureOptions options)
     : loop_(loop),
       durable_(durable),
+      durable_file_writes_(durable.pool_file_writes()),
       workers_(workers),
       options_(options),
       deadline_timer_(loop, this, uv_timer_init),

@@ -373,6 +373,10 @@ class ClosureDispatcher final : public kj::Refcounted {
 
   uv_loop_t* const loop_;
   DurableState& durable_;
+  // Result file writes running on the pool, counted with DurableState: its
+  // fsyncs stay off the loop meanwhile. Declared before tasks_, whose
+  // writes lower it as they end.
+  const std::shared_ptr<uint64_t> durable_file_writes_;
   WorkerRegistry& workers_;
   const ClosureOptions options_;
   std::map<uint64_t, LiveEntry> live_;     // by worker id

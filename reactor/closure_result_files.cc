@@ -82,14 +82,14 @@ void ClosureDispatcher::StartFileWrites() {
     file_writes_queued_.pop_front();
     if (!next.fulfiller->isWaiting()) continue;  // its call went away meanwhile
     ++file_writes_running_;
-    durable_.BeginPoolFileWrite();
+    ++*durable_file_writes_;
     auto fulfiller = std::make_shared<kj::Own<kj::PromiseFulfiller<std::string>>>(kj::mv(next.fulfiller));
     AddTask(result_files_.Run(std::move(next.work))
                 .then([fulfiller](std::string crc) { (*fulfiller)->fulfill(kj::mv(crc)); },
                       [fulfiller](kj::Exception&& e) { (*fulfiller)->reject(kj::mv(e)); })
                 .attach(kj::defer([this]() {
                   --file_writes_running_;
-                  durable_.EndPoolFileWrite();
+                  --*durable_file_writes_;
                   if (!closed_) StartFileWrites();
                 })));
   }

@@ -494,7 +494,7 @@ void DurableState::RemoveSnapshotFiles(const std::vector<std::string>& names) {
 
 bool DurableState::disk_busy() const {
   return snapshot_in_flight() || checkpoint_.in_flight() || *unlinks_in_flight_ > 0 ||
-         pool_file_writes_ > 0;
+         *pool_file_writes_ > 0;
 }
 
 void DurableState::set_snapshot_fault_for_testing(SnapshotFault fault) {

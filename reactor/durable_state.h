@@ -353,10 +353,10 @@ class DurableState {
   // I/O (ext4's ordered journal writes the other files' data first), so it
   // does not run on the loop meanwhile.
   bool disk_busy() const;
-  // Another component's file write (a closure result file) runs on the
-  // thread pool from Begin to End. Calls pair up.
-  void BeginPoolFileWrite() { ++pool_file_writes_; }
-  void EndPoolFileWrite() { --pool_file_writes_; }
+  // The count of another component's file writes (closure result files)
+  // running on the thread pool: it raises it as one starts and lowers it as
+  // one ends. Shared, so that it may outlive either side.
+  std::shared_ptr<uint64_t> pool_file_writes() const { return pool_file_writes_; }
   // Test hook: the next WAL fsync fails (fail-stop follows).
   void fail_next_sync_for_testing() { fail_next_sync_ = true; }
   // The shutdown step before the Store closes: starts no more background
@@ -446,7 +446,7 @@ class DurableState {
   // Snapshot files being unlinked on the thread pool. Shared with each
   // request, which may come back after this object is gone.
   std::shared_ptr<uint64_t> unlinks_in_flight_ = std::make_shared<uint64_t>(0);
-  uint64_t pool_file_writes_ = 0;  // BeginPoolFileWrite() not yet ended
+  std::shared_ptr<uint64_t> pool_file_writes_ = std::make_shared<uint64_t>(0);
   bool open_written_ = false;
   // The WAL fsync in flight (at most one) and the group it makes durable.
   struct SyncJob;

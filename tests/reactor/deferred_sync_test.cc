@@ -218,7 +218,8 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileAnAnnouncedFileWriteRuns) {
                                 .inline_sync_max_records = 8,
                                 .inline_sync_max_micros = 3600ull * 1000 * 1000});
   DurableState& durable = *opened.durable;
-  durable.BeginPoolFileWrite();
+  std::shared_ptr<uint64_t> file_writes = durable.pool_file_writes();
+  ++*file_writes;
   EXPECT_TRUE(durable.disk_busy());
   ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
   auto during = durable.Barrier();
@@ -226,7 +227,7 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileAnAnnouncedFileWriteRuns) {
   EXPECT_EQ(durable.stats().inline_syncs, 0u);
   during.wait(io.wait_scope());
 
-  durable.EndPoolFileWrite();
+  --*file_writes;
   EXPECT_FALSE(durable.disk_busy());
   ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
   durable.CommitPass();
