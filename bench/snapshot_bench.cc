@@ -14,7 +14,7 @@
 // [start, recorded]. It also prints the dispatcher's slow commits (its
 // commit_seconds histogram: a commit runs on the loop thread, so one over
 // 5 ms is a stall the dispatcher made itself), its loop passes, and the runs
-// of the VM kernel's kdamond thread, which hold a vCPU for up to ~20 ms
+// of the VM kernel's kdamond thread, which hold a vCPU for up to ~30 ms
 // every ~0.5 s (bench/kernel_thread_probe.h), with the figures of the pings
 // none of them overlapped. Reports; asserts nothing.
 // With SNAPSHOT_BENCH_TRACE set it also prints each snapshot's times, every
@@ -289,6 +289,10 @@ int RunSnapshotBench(int argc, char** argv) {
   ParseFlagsOrExit(parser, argc, argv);
   if (flags.dispatcher != "process" && flags.dispatcher != "thread") {
     fprintf(stderr, "dispatch-bench snapshot: --dispatcher is process or thread\n");
+    return 2;
+  }
+  if (flags.dispatcher == "thread" && !flags.dispatcher_flags.empty()) {
+    fprintf(stderr, "dispatch-bench snapshot: --dispatcher-flags needs --dispatcher=process\n");
     return 2;
   }
   if (flags.dispatcher == "process" && flags.checkpoint_wal_frames != 0) {
