@@ -105,10 +105,19 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
 
   // One reportClosures call carries at most this many reports, and result
   // and error bytes up to the dispatcher's max result bytes (this when it
-  // did not say), counting each report as this much more.
+  // did not say) and kMaxReportBatchBytes, counting each report as this much
+  // more; the first report always goes, whatever its size.
   static constexpr size_t kMaxReportsPerCall = 8192;
   static constexpr uint64_t kDefaultReportBytes = 32ull << 20;
   static constexpr uint64_t kReportOverheadBytes = 64;
+  // Reports of several results are batched up to 15 MiB, not up to the
+  // result limit (32 MiB): the dispatcher reads each message into one array
+  // of its size, and past 16 MiB (its M_MMAP_THRESHOLD) that array is mapped,
+  // zeroed by the kernel and unmapped for every message, on its loop thread.
+  // With 4 MiB results batched seven to a call that zeroing was about 30% of
+  // the loop's time; batched three to a call it left the profile
+  // (`dispatch-bench results --bytes=4194304`, perf on the loop thread).
+  static constexpr uint64_t kMaxReportBatchBytes = 15ull << 20;
   void taskFailed(kj::Exception&& exception) override;
 
   LoopThread& loop_thread_;
