@@ -4,6 +4,8 @@
 #include <time.h>
 
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <string>
 
 namespace dispatch::bench {
@@ -23,6 +25,17 @@ uint64_t ProcessCpuNanos(pid_t pid) {
   }
   closedir(tasks);
   return total;
+}
+
+long ProcStatusField(const std::string& status_path, const char* key) {
+  std::ifstream in(status_path);
+  const size_t length = strlen(key);
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() > length && line.compare(0, length, key) == 0 && line[length] == ':') {
+      return std::stol(line.substr(length + 1));
+    }
+  }
+  return -1;
 }
 
 uint64_t SelfCpuNanos() {

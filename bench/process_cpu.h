@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace dispatch::bench {
@@ -17,6 +18,11 @@ uint64_t ProcessCpuNanos(pid_t pid);
 // The same for this process (CLOCK_PROCESS_CPUTIME_ID: every thread, ended
 // ones included).
 uint64_t SelfCpuNanos();
+
+// A numeric field of a /proc status file (/proc/PID/status,
+// /proc/PID/task/TID/status): "VmRSS" gives 123 for "VmRSS:   123 kB"; -1
+// when the file or the field is missing.
+long ProcStatusField(const std::string& status_path, const char* key);
 
 // CPU of a fixed set of processes between Start() and Stop().
 class CpuMeter {

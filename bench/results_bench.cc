@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "bench/ping_probe.h"
+#include "bench/process_cpu.h"
 #include "bench/registry.h"
 #include "clients/pattern_bytes.h"
 #include "common/flag_parser.h"
@@ -53,11 +53,8 @@ struct ResultsFlags {
 double MiB(uint64_t bytes) { return bytes / 1048576.0; }
 
 uint64_t RssBytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
+  const long kib = ProcStatusField("/proc/" + std::to_string(pid) + "/status", "VmRSS");
+  return kib < 0 ? 0 : static_cast<uint64_t>(kib) * 1024;
 }
 
 double Seconds(Clock::time_point since) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "bench/latency.h"
+#include "bench/process_cpu.h"
 #include "bench/snapshot_phase.h"
 #include "tests/support/dispatcher_process.h"
 #include "tests/support/http_get.h"
@@ -34,17 +35,6 @@ uint64_t Sample(const std::string& page, const std::string& name) {
 // Observations of histogram `name` above `le` (one of its bounds, as printed).
 uint64_t CountAbove(const std::string& page, const std::string& name, const char* le) {
   return Sample(page, name + "_count") - Sample(page, name + "_bucket{le=\"" + le + "\"}");
-}
-
-// A "Key:   123 kB"-style field of /proc/PID[/task/TID]/status; -1 if absent.
-long StatusField(const std::string& path, const char* key) {
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(key, 0) == 0 && line.size() > strlen(key) && line[strlen(key)] == ':') {
-      return std::stol(line.substr(strlen(key) + 1));
-    }
-  }
-  return -1;
 }
 
 // CLOCK_REALTIME less CLOCK_MONOTONIC, in nanoseconds.
@@ -136,7 +126,7 @@ PhaseResult RunPhaseInProcess(const std::string& dir, const SnapshotFlags& flags
   // The loop runs on the dispatcher's main thread, whose task id is its pid.
   const std::string pid = std::to_string(dispatcher.process().pid());
   const std::string loop_status = "/proc/" + pid + "/task/" + pid + "/status";
-  const long preemptions_before = StatusField(loop_status, "nonvoluntary_ctxt_switches");
+  const long preemptions_before = ProcStatusField(loop_status, "nonvoluntary_ctxt_switches");
 
   DriveLoad(dispatcher.address().substr(strlen("tcp:")), flags, result);
   const uint64_t phase_end_ns = MonotonicNs();
@@ -154,8 +144,8 @@ PhaseResult RunPhaseInProcess(const std::string& dir, const SnapshotFlags& flags
   result.wal_restarts_pool = Sample(page, "dispatch_wal_restarts_total{thread=\"pool\"}");
   result.wal_restarts_loop = Sample(page, "dispatch_wal_restarts_total{thread=\"loop\"}");
   result.loop_preemptions =
-      StatusField(loop_status, "nonvoluntary_ctxt_switches") - preemptions_before;
-  result.max_rss_kb = StatusField("/proc/" + pid + "/status", "VmHWM");
+      ProcStatusField(loop_status, "nonvoluntary_ctxt_switches") - preemptions_before;
+  result.max_rss_kb = ProcStatusField("/proc/" + pid + "/status", "VmHWM");
   if (!dispatcher.Terminate(std::chrono::minutes(5))) {
     throw std::runtime_error("the dispatcher did not stop within 5 minutes of SIGTERM");
   }
