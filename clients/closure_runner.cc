@@ -297,7 +297,7 @@ void ClosureRunner::Flush() {
   // fit in the same limit (the first always goes); the rest wait for the
   // next call, which follows this one's reply.
   const uint64_t limit = link_->max_result_bytes();
-  const uint64_t budget = std::min(limit > 0 ? limit : kDefaultReportBytes, kMaxReportBatchBytes);
+  const uint64_t budget = limit > 0 ? std::min(limit, kMaxReportBatchBytes) : kMaxReportBatchBytes;
   uint64_t bytes = 0;
   size_t take = 0;
   for (Outcome& outcome : batch) {

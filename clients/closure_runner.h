@@ -104,11 +104,10 @@ class ClosureRunner final : public kj::TaskSet::ErrorHandler {
   void LimitOutcome(Outcome& outcome, uint64_t max_result_bytes);
 
   // One reportClosures call carries at most this many reports, and result
-  // and error bytes up to the dispatcher's max result bytes (this when it
-  // did not say) and kMaxReportBatchBytes, counting each report as this much
-  // more; the first report always goes, whatever its size.
+  // and error bytes up to the dispatcher's max result bytes (when it said
+  // one) and kMaxReportBatchBytes, counting each report as this much more;
+  // the first report always goes, whatever its size.
   static constexpr size_t kMaxReportsPerCall = 8192;
-  static constexpr uint64_t kDefaultReportBytes = 32ull << 20;
   static constexpr uint64_t kReportOverheadBytes = 64;
   // Reports of several results are batched up to 15 MiB, not up to the
   // result limit (32 MiB): the dispatcher reads each message into one array
