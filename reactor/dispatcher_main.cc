@@ -159,8 +159,8 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "loop thread (a nearly idle loop has nothing to overlap with it, and the thread "
                  "pool's hand-off costs two thread wake-ups), but not while a snapshot, a "
                  "checkpoint, a snapshot file's unlink or a result file's write runs on the "
-                 "thread pool, nor for 10 s "
-                 "after any fsync took over 1 ms; larger commits are fsynced on the thread pool. "
+                 "thread pool, nor while more than one of the last 128 such small commits' "
+                 "fsyncs took over 1 ms; larger commits are fsynced on the thread pool. "
                  "0: always the thread pool",
                  &o.durable.inline_sync_max_records, 0, 1u << 20);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,

@@ -46,7 +46,12 @@ std::string EncodeUpdate(journal::Update::Reader update) {
 }
 
 DurableState::DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options)
-    : loop_(loop), store_(store), options_(options), sync_(loop), checkpoint_(loop) {}
+    : loop_(loop),
+      store_(store),
+      options_(options),
+      small_fsyncs_(options.inline_sync_max_micros * 1000, options.inline_sync_window),
+      sync_(loop),
+      checkpoint_(loop) {}
 
 // The members give their pool work up (a checkpoint goes on with its own
 // connection until it is done; nothing is lost either way: the WAL and the
@@ -323,6 +328,7 @@ void DurableState::CommitBatch() {
     open_.Absorb(std::move(batch_waiters_));
     open_written_ = true;
     ++commits_unsynced_;
+    records_unsynced_ += records;
     StartSync(records);
   } else if (replicator_ == nullptr) {
     RemoveSnapshotFiles(batch_waiters_.Fulfill());
@@ -545,6 +551,7 @@ struct DurableState::SyncJob final : public uvkj::PoolJob {
   std::unique_ptr<storage::WalSyncer> syncer;
   Status result = InternalError("the WAL fsync did not run");
   uint64_t fsync_ns = 0;
+  uint64_t records = 0;  // in the commits it covers
 };
 
 void DurableState::StartSync(size_t records) {
@@ -559,10 +566,12 @@ void DurableState::StartSync(size_t records) {
   syncing_ = std::move(open_);
   auto job = std::make_unique<SyncJob>();
   job->syncer = std::move(syncer_);
+  job->records = records_unsynced_;
+  records_unsynced_ = 0;
   sync_start_ns_ = uv_hrtime();
   sync_seq_ = store_.last_seq();
   const bool inline_sync = records > 0 && records <= options_.inline_sync_max_records &&
-                           uv_hrtime() >= inline_sync_not_before_ns_ && !disk_busy();
+                           small_fsyncs_.quick() && !disk_busy();
   if (inline_sync) {
     ++stats_.inline_syncs;
     job->Run();
@@ -578,9 +587,9 @@ void DurableState::StartSync(size_t records) {
 
 void DurableState::OnSyncDone(std::unique_ptr<SyncJob> job) {
   syncer_ = std::move(job->syncer);
-  if (job->fsync_ns > options_.inline_sync_max_micros * 1000) {
-    inline_sync_not_before_ns_ = uv_hrtime() + options_.inline_sync_quiet_ms * 1000000;
-  }
+  // Only small commits tell whether the loop's next fsync would be quick:
+  // a large one's takes long by its size alone.
+  if (job->records <= options_.inline_sync_max_records) small_fsyncs_.Add(job->fsync_ns);
   if (!job->result.ok()) {
     // Never retried: after a failed fsync the kernel may have dropped the
     // dirty pages, so a later success would prove nothing.

@@ -35,6 +35,7 @@
 #include "reactor/histogram.h"
 #include "reactor/journal_replicator.h"
 #include "reactor/result_reads.h"
+#include "reactor/slow_fsync_window.h"
 #include "reactor/snapshot_replica.h"
 #include "reactor/uvkj/pool_work.h"
 #include "reactor/uvkj/repeating_timer.h"
@@ -77,21 +78,20 @@ struct DurableStateOptions {
   // Called on the loop thread after every snapshot attempt (benchmarks, tests).
   std::function<void(const SnapshotOutcome&)> snapshot_observer = {};
   // With a deferred fsync: a group commit of at most this many records is
-  // fsynced on the loop thread, right after its write, unless an fsync took
-  // more than inline_sync_max_micros in the last inline_sync_quiet_ms or
-  // our own heavy writes run on the pool (disk_busy()). Such a loop is
+  // fsynced on the loop thread, right after its write, unless our own heavy
+  // writes run on the pool (disk_busy()) or more than one of the last
+  // inline_sync_window fsyncs of such small commits (on the loop or the
+  // pool) took over inline_sync_max_micros (SlowFsyncWindow). Such a loop is
   // nearly idle: it has no work to overlap with the fsync, and handing it
   // to the thread pool and back costs two thread wake-ups, more than a
   // quick fsync itself on an idle machine. Larger commits (a busy loop) and
-  // a disk that was slow lately keep the fsync off the loop. DESIGN.md
-  // allows both: once per loop pass, or the pool. 0: always the thread pool.
+  // a disk that is slow lately keep the fsync off the loop, where it would
+  // hold every reply while it lasts. DESIGN.md allows both: once per loop
+  // pass, or the pool. 0: always the thread pool.
   uint64_t inline_sync_max_records = 0;
   uint64_t inline_sync_max_micros = 1000;
-  // After an fsync slower than inline_sync_max_micros, none runs on the
-  // loop for this long: a disk that stalled once tends to again (its
-  // journal commits, another process's writeback), and an fsync on the loop
-  // holds every reply while it lasts.
-  uint64_t inline_sync_quiet_ms = 10000;
+  // 0: slowness is not looked at (tests).
+  size_t inline_sync_window = 128;
   // Appended to the refusal of an update larger than a journal record, to
   // say where the limit comes from (HA mode: one etcd transaction).
   std::string record_limit_reason = {};
@@ -441,8 +441,9 @@ class DurableState {
   DurableWaiters open_;
   uint64_t sync_start_ns_ = 0;  // the running deferred fsync's start
   uint64_t sync_seq_ = 0;       // the last record written before it began
-  // uv_hrtime() before which no fsync runs on the loop (a slow one was seen).
-  uint64_t inline_sync_not_before_ns_ = 0;
+  // The recent fsyncs of small commits: while more than one was slow, none
+  // runs on the loop.
+  SlowFsyncWindow small_fsyncs_;
   // Snapshot files being unlinked on the thread pool. Shared with each
   // request, which may come back after this object is gone.
   std::shared_ptr<uint64_t> unlinks_in_flight_ = std::make_shared<uint64_t>(0);
@@ -456,6 +457,7 @@ class DurableState {
   uvkj::PoolWork<SyncJob> sync_;
   DurableWaiters syncing_;
   uint64_t commits_unsynced_ = 0;  // commits open_ covers
+  uint64_t records_unsynced_ = 0;  // their records
   // Owned here while idle, by the job while it runs; null: Store syncs itself.
   std::unique_ptr<storage::WalSyncer> syncer_;
   bool fail_next_sync_ = false;
