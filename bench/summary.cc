@@ -1,5 +1,6 @@
 #include "bench/summary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -61,7 +62,9 @@ std::string FigureJson(const Figure& f) {
       << ",\"target\":" << Quoted(f.target_text) << ",\"target_value\":" << Number(f.target)
       << ",\"at_least\":" << (f.at_least ? "true" : "false")
       << ",\"target_on_ratio\":" << (f.target_on_ratio ? "true" : "false")
-      << ",\"met\":" << (f.met() ? "true" : "false") << "}";
+      << ",\"met\":" << (f.met() ? "true" : "false") << ",\"runs\":" << f.runs
+      << ",\"judged_min\":" << Number(f.judged_min) << ",\"judged_max\":" << Number(f.judged_max)
+      << "}";
   return out.str();
 }
 
@@ -91,6 +94,30 @@ std::vector<Figure> ReadFigures(const std::string& path) {
     figures.push_back(f);
   }
   return figures;
+}
+
+std::vector<Figure> MedianFigures(const std::vector<Figure>& reported) {
+  std::vector<std::vector<Figure>> runs;  // per name, in first-seen order
+  for (const Figure& f : reported) {
+    auto same = std::find_if(runs.begin(), runs.end(),
+                             [&](const std::vector<Figure>& r) { return r[0].figure == f.figure; });
+    if (same == runs.end()) {
+      runs.push_back({f});
+    } else {
+      same->push_back(f);
+    }
+  }
+  std::vector<Figure> medians;
+  for (std::vector<Figure>& r : runs) {
+    std::sort(r.begin(), r.end(),
+              [](const Figure& a, const Figure& b) { return a.judged() < b.judged(); });
+    Figure median = r[(r.size() - 1) / 2];
+    median.runs = r.size();
+    median.judged_min = r.front().judged();
+    median.judged_max = r.back().judged();
+    medians.push_back(median);
+  }
+  return medians;
 }
 
 }  // namespace dispatch::bench

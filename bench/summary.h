@@ -23,7 +23,14 @@ struct Figure {
   std::string target_text;  // as the issue puts it: "<= commit + 4 idle hops + 40 us"
 
   double ratio() const { return floor > 0 ? value / floor : 0; }
+  // What the target judges: ratio() when target_on_ratio, else value.
+  double judged() const { return target_on_ratio ? ratio() : value; }
   bool met() const;
+  // Set by MedianFigures: how many runs reported this figure, and the
+  // least and greatest judged() among them.
+  size_t runs = 1;
+  double judged_min = 0;
+  double judged_max = 0;
 };
 
 inline constexpr const char* kSummaryEnv = "DISPATCH_BENCH_SUMMARY";
@@ -34,5 +41,9 @@ std::string FigureJson(const Figure& figure);
 // Reads the figures a file of ReportFigure() lines holds (lines that do not
 // parse are skipped).
 std::vector<Figure> ReadFigures(const std::string& path);
+// One figure per name, in the order names first appear: of the runs that
+// reported it, the one whose judged() is the median (the lower middle one
+// for an even count), whole, so its value, floor and ratio stay of one run.
+std::vector<Figure> MedianFigures(const std::vector<Figure>& reported);
 
 }  // namespace dispatch::bench
