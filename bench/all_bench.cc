@@ -2,9 +2,10 @@
 // of this binary with short settings, the whole sequence --repeat times
 // (issue 19 judges each target on the median of three runs), then one
 // summary of the figures they report (bench/summary.h): per figure the run
-// whose judged figure is the median: value, floor, ratio, target, met. `--json=PATH` writes the summary as a JSON array ("-":
-// stdout), to compare a run with an earlier one. Benchmarks report, never
-// assert: the exit code is 0 unless a bench could not run.
+// whose judged figure is the median: value, floor, ratio, target, met.
+// `--json=PATH` writes the summary as a JSON array ("-": stdout), to compare
+// a run with an earlier one. Benchmarks report, never assert: the exit code
+// is 0 unless a bench could not run.
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,7 +116,8 @@ int RunAll(int argc, char** argv) {
 
   std::vector<Figure> figures = MedianFigures(ReadFigures(summary_path));
   unlink(summary_path.c_str());
-  printf("\n==== summary (%zu figures; each the run whose judged figure, the ratio where the target is on it, is the median)\n",
+  printf("\n==== summary (%zu figures; each the run whose judged figure, the ratio where the "
+         "target is on it, is the median)\n",
          figures.size());
   printf("%-62s %12s %12s %8s  %-32s %-4s %s\n", "figure", "value", "floor", "ratio", "target",
          "met", "runs: judged range");
