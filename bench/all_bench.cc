@@ -40,7 +40,7 @@ std::vector<Step> Steps() {
         "--warmup=100"}},
       // The bench's own 512 MiB a run: with 64 MiB, 1 MiB elements measured
       // mostly the job's start and its tail (38% of raw TCP against 64-98%).
-      {"read", {"read", "--runs=3", "--mib=512"}},
+      {"read", {"read", "--runs=3"}},
       {"dataservice", {"dataservice", "--quick"}},
       {"ping", {"ping", "--runs=3", "--sequential=2000", "--pipelined=20000"}},
       {"results", {"results", "--closures=2000"}},
