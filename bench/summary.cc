@@ -91,9 +91,38 @@ std::vector<Figure> ReadFigures(const std::string& path) {
     f.target = std::strtod(Field(line, "target_value").c_str(), nullptr);
     f.at_least = Field(line, "at_least") == "true";
     f.target_on_ratio = Field(line, "target_on_ratio") == "true";
+    const std::string runs = Field(line, "runs");  // absent in a bench's own lines
+    if (!runs.empty()) {
+      f.runs = std::strtoull(runs.c_str(), nullptr, 10);
+      f.judged_min = std::strtod(Field(line, "judged_min").c_str(), nullptr);
+      f.judged_max = std::strtod(Field(line, "judged_max").c_str(), nullptr);
+    }
     figures.push_back(f);
   }
   return figures;
+}
+
+std::string FiguresMarkdown(const std::vector<Figure>& figures) {
+  auto number = [](double x) {
+    char text[32];
+    snprintf(text, sizeof text, x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : "%.2f", x);
+    return std::string(text);
+  };
+  std::string out =
+      "| figure | value | floor | ratio | target | met | runs: judged range |\n"
+      "| --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const Figure& f : figures) {
+    std::string target = f.target_text;
+    for (size_t at = 0; (at = target.find('|', at)) != std::string::npos; at += 2) {
+      target.replace(at, 1, "\\|");  // a bar would end the cell
+    }
+    out += "| " + f.figure + " | " + number(f.value) + " | " +
+           (f.floor > 0 ? number(f.floor) : "-") + " | " +
+           (f.floor > 0 ? number(f.ratio()) : "-") + " | " + target + " | " +
+           (f.met() ? "yes" : "**no**") + " | " + std::to_string(f.runs) + ": " +
+           number(f.judged_min) + "–" + number(f.judged_max) + " |\n";
+  }
+  return out;
 }
 
 std::vector<Figure> MedianFigures(const std::vector<Figure>& reported) {

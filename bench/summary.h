@@ -39,8 +39,12 @@ void ReportFigure(const Figure& figure);
 // One JSON object: figure, value, floor, ratio, target, met.
 std::string FigureJson(const Figure& figure);
 // Reads the figures a file of ReportFigure() lines holds (lines that do not
-// parse are skipped).
+// parse are skipped), or the JSON array `all --json` writes (one figure a
+// line, with its runs and judged range).
 std::vector<Figure> ReadFigures(const std::string& path);
+// The figures as the README's Markdown table: figure, value, floor, ratio,
+// target, met, runs and the judged range.
+std::string FiguresMarkdown(const std::vector<Figure>& figures);
 // One figure per name, in the order names first appear: of the runs that
 // reported it, the one whose judged() is the median (the lower middle one
 // for an even count), whole, so its value, floor and ratio stay of one run.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,48 @@ TEST(MedianFigures, AnEvenCountTakesTheLowerMiddleAndOneRunIsItsOwnMedian) {
   EXPECT_EQ(medians[1].runs, 1u);
   EXPECT_EQ(medians[1].judged_min, 7);
   EXPECT_EQ(medians[1].judged_max, 7);
+}
+
+TEST(FiguresMarkdown, ARowPerFigureWithItsFloorRatioVerdictAndRange) {
+  Figure met = OnRatio("round trip", 600, 500);
+  met.target = 1.5;
+  met.target_text = "<= commit | 4 hops";
+  met.runs = 3;
+  met.judged_min = 1.1;
+  met.judged_max = 1.3;
+  Figure missed = OnValue("closures/s", 42);
+  const std::string table = FiguresMarkdown({met, missed});
+  EXPECT_NE(table.find("| figure | value | floor | ratio | target | met |"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| round trip | 600 | 500 | 1.20 | <= commit \\| 4 hops | yes | 3: "
+                       "1.10\u2013" "1.30 |"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| closures/s | 42.0 | - | - |  | **no** | 1: 0.00\u2013" "0.00 |"),
+            std::string::npos)
+      << table;
+}
+
+TEST(ReadFigures, ReadsBackTheJsonArrayAllWritesWithRunsAndRange) {
+  Figure f = OnRatio("read 1 MiB", 4000, 4400);
+  f.runs = 3;
+  f.judged_min = 0.8;
+  f.judged_max = 0.95;
+  const std::string path = ::testing::TempDir() + "/figures.json";
+  {
+    std::ofstream out(path);
+    out << "[\n  " << FigureJson(f) << ",\n  " << FigureJson(OnValue("x", 1)) << "\n]\n";
+  }
+  std::vector<Figure> back = ReadFigures(path);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].figure, "read 1 MiB");
+  EXPECT_EQ(back[0].value, 4000);
+  EXPECT_EQ(back[0].floor, 4400);
+  EXPECT_EQ(back[0].runs, 3u);
+  EXPECT_DOUBLE_EQ(back[0].judged_min, 0.8);
+  EXPECT_DOUBLE_EQ(back[0].judged_max, 0.95);
+  EXPECT_EQ(back[1].figure, "x");
+  EXPECT_EQ(back[1].runs, 1u);
 }
 
 }  // namespace
