@@ -34,6 +34,7 @@
 #include "common/flag_parser.h"
 #include "storage/store.h"
 #include "tests/support/dispatcher_process.h"
+#include "tests/support/http_get.h"
 #include "tests/support/subprocess.h"
 
 namespace dispatch::bench {
@@ -138,6 +139,21 @@ void TimeCommits(storage::Store& store, uint64_t count, LatencySamples& samples,
   }
 }
 
+struct SyncCounts {
+  double total = -1;  // -1: no /metrics
+  double on_loop = -1;
+};
+
+// The dispatcher's WAL fsyncs so far, and how many its loop thread ran.
+SyncCounts DispatcherSyncs(const testing::DispatcherProcess& dispatcher) {
+  SyncCounts counts;
+  if (dispatcher.http_url().empty()) return counts;
+  const std::string page = testing::HttpGet(dispatcher.http_url(), "/metrics").body;
+  counts.total = testing::MetricSample(page, "dispatch_journal_sync_seconds_count");
+  counts.on_loop = testing::MetricSample(page, "dispatch_journal_inline_syncs_total");
+  return counts;
+}
+
 int RunClosuresBench(int argc, char** argv) {
   ClosureFlags flags;
   FlagParser parser("dispatch-bench closures",
@@ -222,6 +238,9 @@ int RunClosuresBench(int argc, char** argv) {
   LatencySamples floor;
   LatencySamples floor_asleep;
   Breakdown breakdown;
+  // Where the dispatcher ran its fsyncs meanwhile (--inline-sync-records):
+  // one on the pool costs a round trip two thread hand-offs.
+  const SyncCounts syncs_before = DispatcherSyncs(dispatcher);
   clients::ScheduleOptions traced;
   traced.trace = flags.trace;
   samples.Reserve(flags.sequential);
@@ -245,6 +264,8 @@ int RunClosuresBench(int argc, char** argv) {
     TimeCommits(**floor_store, std::max<uint64_t>(trips / 4, 25), floor);
     TimeCommits(**floor_store, std::max<uint64_t>(trips / 4, 25), floor_asleep, kAsleepUs);
   }
+
+  const SyncCounts syncs_after = DispatcherSyncs(dispatcher);
 
   // 3. The price of a wake-up after an fsync-long sleep.
   WakeupProbe probe = ProbeWakeups(500, kAsleepUs);
@@ -276,6 +297,12 @@ int RunClosuresBench(int argc, char** argv) {
          floor_asleep.PercentileMicros(50), "");
   printf("%-36s %12.1f %12s\n", "round trip p50 minus the floor (us)",
          samples.PercentileMicros(50) - floor.PercentileMicros(50), "");
+  if (syncs_before.total >= 0 && syncs_after.total >= 0) {
+    printf("%-36s %12.0f %12s\n", "  dispatcher fsyncs meanwhile",
+           syncs_after.total - syncs_before.total, "");
+    printf("%-36s %12.0f %12s\n", "  of which on its loop thread",
+           syncs_after.on_loop - syncs_before.on_loop, "");
+  }
   printf("%-36s %12.1f %12s\n", "hop to a busy process p50 (us)", probe.awake_p50_us, "");
   printf("%-36s %12.1f %12s\n", "hop to one idle 300 us p50 (us)", probe.asleep_p50_us, "");
   {
