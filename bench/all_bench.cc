@@ -134,10 +134,7 @@ int RunAll(int argc, char** argv) {
            f.judged_max);
   }
   if (!json.empty()) {
-    std::string out = "[\n";
-    for (size_t i = 0; i < figures.size(); ++i)
-      out += "  " + FigureJson(figures[i]) + (i + 1 < figures.size() ? ",\n" : "\n");
-    out += "]\n";
+    const std::string out = FiguresJson(figures);
     if (json == "-") {
       fputs(out.c_str(), stdout);
     } else {

@@ -68,6 +68,13 @@ std::string FigureJson(const Figure& f) {
   return out.str();
 }
 
+std::string FiguresJson(const std::vector<Figure>& figures) {
+  std::string out = "[\n";
+  for (size_t i = 0; i < figures.size(); ++i)
+    out += "  " + FigureJson(figures[i]) + (i + 1 < figures.size() ? ",\n" : "\n");
+  return out + "]\n";
+}
+
 void ReportFigure(const Figure& figure) {
   const char* path = std::getenv(kSummaryEnv);
   if (path == nullptr || *path == '\0') return;

@@ -38,6 +38,9 @@ inline constexpr const char* kSummaryEnv = "DISPATCH_BENCH_SUMMARY";
 void ReportFigure(const Figure& figure);
 // One JSON object: figure, value, floor, ratio, target, met.
 std::string FigureJson(const Figure& figure);
+// A JSON array of them, one figure a line (what `all --json` writes, and
+// ReadFigures reads back).
+std::string FiguresJson(const std::vector<Figure>& figures);
 // Reads the figures a file of ReportFigure() lines holds (lines that do not
 // parse are skipped), or the JSON array `all --json` writes (one figure a
 // line, with its runs and judged range).

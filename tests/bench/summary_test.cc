@@ -94,7 +94,7 @@ TEST(ReadFigures, ReadsBackTheJsonArrayAllWritesWithRunsAndRange) {
   const std::string path = ::testing::TempDir() + "/figures.json";
   {
     std::ofstream out(path);
-    out << "[\n  " << FigureJson(f) << ",\n  " << FigureJson(OnValue("x", 1)) << "\n]\n";
+    out << FiguresJson({f, OnValue("x", 1)});
   }
   std::vector<Figure> back = ReadFigures(path);
   ASSERT_EQ(back.size(), 2u);
