@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Runs every command of the README's ```sh blocks as written, so the README
-# cannot drift from the binaries. The only changes: the dispatcher's address
-# (tcp:127.0.0.1:5050) becomes the one a dispatcher started on port 0
-# reported, and the worker's (tcp:127.0.0.1:5051) becomes port 0 (the worker
-# listens where the kernel says and registers there), so two suites can share
-# a machine. How each kind of line is run:
+# Runs every command of the ```sh blocks of README.md and of every Markdown
+# file under docs/ as written, so the documents cannot drift from the
+# binaries. The files run in a fixed order, README.md first, then docs/**/*.md
+# sorted by path (LC_ALL=C), each file's blocks top to bottom, all against one
+# dispatcher: a command may rely on what an earlier one started (the tour's
+# worker in the background), in its own file or an earlier one. The only
+# changes: the dispatcher's address (tcp:127.0.0.1:5050) becomes the one a
+# dispatcher started on port 0 reported, and the worker's (tcp:127.0.0.1:5051)
+# becomes port 0 (the worker listens where the kernel says and registers
+# there), so two suites can share a machine. How each kind of line is run:
 #   ./scripts/start.sh  started on port 0 with its own work dir; must
 #                       print its listening line and exit 0 on SIGINT
 #   ./scripts/demo.sh   run; must exit 0
@@ -37,10 +41,21 @@ wait_for_line() {  # FILE TEXT SECONDS: polls FILE until it has TEXT, or fails
   done
 }
 
-# The ```sh blocks, one command a line, comments dropped.
-mapfile -t COMMANDS < <(awk '/^```sh$/ {on=1; next} /^```/ {on=0} on' README.md |
-                        sed -e 's/[[:space:]]\+#.*$//' -e '/^[[:space:]]*$/d')
-[ ${#COMMANDS[@]} -ge 10 ] || fail "found only ${#COMMANDS[@]} commands in README.md's sh blocks"
+# The documents in the order they run, and their ```sh blocks, one command a
+# line, comments dropped; SOURCES[i] names the file of COMMANDS[i].
+mapfile -t FILES < <(echo README.md; find docs -name '*.md' -type f | LC_ALL=C sort)
+COMMANDS=()
+SOURCES=()
+for file in "${FILES[@]}"; do
+  mapfile -t found < <(awk '/^```sh$/ {on=1; next} /^```/ {on=0} on' "$file" |
+                       sed -e 's/[[:space:]]\+#.*$//' -e '/^[[:space:]]*$/d')
+  [ "$file" != README.md ] || [ ${#found[@]} -ge 5 ] ||
+    fail "found only ${#found[@]} commands in README.md's sh blocks"
+  COMMANDS+=("${found[@]}")
+  for _ in "${found[@]}"; do SOURCES+=("$file"); done
+done
+[ ${#COMMANDS[@]} -ge 20 ] ||
+  fail "found only ${#COMMANDS[@]} commands in the sh blocks of ${FILES[*]}"
 
 "$BUILD/reactor/dispatcher" --listen=tcp:127.0.0.1:0 --http=tcp:127.0.0.1:0 --work-dir="$T/work" --log-level=warning \
   >"$T/dispatcher.out" 2>&1 &
@@ -54,11 +69,12 @@ WORKER="tcp:127.0.0.1:0"
 OWN_BUILD=$([ "$(realpath "$BUILD")" = "$(realpath "$SRC/build")" ] && echo yes || echo no)
 
 ran=0
-for line in "${COMMANDS[@]}"; do
+for i in "${!COMMANDS[@]}"; do
+  line=${COMMANDS[$i]}
   cmd=${line//tcp:127.0.0.1:5050/$ADDR}
   cmd=${cmd//tcp:127.0.0.1:5051/$WORKER}
   [ "$OWN_BUILD" = yes ] || cmd=${cmd/#build\//$BUILD/}
-  echo "== $line"
+  echo "== ${SOURCES[$i]}: $line"
   case "$cmd" in
     ./scripts/test.sh*)
       echo "   (not run: this suite is that command)"
@@ -90,4 +106,4 @@ for line in "${COMMANDS[@]}"; do
   esac
   ran=$((ran + 1))
 done
-echo "$ran README commands ran as written"
+echo "$ran commands of ${#FILES[@]} documents ran as written"
