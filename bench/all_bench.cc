@@ -5,7 +5,8 @@
 // whose judged figure is the median: value, floor, ratio, target, met.
 // `--json=PATH` writes the summary as a JSON array ("-": stdout), to compare
 // a run with an earlier one; `dispatch-bench table --json=PATH` renders such
-// a file as the README's Markdown table. Benchmarks report, never assert: the
+// a file as the Markdown benchmark table (docs/contributors/benchmarks.md).
+// Benchmarks report, never assert: the
 // exit code is 0 unless a bench could not run.
 #include <spawn.h>
 #include <stdio.h>

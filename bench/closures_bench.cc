@@ -46,7 +46,8 @@ struct ClosureFlags {
   uint64_t closures = 100000;
   // Throughput rounds of `closures` each. The first also faults in the
   // dispatcher's heap for that many closures in flight (over a third more
-  // dispatcher CPU per closure than later rounds, README), which a
+  // dispatcher CPU per closure than later rounds,
+  // docs/contributors/benchmarks.md), which a
   // dispatcher in service has long done: it is printed apart, and the figure
   // is the median of the others (three, so that it is one of them).
   uint64_t rounds = 4;

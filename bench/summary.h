@@ -45,7 +45,8 @@ std::string FiguresJson(const std::vector<Figure>& figures);
 // parse are skipped), or the JSON array `all --json` writes (one figure a
 // line, with its runs and judged range).
 std::vector<Figure> ReadFigures(const std::string& path);
-// The figures as the README's Markdown table: figure, value, floor, ratio,
+// The figures as the Markdown benchmark table (docs/contributors/benchmarks.md):
+// figure, value, floor, ratio,
 // target, met, runs and the judged range.
 std::string FiguresMarkdown(const std::vector<Figure>& figures);
 // One figure per name, in the order names first appear: of the runs that

@@ -1,6 +1,6 @@
 // The one mapping between dispatch::Status and kj::Exception at the RPC edge
-// (the wire contract: schema/dispatcher.capnp's header, README "Errors on the
-// wire"). A failed call carries "<CodeName>: <message>" as its description
+// (the wire contract: schema/dispatcher.capnp's header, docs/users/errors.md).
+// A failed call carries "<CodeName>: <message>" as its description
 // (its `reason` on the wire), CodeName one of StatusCodeName's; the exception
 // type is OVERLOADED for ResourceExhausted, DISCONNECTED for Unavailable and
 // FAILED for every other code. A client turns it back into the same Status.

@@ -5,7 +5,7 @@
 // (on the loop, in time that does not grow with the state: sizes are read,
 // not counted), and SerializeMetrics formats that copy (anywhere: the
 // dispatcher runs it on the thread pool). RPC methods never called are left
-// out. The metric names are listed in README.md ("Metrics").
+// out. The metric names are listed in docs/operators/metrics.md.
 #pragma once
 
 #include <cstdint>

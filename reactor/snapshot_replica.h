@@ -10,7 +10,7 @@
 // anything that casts doubt on it. At most one task at a time.
 // Why not fork(): on the VM this was measured on, every write fault after a
 // fork costs 30-90 us, and the loop stalled 150-620 ms after each fork of a
-// 150 MB process even when the child exited at once (see the README).
+// 150 MB process even when the child exited at once (see docs/operators/durability.md).
 // REQUIRES: loop thread for every method.
 #pragma once
 

@@ -3,7 +3,7 @@
 // small and quick whatever the fleet: at most kMaxWorkersListed workers,
 // kMaxJobsListed jobs (kMaxTasksPerJob tasks each) and kMaxCoordinatorsListed
 // coordinators, with the totals beside them ("workersTotal", ...), so the
-// page can say how many it leaves out. Its fields are listed in README.md.
+// page can say how many it leaves out. Its fields are listed in docs/operators/metrics.md.
 // REQUIRES: loop thread.
 #pragma once
 

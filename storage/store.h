@@ -12,7 +12,7 @@
 // interrupted snapshot and are removed at Open. Nothing is acknowledged before
 // its transaction committed; after one failed write the Store refuses every write.
 //
-// Durability, FULL vs NORMAL (README text). With synchronous=FULL (the default)
+// Durability, FULL vs NORMAL (docs/operators/durability.md). With synchronous=FULL (the default)
 // every Commit fsyncs the WAL before it returns, so an acknowledged change
 // survives a kill -9 and a power loss on a disk that honours fsync; it costs one
 // fsync per group commit, which on ordinary SSDs and VMs bounds the commit rate

@@ -1,6 +1,6 @@
 """dispatch: closures and datasets on a cluster of workers, through one dispatcher.
 
-The Python face of the dispatch dispatcher (see the repository README):
+The Python face of the dispatch dispatcher (see the repository README and docs/users/python.md):
 
 * :class:`Coordinator` schedules Python functions on workers and fetches their results
   (TensorFlow's ``ClusterCoordinator``);

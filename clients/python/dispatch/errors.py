@@ -2,7 +2,7 @@
 
 Every error the dispatcher or the C++ client reports is a :class:`DispatchError`
 whose class names its status code (the codes of ``schema/dispatcher.capnp``'s
-``ErrorCode``, README "Errors on the wire"). A closure whose function failed is a
+``ErrorCode``, docs/users/errors.md). A closure whose function failed is a
 :class:`RemoteError` instead (see :mod:`dispatch.coordinator`).
 """
 

@@ -8,7 +8,7 @@ import * as capnp from "capnp-es";
 import { SocketTransport } from "./framing.mjs";
 import { Wire } from "./schema.mjs";
 
-// "tcp:HOST:PORT" or "unix:PATH" (README, --listen).
+// "tcp:HOST:PORT" or "unix:PATH" (docs/operators/running.md, --listen).
 export function parseAddress(address) {
   if (address.startsWith("unix:")) return { path: address.slice(5) };
   const m = /^tcp:(.*):(\d+)$/.exec(address);

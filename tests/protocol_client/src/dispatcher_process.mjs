@@ -1,6 +1,7 @@
 // Starts the real dispatcher binary for a test: a fresh work dir, a port the
 // kernel picks (--listen=tcp:127.0.0.1:0), and the address read from its one
-// start line on stdout, "dispatcher listening on ADDRESS" (README).
+// start line on stdout, "dispatcher listening on ADDRESS"
+// (docs/operators/running.md).
 
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";

@@ -1,5 +1,6 @@
-// Issue 16's proof: a client written from schema/*.capnp, README.md and
-// PROTOCOL.md alone (none of clients/, common/, reactor/), against the real
+// Issue 16's proof: a client written from schema/*.capnp, README.md (with the
+// documents it links) and PROTOCOL.md alone (none of clients/, common/,
+// reactor/), against the real
 // dispatcher binary. It registers workers with their own WorkerControl, runs
 // closures on them as a coordinator, and reads a dataset's splits as a
 // worker's task does.
