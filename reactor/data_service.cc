@@ -1,12 +1,26 @@
 #include "reactor/data_service.h"
 
-#include <map>
+#include <string>
+#include <utility>
 
 #include "common/log.h"
 #include "reactor/task_info.h"
-#include "state/task_routing.h"
 
 namespace dispatch::reactor {
+namespace {
+
+state::DataPolicy PolicyOf(const DataServiceOptions& options) {
+  state::DataPolicy policy;
+  policy.fault_tolerant_mode = options.fault_tolerant_mode;
+  policy.has_worker_list = !options.worker_addresses.empty();
+  policy.max_splits_per_call = options.max_splits_per_call;
+  policy.max_name_bytes = options.max_name_bytes;
+  policy.job_gc_timeout_ms = options.job_gc_timeout_ms;
+  policy.client_timeout_ms = options.client_timeout_ms;
+  return policy;  // planted_bug stays kNone: it is for tests of the planners alone
+}
+
+}  // namespace
 
 DataService::DataService(uv_loop_t* loop, DurableState& durable, DataServiceOptions options,
                          uint64_t incarnation)
@@ -14,10 +28,16 @@ DataService::DataService(uv_loop_t* loop, DurableState& durable, DataServiceOpti
       durable_(durable),
       options_(std::move(options)),
       incarnation_(incarnation),
+      policy_(PolicyOf(options_)),
       serving_clock_(loop),
-      workers_(serving_clock_, durable, options_),
-      consumers_(serving_clock_),
+      workers_(serving_clock_, soft_.workers, durable, options_),
       datasets_(durable.state()),
+      split_sources_([this](uint64_t dataset_id) -> Result<state::SplitSourceSummary> {
+        Result<const SplitSourceInfo*> source = datasets_.SplitSource(dataset_id);
+        if (!source.ok()) return source.status();
+        return state::SplitSourceSummary{(*source)->kind != SplitSourceInfo::Kind::kNone,
+                                         (*source)->num_splits};
+      }),
       closures_(kj::refcounted<ClosureDispatcher>(loop, durable, workers_, options_.closures)) {
   workers_.SetWorkerLostHandler([this](uint64_t worker_id, const std::string& reason) {
     return closures_->OnWorkerLost(worker_id, reason);
@@ -35,10 +55,24 @@ Status DataService::Start() {
         "clear errors)");
   }
   DISPATCH_RETURN_IF_ERROR(closures_->Start());
-  workers_.Initialize();
-  consumers_.Initialize(durable_.state(), durable_.NowMicros());
+  soft_.Initialize(durable_.state(), serving_clock_.NowMs(), durable_.NowMicros());
   StartTimers();
   return Status::Ok();
+}
+
+state::Stamp DataService::Stamp() const {
+  return state::Stamp{durable_.NowMicros(), durable_.max_record_bytes()};
+}
+
+Status DataService::Carry(const state::UpdateList& updates) {
+  for (size_t i = 0; i < updates.size(); ++i) DISPATCH_RETURN_IF_ERROR(CarryOne(updates, i));
+  return Status::Ok();
+}
+
+Status DataService::CarryOne(const state::UpdateList& updates, size_t i) {
+  std::optional<std::string> bytes = updates.EncodedIfOneSegment(i);
+  return bytes.has_value() ? durable_.Submit(updates[i], std::move(*bytes))
+                           : durable_.Submit(updates[i]);
 }
 
 Status DataService::CheckWorkerAddress(std::string_view address) const {
@@ -48,70 +82,7 @@ Status DataService::CheckWorkerAddress(std::string_view address) const {
 }
 
 Status DataService::CheckName(std::string_view what, std::string_view value) const {
-  if (value.size() > options_.max_name_bytes) {
-    return InvalidArgumentError(std::string(what) + " of " + std::to_string(value.size()) +
-                                " bytes is longer than the limit of " +
-                                std::to_string(options_.max_name_bytes));
-  }
-  return Status::Ok();
-}
-
-Status DataService::CreateTasksForJob(uint64_t job_id) {
-  std::map<std::string, std::vector<uint64_t>> created;
-  // Only workers that can produce the job's dataset (see state/task_routing.h).
-  for (const std::string& address : state::WorkersNeedingTask(state(), job_id)) {
-    const uint64_t task_id = state().NextTaskId();
-    DISPATCH_RETURN_IF_ERROR(Submit([&](journal::Update::Builder update) {
-      auto create = update.initCreateTask();
-      create.setTaskId(task_id);
-      create.setJobId(job_id);
-      create.setWorkerAddress(address);
-    }));
-    created[address].push_back(task_id);
-  }
-  for (auto& [address, ids] : created) workers_.PushStartTasks(address, std::move(ids));
-  return Status::Ok();
-}
-
-Result<std::vector<uint64_t>> DataService::CreateMissingTasks(const std::string& address) {
-  std::vector<uint64_t> created;
-  // Only jobs whose dataset the worker can produce (see state/task_routing.h).
-  for (const uint64_t job_id : state::JobsNeedingTask(state(), address)) {
-    const uint64_t task_id = state().NextTaskId();
-    Status status;
-    if (state().FindJob(job_id)->IsRoundRobin()) {
-      // Consumers agree on a round after the furthest any of them reported.
-      const int64_t starting_round = consumers_.JobRound(state(), job_id) + 1;
-      status = Submit([&](journal::Update::Builder update) {
-        auto create = update.initCreatePendingTask();
-        create.setTaskId(task_id);
-        create.setJobId(job_id);
-        create.setWorkerAddress(address);
-        create.setStartingRound(starting_round);
-      });
-    } else {
-      status = Submit([&](journal::Update::Builder update) {
-        auto create = update.initCreateTask();
-        create.setTaskId(task_id);
-        create.setJobId(job_id);
-        create.setWorkerAddress(address);
-      });
-    }
-    if (!status.ok()) return status;
-    created.push_back(task_id);
-  }
-  return created;
-}
-
-std::map<std::string, std::vector<uint64_t>> DataService::TasksByWorker(uint64_t job_id) const {
-  std::map<std::string, std::vector<uint64_t>> by_worker;
-  for (const state::Task* task : state().TasksForJob(job_id))
-    by_worker[task->worker_address].push_back(task->id);
-  for (const state::PendingTask* pending : state().PendingTasks(job_id)) {
-    const state::Task* task = state().FindTask(pending->task_id);
-    if (task != nullptr) by_worker[task->worker_address].push_back(task->id);
-  }
-  return by_worker;
+  return state::CheckNameLength(what, value, options_.max_name_bytes);
 }
 
 }  // namespace dispatch::reactor

@@ -1,13 +1,16 @@
 // The data service's timers, on the loop like everything else: job GC (every
 // --job-gc-check-interval-ms, a job with no client for --job-gc-timeout-ms is
-// garbage-collected) and liveness (workers past --worker-timeout-ms are
-// removed, consumers past --client-timeout-ms released). Every change they
-// make is an Update journaled in the pass's group commit.
+// garbage-collected: state::PlanJobGc) and liveness (workers past
+// --worker-timeout-ms are removed, consumers past --client-timeout-ms
+// released: state::PlanClientTimeouts). Every change they make is an Update
+// journaled in the pass's group commit.
 
 #include <algorithm>
 
 #include "common/log.h"
 #include "reactor/data_service.h"
+#include "state/consumer_planner.h"
+#include "state/job_planner.h"
 
 namespace dispatch::reactor {
 
@@ -41,19 +44,10 @@ void DataService::StopTimers() {
 
 void DataService::RunJobGc() {
   if (durable_.failed()) return;
-  const int64_t now = durable_.NowMicros();
-  const int64_t timeout = static_cast<int64_t>(options_.job_gc_timeout_ms) * 1000;
-  std::vector<uint64_t> expired;
-  for (const state::Job* job : state().ListJobs()) {
-    if (job->finished || job->num_clients > 0 || job->last_client_released_micros < 0) continue;
-    if (now - job->last_client_released_micros < timeout) continue;
-    expired.push_back(job->id);
-  }
-  for (uint64_t job_id : expired) {
-    auto tasks = TasksByWorker(job_id);
-    Status status = Submit([job_id](journal::Update::Builder update) {
-      update.initGarbageCollectJob().setJobId(job_id);
-    });
+  state::JobGcPlan plan = state::PlanJobGc(state(), Stamp(), policy_);
+  for (size_t i = 0; i < plan.jobs.size(); ++i) {
+    const uint64_t job_id = plan.jobs[i].job_id;
+    Status status = CarryOne(plan.updates, i);
     if (!status.ok()) {
       Log(LogLevel::kWarning, "job GC of job ", job_id, " failed: ", status.ToString().c_str());
       continue;
@@ -61,33 +55,24 @@ void DataService::RunJobGc() {
     ++stats_.jobs_garbage_collected;
     Log(LogLevel::kInfo, "garbage-collected job ", job_id, ": no client for ",
         options_.job_gc_timeout_ms, " ms");
-    for (auto& [address, ids] : tasks) {
-      for (uint64_t id : ids) consumers_.ForgetTask(id);
+    for (auto& [address, ids] : plan.jobs[i].tasks)
       workers_.PushDeleteTasks(address, std::move(ids));
-    }
   }
+  soft_.Apply(plan.soft);
 }
 
 void DataService::RunLivenessCheck() {
   if (durable_.failed()) return;
   workers_.CheckTimeouts();
-  if (options_.client_timeout_ms == 0) return;
-  for (uint64_t client_id : consumers_.TimedOut(options_.client_timeout_ms)) {
-    const state::JobClient* client = state().FindJobClient(client_id);
-    if (client == nullptr) {
-      consumers_.Forget(client_id);
-      continue;
-    }
-    consumers_.Released(client_id, client->job_id);
-    Status status = Submit([client_id](journal::Update::Builder update) {
-      update.initReleaseJobClient().setJobClientId(client_id);
-    });
-    if (status.ok()) {
-      ++stats_.clients_timed_out;
-      Log(LogLevel::kInfo, "released job client ", client_id, ": no heartbeat for ",
-          options_.client_timeout_ms, " ms");
-    }
+  state::ClientTimeoutPlan plan =
+      state::PlanClientTimeouts(state(), soft_, serving_clock_.NowMs(), Stamp(), policy_);
+  for (size_t i = 0; i < plan.released.size(); ++i) {
+    if (!CarryOne(plan.updates, i).ok()) continue;
+    ++stats_.clients_timed_out;
+    Log(LogLevel::kInfo, "released job client ", plan.released[i], ": no heartbeat for ",
+        options_.client_timeout_ms, " ms");
   }
+  soft_.Apply(plan.soft);
 }
 
 }  // namespace dispatch::reactor

@@ -43,7 +43,7 @@ void FillClientInfo(DataService& data, const state::JobClient& client,
                     rpc::JobClientInfo::Builder info) {
   info.setJobClientId(client.id);
   info.setJobId(client.job_id);
-  int64_t last = data.consumers().LastHeartbeatMicros(client.id);
+  int64_t last = data.soft().consumers.LastHeartbeatMicros(client.id);
   info.setLastHeartbeatMicros(last != 0 ? last : client.acquired_micros);
 }
 

@@ -3,20 +3,9 @@
 #include <string_view>
 
 #include "reactor/dataset_catalog.h"
+#include "state/data_policy.h"
 
 namespace dispatch::reactor {
-
-bool IsStaticSharding(rpc::ProcessingMode mode) {
-  switch (mode) {
-    case rpc::ProcessingMode::FILE:
-    case rpc::ProcessingMode::DATA:
-    case rpc::ProcessingMode::FILE_OR_DATA:
-    case rpc::ProcessingMode::HINT:
-      return true;
-    default:
-      return false;
-  }
-}
 
 int64_t WorkerIndex(const DataServiceOptions& options, std::string_view address) {
   for (size_t i = 0; i < options.worker_addresses.size(); ++i) {
@@ -39,7 +28,7 @@ void FillTaskInfo(const state::DispatcherState& state, const DataServiceOptions&
   if (job == nullptr) return;  // REQUIRES a task of a known job; defensive only
   info.setDatasetId(job->dataset_id);
   info.setProcessingMode(job->processing_mode);
-  if (IsStaticSharding(job->processing_mode)) {
+  if (state::IsStaticSharding(job->processing_mode)) {
     info.setWorkerIndex(WorkerIndex(options, task.worker_address));
     info.setNumWorkers(static_cast<uint32_t>(options.worker_addresses.size()));
   }

@@ -13,9 +13,6 @@
 
 namespace dispatch::reactor {
 
-// True for FILE, DATA, FILE_OR_DATA and HINT: a worker index and count per task.
-bool IsStaticSharding(rpc::ProcessingMode mode);
-
 // The worker's place in the configured worker list; -1 when absent.
 int64_t WorkerIndex(const DataServiceOptions& options, std::string_view address);
 

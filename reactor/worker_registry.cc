@@ -12,42 +12,23 @@ void WorkerRegistry::ErrorHandler::taskFailed(kj::Exception&& exception) {
   Log(LogLevel::kDebug, "worker push failed: ", exception.getDescription());
 }
 
-WorkerRegistry::WorkerRegistry(const ServingClock& clock, DurableState& durable,
-                               const DataServiceOptions& options)
-    : clock_(clock), durable_(durable), options_(options), pushes_(error_handler_) {}
+WorkerRegistry::WorkerRegistry(const ServingClock& clock, state::WorkerLiveness& liveness,
+                               DurableState& durable, const DataServiceOptions& options)
+    : clock_(clock),
+      liveness_(liveness),
+      durable_(durable),
+      options_(options),
+      pushes_(error_handler_) {}
 
 WorkerRegistry::~WorkerRegistry() = default;
 
-void WorkerRegistry::Initialize() {
-  uint64_t now = clock_.NowMs();
-  for (const state::Worker* worker : durable_.state().ListWorkers()) {
-    Entry& entry = entries_[worker->address];
-    entry.worker_id = worker->id;
-    entry.last_heartbeat_ms = now;
-  }
-}
-
-bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::ConnectionId connection,
-                               bool has_control, rpc::WorkerControl::Client control) {
+void WorkerRegistry::Heartbeat(const std::string& address, bool attached, bool has_control,
+                               rpc::WorkerControl::Client control) {
   ++stats_.heartbeats;
-  auto [it, inserted] = entries_.try_emplace(worker.address);
-  Entry& entry = it->second;
-  entry.last_heartbeat_ms = clock_.NowMs();
-  entry.last_heartbeat_micros = durable_.NowMicros();
-  bool attached = inserted || entry.connection != connection || entry.worker_id != worker.id;
+  Entry& entry = entries_.try_emplace(address).first->second;
   if (attached) {
-    if (entry.connection != 0) {
-      auto old = by_connection_.find(entry.connection);
-      if (old != by_connection_.end()) {
-        old->second.erase(worker.address);
-        if (old->second.empty()) by_connection_.erase(old);
-      }
-    }
-    entry.worker_id = worker.id;
-    entry.connection = connection;
     entry.generation += 1;
     entry.pushes_in_flight = 0;  // answers to the old link's pushes no longer count
-    by_connection_[connection].insert(worker.address);
     // A capability of an earlier connection is dead with it: a worker that
     // attaches without one has none until it sends one.
     entry.control = nullptr;
@@ -55,25 +36,17 @@ bool WorkerRegistry::Heartbeat(const state::Worker& worker, RpcServer::Connectio
   if (has_control) entry.control = kj::mv(control);
   if (attached) {
     // Pushes that failed while it was gone: announce them over the new link.
-    auto unpushed = unpushed_.find(worker.address);
+    auto unpushed = unpushed_.find(address);
     if (unpushed != unpushed_.end()) {
       std::vector<uint64_t> ids(unpushed->second.begin(), unpushed->second.end());
       unpushed_.erase(unpushed);
-      PushStartTasks(worker.address, std::move(ids));
+      PushStartTasks(address, std::move(ids));
     }
   }
-  return attached;
 }
 
 void WorkerRegistry::OnDisconnect(RpcServer::ConnectionId connection) {
-  auto it = by_connection_.find(connection);
-  if (it == by_connection_.end()) return;
-  std::set<std::string> addresses = std::move(it->second);
-  by_connection_.erase(it);
-  for (const std::string& address : addresses) {
-    auto entry = entries_.find(address);
-    if (entry == entries_.end() || entry->second.connection != connection) continue;
-    entry->second.connection = 0;  // keeps Remove from touching by_connection_
+  for (const std::string& address : liveness_.Detach(connection)) {
     Status status = Remove(address, "its connection dropped");
     if (status.ok()) ++stats_.removed_disconnected;
   }
@@ -81,29 +54,17 @@ void WorkerRegistry::OnDisconnect(RpcServer::ConnectionId connection) {
 
 void WorkerRegistry::CheckTimeouts() {
   if (options_.worker_timeout_ms == 0) return;
-  uint64_t now = clock_.NowMs();
-  std::vector<std::string> expired;
-  for (const auto& [address, entry] : entries_) {
-    if (now - entry.last_heartbeat_ms > options_.worker_timeout_ms) expired.push_back(address);
-  }
-  for (const std::string& address : expired) {
+  for (const std::string& address :
+       liveness_.TimedOut(clock_.NowMs(), options_.worker_timeout_ms)) {
     Status status = Remove(address, "no heartbeat within the worker timeout");
     if (status.ok()) ++stats_.removed_timed_out;
   }
 }
 
 Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
+  liveness_.Forget(address);
   auto entry = entries_.find(address);
-  if (entry != entries_.end()) {
-    if (entry->second.connection != 0) {
-      auto conn = by_connection_.find(entry->second.connection);
-      if (conn != by_connection_.end()) {
-        conn->second.erase(entry->first);
-        if (conn->second.empty()) by_connection_.erase(conn);
-      }
-    }
-    entries_.erase(entry);
-  }
+  if (entry != entries_.end()) entries_.erase(entry);
   const state::Worker* worker = durable_.state().FindWorkerByAddress(address);
   if (worker == nullptr) return Status::Ok();
   const uint64_t worker_id = worker->id;
@@ -204,8 +165,9 @@ kj::Promise<void> WorkerRegistry::SendDelete(std::string address, std::vector<ui
 }
 
 rpc::WorkerControl::Client* WorkerRegistry::ControlOf(std::string_view address) {
+  if (!liveness_.IsConnected(address)) return nullptr;
   auto it = entries_.find(address);
-  if (it == entries_.end() || it->second.connection == 0) return nullptr;
+  if (it == entries_.end()) return nullptr;
   KJ_IF_MAYBE (control, it->second.control) {
     return control;
   }
@@ -213,13 +175,7 @@ rpc::WorkerControl::Client* WorkerRegistry::ControlOf(std::string_view address) 
 }
 
 bool WorkerRegistry::IsConnected(std::string_view address) const {
-  auto it = entries_.find(address);
-  return it != entries_.end() && it->second.connection != 0;
-}
-
-int64_t WorkerRegistry::LastHeartbeatMicros(std::string_view address) const {
-  auto it = entries_.find(address);
-  return it == entries_.end() ? 0 : it->second.last_heartbeat_micros;
+  return liveness_.IsConnected(address);
 }
 
 }  // namespace dispatch::reactor

@@ -1,8 +1,11 @@
-// WorkerRegistry: the live side of registered workers: the connection each
-// heartbeats over, the WorkerControl capability it handed us, when we last
-// heard from it, and task pushes, which wait for the commit of what they
-// announce, never block the loop, are limited per worker, and are redone when
-// a worker that missed one comes back. Removing a worker is journaled.
+// WorkerRegistry: the live side of registered workers: the WorkerControl
+// capability each handed us over the connection it is attached to, and task
+// pushes, which wait for the commit of what they announce, never block the
+// loop, are limited per worker, and are redone when a worker that missed one
+// comes back. Which connection a worker is attached to and when it was last
+// heard from is soft state the planners read (state/worker_liveness.h): the
+// registry keeps it in step with the capabilities, and removes workers
+// (journaled) when their connection drops or they time out.
 // REQUIRES: loop thread only.
 #pragma once
 
@@ -22,6 +25,7 @@
 #include "reactor/rpc_server.h"
 #include "reactor/serving_clock.h"
 #include "schema/dispatcher.capnp.h"
+#include "state/worker_liveness.h"
 
 namespace dispatch::reactor {
 
@@ -40,29 +44,28 @@ class WorkerRegistry {
   // (and its heartbeat replies list the tasks anyway).
   static constexpr uint32_t kMaxPushesInFlight = 64;
 
-  WorkerRegistry(const ServingClock& clock, DurableState& durable,
+  // `liveness` is the soft state's (DataService's); it outlives the registry.
+  WorkerRegistry(const ServingClock& clock, state::WorkerLiveness& liveness, DurableState& durable,
                  const DataServiceOptions& options);
   ~WorkerRegistry();
   WorkerRegistry(const WorkerRegistry&) = delete;
   WorkerRegistry& operator=(const WorkerRegistry&) = delete;
 
-  // After recovery: every worker of the state gets a worker timeout to come back.
-  void Initialize();
-
-  // The registered worker at `address` heartbeated over `connection`, with
-  // its control capability when it sent one. Returns true when the worker was
-  // not attached to this connection before (first heartbeat since it
-  // registered, reconnected or the dispatcher restarted); such an attachment
-  // starts without a control capability (one of an earlier connection is
-  // dropped) until a heartbeat brings one.
-  bool Heartbeat(const state::Worker& worker, RpcServer::ConnectionId connection, bool has_control,
+  // The registered worker at `address` heartbeated and the soft state
+  // recorded it (SoftState::Apply of a heartbeat plan), saying whether it
+  // `attached` anew to its connection (first heartbeat since it registered,
+  // reconnected or the dispatcher restarted); it sent its control capability
+  // when `has_control`. An attachment starts without a control capability
+  // (one of an earlier connection is dropped) until a heartbeat brings one.
+  void Heartbeat(const std::string& address, bool attached, bool has_control,
                  rpc::WorkerControl::Client control);
 
   // A connection is gone: every worker attached to it is removed.
   void OnDisconnect(RpcServer::ConnectionId connection);
   // Removes every worker not heard from within the worker timeout.
   void CheckTimeouts();
-  // Puts back the worker's closures and journals RemoveWorker.
+  // Forgets the worker's liveness and capability, puts back its closures and
+  // journals RemoveWorker.
   Status Remove(std::string_view address, const char* reason);
 
   // Announces tasks (startTasks) / withdraws them (deleteTasks) once the
@@ -81,16 +84,16 @@ class WorkerRegistry {
     on_worker_lost_ = std::move(h);
   }
   // Wall-clock micros of the last heartbeat; 0 when none since start.
-  int64_t LastHeartbeatMicros(std::string_view address) const;
+  int64_t LastHeartbeatMicros(std::string_view address) const {
+    return liveness_.LastHeartbeatMicros(address);
+  }
   const WorkerRegistryStats& stats() const { return stats_; }
 
  private:
+  // The link of a worker heard from since start (its liveness is in
+  // liveness_; an entry goes with the worker's removal).
   struct Entry {
-    uint64_t worker_id = 0;
-    RpcServer::ConnectionId connection = 0;  // 0: not attached (after a restart)
     kj::Maybe<rpc::WorkerControl::Client> control;
-    uint64_t last_heartbeat_ms = 0;  // ServingClock::NowMs
-    int64_t last_heartbeat_micros = 0;
     uint64_t generation = 0;  // bumped on every (re)attachment
     uint32_t pushes_in_flight = 0;
   };
@@ -105,11 +108,11 @@ class WorkerRegistry {
   // The push sent to the entry of `generation` at `address` got its answer.
   void PushDone(const std::string& address, uint64_t generation);
 
-  const ServingClock& clock_;  // heartbeat times and timeouts
+  const ServingClock& clock_;  // timeouts
+  state::WorkerLiveness& liveness_;
   DurableState& durable_;
   const DataServiceOptions& options_;
   std::map<std::string, Entry, std::less<>> entries_;
-  std::map<RpcServer::ConnectionId, std::set<std::string>> by_connection_;
   // Start pushes that failed, by worker address: redone when it is back.
   std::map<std::string, std::set<uint64_t>, std::less<>> unpushed_;
   WorkerRegistryStats stats_;

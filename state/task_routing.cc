@@ -51,14 +51,26 @@ std::vector<std::string> WorkersNeedingTask(const DispatcherState& state, uint64
   return out;
 }
 
+std::vector<std::string> WorkersForNewJob(const DispatcherState& state, const Dataset& dataset) {
+  std::vector<std::string> out;
+  for (const Worker* worker : state.ListWorkers()) {
+    if (CanProduce(*worker, dataset)) out.push_back(worker->address);
+  }
+  return out;
+}
+
 std::vector<uint64_t> JobsNeedingTask(const DispatcherState& state, std::string_view address) {
-  std::vector<uint64_t> out;
   const Worker* worker = state.FindWorkerByAddress(address);
-  if (worker == nullptr) return out;
+  if (worker == nullptr) return {};
+  return JobsNeedingTask(state, *worker);
+}
+
+std::vector<uint64_t> JobsNeedingTask(const DispatcherState& state, const Worker& worker) {
+  std::vector<uint64_t> out;
   for (const Job* job : state.ListUnfinishedJobs()) {
     const Dataset* dataset = state.FindDataset(job->dataset_id);
-    if (dataset == nullptr || !CanProduce(*worker, *dataset)) continue;
-    if (state.FindTaskForJobAndWorker(job->id, address) != nullptr) continue;
+    if (dataset == nullptr || !CanProduce(worker, *dataset)) continue;
+    if (state.FindTaskForJobAndWorker(job->id, worker.address) != nullptr) continue;
     out.push_back(job->id);
   }
   return out;

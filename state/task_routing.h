@@ -38,11 +38,17 @@ bool CanServeJob(const DispatcherState& state, uint64_t job_id, std::string_view
 // of the new job `job_id`: those that can produce its dataset and hold none of
 // its tasks. Empty for an unknown or finished job.
 std::vector<std::string> WorkersNeedingTask(const DispatcherState& state, uint64_t job_id);
+// The same for a job of `dataset` that is not created yet (a plan's): every
+// registered worker that can produce it, by worker id.
+std::vector<std::string> WorkersForNewJob(const DispatcherState& state, const Dataset& dataset);
 
 // The unfinished jobs (by id) the worker registered at `address` should get a
 // task of: it can produce their dataset and holds none of their tasks. Empty
 // when no worker is registered there.
 std::vector<uint64_t> JobsNeedingTask(const DispatcherState& state, std::string_view address);
+// The same for `worker`, which need not be registered yet (a plan's
+// registration: the kinds it will produce are its record's).
+std::vector<uint64_t> JobsNeedingTask(const DispatcherState& state, const Worker& worker);
 
 // Unfinished jobs no registered worker can produce (no worker at all counts
 // as none that can). O(jobs + announced kinds): for stats, not per heartbeat.

@@ -451,6 +451,9 @@ void SimConsumer::Step() {
     conn_ = ctx_.net.Open();
     waiting_ = false;
   }
+  // Reading: a round a step, up to where it was told to block.
+  if (client_id_ != 0 && round_robin_ && now >= stalled_until_ && (block_ < 0 || round_ < block_))
+    ++round_;
   if (waiting_) return;  // one call at a time
   SimDispatcher* d = &dispatcher_;
   const uint64_t conn = conn_;
@@ -477,14 +480,19 @@ void SimConsumer::Step() {
     JobRequest request;
     request.dataset_id = dataset_id_;
     request.dynamic = ctx_.Chance(0.7);
-    request.requeue = ctx_.Chance(0.5);
+    const bool requeue = ctx_.Chance(0.5);
+    request.requeue = request.dynamic && requeue;
     if (ctx_.Chance(0.5)) {
       request.name = "job-" + std::to_string(dataset_id_) +
                      (request.dynamic ? "-dynamic" : "-off") +
                      (request.dynamic && request.requeue ? "-requeue" : "");
     }
+    // Round robin with this consumer alone, from the draws above (a new draw
+    // would move every later choice of the seed): an anonymous OFF job whose
+    // requeue draw came up.
+    if (!request.dynamic && requeue && request.name.empty()) request.num_consumers = 1;
     waiting_ = true;
-    auto reply = [this, conn](const JobReply& r) {
+    auto reply = [this, conn, round_robin = request.num_consumers > 0](const JobReply& r) {
       if (conn != conn_) return;
       waiting_ = false;
       if (!r.status.ok()) {
@@ -494,6 +502,11 @@ void SimConsumer::Step() {
       client_id_ = r.job_client_id;
       ++jobs_;
       release_at_ = ctx_.net.now_ms() + ctx_.Uniform(100, 600);
+      round_robin_ = round_robin;
+      round_ = 0;
+      block_ = -1;
+      answered_ = false;
+      known_tasks_.clear();
     };
     ctx_.Send(
         conn_, [d, conn, request, reply] { d->GetOrCreateJob(conn, request, reply); }, true);
@@ -514,14 +527,41 @@ void SimConsumer::Step() {
   }
   if (!healed_ && ctx_.Chance(0.005)) stalled_until_ = now + ctx_.Uniform(200, 800);
   if (now < stalled_until_ || !ctx_.Chance(0.3)) return;
+  Heartbeat();
+}
+
+void SimConsumer::Heartbeat() {
+  ClientHeartbeatRequest request;
+  request.job_client_id = client_id_;
+  if (round_robin_) {
+    request.current_round = round_;
+    if (block_ >= 0 && round_ == block_) request.blocked_round = block_;
+  }
   waiting_ = true;
-  auto reply = [this, conn](const ClientHeartbeatReply& r) {
+  const uint64_t beat = ++beats_;
+  const uint64_t conn = conn_, client_id = client_id_;
+  auto reply = [this, conn, beat, client_id](const ClientHeartbeatReply& r) {
     if (conn != conn_) return;
     waiting_ = false;
     if (!r.status.ok()) client_id_ = 0;  // released by its timeout, or its job collected
+    // Only the answer to its latest call counts (a copy of an earlier call
+    // may be answered late, as a client library matches answers to calls).
+    if (r.status.ok() && beat == beats_ && client_id == client_id_ && round_robin_) OnRounds(r);
   };
+  SimDispatcher* d = &dispatcher_;
   ctx_.Send(
-      conn_, [d, conn, client_id, reply] { d->ClientHeartbeat(conn, client_id, reply); }, true);
+      conn_, [d, conn, request, reply] { d->ClientHeartbeat(conn, request, reply); }, true);
+}
+
+void SimConsumer::OnRounds(const ClientHeartbeatReply& reply) {
+  for (const auto& [task_id, starting_round] : reply.tasks) {
+    if (!known_tasks_.insert(task_id).second) continue;
+    // The tasks of its first answer were there when it joined, from round 0.
+    if (answered_)
+      ctx_.observer->RoundRobinTaskStarted(client_id_, task_id, starting_round, round_);
+  }
+  answered_ = true;
+  block_ = reply.block_round;
 }
 
 }  // namespace dispatch::sim

@@ -2,7 +2,9 @@
 // closures run and reported, DYNAMIC tasks reading splits, deaths and new
 // processes at the same address), coordinators (schedule with request ids,
 // resend on a broken connection, await and release outcomes, join) and
-// data-service consumers (datasets, jobs, client heartbeats, release). Each
+// data-service consumers (datasets, jobs, client heartbeats, release; an
+// anonymous OFF job is sometimes round robin, read a round a step, blocking
+// where the dispatcher says a pending task is to start). Each
 // acts in Step() when the runner gives it a turn; Heal() ends its faults for
 // the liveness phase. They talk to the SimDispatcher only through the
 // network (SimContext::Send), so every message may be late, lost or twice.
@@ -130,6 +132,11 @@ class SimConsumer {
   bool Settled() const { return healed_ && client_id_ == 0 && !waiting_; }
 
  private:
+  void Heartbeat();
+  // A heartbeat's answer for a round-robin job: tasks it starts reading, and
+  // where to block.
+  void OnRounds(const ClientHeartbeatReply& reply);
+
   SimContext& ctx_;
   SimDispatcher& dispatcher_;
   const int index_;
@@ -142,6 +149,13 @@ class SimConsumer {
   int64_t next_at_ = 0;
   int64_t release_at_ = 0;
   int64_t stalled_until_ = 0;  // a consumer that stops heartbeating a while
+  // Round robin (its client's job is, with this consumer as its only one).
+  bool round_robin_ = false;
+  int64_t round_ = 0;      // the round it reads
+  int64_t block_ = -1;     // where the dispatcher said to wait; -1: nowhere
+  bool answered_ = false;  // a heartbeat of this client was answered
+  std::set<uint64_t> known_tasks_;
+  uint64_t beats_ = 0;  // heartbeats sent: an answer to an earlier one is stale
 };
 
 }  // namespace dispatch::sim

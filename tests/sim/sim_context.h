@@ -46,6 +46,10 @@ class SimObserver {
   // A worker got an answer to getSplit (task, sequence) of `job_id`.
   virtual void SplitAnswered(uint64_t job_id, uint64_t task_id, uint64_t sequence,
                              const SplitReply& reply) = 0;
+  // A round-robin consumer (job client) learned that `task_id` of its job
+  // starts at `starting_round`, while it was at `consumer_round`.
+  virtual void RoundRobinTaskStarted(uint64_t job_client_id, uint64_t task_id,
+                                     int64_t starting_round, int64_t consumer_round) = 0;
   // A coordinator got an outcome from awaitResults.
   virtual void OutcomeDelivered(uint64_t coordinator_id, const Outcome& outcome) = 0;
   virtual void Fail(const std::string& what) = 0;

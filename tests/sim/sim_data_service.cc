@@ -1,6 +1,8 @@
-// SimDispatcher: the data service's handlers and timers, building the same
-// Updates as reactor/worker_service.cc, split_service.cc, job_service.cc,
-// dataset_service.cc and gc_timers.cc, from the same state queries. A
+// SimDispatcher: the data service's handlers and timers, as
+// reactor/worker_service.cc, split_service.cc, job_service.cc,
+// dataset_service.cc and gc_timers.cc carry them: decode, the same planner
+// (state/split_planner.h, worker_planner.h, job_planner.h,
+// consumer_planner.h), carry its Updates and soft changes, reply. A
 // dataset's metadata holds its split source here: "<splits> <repetitions>".
 
 #include <algorithm>
@@ -8,7 +10,10 @@
 #include <string>
 
 #include "state/closure_endings.h"
-#include "state/task_routing.h"
+#include "state/consumer_planner.h"
+#include "state/job_planner.h"
+#include "state/split_planner.h"
+#include "state/worker_planner.h"
 #include "tests/sim/sim_dispatcher.h"
 
 namespace dispatch::sim {
@@ -33,6 +38,25 @@ SplitSource SourceOf(const state::DispatcherState& state, uint64_t dataset_id) {
 
 }  // namespace
 
+state::DataPolicy SimDispatcher::DataPolicy() const {
+  state::DataPolicy policy;
+  policy.max_splits_per_call = ctx_.params.max_splits_per_call;
+  policy.job_gc_timeout_ms = static_cast<uint64_t>(ctx_.params.job_gc_timeout_ms);
+  policy.client_timeout_ms = static_cast<uint64_t>(ctx_.params.client_timeout_ms);
+  if (ctx_.bug == SimBug::kSplitRetryNotIdempotent)
+    policy.planted_bug = state::PlantedBug::kSplitRetryNotIdempotent;
+  if (ctx_.bug == SimBug::kRoundRobinIgnoresRounds)
+    policy.planted_bug = state::PlantedBug::kRoundRobinIgnoresRounds;
+  return policy;
+}
+
+state::SplitSourceLookup SimDispatcher::SplitSources() const {
+  return [this](uint64_t dataset_id) -> Result<state::SplitSourceSummary> {
+    DISPATCH_RETURN_IF_ERROR(state_.GetDataset(dataset_id).status());
+    return state::SplitSourceSummary{true, SourceOf(state_, dataset_id).num_splits};
+  };
+}
+
 TaskInfo SimDispatcher::InfoOf(const state::Task& task) const {
   const state::Job* job = state_.FindJob(task.job_id);
   return TaskInfo{task.id, task.job_id, job->IsDynamic(),
@@ -42,45 +66,33 @@ TaskInfo SimDispatcher::InfoOf(const state::Task& task) const {
 void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& request,
                                     std::function<void(const HeartbeatReply&)> reply) {
   const std::string& address = request.address;
-  const state::Worker* worker = state_.FindWorkerByAddress(address);
-  const bool replaced =
-      worker != nullptr && request.incarnation != 0 && worker->incarnation != request.incarnation;
-  bool registered = false;
-  if (worker == nullptr || replaced) {
-    if (replaced && !RemoveWorkerAt(address, "a new worker process took its address").ok()) return;
-    const uint64_t worker_id = state_.NextWorkerId();
-    if (!SubmitBuilt([&](journal::Update::Builder u) {
-           auto reg = u.initRegisterWorker();
-           reg.setWorkerId(worker_id);
-           reg.setAddress(address);
-           reg.setTransferAddress(address + ":transfer");
-           reg.setIncarnation(request.incarnation);
-         }).ok()) {
-      return;
-    }
-    worker = state_.FindWorker(worker_id);
-    registered = true;
+  state::WorkerHeartbeatRequest decoded;
+  decoded.address = address;
+  decoded.transfer_address = address + ":transfer";
+  decoded.incarnation = request.incarnation;
+  decoded.current_tasks = request.current_tasks;
+  decoded.connection = conn;
+  state::WorkerHeartbeatPlan plan =
+      state::PlanWorkerHeartbeat(state_, soft_, decoded, NowMs(), Stamp());
+  if (plan.replaces_worker_id != 0) {
+    if (!RemoveWorkerAt(address, "a new worker process took its address").ok()) return;
+    plan = state::PlanWorkerHeartbeat(state_, soft_, decoded, NowMs(), Stamp());
   }
-  // WorkerRegistry::Heartbeat.
-  auto [it, inserted] = registry_.try_emplace(address);
-  Entry& entry = it->second;
-  const bool attached = inserted || entry.conn != conn || entry.worker_id != worker->id;
-  entry.worker_id = worker->id;
-  entry.conn = conn;
-  entry.last_heartbeat_ms = ctx_.net.now_ms();
-  entry.control = request.control;
-  if (registered || attached) CreateMissingTasks(address);
+  if (!Carry(plan.updates).ok()) return;
+  const bool attached = soft_.Apply(plan.soft);
+  controls_.insert_or_assign(address, request.control);  // WorkerRegistry::Heartbeat
+  const uint64_t worker_id = plan.worker_id;
   // ClosureDispatcher::OnWorkerHeartbeat.
-  auto [live, new_live] = live_.try_emplace(worker->id);
-  if (new_live || registered || attached) {
+  auto [live, new_live] = live_.try_emplace(worker_id);
+  if (new_live || plan.registers || attached) {
     // A new link: the worker drops the outcomes of closures pushed on its
     // earlier connections, so those runs are lost (pinned seeds 27, 216, 226, 255).
-    Carry(state::PlanWorkerLost(state_, Policy(), worker->id,
+    Carry(state::PlanWorkerLost(state_, Policy(), worker_id,
                                 "it reconnected; its earlier connection's runs are dropped",
                                 Stamp()))
         .ok();
     live->second.address = address;
-    live->second.worker.worker_id = worker->id;
+    live->second.worker.worker_id = worker_id;
     live->second.worker.eligible_at_ms =
         static_cast<uint64_t>(ctx_.net.now_ms()) +
         state::StartDelayMs(ctx_.params.policy, workers_attached_++);
@@ -90,124 +102,40 @@ void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& reque
   live->second.worker.paused = false;
 
   HeartbeatReply out;
-  out.worker_id = worker->id;
+  out.worker_id = worker_id;
   out.dispatcher_incarnation = incarnation_;
-  std::set<uint64_t> current(request.current_tasks.begin(), request.current_tasks.end());
-  std::set<uint64_t> assigned;
-  for (const state::Task* task : state_.TasksForWorker(address)) {
-    assigned.insert(task->id);
-    if (!current.contains(task->id)) out.new_tasks.push_back(InfoOf(*task));
-  }
-  for (uint64_t id : current)
-    if (!assigned.contains(id)) out.tasks_to_delete.push_back(id);
+  for (uint64_t id : plan.tasks_to_start) out.new_tasks.push_back(InfoOf(*state_.FindTask(id)));
+  out.tasks_to_delete = plan.tasks_to_delete;
   Park(conn, [reply, out] { reply(out); });
-}
-
-void SimDispatcher::CreateMissingTasks(const std::string& address) {
-  // The reactor's routing decision (state/task_routing.h); simulated workers
-  // announce no dataset kinds, so every unfinished job.
-  for (uint64_t job_id : state::JobsNeedingTask(state_, address)) CreateTask(job_id, address);
-}
-
-void SimDispatcher::CreateTask(uint64_t job_id, const std::string& address) {
-  const uint64_t task_id = state_.NextTaskId();
-  SubmitBuilt([&](journal::Update::Builder u) {
-    auto create = u.initCreateTask();
-    create.setTaskId(task_id);
-    create.setJobId(job_id);
-    create.setWorkerAddress(address);
-  }).ok();
-}
-
-void SimDispatcher::CreateTasksForJob(uint64_t job_id) {
-  for (const std::string& address : state::WorkersNeedingTask(state_, job_id)) {
-    CreateTask(job_id, address);
-  }
 }
 
 void SimDispatcher::WorkerUpdate(uint64_t conn, const std::vector<uint64_t>& completed_tasks) {
   (void)conn;
-  for (uint64_t task_id : completed_tasks) {
-    const state::Task* task = state_.FindTask(task_id);
-    if (task == nullptr || task->finished || task->pending) continue;
-    SubmitBuilt([&](journal::Update::Builder u) { u.initFinishTask().setTaskId(task_id); }).ok();
-  }
+  std::vector<state::TaskProgress> progress;
+  for (uint64_t task_id : completed_tasks) progress.push_back({task_id, true});
+  Result<state::UpdateList> updates = state::PlanWorkerUpdate(state_, progress, Stamp());
+  if (updates.ok()) Carry(*updates).ok();  // refused (an unknown task): nothing changes
 }
 
 void SimDispatcher::GetSplit(uint64_t conn, const SplitRequest& request,
                              std::function<void(const SplitReply&)> reply) {
+  state::GetSplitRequest decoded;
+  decoded.task_id = request.task_id;
+  decoded.sequence = request.sequence;
+  decoded.repetition = request.repetition;
+  decoded.max_splits = request.max_splits;
+  Result<state::GetSplitPlan> plan =
+      state::PlanGetSplit(state_, decoded, SplitSources(), Stamp(), DataPolicy());
   SplitReply out;
-  auto answer = [&] { Park(conn, [reply, out] { reply(out); }); };
-  const state::Task* task = state_.FindTask(request.task_id);
-  if (task == nullptr) {
-    out.status = NotFoundError("task " + std::to_string(request.task_id) + " is unknown");
-    return answer();
+  if (!plan.ok()) {
+    out.status = plan.status();
+  } else {
+    if (!Carry(plan->updates).ok()) return;
+    out.repetition = plan->answer.repetition;
+    out.end_of_splits = plan->answer.end_of_splits;
+    out.indices = plan->answer.split_indices;
   }
-  const state::Job* job = state_.FindJob(task->job_id);
-  if (!job->IsDynamic()) {
-    out.status = FailedPreconditionError("job is not DYNAMIC");
-    return answer();
-  }
-  const SplitSource source = SourceOf(state_, job->dataset_id);
-  uint64_t sequence = request.sequence;
-  if (const state::SplitGrant* grant = state_.FindSplitGrant(task->id, 0)) {
-    if (sequence == grant->sequence) {
-      if (ctx_.bug != SimBug::kSplitRetryNotIdempotent) {
-        out.repetition = grant->repetition;
-        out.end_of_splits = grant->end_of_splits;
-        out.indices = grant->split_indices;
-        return answer();
-      }
-      sequence = grant->sequence + 1;  // the planted bug: a retry is a new request
-    } else if (sequence < grant->sequence) {
-      out.status = FailedPreconditionError("sequence " + std::to_string(sequence) +
-                                           " is older than its last request");
-      return answer();
-    }
-  }
-  if (job->garbage_collected) {
-    out.status = FailedPreconditionError("job has been garbage-collected");
-    return answer();
-  }
-  if (task->finished) {
-    out.status = FailedPreconditionError("task is finished");
-    return answer();
-  }
-  const state::SplitProviderProgress& progress = job->providers[0];
-  out.repetition = request.repetition;
-  if (job->finished || request.repetition < progress.repetition) {
-    out.end_of_splits = true;  // that repetition is over for everyone
-    return answer();
-  }
-  if (request.repetition > progress.repetition) {
-    out.status = FailedPreconditionError("split provider is at repetition " +
-                                         std::to_string(progress.repetition));
-    return answer();
-  }
-  const uint64_t wanted = std::max<uint32_t>(request.max_splits, 1);
-  for (uint64_t index : progress.requeued) {
-    if (out.indices.size() >= wanted) break;
-    out.indices.push_back(index);
-  }
-  for (uint64_t next = progress.next_index; out.indices.size() < wanted && next < source.num_splits;
-       ++next) {
-    out.indices.push_back(next);
-  }
-  out.end_of_splits = out.indices.empty();
-  const uint64_t job_id = job->id;
-  Status status = SubmitBuilt([&](journal::Update::Builder u) {
-    auto produce = u.initProduceSplit();
-    produce.setJobId(job_id);
-    produce.setRepetition(request.repetition);
-    produce.setProviderIndex(0);
-    produce.setTaskId(request.task_id);
-    produce.setSequence(sequence);
-    auto list = produce.initSplitIndices(static_cast<unsigned>(out.indices.size()));
-    for (size_t i = 0; i < out.indices.size(); ++i) list.set(i, out.indices[i]);
-    produce.setEndOfSplits(out.end_of_splits);
-  });
-  if (!status.ok()) return;
-  answer();
+  Park(conn, [reply, out] { reply(out); });
 }
 
 void SimDispatcher::RegisterDataset(uint64_t conn, uint64_t fingerprint, uint64_t num_splits,
@@ -232,112 +160,83 @@ void SimDispatcher::RegisterDataset(uint64_t conn, uint64_t fingerprint, uint64_
 
 void SimDispatcher::GetOrCreateJob(uint64_t conn, const JobRequest& request,
                                    std::function<void(const JobReply&)> reply) {
+  state::JobRequest decoded;
+  decoded.dataset_id = request.dataset_id;
+  decoded.job_name = request.name;
+  decoded.processing_mode =
+      request.dynamic ? rpc::ProcessingMode::DYNAMIC : rpc::ProcessingMode::OFF;
+  decoded.num_consumers = request.num_consumers;
+  decoded.requeue_unfinished_splits = request.requeue;
+  Result<state::JobPlan> plan =
+      state::PlanGetOrCreateJob(state_, decoded, SplitSources(), NowMs(), Stamp(), DataPolicy());
   JobReply out;
-  auto acquire = [&](uint64_t job_id) {
-    const uint64_t client_id = state_.NextJobClientId();
-    out.status = SubmitBuilt([&](journal::Update::Builder u) {
-      auto acquire = u.initAcquireJobClient();
-      acquire.setJobClientId(client_id);
-      acquire.setJobId(job_id);
-    });
-    out.job_id = job_id;
-    out.job_client_id = client_id;
-    client_seen_ms_[client_id] = ctx_.net.now_ms();
-  };
-  const bool named = !request.name.empty();
-  const state::Job* job = named ? state_.FindNamedJob({request.name, 0}) : nullptr;
-  if (job != nullptr && !job->garbage_collected) {
-    acquire(job->id);
+  if (!plan.ok()) {
+    out.status = plan.status();
   } else {
-    const uint64_t job_id = state_.NextJobId();
-    out.status = SubmitBuilt([&](journal::Update::Builder u) {
-      auto create = u.initCreateJob();
-      create.setJobId(job_id);
-      create.setDatasetId(request.dataset_id);
-      create.setProcessingMode(request.dynamic ? rpc::ProcessingMode::DYNAMIC
-                                               : rpc::ProcessingMode::OFF);
-      if (named) {
-        auto key = create.getNamedKey().initNamed();
-        key.setName(request.name);
-        key.setIndex(0);
-      } else {
-        create.getNamedKey().setAnonymous();
-      }
-      create.setNumSplitProviders(request.dynamic ? 1 : 0);
-      create.setRequeueUnfinishedSplits(request.dynamic && request.requeue);
-    });
-    if (out.status.ok()) {
-      acquire(job_id);
-      CreateTasksForJob(job_id);
-    }
+    // The new tasks' workers learn of them from their heartbeats: simulated
+    // workers get no task pushes.
+    out.status = Carry(plan->updates);
+    if (!out.status.ok()) return;
+    soft_.Apply(plan->soft);
+    out.job_id = plan->job_id;
+    out.job_client_id = plan->job_client_id;
   }
   Park(conn, [reply, out] { reply(out); });
 }
 
-void SimDispatcher::ClientHeartbeat(uint64_t conn, uint64_t client_id,
+void SimDispatcher::ClientHeartbeat(uint64_t conn, const ClientHeartbeatRequest& request,
                                     std::function<void(const ClientHeartbeatReply&)> reply) {
+  state::ClientHeartbeatRequest decoded{request.job_client_id, request.current_round,
+                                        request.blocked_round};
+  Result<state::ClientHeartbeatPlan> plan =
+      state::PlanClientHeartbeat(state_, soft_, decoded, NowMs(), Stamp(), DataPolicy());
   ClientHeartbeatReply out;
-  const state::JobClient* client = state_.FindJobClient(client_id);
-  if (client == nullptr) {
-    out.status = NotFoundError("job client " + std::to_string(client_id) + " is unknown");
+  if (!plan.ok()) {
+    out.status = plan.status();
   } else {
-    const state::Job* job = state_.FindJob(client->job_id);
-    if (job->garbage_collected) {
-      out.status = FailedPreconditionError("job has been garbage-collected");
-    } else {
-      client_seen_ms_[client_id] = ctx_.net.now_ms();
-      out.job_finished = job->finished;
-    }
+    if (!Carry(plan->updates).ok()) return;
+    soft_.Apply(plan->soft);
+    const state::ClientHeartbeatAnswer answer = state::AnswerClientHeartbeat(state_, plan->job_id);
+    out.job_finished = answer.job_finished;
+    out.block_round = answer.block_round;
+    for (const state::Task* task : answer.tasks)
+      out.tasks.emplace_back(task->id, task->starting_round);
   }
   Park(conn, [reply, out] { reply(out); });
 }
 
 void SimDispatcher::ReleaseJobClient(uint64_t conn, uint64_t client_id,
                                      std::function<void(Status)> reply) {
-  Status status = state_.GetJobClient(client_id).status();
-  if (status.ok()) {
-    status = SubmitBuilt(
-        [&](journal::Update::Builder u) { u.initReleaseJobClient().setJobClientId(client_id); });
-    client_seen_ms_.erase(client_id);
+  Result<state::ReleasePlan> plan = state::PlanReleaseJobClient(state_, client_id, Stamp());
+  Status status = plan.status();
+  if (plan.ok()) {
+    if (!Carry(plan->updates).ok()) return;
+    soft_.Apply(plan->soft);
   }
   Park(conn, [reply, status] { reply(status); });
 }
 
 void SimDispatcher::RunTimers() {
-  const int64_t now = ctx_.net.now_ms();
+  const state::DataPolicy policy = DataPolicy();
   // Liveness: workers past the timeout are removed, consumers released.
-  std::vector<std::string> expired;
-  for (const auto& [address, entry] : registry_)
-    if (now - entry.last_heartbeat_ms > ctx_.params.worker_timeout_ms) expired.push_back(address);
-  for (const std::string& address : expired)
+  for (const std::string& address :
+       soft_.workers.TimedOut(NowMs(), static_cast<uint64_t>(ctx_.params.worker_timeout_ms)))
     RemoveWorkerAt(address, "no heartbeat within the worker timeout").ok();
-  std::vector<uint64_t> timed_out;
-  for (const auto& [client_id, seen] : client_seen_ms_)
-    if (now - seen > ctx_.params.client_timeout_ms) timed_out.push_back(client_id);
-  for (uint64_t client_id : timed_out) {
-    client_seen_ms_.erase(client_id);
-    if (state_.FindJobClient(client_id) == nullptr) continue;
-    SubmitBuilt([&](journal::Update::Builder u) {
-      u.initReleaseJobClient().setJobClientId(client_id);
-    }).ok();
-  }
+  state::ClientTimeoutPlan timeouts =
+      state::PlanClientTimeouts(state_, soft_, NowMs(), Stamp(), policy);
+  for (size_t i = 0; i < timeouts.updates.size(); ++i) Submit(timeouts.updates[i]).ok();
+  soft_.Apply(timeouts.soft);
   // Closure deadlines (ClosureDispatcher's deadline timer).
   state::EndingPlan deadlines = state::PlanDeadlines(state_, Stamp());
   if (!deadlines.updates.empty() && Carry(deadlines.updates).ok())
     TellWorkersToDrop(deadlines.running);
   // Job GC, every 50 ms.
+  const int64_t now = ctx_.net.now_ms();
   if (now < next_gc_ms_) return;
   next_gc_ms_ = now + 50;
-  const int64_t now_micros = NowMicros();
-  for (const state::Job* job : state_.ListUnfinishedJobs()) {
-    if (job->num_clients > 0 || job->last_client_released_micros < 0) continue;
-    if (now_micros - job->last_client_released_micros < ctx_.params.job_gc_timeout_ms * 1000)
-      continue;
-    const uint64_t job_id = job->id;
-    SubmitBuilt([&](journal::Update::Builder u) {
-      u.initGarbageCollectJob().setJobId(job_id);
-    }).ok();
-  }
+  state::JobGcPlan gc = state::PlanJobGc(state_, Stamp(), policy);
+  for (size_t i = 0; i < gc.updates.size(); ++i) Submit(gc.updates[i]).ok();
+  soft_.Apply(gc.soft);
 }
 
 }  // namespace dispatch::sim

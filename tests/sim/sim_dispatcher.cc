@@ -27,6 +27,9 @@ void WithUpdate(const std::string& bytes, Fn&& fn) {
   fn(reader.getRoot<journal::Update>());
 }
 
+// The journal's per-record limit (StoreOptions' default).
+constexpr size_t kMaxRecordBytes = 16u << 20;
+
 capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
 capnp::Data::Reader DataOf(const std::string& s) {
   return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(s.data()), s.size());
@@ -51,7 +54,7 @@ state::ClosurePolicy SimDispatcher::Policy() const {
   return policy;
 }
 
-state::Stamp SimDispatcher::Stamp() const { return state::Stamp{NowMicros(), 16u << 20}; }
+state::Stamp SimDispatcher::Stamp() const { return state::Stamp{NowMicros(), kMaxRecordBytes}; }
 
 Status SimDispatcher::Submit(journal::Update::Reader update) {
   Status checked = state_.Check(update);
@@ -63,6 +66,12 @@ Status SimDispatcher::Submit(journal::Update::Reader update) {
   capnp::MallocMessageBuilder message;
   message.setRoot(update);
   std::string bytes = state::EncodeMessage(message);
+  if (bytes.size() > kMaxRecordBytes) {
+    // DurableState refuses it; the planners cut what they build to fit.
+    ctx_.observer->Fail("a planned update of " + std::to_string(bytes.size()) +
+                        " bytes does not fit a journal record");
+    return ResourceExhaustedError("update too large");
+  }
   const std::vector<uint64_t> moved = DependantsMoved(update);
   Status applied = state::ApplyEncodedUpdate(state_, bytes);
   if (!applied.ok()) {
@@ -201,39 +210,31 @@ void SimDispatcher::CheckReplay() {
 void SimDispatcher::Recover() {
   CheckReplay();
   state_ = committed_;
-  registry_.clear();
+  soft_ = state::SoftState();
+  controls_.clear();
   live_.clear();
   sessions_.clear();
   pending_releases_.clear();
-  client_seen_ms_.clear();
   workers_attached_ = 0;
   ctx_.control_connection = ctx_.net.Open();
   ctx_.observer->Restarted(state_);
   // DataService::Start: closures that were running go back to the queue;
   // registered workers and job clients count as heard from now.
   Carry(state::PlanRecovery(state_, Stamp())).ok();
-  for (const state::Worker* worker : state_.ListWorkers()) {
-    Entry& entry = registry_[worker->address];
-    entry.worker_id = worker->id;
-    entry.last_heartbeat_ms = ctx_.net.now_ms();
-  }
-  for (const state::JobClient* client : state_.ListJobClients())
-    client_seen_ms_[client->id] = ctx_.net.now_ms();
+  soft_.Initialize(state_, NowMs(), NowMicros());
 }
 
 // ---- Workers and their closures ---------------------------------------------
 
 void SimDispatcher::OnBroken(uint64_t conn) {
   sessions_.erase(conn);
-  std::vector<std::string> addresses;
-  for (const auto& [address, entry] : registry_)
-    if (entry.conn == conn) addresses.push_back(address);
-  for (const std::string& address : addresses)
+  for (const std::string& address : soft_.workers.Detach(conn))
     RemoveWorkerAt(address, "its connection dropped").ok();
 }
 
 Status SimDispatcher::RemoveWorkerAt(const std::string& address, const std::string& reason) {
-  registry_.erase(address);
+  soft_.workers.Forget(address);
+  controls_.erase(address);
   const state::Worker* worker = state_.FindWorkerByAddress(address);
   if (worker == nullptr) return Status::Ok();
   const uint64_t worker_id = worker->id;
@@ -244,13 +245,18 @@ Status SimDispatcher::RemoveWorkerAt(const std::string& address, const std::stri
       [&](journal::Update::Builder u) { u.initRemoveWorker().setWorkerId(worker_id); });
 }
 
+const SimDispatcher::Control* SimDispatcher::ControlAt(const std::string& address) const {
+  auto it = controls_.find(address);
+  return it == controls_.end() || !it->second ? nullptr : &it->second;
+}
+
 std::vector<state::LiveWorker> SimDispatcher::LiveWorkers() const {
   static const auto kEverything = std::make_shared<const state::FunctionSet>(
       state::FunctionSet{"f0", "f1", "f2", "f3", "f4", "f5"});
   std::vector<state::LiveWorker> workers;
   for (const auto& [worker_id, live] : live_) {
-    auto entry = registry_.find(live.address);
-    if (entry == registry_.end() || !ctx_.net.IsOpen(entry->second.conn)) continue;
+    const uint64_t conn = soft_.workers.ConnectionOf(live.address);
+    if (conn == 0 || !ctx_.net.IsOpen(conn)) continue;
     workers.push_back(live.worker);
     if (ctx_.bug == SimBug::kIgnoreFunctions) workers.back().functions = kEverything;
   }
@@ -295,15 +301,15 @@ void SimDispatcher::AssignQueued() {
 
 void SimDispatcher::Push(uint64_t worker_id, std::vector<RunPush> runs) {
   auto live = live_.find(worker_id);
-  auto entry = live == live_.end() ? registry_.end() : registry_.find(live->second.address);
-  if (entry == registry_.end() || !entry->second.control) {
+  const Control* found = live == live_.end() ? nullptr : ControlAt(live->second.address);
+  if (found == nullptr) {
     PushFailed(worker_id, runs);
     return;
   }
-  auto control = entry->second.control;
+  Control control = *found;
   const uint64_t incarnation = incarnation_;
   ctx_.Send(
-      entry->second.conn, [control, runs] { control(runs); }, false,
+      soft_.workers.ConnectionOf(live->second.address), [control, runs] { control(runs); }, false,
       [this, incarnation, worker_id, runs] {
         if (incarnation == incarnation_) PushFailed(worker_id, runs);
       });
@@ -574,10 +580,12 @@ void SimDispatcher::TellWorkersToDrop(
       drops.push_back(std::move(drop));
     }
     auto live = live_.find(worker_id);
-    auto entry = live == live_.end() ? registry_.end() : registry_.find(live->second.address);
-    if (entry == registry_.end() || !entry->second.control) continue;  // best effort
-    auto control = entry->second.control;
-    ctx_.Send(entry->second.conn, [control, drops] { control(drops); }, false);
+    const Control* found = live == live_.end() ? nullptr : ControlAt(live->second.address);
+    if (found == nullptr) continue;  // best effort
+    Control control = *found;
+    ctx_.Send(
+        soft_.workers.ConnectionOf(live->second.address), [control, drops] { control(drops); },
+        false);
   }
 }
 

@@ -1,11 +1,12 @@
 // SimDispatcher: the simulation's stand-in for the reactor. It owns the real
 // DispatcherState and makes every decision with the same state/ functions the
 // reactor calls (closure_planner.h, closure_requests.h, closure_updates.h;
-// the data service's Updates built as reactor/*_service.cc builds them), and
-// keeps only what the reactor keeps beside the state: the worker registry,
-// what heartbeats said (LiveWorker), coordinator sessions, consumer
-// heartbeats, pending releases. Its durability is DurableState's: Submit
-// checks, encodes and applies an Update into the pass's batch; EndPass
+// for the data service split_planner.h, worker_planner.h, job_planner.h and
+// consumer_planner.h), and keeps only what the reactor keeps beside the
+// state: the soft state the planners read (state/soft_state.h: worker
+// liveness, consumer rounds), the workers' control capabilities, what
+// heartbeats said (LiveWorker), coordinator sessions, pending releases. Its durability is
+// DurableState's: Submit checks, encodes and applies an Update into the pass's batch; EndPass
 // commits the batch (journal records and result rows together) and only then
 // sends the replies parked on it. Crash drops the batch and everything soft,
 // and rebuilds the state from the journal image (every record, encoded and
@@ -24,8 +25,10 @@
 
 #include "state/closure_planner.h"
 #include "state/closure_updates.h"
+#include "state/data_policy.h"
 #include "state/dispatcher_state.h"
 #include "state/refused_schedules.h"
+#include "state/soft_state.h"
 #include "tests/sim/sim_context.h"
 #include "tests/sim/sim_messages.h"
 
@@ -64,7 +67,7 @@ class SimDispatcher {
                        int64_t repetitions, std::function<void(uint64_t)> reply);
   void GetOrCreateJob(uint64_t conn, const JobRequest& request,
                       std::function<void(const JobReply&)> reply);
-  void ClientHeartbeat(uint64_t conn, uint64_t client_id,
+  void ClientHeartbeat(uint64_t conn, const ClientHeartbeatRequest& request,
                        std::function<void(const ClientHeartbeatReply&)> reply);
   void ReleaseJobClient(uint64_t conn, uint64_t client_id, std::function<void(Status)> reply);
 
@@ -80,12 +83,8 @@ class SimDispatcher {
   void CheckReplay();
 
  private:
-  struct Entry {  // WorkerRegistry's entry
-    uint64_t worker_id = 0;
-    uint64_t conn = 0;
-    int64_t last_heartbeat_ms = 0;
-    std::function<void(const std::vector<RunPush>&)> control;
-  };
+  // A worker's WorkerControl capability (WorkerRegistry's): where closures are pushed.
+  using Control = std::function<void(const std::vector<RunPush>&)>;
   struct Live {  // ClosureDispatcher's LiveEntry
     std::string address;
     state::LiveWorker worker;
@@ -97,9 +96,16 @@ class SimDispatcher {
 
   // Durability (DurableState).
   int64_t NowMicros() const;
+  // The serving clock (the reactor's ServingClock: the simulation never stalls).
+  uint64_t NowMs() const { return static_cast<uint64_t>(ctx_.net.now_ms()); }
   state::Stamp Stamp() const;
   // The closure policy the planners get (the drawn one, or a planted bug's).
   state::ClosurePolicy Policy() const;
+  // The data-service policy the planners get (the drawn one, with a planted
+  // bug of theirs).
+  state::DataPolicy DataPolicy() const;
+  // The split sources of the datasets' metadata ("<splits> <repetitions>").
+  state::SplitSourceLookup SplitSources() const;
   Status Submit(journal::Update::Reader update);
   Status Carry(const state::UpdateList& updates);
   // Builds one Update with `fill` and submits it (DataService::Submit).
@@ -117,9 +123,8 @@ class SimDispatcher {
 
   // Workers and closures.
   Status RemoveWorkerAt(const std::string& address, const std::string& reason);
-  void CreateMissingTasks(const std::string& address);
-  void CreateTasksForJob(uint64_t job_id);
-  void CreateTask(uint64_t job_id, const std::string& address);
+  // The capability of the worker at `address`; null when none.
+  const Control* ControlAt(const std::string& address) const;
   std::vector<state::LiveWorker> LiveWorkers() const;
   void AssignQueued();
   void Push(uint64_t worker_id, std::vector<RunPush> runs);
@@ -145,14 +150,14 @@ class SimDispatcher {
   std::vector<std::pair<uint64_t, std::function<void()>>> parked_;
   std::vector<std::pair<uint64_t, std::vector<RunPush>>> parked_pushes_;
 
-  std::map<std::string, Entry> registry_;
+  state::SoftState soft_;                    // a restart forgets it
+  std::map<std::string, Control> controls_;  // by worker address
   std::map<uint64_t, Live> live_;
   uint64_t workers_attached_ = 0;
   uint64_t turn_ = 0;
   state::SortedIdSet pending_releases_;
   state::RefusedSchedules refused_;  // in memory: a restart forgets it
   std::map<uint64_t, Session> sessions_;  // by connection
-  std::map<uint64_t, int64_t> client_seen_ms_;
   int64_t next_gc_ms_ = 0;
 };
 

@@ -167,6 +167,13 @@ void SimInvariants::CheckUpdate(const state::DispatcherState& after,
       Ended(id, state::ClosureState::FAILED, failed.getError());
       return;
     }
+    case journal::Update::CREATE_PENDING_TASK:
+      ++pending_created_;
+      return;
+    case journal::Update::CLIENT_HEARTBEAT:
+      ++(update.getClientHeartbeat().getOutcome().isAccepted() ? pending_accepted_
+                                                               : pending_rejected_);
+      return;
     case journal::Update::PRODUCE_SPLIT: {
       auto produce = update.getProduceSplit();
       const uint64_t job = produce.getJobId();
@@ -282,6 +289,15 @@ void SimInvariants::PassPlanned(const state::DispatcherState& before,
 void SimInvariants::Restarted(const state::DispatcherState& recovered) {
   for (const state::Closure* closure : recovered.ClosuresInState(state::ClosureState::ASSIGNED))
     ++closures_[closure->id].recoveries;
+}
+
+void SimInvariants::RoundRobinTaskStarted(uint64_t job_client_id, uint64_t task_id,
+                                          int64_t starting_round, int64_t consumer_round) {
+  Require(consumer_round <= starting_round, [&] {
+    return "round-robin task " + std::to_string(task_id) + " starts at round " +
+           std::to_string(starting_round) + ", but job client " + std::to_string(job_client_id) +
+           " had read on to round " + std::to_string(consumer_round);
+  });
 }
 
 void SimInvariants::SplitAnswered(uint64_t job_id, uint64_t task_id, uint64_t sequence,

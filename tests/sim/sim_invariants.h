@@ -19,6 +19,9 @@
 //   worker, at most once plus once per requeue of it; a retried getSplit
 //   (same task and sequence) gets the same answer; a repetition that ended
 //   handed out every split;
+// - round robin: a task that joins a round-robin job (pending, then started
+//   by its consumers' agreement) starts at a round its consumer has not read
+//   past;
 // - at the end (Finish): everything scheduled ended and was delivered.
 #pragma once
 
@@ -54,6 +57,8 @@ class SimInvariants : public SimObserver {
   void Restarted(const state::DispatcherState& recovered) override;
   void SplitAnswered(uint64_t job_id, uint64_t task_id, uint64_t sequence,
                      const SplitReply& reply) override;
+  void RoundRobinTaskStarted(uint64_t job_client_id, uint64_t task_id, int64_t starting_round,
+                             int64_t consumer_round) override;
   void OutcomeDelivered(uint64_t coordinator_id, const Outcome& outcome) override;
   void Fail(const std::string& what) override;
 
@@ -66,6 +71,11 @@ class SimInvariants : public SimObserver {
   uint64_t num_closures() const { return closures_.size(); }
   uint64_t num_splits_granted() const { return splits_granted_; }
   uint64_t num_checks() const { return checks_; }
+  // Round-robin pending tasks journaled: created, accepted and rejected by a
+  // consumer's heartbeat.
+  uint64_t num_pending_created() const { return pending_created_; }
+  uint64_t num_pending_accepted() const { return pending_accepted_; }
+  uint64_t num_pending_rejected() const { return pending_rejected_; }
 
  private:
   struct ShadowClosure {
@@ -104,6 +114,7 @@ class SimInvariants : public SimObserver {
   std::map<uint64_t, std::vector<std::vector<uint64_t>>> requeue_before_;  // job -> providers
   std::map<std::pair<uint64_t, uint64_t>, SplitReply> answers_;            // (task, sequence)
   uint64_t splits_granted_ = 0;
+  uint64_t pending_created_ = 0, pending_accepted_ = 0, pending_rejected_ = 0;
 };
 
 }  // namespace dispatch::sim

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/checksum.h"
@@ -130,6 +131,7 @@ struct JobRequest {
   std::string name;  // empty: anonymous
   bool dynamic = false;
   bool requeue = false;
+  uint32_t num_consumers = 0;  // round robin when > 0
 };
 
 struct JobReply {
@@ -138,9 +140,17 @@ struct JobReply {
   uint64_t job_client_id = 0;
 };
 
+struct ClientHeartbeatRequest {
+  uint64_t job_client_id = 0;
+  int64_t current_round = -1;  // a round-robin consumer's round; -1: none
+  int64_t blocked_round = -1;  // the round it waits at for a pending task; -1: none
+};
+
 struct ClientHeartbeatReply {
   Status status;
   bool job_finished = false;
+  int64_t block_round = -1;  // where a pending task is to start; -1: none pending
+  std::vector<std::pair<uint64_t, int64_t>> tasks;  // (task, starting round), by id
 };
 
 }  // namespace dispatch::sim

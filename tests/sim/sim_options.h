@@ -12,8 +12,10 @@
 
 namespace dispatch::sim {
 
-// Bugs the harness can plant in its own stand-in for the reactor, to prove
-// that the checker notices (SimChecker tests in sim_test.cc). kNone in real runs.
+// Bugs the harness can plant, to prove that the checker notices
+// (SimulationChecker tests in sim_test.cc): in its own stand-in for the
+// reactor, or through a test-only hook in the shipping planners. kNone in
+// real runs.
 enum class SimBug {
   kNone,
   kReplyBeforeCommit,        // replies leave before their updates are committed
@@ -21,9 +23,12 @@ enum class SimBug {
   kUnjournaledRelease,       // releases are applied but not journaled
   kForgetOutcome,            // a coordinator session drops an outcome instead of sending it
   kRetryForever,             // the planner is given max_closure_attempts 0 (unlimited)
-  kSplitRetryNotIdempotent,  // a getSplit retry is answered with fresh splits
+  kSplitRetryNotIdempotent,  // a getSplit retry is answered with fresh splits (planted in
+                             // state::PlanGetSplit through DataPolicy::planted_bug)
   kForgetRefusals,           // a late copy of a refused schedule is not refused again
   kPushNoInputs,             // closures are pushed without their inputs' results
+  kRoundRobinIgnoresRounds,  // a pending task is accepted at its target round whatever round
+                             // the consumer is at (state::PlanClientHeartbeat, as above)
 };
 const char* SimBugName(SimBug bug);
 
@@ -46,6 +51,8 @@ struct SimParams {
   int64_t worker_timeout_ms = 400;
   int64_t client_timeout_ms = 400;
   int64_t job_gc_timeout_ms = 300;
+  // --max-splits-per-call: a getSplit asking for more gets this many.
+  uint64_t max_splits_per_call = 65536;
 
   static SimParams Draw(std::mt19937_64& rng);
   std::string ToString() const;

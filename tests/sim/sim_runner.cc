@@ -43,6 +43,8 @@ const char* SimBugName(SimBug bug) {
       return "ForgetRefusals";
     case SimBug::kPushNoInputs:
       return "PushNoInputs";
+    case SimBug::kRoundRobinIgnoresRounds:
+      return "RoundRobinIgnoresRounds";
   }
   return "unknown";
 }
@@ -70,6 +72,8 @@ SimParams SimParams::Draw(std::mt19937_64& rng) {
   p.worker_timeout_ms = Between(rng, 200, 600);
   p.client_timeout_ms = Between(rng, 200, 600);
   p.job_gc_timeout_ms = Between(rng, 100, 400);
+  // Drawn last: the draws above, and so every earlier seed's world, stay.
+  p.max_splits_per_call = Pick<uint64_t>(rng, {1, 2, 65536, 65536});
   return p;
 }
 
@@ -80,7 +84,8 @@ std::string SimParams::ToString() const {
       "workers=%d coordinators=%d consumers=%d functions=%d max_closures=%d loss=%.3f "
       "duplicate=%.2f max_delay_ms=%d worker_death=%.3f half_open=%.1f restart=%.3f "
       "crash_before_commit=%.1f commit_hold=%d snapshot_every=%llu max_attempts=%llu "
-      "transient_retries=%llu start_delay_ms=%llu/%llu timeouts(worker,client,gc)=%lld,%lld,%lld",
+      "transient_retries=%llu start_delay_ms=%llu/%llu timeouts(worker,client,gc)=%lld,%lld,%lld "
+      "max_splits_per_call=%llu",
       num_workers, num_coordinators, num_consumers, num_functions, max_closures, loss, duplicate,
       max_delay_ms, worker_death, half_open, restart, crash_before_commit, commit_hold ? 1 : 0,
       static_cast<unsigned long long>(snapshot_every),
@@ -89,7 +94,8 @@ std::string SimParams::ToString() const {
       static_cast<unsigned long long>(policy.start_delay_ms),
       static_cast<unsigned long long>(policy.start_delay_max_ms),
       static_cast<long long>(worker_timeout_ms), static_cast<long long>(client_timeout_ms),
-      static_cast<long long>(job_gc_timeout_ms));
+      static_cast<long long>(job_gc_timeout_ms),
+      static_cast<unsigned long long>(max_splits_per_call));
   return text;
 }
 
@@ -146,6 +152,9 @@ class World {
     result.closures = invariants_.num_closures();
     result.splits = invariants_.num_splits_granted();
     result.checks = invariants_.num_checks();
+    result.pending_created = invariants_.num_pending_created();
+    result.pending_accepted = invariants_.num_pending_accepted();
+    result.pending_rejected = invariants_.num_pending_rejected();
     return result;
   }
 

@@ -28,6 +28,10 @@ struct SimResult {
   uint64_t closures = 0;
   uint64_t splits = 0;
   uint64_t checks = 0;
+  // Round-robin pending tasks: created, accepted, rejected (journaled).
+  uint64_t pending_created = 0;
+  uint64_t pending_accepted = 0;
+  uint64_t pending_rejected = 0;
 };
 
 SimResult RunSimulation(const SimOptions& options);

@@ -51,7 +51,8 @@ std::string Describe(const SimResult& r) {
 
 TEST(Simulation, ManySeeds) {
   const auto start = std::chrono::steady_clock::now();
-  uint64_t failures = 0, steps = 0, records = 0, restarts = 0, closures = 0, splits = 0, checks = 0;
+  uint64_t failures = 0, steps = 0, records = 0, restarts = 0, closures = 0, splits = 0, checks = 0,
+           pending = 0;
   for (uint64_t seed = flags.first_seed; seed < flags.first_seed + flags.seeds; ++seed) {
     const SimResult r = RunSeed(seed);
     steps += r.steps;
@@ -60,6 +61,7 @@ TEST(Simulation, ManySeeds) {
     closures += r.closures;
     splits += r.splits;
     checks += r.checks;
+    pending += r.pending_created;
     if (!r.ok) {
       ADD_FAILURE() << Describe(r);
       if (++failures >= 10) break;
@@ -69,13 +71,14 @@ TEST(Simulation, ManySeeds) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
       "simulated seeds %llu..%llu: %llu steps, %llu journal records, %llu dispatcher restarts, "
-      "%llu closures, %llu splits, %llu checks, %llu failing, %.1f s\n",
+      "%llu closures, %llu splits, %llu round-robin pending tasks, %llu checks, %llu failing, "
+      "%.1f s\n",
       static_cast<unsigned long long>(flags.first_seed),
       static_cast<unsigned long long>(flags.first_seed + flags.seeds - 1),
       static_cast<unsigned long long>(steps), static_cast<unsigned long long>(records),
       static_cast<unsigned long long>(restarts), static_cast<unsigned long long>(closures),
-      static_cast<unsigned long long>(splits), static_cast<unsigned long long>(checks),
-      static_cast<unsigned long long>(failures), seconds);
+      static_cast<unsigned long long>(splits), static_cast<unsigned long long>(pending),
+      static_cast<unsigned long long>(checks), static_cast<unsigned long long>(failures), seconds);
 }
 
 TEST(Simulation, SeedFromEnvironment) {
@@ -96,6 +99,26 @@ TEST(Simulation, TheSameSeedRunsTheSameWay) {
     EXPECT_EQ(a.checks, b.checks) << "seed " << seed;
     EXPECT_EQ(a.failure, b.failure) << "seed " << seed;
   }
+}
+
+// The consumers' round-robin jobs reach every path of the pending-task
+// agreement (state::PlanClientHeartbeat): tasks created pending, accepted by
+// a consumer blocked in time, rejected by one already past the target.
+TEST(Simulation, RoundRobinPendingTasksAreCreatedAcceptedAndRejected) {
+  uint64_t created = 0, accepted = 0, rejected = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    const SimResult r = RunSeed(seed);
+    EXPECT_TRUE(r.ok) << Describe(r);
+    created += r.pending_created;
+    accepted += r.pending_accepted;
+    rejected += r.pending_rejected;
+  }
+  std::printf("seeds 1..100: %llu pending tasks created, %llu accepted, %llu rejected\n",
+              static_cast<unsigned long long>(created), static_cast<unsigned long long>(accepted),
+              static_cast<unsigned long long>(rejected));
+  EXPECT_GT(created, 0u);
+  EXPECT_GT(accepted, 0u);
+  EXPECT_GT(rejected, 0u);
 }
 
 // ---- Pinned seeds: every seed that once found a bug, and a few that cover
@@ -178,7 +201,9 @@ INSTANTIATE_TEST_SUITE_P(Seeds, SimulationRefusalPinned, ::testing::ValuesIn(kRe
                          });
 
 // ---- The checker can fail: with a bug planted in the harness's stand-in
-// for the reactor, some seed among the first few dozen is reported.
+// for the reactor, or in a shipping planner through its test-only hook
+// (state::DataPolicy::planted_bug), some seed among the first few dozen is
+// reported.
 class SimulationChecker : public ::testing::TestWithParam<SimBug> {};
 
 TEST_P(SimulationChecker, ReportsASeedWhenABugIsPlanted) {
@@ -197,7 +222,7 @@ INSTANTIATE_TEST_SUITE_P(Bugs, SimulationChecker,
                          ::testing::Values(SimBug::kReplyBeforeCommit, SimBug::kIgnoreFunctions,
                                            SimBug::kUnjournaledRelease, SimBug::kForgetOutcome,
                                            SimBug::kRetryForever, SimBug::kSplitRetryNotIdempotent,
-                                           SimBug::kPushNoInputs),
+                                           SimBug::kPushNoInputs, SimBug::kRoundRobinIgnoresRounds),
                          [](const ::testing::TestParamInfo<SimBug>& info) {
                            return std::string(SimBugName(info.param));
                          });

@@ -1,0 +1,25 @@
+#include "state/data_policy.h"
+
+namespace dispatch::state {
+
+bool IsStaticSharding(ProcessingMode mode) {
+  switch (mode) {
+    case ProcessingMode::FILE:
+    case ProcessingMode::DATA:
+    case ProcessingMode::FILE_OR_DATA:
+    case ProcessingMode::HINT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status CheckNameLength(std::string_view what, std::string_view value, uint64_t max_bytes) {
+  if (value.size() > max_bytes) {
+    return InvalidArgumentError(std::string(what) + " of " + std::to_string(value.size()) +
+                                " bytes is longer than the limit of " + std::to_string(max_bytes));
+  }
+  return Status::Ok();
+}
+
+}  // namespace dispatch::state
