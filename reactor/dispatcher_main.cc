@@ -153,7 +153,7 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "replies never wait; "
                  "false: the loop writes it inline, holding every reply (for comparison only)",
                  &o.durable.snapshot_in_background);
-  o.durable.inline_sync_max_records = 8;
+  o.durable.sync.inline_sync_max_records = 8;
   parser.AddUint("inline-sync-records",
                  "with --synchronous=full, a group commit of at most N records is fsynced on the "
                  "loop thread (a nearly idle loop has nothing to overlap with it, and the thread "
@@ -162,7 +162,7 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "thread pool, nor while more than one of the last 128 such small commits' "
                  "fsyncs took over 1 ms; larger commits are fsynced on the thread pool. "
                  "0: always the thread pool",
-                 &o.durable.inline_sync_max_records, 0, 1u << 20);
+                 &o.durable.sync.inline_sync_max_records, 0, 1u << 20);
   parser.AddUint("tick-ms", "period of the housekeeping timer in milliseconds", &o.tick_ms, 1,
                  60000);
   parser.AddUint("drain-timeout-ms",

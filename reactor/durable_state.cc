@@ -46,12 +46,7 @@ std::string EncodeUpdate(journal::Update::Reader update) {
 }
 
 DurableState::DurableState(uv_loop_t* loop, storage::Store& store, DurableStateOptions options)
-    : loop_(loop),
-      store_(store),
-      options_(options),
-      small_fsyncs_(options.inline_sync_max_micros * 1000, options.inline_sync_window),
-      sync_(loop),
-      checkpoint_(loop) {}
+    : loop_(loop), store_(store), options_(options), checkpoint_(loop) {}
 
 // The members give their pool work up (a checkpoint goes on with its own
 // connection until it is done; nothing is lost either way: the WAL and the
@@ -132,7 +127,11 @@ Result<std::unique_ptr<DurableState>> DurableState::FinishRecovery(std::unique_p
   if (store.defers_sync()) {
     auto syncer = store.NewWalSyncer();
     if (!syncer.ok()) return syncer.status();
-    self->syncer_ = std::move(syncer).value();
+    self->sync_ = std::make_unique<SyncStage>(self->loop_, store, std::move(syncer).value(),
+                                              self->options_.sync,
+                                              [raw]() { return raw->disk_busy(); });
+    self->sync_->SetListener(&raw->stage_listener_);
+    self->stages_.push_back(self->sync_.get());
   }
   // A long journal left by a crash is snapshotted in the background after
   // the first commit; nobody waits for it.
@@ -166,7 +165,7 @@ Status DurableState::Submit(journal::Update::Reader update, std::string bytes) {
 
 Status DurableState::SubmitRecord(journal::Update::Reader update, std::string bytes) {
   if (failed()) return failure_;
-  if (replicator_ != nullptr) DISPATCH_RETURN_IF_ERROR(replicator_->Admit());
+  for (DurabilityStage* stage : stages_) DISPATCH_RETURN_IF_ERROR(stage->Admit());
   // Sized before anything else: an update no journal record can hold is
   // refused here and changes nothing. The store checks again at commit, as a
   // last line that input never reaches.
@@ -247,13 +246,75 @@ kj::Promise<void> DurableState::Barrier() {
   // once that commit is written (CommitPass), so no fsync that began before
   // can release them.
   if (!batch_.empty()) return batch_waiters_.Wait();
-  // HA mode: written locally, not yet in the replicated journal.
-  if (replicator_ != nullptr && !replicator_->idle()) return replicator_->Barrier();
-  if (open_written_) return open_.Wait();
-  // Everything is written and its fsync runs: the caller may have observed
-  // an update that fsync covers.
-  if (sync_.in_flight()) return syncing_.Wait();
-  return kj::READY_NOW;
+  // Everything is written: the caller may have observed any of it.
+  if (DurableThrough() >= written_) return kj::READY_NOW;
+  if (waiting_.empty() || waiting_.back().first != written_) waiting_.emplace_back(written_, DurableWaiters());
+  return waiting_.back().second.Wait();
+}
+
+void DurableState::WhenWrittenDurable(kj::Function<void()> action) {
+  if (failed()) return;
+  if (DurableThrough() >= written_) {
+    action();
+    return;
+  }
+  if (waiting_.empty() || waiting_.back().first != written_) waiting_.emplace_back(written_, DurableWaiters());
+  waiting_.back().second.WhenDurable(kj::mv(action));
+}
+
+void DurableState::SetReplicator(JournalReplicator* replicator) {
+  KJ_REQUIRE(replicator_ == nullptr && written_ == 0, "SetReplicator after the first write");
+  replicator_ = replicator;
+  if (replicator_ == nullptr) return;
+  replicator_->SetListener(&stage_listener_);
+  stages_.push_back(replicator_);
+}
+
+const SyncStats& DurableState::sync_stats() const {
+  static const SyncStats kNone;
+  return sync_ != nullptr ? sync_->stats() : kNone;
+}
+
+const Histogram& DurableState::sync_seconds() const {
+  static const Histogram kNone{Histogram::SecondsBounds()};
+  return sync_ != nullptr ? sync_->sync_seconds() : kNone;
+}
+
+void DurableState::NoteWrite(DurableWaiters group, const storage::Batch* batch, uint64_t first_seq) {
+  ++written_;
+  // Queued before any stage hears of the write: one may pass it at once
+  // (an fsync on the loop, a replicated journal with nothing in flight).
+  if (!group.empty()) waiting_.emplace_back(written_, kj::mv(group));
+  for (DurabilityStage* stage : stages_) {
+    stage->Written(written_, batch, first_seq);
+    if (failed()) return;
+  }
+  ReleaseDurable();
+}
+
+uint64_t DurableState::DurableThrough() const {
+  uint64_t through = written_;
+  for (const DurabilityStage* stage : stages_) through = std::min(through, stage->durable());
+  return through;
+}
+
+void DurableState::ReleaseDurable() {
+  const uint64_t through = DurableThrough();
+  while (!waiting_.empty() && waiting_.front().first <= through) {
+    DurableWaiters group = kj::mv(waiting_.front().second);
+    waiting_.pop_front();
+    group.Fulfill();
+  }
+}
+
+void DurableState::OnStageAdvanced() {
+  if (failed()) return;
+  ReleaseDurable();
+  WakeStopWaiter();
+}
+
+void DurableState::OnStageFailed(const Status& status) {
+  if (!failed()) FailStop(status);
 }
 
 void DurableState::HoldCommit(uint64_t micros) {
@@ -314,25 +375,14 @@ void DurableState::CommitBatch() {
   histograms_.records_per_commit.Observe(static_cast<double>(records));
   stats_.records += records;
   stats_.max_batch = std::max<uint64_t>(stats_.max_batch, records);
-  if (replicator_ != nullptr) {
-    // HA mode: the local store is a cache; the replies leave once the
-    // replicated journal holds the batch.
-    replicator_->Append(batch_, first_seq, std::move(batch_waiters_));
-  }
+  // The replies leave once every stage has passed this write (at once
+  // when there is none: a Store that syncs itself).
+  NoteWrite(kj::mv(batch_waiters_), &batch_, first_seq);
   batch_.Clear();
   // What was put in this pass is readable from the store now (the
   // connection sees its own commits, synced or not).
   pending_datasets_.clear();
   pending_results_.clear();
-  if (store_.defers_sync()) {
-    open_.Absorb(std::move(batch_waiters_));
-    open_written_ = true;
-    ++commits_unsynced_;
-    records_unsynced_ += records;
-    StartSync(records);
-  } else if (replicator_ == nullptr) {
-    RemoveSnapshotFiles(batch_waiters_.Fulfill());
-  }
 
   MaybeSnapshot();
   MaybeCheckpoint();
@@ -426,15 +476,11 @@ void DurableState::OnSnapshotDoneLocally(SnapshotOutcome& outcome) {
       stats_.last_snapshot_micros = outcome.total_micros;
       histograms_.snapshot_seconds.Observe(static_cast<double>(outcome.total_micros) * 1e-6);
       stats_.last_snapshot_bytes = outcome.info.size;
-      if (store_.defers_sync()) {
-        // The record naming the new file is not durable yet: the older
-        // files go once the fsync covering it is back.
-        for (std::string& name : *obsolete) open_.RemoveWhenDurable(std::move(name));
-        open_written_ = true;
-        StartSync();
-      } else {
-        RemoveSnapshotFiles(*obsolete);
-      }
+      // The record naming the new file may not be durable yet: the older
+      // files go once every stage has passed it.
+      DurableWaiters removal;
+      removal.WhenDurable([this, names = std::move(*obsolete)]() { RemoveSnapshotFiles(names); });
+      NoteWrite(kj::mv(removal), nullptr, 0);
       Log(LogLevel::kInfo, "snapshot at record ", outcome.info.seq, " recorded: ",
           outcome.info.size, " bytes in ", outcome.info.name.c_str(), "; caught up ",
           outcome.records_applied, " records in ", outcome.catch_up_micros / 1000,
@@ -529,81 +575,13 @@ void DurableState::FailStop(const Status& status) {
       status.ToString().c_str());
   // The parked replies learn the truth; nothing after this is acknowledged.
   batch_waiters_.Reject(status);
-  open_.Reject(status);
-  syncing_.Reject(status);
-  if (replicator_ != nullptr) replicator_->Fail(status);
-  open_written_ = false;
+  for (auto& [write, group] : waiting_) group.Reject(status);
+  waiting_.clear();
+  for (DurabilityStage* stage : stages_) stage->Fail(status);
   batch_.Clear();
   pending_datasets_.clear();
   pending_results_.clear();
   if (on_fatal_) on_fatal_(status);
-}
-
-// The fsync's pool job: it owns the WalSyncer (a descriptor of its own)
-// while it runs, and its result. It touches nothing else.
-struct DurableState::SyncJob final : public uvkj::PoolJob {
-  void Run() override {
-    const uint64_t start = uv_hrtime();
-    result = syncer->Sync();
-    fsync_ns = uv_hrtime() - start;
-  }
-
-  std::unique_ptr<storage::WalSyncer> syncer;
-  Status result = InternalError("the WAL fsync did not run");
-  uint64_t fsync_ns = 0;
-  uint64_t records = 0;  // in the commits it covers
-};
-
-void DurableState::StartSync(size_t records) {
-  if (!open_written_ || sync_.in_flight() || failed() || syncer_ == nullptr) return;
-  if (fail_next_sync_) {
-    fail_next_sync_ = false;
-    syncer_->fail_next_sync_for_testing();
-  }
-  stats_.commits_per_sync_max = std::max(stats_.commits_per_sync_max, commits_unsynced_);
-  commits_unsynced_ = 0;
-  open_written_ = false;
-  syncing_ = std::move(open_);
-  auto job = std::make_unique<SyncJob>();
-  job->syncer = std::move(syncer_);
-  job->records = records_unsynced_;
-  records_unsynced_ = 0;
-  sync_start_ns_ = uv_hrtime();
-  sync_seq_ = store_.last_seq();
-  const bool inline_sync = records > 0 && records <= options_.inline_sync_max_records &&
-                           small_fsyncs_.quick() && !disk_busy();
-  if (inline_sync) {
-    ++stats_.inline_syncs;
-    job->Run();
-    OnSyncDone(std::move(job));
-    return;
-  }
-  if (sync_.Start(job, [this](std::unique_ptr<SyncJob> done) { OnSyncDone(std::move(done)); }) < 0) {
-    // No thread pool to run it: sync here rather than never.
-    job->Run();
-    OnSyncDone(std::move(job));
-  }
-}
-
-void DurableState::OnSyncDone(std::unique_ptr<SyncJob> job) {
-  syncer_ = std::move(job->syncer);
-  // Only small commits tell whether the loop's next fsync would be quick:
-  // a large one's takes long by its size alone.
-  if (job->records <= options_.inline_sync_max_records) small_fsyncs_.Add(job->fsync_ns);
-  if (!job->result.ok()) {
-    // Never retried: after a failed fsync the kernel may have dropped the
-    // dirty pages, so a later success would prove nothing.
-    if (!failed()) FailStop(store_.FailSync(job->result));
-    return;
-  }
-  ++stats_.syncs;
-  // The high-water mark moves before any reply this fsync covers leaves.
-  store_.NoteDurable(sync_seq_);
-  histograms_.sync_seconds.Observe(static_cast<double>(uv_hrtime() - sync_start_ns_) * 1e-9);
-  RemoveSnapshotFiles(syncing_.Fulfill());
-  WakeStopWaiter();
-  // What the loop wrote meanwhile gets the next fsync.
-  StartSync();
 }
 
 // The checkpoint's pool job: it owns the Checkpointer (a connection of its

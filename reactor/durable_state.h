@@ -2,14 +2,14 @@
 // change goes validate -> journal -> apply: Submit checks an Update against
 // the state, appends it to this loop pass's batch and applies it (so later
 // requests of the same pass see it); CommitPass, run once at the end of each
-// loop pass, writes the whole batch in one SQLite transaction and only then
-// releases the replies parked on Barrier(). With a Store that defers its
-// fsync (the dispatcher's, with --synchronous=full) the commit only writes
-// the WAL on the loop thread; its fsync runs on the thread pool, at most one
-// at a time, and covers every commit written before it began (group commit:
-// what the loop writes meanwhile waits for the next one); the replies leave
-// when it is back. A failed commit or fsync is fail-stop: no reply is
-// acknowledged again and the process exits with kExitStorageFailure.
+// loop pass, writes the whole batch in one SQLite transaction. Every write
+// to the store gets the next write number and must then pass each
+// durability stage (durability_stage.h): the WAL fsync when the Store
+// defers it (SyncStage, --synchronous=full), the etcd journal in HA mode.
+// The replies parked on Barrier() leave once every stage has passed the
+// write that covers what they may have observed. A failed commit, fsync or
+// stage is fail-stop: no reply is acknowledged again and the process exits
+// with kExitStorageFailure (kExitLeadershipLost for the etcd journal).
 // Snapshots never hold a reply: CommitPass only starts a SnapshotReplica task
 // (a second copy of the state on the thread pool catches up with the journal,
 // encodes itself and writes the file) and records the file when the task is
@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,12 +32,13 @@
 #include <kj/async.h>
 
 #include "common/status.h"
+#include "reactor/durability_stage.h"
 #include "reactor/durable_waiters.h"
 #include "reactor/histogram.h"
 #include "reactor/journal_replicator.h"
 #include "reactor/result_reads.h"
-#include "reactor/slow_fsync_window.h"
 #include "reactor/snapshot_replica.h"
+#include "reactor/sync_stage.h"
 #include "reactor/uvkj/pool_work.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "schema/journal.capnp.h"
@@ -77,21 +79,11 @@ struct DurableStateOptions {
   uint64_t snapshot_retry_ms = 10000;
   // Called on the loop thread after every snapshot attempt (benchmarks, tests).
   std::function<void(const SnapshotOutcome&)> snapshot_observer = {};
-  // With a deferred fsync: a group commit of at most this many records is
-  // fsynced on the loop thread, right after its write, unless our own heavy
-  // writes run on the pool (disk_busy()) or more than one of the last
-  // inline_sync_window fsyncs of such small commits (on the loop or the
-  // pool) took over inline_sync_max_micros (SlowFsyncWindow). Such a loop is
-  // nearly idle: it has no work to overlap with the fsync, and handing it
-  // to the thread pool and back costs two thread wake-ups, more than a
-  // quick fsync itself on an idle machine. Larger commits (a busy loop) and
-  // a disk that is slow lately keep the fsync off the loop, where it would
-  // hold every reply while it lasts. DESIGN.md allows both: once per loop
-  // pass, or the pool. 0: always the thread pool.
-  uint64_t inline_sync_max_records = 0;
-  uint64_t inline_sync_max_micros = 1000;
-  // 0: slowness is not looked at (tests).
-  size_t inline_sync_window = 128;
+  // With a deferred fsync: where it runs (sync_stage.h). Larger commits (a
+  // busy loop) and a disk that is slow lately keep the fsync off the loop,
+  // where it would hold every reply while it lasts. DESIGN.md allows both:
+  // once per loop pass, or the pool.
+  SyncStageOptions sync;
   // Appended to the refusal of an update larger than a journal record, to
   // say where the limit comes from (HA mode: one etcd transaction).
   std::string record_limit_reason = {};
@@ -111,9 +103,6 @@ struct DurableStateOptions {
 
 struct DurableStats {
   uint64_t commits = 0;          // group commits (transactions) written
-  uint64_t syncs = 0;            // WAL fsyncs (defers_sync), on the pool or the loop
-  uint64_t inline_syncs = 0;     // those of them run on the loop thread
-  uint64_t commits_per_sync_max = 0;  // most commits one of them made durable
   uint64_t records = 0;          // updates journaled
   uint64_t max_batch = 0;        // most updates in one commit
   uint64_t snapshots = 0;        // snapshots recorded (background and inline)
@@ -144,15 +133,12 @@ struct DurableStats {
 struct DurableHistograms {
   // One group commit's write (store_.Commit; with the fsync unless it is deferred).
   Histogram commit_seconds{Histogram::SecondsBounds()};
-  // One deferred fsync, start to done (it covers every commit written
-  // before it started): on the pool, the hand-off there and back included.
-  Histogram sync_seconds{Histogram::SecondsBounds()};
   Histogram records_per_commit{Histogram::CountBounds()};
   Histogram snapshot_seconds{Histogram::SecondsBounds()};    // start to recorded
   Histogram checkpoint_seconds{Histogram::SecondsBounds()};  // on the thread pool, start to done
 };
 
-class DurableState {
+class DurableState final {
  public:
   // Rebuilds the state from `store`: the latest snapshot, then every record
   // after it through the same Apply. A record that does not decode or does
@@ -275,10 +261,14 @@ class DurableState {
   Status ResetKeepingIds();
 
   // Resolves when everything submitted so far is durable: at once when
-  // nothing is pending, else after the commit (and fsync) covering it. Every
-  // reply waits on it, reads included (a read may have observed an update
-  // that is applied but not yet durable).
+  // nothing is pending, else once every durability stage has passed the
+  // write covering it. Every reply waits on it, reads included (a read may
+  // have observed an update that is applied but not yet durable).
   kj::Promise<void> Barrier();
+  // Runs `action` once everything written so far is durable (at once when
+  // it is; never after a failure). REQUIRES: nothing submitted is pending
+  // (an action waits for writes, not for the pass's batch).
+  void WhenWrittenDurable(kj::Function<void()> action);
 
   // Commits the pass's batch and releases the parked replies (with a Store
   // that defers its fsync: starts the fsync, or leaves it to the next one
@@ -307,12 +297,10 @@ class DurableState {
   // failed (store().failed()), else with kExitInternalError: the store
   // refused a batch as input, which Submit's checks make a bug.
   void SetFatalHandler(std::function<void(const Status&)> handler) { on_fatal_ = std::move(handler); }
-  // Told of every update Submit applied, right after it applied (metrics
-  // that time transitions: ClosureTimings). Must not Submit.
-  // HA mode: every commit also goes to `replicator` and its replies wait
-  // for it (JournalReplicator). Set once, before the first Submit; null:
+  // HA mode: every write must also pass `replicator` (a durability stage)
+  // before its replies leave. Set once, before the first Submit; null:
   // single node (the default), nothing of this runs.
-  void SetReplicator(JournalReplicator* replicator) { replicator_ = replicator; }
+  void SetReplicator(JournalReplicator* replicator);
   // The replicator failed (leadership lost, fenced, etcd refused): fail-stop
   // as after a failed commit; replication_failed() tells the owner's exit code.
   void ReplicationFailed(const Status& status) {
@@ -321,6 +309,8 @@ class DurableState {
     FailStop(status);
   }
   bool replication_failed() const { return replication_failed_; }
+  // Told of every update Submit applied, right after it applied (metrics
+  // that time transitions: ClosureTimings). Must not Submit.
   void SetAppliedObserver(std::function<void(journal::Update::Reader)> observer) {
     on_applied_ = std::move(observer);
   }
@@ -344,9 +334,13 @@ class DurableState {
   // come back yet (the next write would restart the WAL on the loop).
   bool commits_held() const;
   // True while a WAL fsync runs on the thread pool.
-  bool sync_in_flight() const { return sync_.in_flight(); }
+  bool sync_in_flight() const { return sync_ != nullptr && sync_->in_flight(); }
   // True when nothing written is waiting for its fsync.
-  bool all_durable() const { return !open_written_ && !sync_.in_flight(); }
+  bool all_durable() const { return sync_ == nullptr || sync_->all_durable(); }
+  // The WAL fsyncs (zero without a deferred fsync).
+  const SyncStats& sync_stats() const;
+  // One deferred fsync, start to done (empty without a deferred fsync).
+  const Histogram& sync_seconds() const;
   // True while work of ours that writes much to the disk runs on the thread
   // pool: a snapshot, a checkpoint, the unlink of a snapshot file or a file
   // write another component announced. A WAL fsync then waits behind that
@@ -358,7 +352,9 @@ class DurableState {
   // one ends. Shared, so that it may outlive either side.
   std::shared_ptr<uint64_t> pool_file_writes() const { return pool_file_writes_; }
   // Test hook: the next WAL fsync fails (fail-stop follows).
-  void fail_next_sync_for_testing() { fail_next_sync_ = true; }
+  void fail_next_sync_for_testing() {
+    if (sync_ != nullptr) sync_->fail_next_sync_for_testing();
+  }
   // The shutdown step before the Store closes: starts no more background
   // snapshots or checkpoints, cancels a snapshot in flight, and resolves
   // once no work of ours is left on the thread pool (at once if none is; a
@@ -394,6 +390,24 @@ class DurableState {
   // the files it keeps become result_files_.
   Status DropUnheldResults();
   void FailStop(const Status& status);
+  // What the stages report (stage_listener_).
+  void OnStageAdvanced();
+  void OnStageFailed(const Status& status);
+  struct StageListener final : DurabilityListener {
+    explicit StageListener(DurableState& owner) : owner(owner) {}
+    void OnStageAdvanced() override { owner.OnStageAdvanced(); }
+    void OnStageFailed(const Status& status) override { owner.OnStageFailed(status); }
+    DurableState& owner;
+  };
+  StageListener stage_listener_{*this};
+  // A write reached the store: it gets the next write number, `group` waits
+  // for it, and every stage is told (`batch`: the group commit it is, null
+  // for another write). Then releases what is durable.
+  void NoteWrite(DurableWaiters group, const storage::Batch* batch, uint64_t first_seq);
+  // The last write every stage has passed (written_ when there is none).
+  uint64_t DurableThrough() const;
+  // Releases the waiting groups every stage has passed.
+  void ReleaseDurable();
   // Submit once the record bytes are made.
   Status SubmitRecord(journal::Update::Reader update, std::string bytes);
   // The refusal of an update whose record takes `bytes`; ok when it fits.
@@ -429,38 +443,25 @@ class DurableState {
   std::map<uint64_t, size_t> pending_results_;
   // Results kept in files: closure id -> the attempt that wrote it.
   std::map<uint64_t, uint32_t> result_files_;
-  // Replies parked on this pass's batch, not written yet. They join open_
-  // when the batch commits, never earlier: a fsync that starts before the
-  // batch is written (one started when an earlier fsync came back, or when a
-  // snapshot was recorded, while the batch waited for its commit) does not
-  // cover it, so it must not release them. (Found by the power-loss suite:
-  // replies released before their records were even written.)
+  // Replies parked on this pass's batch, not written yet. They get a write
+  // number only when the batch commits, never earlier: a write numbered
+  // before (a snapshot's record, while the batch waited for its commit) may
+  // become durable before the batch is even written, so it must not release
+  // them. (Found by the power-loss suite: replies released before their
+  // records were even written.)
   DurableWaiters batch_waiters_;
-  // With a deferring Store: replies parked on the commits written since the
-  // fsync in flight began (open_written_), which the next fsync covers.
-  DurableWaiters open_;
-  uint64_t sync_start_ns_ = 0;  // the running deferred fsync's start
-  uint64_t sync_seq_ = 0;       // the last record written before it began
-  // The recent fsyncs of small commits: while more than one was slow, none
-  // runs on the loop.
-  SlowFsyncWindow small_fsyncs_;
+  // The last write numbered (group commits and snapshot records).
+  uint64_t written_ = 0;
+  // Groups waiting for their write to pass every stage, by write number.
+  std::deque<std::pair<uint64_t, DurableWaiters>> waiting_;
+  // The stages, in the order they are told of a write: the WAL fsync
+  // (sync_), the replicated journal (HA mode).
+  std::vector<DurabilityStage*> stages_;
+  std::unique_ptr<SyncStage> sync_;
   // Snapshot files being unlinked on the thread pool. Shared with each
   // request, which may come back after this object is gone.
   std::shared_ptr<uint64_t> unlinks_in_flight_ = std::make_shared<uint64_t>(0);
   std::shared_ptr<uint64_t> pool_file_writes_ = std::make_shared<uint64_t>(0);
-  bool open_written_ = false;
-  // The WAL fsync in flight (at most one) and the group it makes durable.
-  struct SyncJob;
-  // records: those of the commit just written (0: not called right after one).
-  void StartSync(size_t records = 0);
-  void OnSyncDone(std::unique_ptr<SyncJob> job);
-  uvkj::PoolWork<SyncJob> sync_;
-  DurableWaiters syncing_;
-  uint64_t commits_unsynced_ = 0;  // commits open_ covers
-  uint64_t records_unsynced_ = 0;  // their records
-  // Owned here while idle, by the job while it runs; null: Store syncs itself.
-  std::unique_ptr<storage::WalSyncer> syncer_;
-  bool fail_next_sync_ = false;
   std::unique_ptr<storage::Checkpointer> checkpointer_;
   // Reads stored results off the loop; made at recovery.
   std::unique_ptr<ResultReads> result_reads_;

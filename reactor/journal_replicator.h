@@ -1,11 +1,11 @@
 // JournalReplicator: a second journal that every group commit must reach
 // before its replies leave (HA mode: the etcd journal, docs/high_availability.md
-// §4). DurableState commits each batch to its local Store first (a cache that
-// the replicated journal rebuilds at every start), then hands the same batch
-// and the replies parked on it to the replicator, which releases them only
-// once the batch is durable there, in order. Groups are released in the
-// order they were appended; a failure fails every group still held and is
-// reported once through the failure callback the owner gave it (fail-stop).
+// §4), as a durability stage. DurableState commits each batch to its local
+// Store first (a cache that the replicated journal rebuilds at every start),
+// then tells the replicator of the write with the same batch; the write has
+// passed the stage once the batch is durable there. Writes pass in the order
+// they were told; a failure is reported once through the failure callback
+// the owner gave it (fail-stop).
 // This header carries no etcd dependency: the single-node dispatcher never
 // constructs a replicator.
 // REQUIRES: loop thread only.
@@ -18,7 +18,7 @@
 #include <kj/async.h>
 
 #include "common/status.h"
-#include "reactor/durable_waiters.h"
+#include "reactor/durability_stage.h"
 #include "reactor/histogram.h"
 #include "storage/batch.h"
 #include "storage/snapshot_file.h"
@@ -73,26 +73,17 @@ struct ReplicatorStats {
   Histogram snapshot_seconds{Histogram::SecondsBounds()};  // local snapshot recorded -> current in etcd
 };
 
-class JournalReplicator {
+// Written(write, batch, first_seq): `batch` was just committed locally as
+// records first_seq ... first_seq + batch->record_count() - 1 (the
+// replicator copies what it needs before it returns). Admit(): Unavailable
+// naming the limit when too much waits for the replicated journal. Fail():
+// nothing more is sent.
+class JournalReplicator : public DurabilityStage {
  public:
-  virtual ~JournalReplicator() noexcept(false) = default;
+  ~JournalReplicator() noexcept(false) override = default;
 
-  // `batch` was just committed locally as records first_seq ... first_seq +
-  // batch.record_count() - 1. The replicator copies what it needs before it
-  // returns and releases `waiters` once its own journal holds the batch.
-  virtual void Append(const storage::Batch& batch, uint64_t first_seq, DurableWaiters waiters) = 0;
-  // Ok when a new update may be submitted; Unavailable naming the limit
-  // when too much waits for the replicated journal (back-pressure: the
-  // update changes nothing and the caller may retry).
-  virtual Status Admit() = 0;
-  // Resolves when everything appended so far is durable (at once when
-  // nothing is pending): a read may have observed any of it.
-  virtual kj::Promise<void> Barrier() = 0;
-  // True when nothing appended is waiting.
+  // True when nothing told is waiting for the replicated journal.
   virtual bool idle() const = 0;
-  // Fail-stop from the owner's side: every held group gets `status`, nothing
-  // more is sent. Idempotent.
-  virtual void Fail(const Status& status) = 0;
   virtual const ReplicatorStats& stats() const = 0;
 
   // Local snapshots, so that the replicated journal can snapshot too and

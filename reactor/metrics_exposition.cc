@@ -176,11 +176,11 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
   f.Histo("dispatch_journal_sync_seconds",
           "Duration of one WAL fsync (on the thread pool, the hand-off included, or on the "
           "loop); replies of the commits it covers wait for it.",
-          dh.sync_seconds);
+          durable.sync_seconds());
   f.Counter("dispatch_journal_inline_syncs_total",
             "WAL fsyncs run on the loop thread right after a small commit "
             "(--inline-sync-records); the others ran on the thread pool.",
-            static_cast<double>(ds.inline_syncs));
+            static_cast<double>(durable.sync_stats().inline_syncs));
   f.Histo("dispatch_journal_records_per_commit", "Updates in one group commit.", dh.records_per_commit);
   f.Counter("dispatch_snapshots_total", "Snapshots recorded.", static_cast<double>(ds.snapshots));
   f.Counter("dispatch_snapshot_failures_total", "Snapshot attempts that recorded nothing.",

@@ -7,6 +7,7 @@
 #include <kj/debug.h>
 
 #include "common/log.h"
+#include "common/rpc_status.h"
 #include "reactor/ha/etcd_snapshot_writer.h"
 #include "reactor/ha/journal_group_codec.h"
 
@@ -31,18 +32,26 @@ Status EtcdJournal::Admit() {
                           " bytes); nothing was changed, retry later");
 }
 
-void EtcdJournal::Append(const storage::Batch& batch, uint64_t first_seq, reactor::DurableWaiters waiters) {
-  if (failed_) {
-    waiters.Reject(UnavailableError("the etcd journal failed: this dispatcher no longer leads"));
+void EtcdJournal::Written(uint64_t write, const storage::Batch* pass, uint64_t first_seq) {
+  if (failed_) return;
+  if (pass == nullptr) {
+    // No records (a local snapshot's record): in etcd once everything
+    // before it is.
+    if (groups_.empty()) {
+      durable_ = write;
+      if (listener() != nullptr) listener()->OnStageAdvanced();
+    } else {
+      groups_.back().last_write = write;
+    }
     return;
   }
+  const storage::Batch& batch = *pass;
   const size_t bytes = EstimatePassBytes(batch);
   if (bytes > options_.max_group_bytes) {
     // Submit's limits make this impossible: a bug, never a peer's doing.
     Fatal(InternalError("BUG: one group commit of " + std::to_string(bytes) +
                         " bytes does not fit one etcd transaction (kMaxEtcdBatchBytes " +
                         std::to_string(options_.max_group_bytes) + ")"));
-    waiters.Reject(UnavailableError("the etcd journal failed"));
     return;
   }
   // The open group is the last one, unless it is the one in flight.
@@ -66,14 +75,16 @@ void EtcdJournal::Append(const storage::Batch& batch, uint64_t first_seq, reacto
   open.bytes += bytes;
   queued_bytes_ += bytes;
   open.passes.push_back(std::move(copy));
-  open.waiters.Absorb(std::move(waiters));
+  open.last_write = write;
   if (!in_flight_) SendFront();
 }
 
 kj::Promise<void> EtcdJournal::Barrier() {
   if (failed_) return KJ_EXCEPTION(DISCONNECTED, "the etcd journal failed");
   if (groups_.empty()) return kj::READY_NOW;
-  return groups_.back().waiters.Wait();
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  barriers_.emplace_back(groups_.back().last_write, kj::mv(paf.fulfiller));
+  return kj::mv(paf.promise);
 }
 
 void EtcdJournal::SendFront() {
@@ -177,7 +188,12 @@ void EtcdJournal::Acknowledged() {
   stats_.records_per_transaction.Observe(static_cast<double>(group.next_seq - group.first_seq));
   // Sent before the replies go, so the next round trip starts at once.
   SendFront();
-  group.waiters.Fulfill();
+  durable_ = group.last_write;
+  while (!barriers_.empty() && barriers_.front().first <= durable_) {
+    barriers_.front().second->fulfill();
+    barriers_.pop_front();
+  }
+  if (listener() != nullptr) listener()->OnStageAdvanced();
 }
 
 void EtcdJournal::SnapshotStarted(uint64_t seq) {
@@ -199,7 +215,8 @@ void EtcdJournal::Fatal(const Status& status) {
 void EtcdJournal::Fail(const Status& status) {
   if (failed_) return;
   failed_ = true;
-  for (Group& group : groups_) group.waiters.Reject(status);
+  for (auto& [write, fulfiller] : barriers_) fulfiller->reject(ExceptionFromStatus(status));
+  barriers_.clear();
   groups_.clear();
   queued_bytes_ = 0;
   in_flight_ = false;

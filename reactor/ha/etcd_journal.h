@@ -8,7 +8,7 @@
 //           version(P/journal/SEQ) == 0                     (the slot is free)
 //   success put P/journal/SEQ = group
 //   failure range P/leader, range P/journal/SEQ
-// A group's replies are released only when its transaction is acknowledged.
+// A group's writes pass the stage only when its transaction is acknowledged.
 // A transaction without an answer (connection failure, timeout) is sent
 // again, to the next endpoint, after retry_delay: if the first attempt had
 // landed, the slot compare fails and the failure branch shows our own value,
@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <kj/async.h>
@@ -55,11 +56,14 @@ class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet
   EtcdJournal(const EtcdJournal&) = delete;
   EtcdJournal& operator=(const EtcdJournal&) = delete;
 
-  void Append(const storage::Batch& batch, uint64_t first_seq, reactor::DurableWaiters waiters) override;
+  void Written(uint64_t write, const storage::Batch* batch, uint64_t first_seq) override;
+  uint64_t durable() const override { return durable_; }
   Status Admit() override;
-  kj::Promise<void> Barrier() override;
   bool idle() const override { return groups_.empty(); }
   void Fail(const Status& status) override;
+  // Resolves when everything told so far is in etcd (at once when nothing
+  // waits); rejected when the journal fails.
+  kj::Promise<void> Barrier();
   const reactor::ReplicatorStats& stats() const override { return stats_; }
   // Closes the open group at `seq` (so the next key is P/journal/seq+1,
   // where a snapshot of record `seq` lets the journal go on), then tells
@@ -83,7 +87,7 @@ class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet
     uint64_t next_seq = 0;  // first_seq + records so far
     size_t bytes = 0;       // estimated encoded size
     std::vector<std::unique_ptr<storage::Batch>> passes;
-    reactor::DurableWaiters waiters;
+    uint64_t last_write = 0;  // the last write it carries (others ride along)
     std::string value;      // encoded when sent (kept for a retry)
     uint64_t sent_ns = 0;
     bool closed = false;    // a snapshot starts after it: nothing more joins
@@ -105,6 +109,9 @@ class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet
   size_t queued_bytes_ = 0;  // of groups not in flight
   bool in_flight_ = false;
   bool failed_ = false;
+  uint64_t durable_ = 0;  // every write up to it is in etcd
+  // Barrier()'s waiters: the write each waits for.
+  std::deque<std::pair<uint64_t, kj::Own<kj::PromiseFulfiller<void>>>> barriers_;
   uint64_t acknowledged_seq_ = 0;
   EtcdSnapshotWriter* snapshot_writer_ = nullptr;
   reactor::ReplicatorStats stats_;

@@ -204,13 +204,24 @@ class EtcdJournalTest : public ::testing::Test {
     return *journal_;
   }
 
-  // Appends one pass; `released` counts it when its waiters are released.
+  // Tells the journal of one pass as the next write. released_: the writes
+  // etcd holds (the journal's durable()); Rejected(): those it never will,
+  // once it failed.
   void Append(EtcdJournal& journal, const storage::Batch& pass) {
-    reactor::DurableWaiters waiters;
-    waits_.push_back(waiters.Wait().then([this]() { ++released_; }, [this](kj::Exception&&) { ++rejected_; })
-                         .eagerlyEvaluate(nullptr));
-    journal.Append(pass, next_seq_, std::move(waiters));
+    journal.SetListener(&listener_);
+    journal.Written(++written_, &pass, next_seq_);
     next_seq_ += pass.record_count();
+  }
+  struct Listener final : reactor::DurabilityListener {
+    explicit Listener(EtcdJournalTest& test) : test(test) {}
+    void OnStageAdvanced() override { test.released_ = static_cast<int>(test.journal_->durable()); }
+    void OnStageFailed(const Status&) override {}
+    EtcdJournalTest& test;
+  };
+  // Writes that etcd will never hold: told after the last it holds, once the
+  // journal failed.
+  int Rejected() const {
+    return journal_ != nullptr && journal_->failed() ? static_cast<int>(written_) - released_ : 0;
   }
 
   bool RunUntil(const std::function<bool()>& condition) { return WaitUntil(condition, LoopPasses(io_)); }
@@ -238,10 +249,10 @@ class EtcdJournalTest : public ::testing::Test {
   std::unique_ptr<EtcdJournal> journal_;
   int64_t leader_revision_ = 0;
   uint64_t next_seq_ = 1;
+  Listener listener_{*this};
+  uint64_t written_ = 0;
   int released_ = 0;
-  int rejected_ = 0;
   std::optional<Status> failure_;
-  std::vector<kj::Promise<void>> waits_;
 };
 
 TEST_F(EtcdJournalTest, PassesAppendedWhileATransactionIsInFlightGoOutTogetherSplitAtTheByteLimit) {
@@ -304,7 +315,7 @@ TEST_F(EtcdJournalTest, AStolenLeadershipFailsTheGroupInFlightAndEveryLaterOne) 
   ASSERT_TRUE(Await(client_->Put(std::string(kPrefix) + "/leader", "another")).ok());
   Append(journal, Pass(1, 10, 1));
   Append(journal, Pass(1, 10, 2));
-  ASSERT_TRUE(RunUntil([&] { return rejected_ == 2; })) << rejected_;
+  ASSERT_TRUE(RunUntil([&] { return Rejected() == 2; })) << Rejected();
   EXPECT_EQ(released_, 1);
   ASSERT_TRUE(failure_.has_value());
   EXPECT_EQ(failure_->code(), StatusCode::kFailedPrecondition);

@@ -54,7 +54,7 @@ Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_fra
 Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_frames = 0,
                     uint64_t inline_sync_max_records = 0) {
   return OpenDeferred(loop, dir, wal_restart_frames,
-                      {.snapshot_every = 0, .inline_sync_max_records = inline_sync_max_records});
+                      {.snapshot_every = 0, .sync = {.inline_sync_max_records = inline_sync_max_records}});
 }
 
 class DeferredSyncTest : public ::testing::Test {
@@ -87,14 +87,14 @@ TEST_F(DeferredSyncTest, CommitsWrittenDuringAnFsyncShareTheNextOne) {
   durable.CommitPass();
   EXPECT_EQ(opened.store->last_seq(), 3u);
   EXPECT_EQ(durable.stats().commits, 3u);
-  EXPECT_EQ(durable.stats().syncs, 0u);
+  EXPECT_EQ(durable.sync_stats().syncs, 0u);
 
   first.wait(io.wait_scope());
   second.wait(io.wait_scope());
   third.wait(io.wait_scope());
   EXPECT_TRUE(durable.all_durable());
-  EXPECT_EQ(durable.stats().syncs, 2u) << "one fsync for the first commit, one for the next two";
-  EXPECT_EQ(durable.stats().commits_per_sync_max, 2u);
+  EXPECT_EQ(durable.sync_stats().syncs, 2u) << "one fsync for the first commit, one for the next two";
+  EXPECT_EQ(durable.sync_stats().commits_per_sync_max, 2u);
   // Nothing pending: a read is answered at once.
   EXPECT_TRUE(durable.Barrier().poll(io.wait_scope()));
 }
@@ -113,8 +113,8 @@ TEST_F(DeferredSyncTest, ASmallCommitIsFsyncedOnTheLoopAndALargerOneOnThePool) {
   durable.CommitPass();
   EXPECT_FALSE(durable.sync_in_flight());
   EXPECT_TRUE(durable.all_durable());
-  EXPECT_EQ(durable.stats().syncs, 1u);
-  EXPECT_EQ(durable.stats().inline_syncs, 1u);
+  EXPECT_EQ(durable.sync_stats().syncs, 1u);
+  EXPECT_EQ(durable.sync_stats().inline_syncs, 1u);
   EXPECT_TRUE(small.poll(io.wait_scope()));
 
   for (uint64_t id = 3; id <= 5; ++id) {
@@ -126,8 +126,8 @@ TEST_F(DeferredSyncTest, ASmallCommitIsFsyncedOnTheLoopAndALargerOneOnThePool) {
   EXPECT_FALSE(durable.all_durable());
   large.wait(io.wait_scope());
   EXPECT_TRUE(durable.all_durable());
-  EXPECT_EQ(durable.stats().syncs, 2u);
-  EXPECT_EQ(durable.stats().inline_syncs, 1u);
+  EXPECT_EQ(durable.sync_stats().syncs, 2u);
+  EXPECT_EQ(durable.sync_stats().inline_syncs, 1u);
 }
 
 // Small commits are fsynced on the loop while at most one of the recent
@@ -144,9 +144,9 @@ TEST_F(DeferredSyncTest, SmallCommitsGoToThePoolOnceTwoOfTheirRecentFsyncsWereSl
     testing::TempDir dir;
     Opened opened = OpenDeferred(loop.get(), dir.path(), 0,
                                  {.snapshot_every = 0,
-                                  .inline_sync_max_records = 2,
-                                  .inline_sync_max_micros = 0,
-                                  .inline_sync_window = window});
+                                  .sync = {.inline_sync_max_records = 2,
+                                           .inline_sync_max_micros = 0,
+                                           .inline_sync_window = window}});
     DurableState& durable = *opened.durable;
     uint64_t id = 0;
     auto commit = [&](int records) {
@@ -161,18 +161,18 @@ TEST_F(DeferredSyncTest, SmallCommitsGoToThePoolOnceTwoOfTheirRecentFsyncsWereSl
     };
 
     commit(3);  // on the pool, slow, not counted
-    EXPECT_EQ(durable.stats().inline_syncs, 0u);
+    EXPECT_EQ(durable.sync_stats().inline_syncs, 0u);
     commit(1);
-    EXPECT_EQ(durable.stats().inline_syncs, 1u) << "a large commit's slow fsync was counted";
+    EXPECT_EQ(durable.sync_stats().inline_syncs, 1u) << "a large commit's slow fsync was counted";
     commit(1);
-    EXPECT_EQ(durable.stats().inline_syncs, 2u) << "one slow fsync is not yet a slow disk";
+    EXPECT_EQ(durable.sync_stats().inline_syncs, 2u) << "one slow fsync is not yet a slow disk";
     commit(1);
     if (window > 0) {
-      EXPECT_EQ(durable.stats().inline_syncs, 2u) << "fsynced on the loop after two slow ones";
+      EXPECT_EQ(durable.sync_stats().inline_syncs, 2u) << "fsynced on the loop after two slow ones";
     } else {
-      EXPECT_EQ(durable.stats().inline_syncs, 3u) << "no window asked for";
+      EXPECT_EQ(durable.sync_stats().inline_syncs, 3u) << "no window asked for";
     }
-    EXPECT_EQ(durable.stats().syncs, 4u);
+    EXPECT_EQ(durable.sync_stats().syncs, 4u);
   }
 }
 
@@ -187,8 +187,8 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileASnapshotIsWrittenOnThePool) {
   // Inline whatever the disk's speed: only the snapshot decides here.
   Opened opened = OpenDeferred(loop_.get(), dir_.path(), 0,
                                {.snapshot_every = 4,
-                                .inline_sync_max_records = 8,
-                                .inline_sync_max_micros = 3600ull * 1000 * 1000});
+                                .sync = {.inline_sync_max_records = 8,
+                                         .inline_sync_max_micros = 3600ull * 1000 * 1000}});
   DurableState& durable = *opened.durable;
 
   for (uint64_t id = 1; id <= 4; ++id) {
@@ -198,12 +198,12 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileASnapshotIsWrittenOnThePool) {
   durable.CommitPass();
   ASSERT_TRUE(durable.snapshot_in_flight());
   EXPECT_TRUE(durable.disk_busy());
-  const uint64_t inline_before = durable.stats().inline_syncs;
+  const uint64_t inline_before = durable.sync_stats().inline_syncs;
 
   ASSERT_TRUE(durable.Submit(b::RegisterDataset(5, 105).reader()).ok());
   auto during = durable.Barrier();
   durable.CommitPass();
-  EXPECT_EQ(durable.stats().inline_syncs, inline_before) << "fsynced on the loop during a snapshot";
+  EXPECT_EQ(durable.sync_stats().inline_syncs, inline_before) << "fsynced on the loop during a snapshot";
   EXPECT_FALSE(durable.all_durable());
 
   due.wait(io.wait_scope());
@@ -215,7 +215,7 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileASnapshotIsWrittenOnThePool) {
   ASSERT_TRUE(durable.Submit(b::RegisterDataset(6, 106).reader()).ok());
   auto after = durable.Barrier();
   durable.CommitPass();
-  EXPECT_EQ(durable.stats().inline_syncs, inline_before + 1);
+  EXPECT_EQ(durable.sync_stats().inline_syncs, inline_before + 1);
   EXPECT_TRUE(after.poll(io.wait_scope()));
 }
 
@@ -225,8 +225,8 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileAnAnnouncedFileWriteRuns) {
   uvkj::UvAsyncIo io(loop_.get());
   Opened opened = OpenDeferred(loop_.get(), dir_.path(), 0,
                                {.snapshot_every = 0,
-                                .inline_sync_max_records = 8,
-                                .inline_sync_max_micros = 3600ull * 1000 * 1000});
+                                .sync = {.inline_sync_max_records = 8,
+                                         .inline_sync_max_micros = 3600ull * 1000 * 1000}});
   DurableState& durable = *opened.durable;
   std::shared_ptr<uint64_t> file_writes = durable.pool_file_writes();
   ++*file_writes;
@@ -234,14 +234,14 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileAnAnnouncedFileWriteRuns) {
   ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
   auto during = durable.Barrier();
   durable.CommitPass();
-  EXPECT_EQ(durable.stats().inline_syncs, 0u);
+  EXPECT_EQ(durable.sync_stats().inline_syncs, 0u);
   during.wait(io.wait_scope());
 
   --*file_writes;
   EXPECT_FALSE(durable.disk_busy());
   ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
   durable.CommitPass();
-  EXPECT_EQ(durable.stats().inline_syncs, 1u);
+  EXPECT_EQ(durable.sync_stats().inline_syncs, 1u);
   EXPECT_TRUE(durable.all_durable());
 }
 
@@ -257,11 +257,11 @@ TEST_F(DeferredSyncTest, AFailedInlineFsyncIsFailStopAndNothingItCoveredIsAcknow
   ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
   auto write = durable.Barrier();
   durable.CommitPass();
-  EXPECT_EQ(durable.stats().inline_syncs, 1u);
+  EXPECT_EQ(durable.sync_stats().inline_syncs, 1u);
   EXPECT_ANY_THROW(write.wait(io.wait_scope()));
   EXPECT_EQ(fatal_calls, 1);
   EXPECT_TRUE(opened.store->failed());
-  EXPECT_EQ(durable.stats().syncs, 0u) << "a failed fsync is not counted as one";
+  EXPECT_EQ(durable.sync_stats().syncs, 0u) << "a failed fsync is not counted as one";
   EXPECT_FALSE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
 }
 
@@ -302,7 +302,7 @@ TEST_F(DeferredSyncTest, AFailedFsyncIsFailStopAndNothingItCoveredIsAcknowledged
   // nothing is written or acknowledged any more; the fsync is not retried.
   EXPECT_TRUE(opened.store->failed());
   EXPECT_TRUE(durable.failed());
-  EXPECT_EQ(durable.stats().syncs, 1u);
+  EXPECT_EQ(durable.sync_stats().syncs, 1u);
   EXPECT_FALSE(durable.sync_in_flight());
   EXPECT_FALSE(durable.Submit(b::RegisterDataset(4, 104).reader()).ok());
   EXPECT_ANY_THROW(durable.Barrier().wait(io.wait_scope()));
