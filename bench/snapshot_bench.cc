@@ -82,7 +82,7 @@ void BuildState(const std::string& dir, uint64_t entities) {
   reactor::DurableState& d = **durable;
   uint64_t pending = 0;
   auto submit = [&](builders::OwnedUpdate update) {
-    Status status = d.Submit(update.reader());
+    Status status = d.pipeline().Submit(update.reader());
     if (!status.ok()) Fail("building the state", status);
     if (++pending == 4096) {
       d.CommitNow();
@@ -110,7 +110,7 @@ void BuildState(const std::string& dir, uint64_t entities) {
     }
   }
   d.CommitNow();
-  Status snapshot = d.Snapshot();
+  Status snapshot = d.compaction().Snapshot();
   if (!snapshot.ok()) Fail("snapshot", snapshot);
 }
 
@@ -194,7 +194,7 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
   executor->executeSync([&]() { preemptions_before = ThreadPreemptions(); });
   DriveLoad(address, flags, result);
   executor->executeSync([&]() {
-    const reactor::Histogram& commit = server_ptr->durable().histograms().commit_seconds;
+    const reactor::Histogram& commit = server_ptr->durable().pipeline().commit_seconds();
     result.commits = commit.count();
     result.commits_over_5ms = CountAbove(commit, 0.005);
     result.commits_over_25ms = CountAbove(commit, 0.025);
@@ -203,7 +203,7 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
     result.passes_over_5ms = CountAbove(meter.busy_seconds(), 0.005);
     result.passes_over_10ms = meter.passes_over_10ms();
     result.longest_pass_us = meter.max_busy_ns() / 1000;
-    result.wal_restarts_pool = server_ptr->durable().stats().wal_restarts_off_loop;
+    result.wal_restarts_pool = server_ptr->durable().compaction().stats().wal_restarts_off_loop;
     result.wal_restarts_loop = server_ptr->durable().store().wal_restarts_on_loop();
     result.loop_preemptions = ThreadPreemptions() - preemptions_before;
     server_ptr->BeginShutdown("bench phase done");

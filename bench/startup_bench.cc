@@ -53,7 +53,7 @@ void Journal(uv_loop_t* loop, const std::string& dir, state::testing::UpdateGene
   if (!durable.ok()) exit(1);
   for (uint64_t i = 1; i <= count; ++i) {
     auto update = generator.Next((*durable)->state());
-    if (!(*durable)->Submit(update.reader()).ok()) {
+    if (!(*durable)->pipeline().Submit(update.reader()).ok()) {
       fprintf(stderr, "dispatch-bench startup: generated update %llu was rejected\n",
               static_cast<unsigned long long>(i));
       exit(1);
@@ -76,7 +76,7 @@ double TimeRecovery(uv_loop_t* loop, const std::string& dir, uint64_t runs, uint
       fprintf(stderr, "dispatch-bench startup: %s\n", durable.status().ToString().c_str());
       exit(1);
     }
-    *replayed = (*durable)->stats().replayed;
+    *replayed = (*durable)->recovery().replayed;
     *applied = (*durable)->state().NumApplied();
   }
   std::sort(seconds.begin(), seconds.end());
@@ -115,7 +115,7 @@ int RunStartupBench(int argc, char** argv) {
   {
     auto store = OpenStore(dir.path());
     auto durable = reactor::DurableState::Recover(loop.get(), *store, {});
-    if (!durable.ok() || !(*durable)->Snapshot().ok()) exit(1);
+    if (!durable.ok() || !(*durable)->compaction().Snapshot().ok()) exit(1);
   }
   uint64_t snapshot_bytes = 0;
   {

@@ -26,7 +26,7 @@ ClosureDispatcher::ClosureDispatcher(uv_loop_t* loop, DurableState& durable,
                                      WorkerRegistry& workers, ClosureOptions options)
     : loop_(loop),
       durable_(durable),
-      durable_file_writes_(durable.pool_file_writes()),
+      durable_file_writes_(durable.results().pool_file_writes()),
       workers_(workers),
       options_(options),
       deadline_timer_(loop, this, uv_timer_init),
@@ -73,7 +73,7 @@ Status ClosureDispatcher::Start() {
 // ---- Carrying out Updates ---------------------------------------------------
 
 state::Stamp ClosureDispatcher::Stamp() const {
-  return state::Stamp{durable_.NowMicros(), durable_.max_record_bytes()};
+  return state::Stamp{durable_.pipeline().NowMicros(), durable_.pipeline().max_record_bytes()};
 }
 
 Status ClosureDispatcher::Carry(const state::UpdateList& updates) {
@@ -93,8 +93,8 @@ Status ClosureDispatcher::SubmitAndObserve(const state::UpdateList& updates, siz
 
 Status ClosureDispatcher::Submit(const state::UpdateList& updates, size_t i) {
   std::optional<std::string> bytes = updates.EncodedIfOneSegment(i);
-  return bytes.has_value() ? durable_.Submit(updates[i], std::move(*bytes))
-                           : durable_.Submit(updates[i]);
+  return bytes.has_value() ? durable_.pipeline().Submit(updates[i], std::move(*bytes))
+                           : durable_.pipeline().Submit(updates[i]);
 }
 
 std::vector<uint64_t> ClosureDispatcher::DependantsMoved(journal::Update::Reader update) const {
@@ -307,7 +307,7 @@ Result<uint32_t> ClosureDispatcher::ReportNow(uint64_t worker_id,
               Stamp())));
           break;
         }
-        if (durable_.StoresResultInFile(bytes.size())) {
+        if (durable_.results().StoresResultInFile(bytes.size())) {
           files.push_back(StoreResultFile(run, bytes));
           break;
         }
@@ -341,14 +341,14 @@ Result<uint32_t> ClosureDispatcher::ReportNow(uint64_t worker_id,
     DISPATCH_RETURN_IF_ERROR(Finish(results, [&](size_t k) {
       capnp::Data::Reader bytes = result_bytes[k];
       if (bytes.size() == 0) return;  // an empty result needs no row
-      durable_.PutResult(results[k].run.closure_id,
+      durable_.results().PutResult(results[k].run.closure_id,
                          std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
     }));
   }
   counters_.reports_ignored += ignored;
   if (!awaiting_reports_.empty()) {
     for (rpc::ClosureReport::Reader report : reports) awaiting_reports_.erase(report.getClosureId());
-    if (awaiting_reports_.empty()) durable_.ReleaseHold();  // everything expected is in
+    if (awaiting_reports_.empty()) durable_.pipeline().ReleaseHold();  // everything expected is in
   }
   Kick();  // their slots are free
   return ignored;
@@ -360,7 +360,7 @@ Status ClosureDispatcher::Finish(const std::vector<state::StoredResult>& results
   // The records carry only ids, sizes and checksums; the bytes go to the
   // result table in the same transaction, or are in their file already.
   state::UpdateList finished;
-  const size_t budget = durable_.result_bytes_per_commit();
+  const size_t budget = durable_.results().result_bytes_per_commit();
   if (budget == 0) {
     state::AddFinished(finished, Stamp(), results);
   } else {
@@ -383,7 +383,7 @@ Status ClosureDispatcher::Finish(const std::vector<state::StoredResult>& results
       size_t bytes = finished[i].totalSize().wordCount * 8;
       const size_t n = finished[i].getClosureBatch().getFinished().size();
       for (size_t k = next; k < next + n; ++k) bytes += results[k].size;
-      DISPATCH_RETURN_IF_ERROR(durable_.MakeRoom(bytes));
+      DISPATCH_RETURN_IF_ERROR(durable_.pipeline().MakeRoom(bytes));
     }
     std::vector<uint64_t> moved = DependantsMoved(finished[i]);
     DISPATCH_RETURN_IF_ERROR(Submit(finished, i));
@@ -434,8 +434,8 @@ void ClosureDispatcher::AssignQueued() {
     per_worker[run.worker_id].push_back(run.closure_id);
   if (options_.commit_hold_us > 0) {
     // Push now and hold the commit for the reports (see ClosureOptions).
-    if (!durable_.holding()) awaiting_reports_.clear();
-    durable_.HoldCommit(options_.commit_hold_us);
+    if (!durable_.pipeline().holding()) awaiting_reports_.clear();
+    durable_.pipeline().HoldCommit(options_.commit_hold_us);
     for (auto& [worker_id, ids] : per_worker) {
       awaiting_reports_.insert(ids.begin(), ids.end());
       AddTask(Push(worker_id, kj::mv(ids)));
@@ -446,7 +446,7 @@ void ClosureDispatcher::AssignQueued() {
     // The worker hears of its closures only once their assignment is durable.
     // (Init-captures: clang 14, which builds the fuzzers, cannot capture a
     // structured binding by name.)
-    AddTask(durable_.Barrier().then([this, worker_id = worker_id, ids = kj::mv(ids)]() mutable {
+    AddTask(durable_.pipeline().Barrier().then([this, worker_id = worker_id, ids = kj::mv(ids)]() mutable {
       return Push(worker_id, kj::mv(ids));
     }));
   }
@@ -631,7 +631,7 @@ Status ClosureDispatcher::FlushReleases() {
     std::vector<storage::ResultFileId> files;
     for (uint64_t id : updates[i].getClosureBatch().getReleased()) {
       if (std::binary_search(stored.begin(), stored.end(), id)) {
-        if (auto file = durable_.DeleteResult(id)) files.push_back(*file);
+        if (auto file = durable_.results().DeleteResult(id)) files.push_back(*file);
       }
       if (!traces_.empty()) traces_.Forget(id);
     }

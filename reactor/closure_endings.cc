@@ -38,7 +38,7 @@ void ClosureDispatcher::TellEnded(const std::map<uint64_t, std::vector<uint64_t>
     // be lost with the process (a restart would put it back in the queue).
     // `ids = ids`: clang 14 (the fuzz build) cannot capture a structured
     // binding by name.
-    AddTask(durable_.Barrier().then([this, address, ids = ids]() -> kj::Promise<void> {
+    AddTask(durable_.pipeline().Barrier().then([this, address, ids = ids]() -> kj::Promise<void> {
       rpc::WorkerControl::Client* control = workers_.ControlOf(address);
       if (control == nullptr) return kj::READY_NOW;
       auto request = control->cancelClosuresRequest();
@@ -61,7 +61,7 @@ void ClosureDispatcher::ArmDeadlineTimer() {
   if (earliest == 0) return;
   if (deadline_armed_micros_ != 0 && deadline_armed_micros_ <= earliest) return;
   deadline_armed_micros_ = earliest;
-  const int64_t wait_us = std::max<int64_t>(0, earliest - durable_.NowMicros());
+  const int64_t wait_us = std::max<int64_t>(0, earliest - durable_.pipeline().NowMicros());
   // Rounded up: firing a millisecond late is fine, early only costs a re-arm.
   const uint64_t wait_ms = static_cast<uint64_t>((wait_us + 999) / 1000);
   uvkj::CheckUv(uv_timer_start(deadline_timer_.get(), &ClosureDispatcher::OnDeadlineTimer,

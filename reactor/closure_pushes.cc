@@ -177,7 +177,7 @@ Status ClosureDispatcher::CheckInputsFit(const state::Closure& closure) {
     const state::Closure* input = state().FindClosure(id);
     KJ_ASSERT(input != nullptr && input->state == state::ClosureState::FINISHED,
               "closure runs before its input", closure.id, id);
-    total += DurableState::ResultSize(*input);
+    total += ResultStore::ResultSize(*input);
   }
   if (total <= kMaxPushBytes) return Status::Ok();
   ++counters_.inputs_over_limit;
@@ -192,7 +192,7 @@ ClosureDispatcher::InputLocations ClosureDispatcher::LocateInputs(
   InputLocations where;
   for (uint64_t id : closure.inputs) {
     std::optional<storage::ResultLocation> location =
-        durable_.LocateStoredResult(*state().FindClosure(id));
+        durable_.results().LocateStoredResult(*state().FindClosure(id));
     if (!location.has_value()) {
       where.read_item.emplace_back(std::nullopt);
       continue;
@@ -218,7 +218,7 @@ Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(const state::Clos
   std::vector<std::string> out;
   out.reserve(closure.inputs.size());
   for (uint64_t id : closure.inputs) {
-    Result<std::string> bytes = durable_.GetResult(*state().FindClosure(id));
+    Result<std::string> bytes = durable_.results().GetResult(*state().FindClosure(id));
     if (!bytes.ok()) return InputError(closure.id, id, bytes.status());
     out.push_back(std::move(*bytes));
   }
@@ -235,9 +235,9 @@ kj::Promise<void> ClosureDispatcher::PushAfterReadingInputs(uint64_t worker_id,
   for (size_t k = 0; k < closure.inputs.size(); ++k) {
     at_hand.push_back(where.read_item[k].has_value()
                           ? Result<std::string>(std::string())
-                          : durable_.GetResult(*state().FindClosure(closure.inputs[k])));
+                          : durable_.results().GetResult(*state().FindClosure(closure.inputs[k])));
   }
-  return durable_.ReadStoredResults(std::move(where.locations))
+  return durable_.results().ReadStoredResults(std::move(where.locations))
       .then(
           [this, worker_id, run, read_item = std::move(where.read_item),
            at_hand = std::move(at_hand)](
@@ -258,9 +258,9 @@ kj::Promise<void> ClosureDispatcher::PushAfterReadingInputs(uint64_t worker_id,
                 continue;
               }
               const size_t i = *read_item[k];
-              const uint64_t size = DurableState::ResultSize(*state().FindClosure(input_id));
+              const uint64_t size = ResultStore::ResultSize(*state().FindClosure(input_id));
               // Held for its dependant.
-              Status status = durable_.HeldResultRead(input_id, size, done->statuses[i]);
+              Status status = durable_.results().HeldResultRead(input_id, size, done->statuses[i]);
               if (!status.ok()) {
                 FailOnInputs(run, InputError(run.closure_id, input_id, status));
                 return kj::READY_NOW;
@@ -319,7 +319,7 @@ kj::Promise<void> ClosureDispatcher::SendWithInputsInTurns(uint64_t worker_id, P
 void ClosureDispatcher::SendResources(uint64_t worker_id) {
   // Only committed resources: an id a crash could hand out again for another
   // resource must never reach a worker's cache.
-  AddTask(durable_.Barrier().then([this, worker_id]() -> kj::Promise<void> {
+  AddTask(durable_.pipeline().Barrier().then([this, worker_id]() -> kj::Promise<void> {
     auto entry = live_.find(worker_id);
     if (entry == live_.end() || entry->second.worker.slots == 0) return kj::READY_NOW;
     rpc::WorkerControl::Client* control = workers_.ControlOf(entry->second.address);

@@ -30,7 +30,7 @@ kj::Promise<bool> ClosureDispatcher::StoreResultFile(state::ClosureRun run,
   const uint64_t size = bytes.size();
   writing_results_.insert({run.closure_id, run.attempt});
   kj::Promise<std::string> written =
-      RunFileWrite([dir = durable_.result_dir(), run, copy]() -> std::string {
+      RunFileWrite([dir = durable_.results().result_dir(), run, copy]() -> std::string {
         Result<uint32_t> crc = storage::WriteResultFile(dir, run.closure_id, run.attempt, *copy);
         if (!crc.ok()) throw std::runtime_error(crc.status().ToString());
         return std::to_string(*crc);
@@ -105,7 +105,7 @@ bool ClosureDispatcher::OnResultFileWritten(const state::ClosureRun& run, uint64
     return true;
   }
   Status status = Finish({state::StoredResult{run, size, crc}},
-                         [&](size_t) { durable_.AdoptResultFile(run.closure_id, run.attempt, size); });
+                         [&](size_t) { durable_.results().AdoptResultFile(run.closure_id, run.attempt, size); });
   if (!status.ok()) {
     if (durable_.state().FindRunning(run.closure_id, run.worker_id, run.attempt) != nullptr) {
       RemoveResultFiles({file}, /*when_durable=*/false);
@@ -151,7 +151,7 @@ void ClosureDispatcher::RemoveResultFiles(std::vector<storage::ResultFileId> fil
   }
   auto remove = [this, files = kj::mv(files), syncer]() mutable {
     return result_files_
-        .Run([dir = durable_.result_dir(), files, syncer]() -> std::string {
+        .Run([dir = durable_.results().result_dir(), files, syncer]() -> std::string {
           if (syncer != nullptr) {
             Status synced = syncer->Sync();
             if (!synced.ok()) throw std::runtime_error("keeping released result files: " + synced.ToString());
@@ -170,7 +170,7 @@ void ClosureDispatcher::RemoveResultFiles(std::vector<storage::ResultFileId> fil
     AddTask(remove());
     return;
   }
-  AddTask(durable_.Barrier().then(kj::mv(remove)));
+  AddTask(durable_.pipeline().Barrier().then(kj::mv(remove)));
 }
 
 }  // namespace dispatch::reactor

@@ -21,7 +21,7 @@ kj::Promise<void> DispatcherService::openCoordinator(OpenCoordinatorContext cont
   results.setCoordinator(kj::heap<CoordinatorSession>(kj::addRef(data.closures()), coordinator_id,
                                                      kj::addRef(server_.rpc_metrics())));
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::reportClosures(ReportClosuresContext context) {
@@ -34,13 +34,13 @@ kj::Promise<void> DispatcherService::reportClosures(ReportClosuresContext contex
     // Removed (and its closures put back): its reports are stale, not errors.
     data.closures().CountIgnored(params.getReports().size());
     context.getResults().setIgnored(params.getReports().size());
-    return data.durable().Barrier();
+    return data.durable().pipeline().Barrier();
   }
   // Large results are written to their files first (ClosureDispatcher::Report).
   return data.closures().Report(worker_id, params.getReports())
       .then([this, context](uint32_t ignored) mutable {
         context.getResults().setIgnored(ignored);
-        return this->data().durable().Barrier();
+        return this->data().durable().pipeline().Barrier();
       });
 }
 
@@ -64,7 +64,7 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setPushesFailed(counters.pushes_failed);
   stats.setScheduleWaits(counters.schedule_waits);
   stats.setResultsOverLimit(counters.results_over_limit);
-  const DurableStats& durable = data.durable().stats();
+  const ResultStats& durable = data.durable().results().stats();
   stats.setResultsStored(durable.results_stored);
   stats.setResultsRead(durable.results_read);
   stats.setResultsDamaged(durable.results_damaged);
@@ -83,7 +83,7 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setStuckEpisodes(server_.closure_watchdog().episodes());
   stats.setStuckClosures(server_.closure_watchdog().stuck_closures());
   context.getResults().setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 }  // namespace dispatch::reactor

@@ -70,31 +70,31 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
                                      " closures is over the limit of " +
                                      std::to_string(closures.options().max_closures_per_call)));
   }
-  if (n > 0 && AnsweredAfterRefusal(closures, context)) return closures.durable().Barrier();
+  if (n > 0 && AnsweredAfterRefusal(closures, context)) return closures.durable().pipeline().Barrier();
   if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr || n == 0) {
-    if (n > 0 && RetriedUnderError(closures, context)) return closures.durable().Barrier();
+    if (n > 0 && RetriedUnderError(closures, context)) return closures.durable().pipeline().Barrier();
     ThrowIfError(closures.RefuseSchedule(coordinator_id_, context.getParams().getClosures(),
                                          context.getResults().initError()));
-    return closures.durable().Barrier();
+    return closures.durable().pipeline().Barrier();
   }
   return closures.CancelOnClose(closures.WaitForRoom(n).then([this, context](
                                                                 kj::Own<ClosureDispatcher::Room> room) mutable {
     ClosureDispatcher& closures = Dispatcher();
     // A copy of this call refused while this one waited is refused alike.
-    if (AnsweredAfterRefusal(closures, context)) return closures.durable().Barrier();
+    if (AnsweredAfterRefusal(closures, context)) return closures.durable().pipeline().Barrier();
     // An error that arrived while waiting is raised instead of scheduling.
     if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr) {
-      if (RetriedUnderError(closures, context)) return closures.durable().Barrier();
+      if (RetriedUnderError(closures, context)) return closures.durable().pipeline().Barrier();
       ThrowIfError(closures.RefuseSchedule(coordinator_id_, context.getParams().getClosures(),
                                            context.getResults().initError()));
-      return closures.durable().Barrier();
+      return closures.durable().pipeline().Barrier();
     }
     std::vector<uint64_t> ids;
     ThrowIfError(closures.Schedule(coordinator_id_, context.getParams().getClosures(), ids));
     room = nullptr;  // the closures are in the queue now, counted there
     auto list = context.getResults().initClosureIds(static_cast<unsigned>(ids.size()));
     for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
-    return closures.durable().Barrier();
+    return closures.durable().pipeline().Barrier();
   }));
 }
 
@@ -183,12 +183,12 @@ kj::Promise<void> CoordinatorSession::DeliverResults(AwaitResultsContext context
 
 kj::Promise<void> CoordinatorSession::ReplyAfterCommit(TracedLists traced) {
   DurableState& durable = Dispatcher().durable();
-  if (traced.empty()) return durable.Barrier();
-  return durable.Barrier().then([&durable, traced = kj::mv(traced)]() {
+  if (traced.empty()) return durable.pipeline().Barrier();
+  return durable.pipeline().Barrier().then([&durable, traced = kj::mv(traced)]() {
     const uint64_t now = uv_hrtime();
     for (auto list : traced) {
-      list.set(kTraceCommitStarted, durable.last_commit_start_ns());
-      list.set(kTraceCommitEnded, durable.last_commit_end_ns());
+      list.set(kTraceCommitStarted, durable.pipeline().last_commit_start_ns());
+      list.set(kTraceCommitEnded, durable.pipeline().last_commit_end_ns());
       list.set(kTraceReplied, now);
     }
   });
@@ -243,13 +243,13 @@ kj::Promise<void> CoordinatorSession::Join(JoinContext context) {
     ThrowIfError(closures.TakeFirstError(coordinator_id_, results.initError()));
     results.setDone(false);
     results.setUnfinished(closures.state().NumUnfinishedClosures(coordinator_id_));
-    return closures.durable().Barrier();
+    return closures.durable().pipeline().Barrier();
   }
   const uint64_t unfinished = closures.state().NumUnfinishedClosures(coordinator_id_);
   if (unfinished == 0 || !context.getParams().getWait()) {
     results.setDone(unfinished == 0);
     results.setUnfinished(unfinished);
-    return closures.durable().Barrier();
+    return closures.durable().pipeline().Barrier();
   }
   auto paf = kj::newPromiseAndFulfiller<void>();
   join_waiters_.push_back(kj::mv(paf.fulfiller));
@@ -264,7 +264,7 @@ kj::Promise<void> CoordinatorSession::createPerWorkerResource(
   context.getResults().setResourceId(
       ValueOrThrow(closures.CreateResource(coordinator_id_, View(params.getFunction()),
                                            View(params.getArgs()), params.getRequestId())));
-  return closures.durable().Barrier();
+  return closures.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
@@ -294,9 +294,9 @@ kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
   FilledOutcomes filled =
       FillOutcomes(closures, coordinator_id_, kj::mv(wanted), OnReleased::kNotFound,
                    [context](unsigned n) mutable { return context.getResults().initOutcomes(n); });
-  if (filled.now.has_value()) return closures.durable().Barrier();
+  if (filled.now.has_value()) return closures.durable().pipeline().Barrier();
   return closures.CancelOnClose(kj::mv(filled.later)).then([this](std::optional<TracedLists>) {
-    return Dispatcher().durable().Barrier();
+    return Dispatcher().durable().pipeline().Barrier();
   });
 }
 
@@ -313,7 +313,7 @@ kj::Promise<void> CoordinatorSession::cancel(CancelContext context) {
   ThrowIfError(closures.Cancel(coordinator_id_, ids, states));
   auto out = context.getResults().initStates(static_cast<unsigned>(states.size()));
   for (unsigned i = 0; i < states.size(); ++i) out.set(i, states[i]);
-  return closures.durable().Barrier();
+  return closures.durable().pipeline().Barrier();
 }
 
 }  // namespace dispatch::reactor

@@ -55,13 +55,13 @@ Status DataService::Start() {
         "clear errors)");
   }
   DISPATCH_RETURN_IF_ERROR(closures_->Start());
-  soft_.Initialize(durable_.state(), serving_clock_.NowMs(), durable_.NowMicros());
+  soft_.Initialize(durable_.state(), serving_clock_.NowMs(), durable_.pipeline().NowMicros());
   StartTimers();
   return Status::Ok();
 }
 
 state::Stamp DataService::Stamp() const {
-  return state::Stamp{durable_.NowMicros(), durable_.max_record_bytes()};
+  return state::Stamp{durable_.pipeline().NowMicros(), durable_.pipeline().max_record_bytes()};
 }
 
 Status DataService::Carry(const state::UpdateList& updates) {
@@ -71,8 +71,8 @@ Status DataService::Carry(const state::UpdateList& updates) {
 
 Status DataService::CarryOne(const state::UpdateList& updates, size_t i) {
   std::optional<std::string> bytes = updates.EncodedIfOneSegment(i);
-  return bytes.has_value() ? durable_.Submit(updates[i], std::move(*bytes))
-                           : durable_.Submit(updates[i]);
+  return bytes.has_value() ? durable_.pipeline().Submit(updates[i], std::move(*bytes))
+                           : durable_.pipeline().Submit(updates[i]);
 }
 
 Status DataService::CheckWorkerAddress(std::string_view address) const {

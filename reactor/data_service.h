@@ -70,9 +70,9 @@ class DataService {
   Status Submit(Fill&& fill) {
     capnp::MallocMessageBuilder message;
     auto update = message.initRoot<journal::Update>();
-    update.setTimeMicros(durable_.NowMicros());
+    update.setTimeMicros(durable_.pipeline().NowMicros());
     fill(update);
-    return durable_.Submit(update);
+    return durable_.pipeline().Submit(update);
   }
   // The time and record limit of the Updates planned now.
   state::Stamp Stamp() const;

@@ -108,7 +108,7 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
   const capnp::Data::Reader element_spec = params.getElementSpec();
   // Checked before anything is registered, so that a refused element spec
   // leaves no dataset behind (Submit would refuse the record anyway).
-  const size_t max_record = durable.max_record_bytes();
+  const size_t max_record = durable.pipeline().max_record_bytes();
   if (element_spec.size() + kRecordOverheadBytes > max_record) {
     ThrowStatus(ResourceExhaustedError("an element spec of " + std::to_string(element_spec.size()) +
                                        " bytes is more than a journal record may hold (" +
@@ -119,7 +119,7 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
   uint64_t fingerprint = FingerprintOf(definition);
   const state::Dataset* existing = nullptr;
   while (const state::Dataset* candidate = state.FindDatasetByFingerprint(fingerprint)) {
-    std::string stored = ValueOrThrow(durable.GetDataset(candidate->definition_key));
+    std::string stored = ValueOrThrow(durable.datasets().Get(candidate->definition_key));
     if (stored == definition) {
       existing = candidate;
       break;
@@ -148,7 +148,7 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
     dataset_id = state.NextDatasetId();
     const std::string key = DefinitionKey(dataset_id, fingerprint);
     // The definition joins the batch right after its record: room for both.
-    ThrowIfError(durable.MakeRoom(definition.size() + metadata.size() + kind.size() +
+    ThrowIfError(durable.pipeline().MakeRoom(definition.size() + metadata.size() + kind.size() +
                                   kRecordOverheadBytes));
     ThrowIfError(data.Submit([&](journal::Update::Builder update) {
       auto reg = update.initRegisterDataset();
@@ -161,7 +161,7 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
     }));
     // Right after its record, so that both share one transaction (an early
     // commit happens only inside Submit) and a refused record stores nothing.
-    durable.PutDataset(key, definition);
+    durable.datasets().Put(key, definition);
     has_spec = false;
   }
   if (!has_spec && element_spec.size() > 0) {
@@ -174,14 +174,14 @@ kj::Promise<void> DispatcherService::getOrRegisterDataset(GetOrRegisterDatasetCo
   auto results = context.getResults();
   results.setDatasetId(dataset_id);
   results.setIncarnation(data.incarnation());
-  return durable.Barrier();
+  return durable.pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::getDatasetDef(GetDatasetDefContext context) {
   DataService& data = this->data();
   const state::Dataset* dataset =
       ValueOrThrow(data.state().GetDataset(context.getParams().getDatasetId()));
-  std::string definition = ValueOrThrow(data.durable().GetDataset(dataset->definition_key));
+  std::string definition = ValueOrThrow(data.durable().datasets().Get(dataset->definition_key));
   auto results = context.getResults();
   results.setDefinition(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(definition.data()),
                                             definition.size()));
@@ -191,7 +191,7 @@ kj::Promise<void> DispatcherService::getDatasetDef(GetDatasetDefContext context)
         results.setMetadata(metadata.getUserMetadata());
       }));
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::getElementSpec(GetElementSpecContext context) {
@@ -207,7 +207,7 @@ kj::Promise<void> DispatcherService::getElementSpec(GetElementSpecContext contex
   results.setElementSpec(
       capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(spec.data()), spec.size()));
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 }  // namespace dispatch::reactor

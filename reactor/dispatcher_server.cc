@@ -134,14 +134,15 @@ Status DispatcherServer::StartServices(std::unique_ptr<state::DispatcherState> l
   if (!durable.ok()) return durable.status();
   durable_ = std::move(durable.value());
   if (replicator_ != nullptr) durable_->SetReplicator(replicator_);
-  durable_->SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
-  durable_->SetAppliedObserver([this](journal::Update::Reader update) {
+  durable_->pipeline().SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
+  durable_->pipeline().SetAppliedObserver([this](journal::Update::Reader update) {
     closure_timings_.Observe(update, uv_hrtime());
     closure_watchdog_.OnApplied(update);
   });
-  // The group commit closes every loop pass, releasing the replies it parked.
-  io_.port().SetPassEndHook([this]() { durable_->CommitPass(); });
-  const DurableStats& recovered = durable_->stats();
+  // Every loop pass ends with the group commit and what must follow it
+  // (DurableState::EndOfPass lists the steps).
+  io_.port().SetPassEndHook([this]() { durable_->EndOfPass(); });
+  const RecoveryStats& recovered = durable_->recovery();
   if (took_live) {
     Log(LogLevel::kInfo, "took the standby's live state over (last sequence number ", store_->last_seq(), ") in ",
         recovered.recovery_micros / 1000, " ms: nothing to replay");
@@ -196,7 +197,7 @@ Status DispatcherServer::NotLeaderError() const {
 
 void DispatcherServer::StopOnLeadershipLost(const Status& why) {
   if (exit_code_ != 0) return;
-  if (durable_ != nullptr && !durable_->failed()) {
+  if (durable_ != nullptr && !durable_->pipeline().failed()) {
     // Fails every parked reply; its fatal handler stops the server.
     durable_->ReplicationFailed(why);
     return;
@@ -270,7 +271,7 @@ void DispatcherServer::SampleHistory() {
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   counters.closures_finished = data_->closures().counters().results_accepted;
   counters.heartbeats = data_->workers().stats().heartbeats;
-  counters.commit_seconds = &durable_->histograms().commit_seconds;
+  counters.commit_seconds = &durable_->pipeline().commit_seconds();
   counters.loop_lag_max_us = lag_since_sample_us_;
   lag_since_sample_us_ = 0;
   history_.Sample(counters);
@@ -291,8 +292,8 @@ bool DispatcherServer::Ready(std::string* why) const {
     *why = "recovering";
     return false;
   }
-  if (durable_->failed()) {
-    *why = "the journal failed: " + durable_->failure().ToString();
+  if (durable_->pipeline().failed()) {
+    *why = "the journal failed: " + durable_->pipeline().failure().ToString();
     return false;
   }
   return true;
@@ -328,7 +329,7 @@ void DispatcherServer::Tick() {
   lag_since_sample_us_ = std::max(lag_since_sample_us_, tick_->last_lateness_us());
   if (uv_now(io_.loop()) >= next_sample_ms_) SampleHistory();
   if (durable_ != nullptr && data_ != nullptr && !shutting_down_) {
-    closure_watchdog_.Check(durable_->state(), durable_->NowMicros(), closure_timings_, uv_hrtime());
+    closure_watchdog_.Check(durable_->state(), durable_->pipeline().NowMicros(), closure_timings_, uv_hrtime());
   }
   rpc_->EnforceLimits();
 }
@@ -425,8 +426,8 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
         // tidy file.
         io_.port().SetPassEndHook(nullptr);
         if (durable_ != nullptr) {
-          durable_->CommitNow();
-          Status snapshot = durable_->Snapshot();
+          durable_->pipeline().CommitNow();
+          Status snapshot = durable_->compaction().Snapshot();
           if (!snapshot.ok()) {
             Log(LogLevel::kWarning, "no snapshot at shutdown: ", snapshot.ToString().c_str());
           }

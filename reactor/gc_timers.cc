@@ -43,7 +43,7 @@ void DataService::StopTimers() {
 }
 
 void DataService::RunJobGc() {
-  if (durable_.failed()) return;
+  if (durable_.pipeline().failed()) return;
   state::JobGcPlan plan = state::PlanJobGc(state(), Stamp(), policy_);
   for (size_t i = 0; i < plan.jobs.size(); ++i) {
     const uint64_t job_id = plan.jobs[i].job_id;
@@ -62,7 +62,7 @@ void DataService::RunJobGc() {
 }
 
 void DataService::RunLivenessCheck() {
-  if (durable_.failed()) return;
+  if (durable_.pipeline().failed()) return;
   workers_.CheckTimeouts();
   state::ClientTimeoutPlan plan =
       state::PlanClientTimeouts(state(), soft_, serving_clock_.NowMs(), Stamp(), policy_);

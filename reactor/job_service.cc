@@ -49,7 +49,7 @@ kj::Promise<void> DispatcherService::getOrCreateJob(GetOrCreateJobContext contex
   results.setIncarnation(data.incarnation());
   results.setJobId(plan.job_id);
   results.setJobClientId(plan.job_client_id);
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::clientHeartbeat(ClientHeartbeatContext context) {
@@ -78,7 +78,7 @@ kj::Promise<void> DispatcherService::clientHeartbeat(ClientHeartbeatContext cont
   }
   response.setJobFinished(answer.job_finished);
   response.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::releaseJobClient(ReleaseJobClientContext context) {
@@ -87,7 +87,7 @@ kj::Promise<void> DispatcherService::releaseJobClient(ReleaseJobClientContext co
   state::ReleasePlan plan = ValueOrThrow(state::PlanReleaseJobClient(
       data.state(), context.getParams().getJobClientId(), data.Stamp()));
   CarryPlan(data, plan);
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::maybeRemoveTask(MaybeRemoveTaskContext context) {
@@ -102,7 +102,7 @@ kj::Promise<void> DispatcherService::maybeRemoveTask(MaybeRemoveTaskContext cont
   CarryPlan(data, plan);
   if (!plan.updates.empty()) data.workers().PushDeleteTasks(plan.worker_address, {decoded.task_id});
   results.setRemoved(plan.removed);
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 }  // namespace dispatch::reactor

@@ -71,7 +71,7 @@ kj::Promise<void> DispatcherService::getWorkers(GetWorkersContext context) {
     for (const std::string& kind : worker.dataset_kinds) kinds.set(k++, kind);
   }
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::listDatasets(ListDatasetsContext context) {
@@ -88,7 +88,7 @@ kj::Promise<void> DispatcherService::listDatasets(ListDatasetsContext context) {
     list[i].setKind(datasets[i]->kind);
   }
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::listJobs(ListJobsContext context) {
@@ -98,7 +98,7 @@ kj::Promise<void> DispatcherService::listJobs(ListJobsContext context) {
   auto list = results.initJobs(static_cast<unsigned>(jobs.size()));
   for (size_t i = 0; i < jobs.size(); ++i) FillJobInfo(data.state(), *jobs[i], list[i]);
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::getJob(GetJobContext context) {
@@ -115,7 +115,7 @@ kj::Promise<void> DispatcherService::getJob(GetJobContext context) {
   auto client_list = results.initClients(static_cast<unsigned>(clients.size()));
   for (size_t i = 0; i < clients.size(); ++i) FillClientInfo(data, *clients[i], client_list[i]);
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::listTasks(ListTasksContext context) {
@@ -130,7 +130,7 @@ kj::Promise<void> DispatcherService::listTasks(ListTasksContext context) {
   auto list = results.initTasks(static_cast<unsigned>(tasks.size()));
   for (size_t i = 0; i < tasks.size(); ++i) FillTaskInfo(state, data.options(), *tasks[i], list[i]);
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::listJobClients(ListJobClientsContext context) {
@@ -140,7 +140,7 @@ kj::Promise<void> DispatcherService::listJobClients(ListJobClientsContext contex
   auto list = results.initClients(static_cast<unsigned>(clients.size()));
   for (size_t i = 0; i < clients.size(); ++i) FillClientInfo(data, *clients[i], list[i]);
   results.setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 }  // namespace dispatch::reactor

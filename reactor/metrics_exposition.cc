@@ -164,41 +164,44 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
   // The journal.
   if (const DurableState* journal = server.durable_if_open()) {
   const DurableState& durable = *journal;
-  const DurableStats& ds = durable.stats();
-  const DurableHistograms& dh = durable.histograms();
+  const CommitPipeline& pipeline = durable.pipeline();
+  const CompactionStats& cs = durable.compaction().stats();
+  static const SyncStats kNoSyncs;
+  static const Histogram kNoSyncSeconds{Histogram::SecondsBounds()};
+  const SyncStage* sync = durable.sync_stage();
   f.Counter("dispatch_journal_commits_total", "Group commits (SQLite transactions) written.",
-            static_cast<double>(ds.commits));
-  f.Counter("dispatch_journal_records_total", "Updates journaled.", static_cast<double>(ds.records));
+            static_cast<double>(pipeline.stats().commits));
+  f.Counter("dispatch_journal_records_total", "Updates journaled.", static_cast<double>(pipeline.stats().records));
   f.Histo("dispatch_journal_commit_seconds",
           "Duration of writing one group commit on the loop (its fsync, on the thread pool, is "
           "dispatch_journal_sync_seconds).",
-          dh.commit_seconds);
+          pipeline.commit_seconds());
   f.Histo("dispatch_journal_sync_seconds",
           "Duration of one WAL fsync (on the thread pool, the hand-off included, or on the "
           "loop); replies of the commits it covers wait for it.",
-          durable.sync_seconds());
+          sync != nullptr ? sync->sync_seconds() : kNoSyncSeconds);
   f.Counter("dispatch_journal_inline_syncs_total",
             "WAL fsyncs run on the loop thread right after a small commit "
             "(--inline-sync-records); the others ran on the thread pool.",
-            static_cast<double>(durable.sync_stats().inline_syncs));
-  f.Histo("dispatch_journal_records_per_commit", "Updates in one group commit.", dh.records_per_commit);
-  f.Counter("dispatch_snapshots_total", "Snapshots recorded.", static_cast<double>(ds.snapshots));
+            static_cast<double>((sync != nullptr ? sync->stats() : kNoSyncs).inline_syncs));
+  f.Histo("dispatch_journal_records_per_commit", "Updates in one group commit.", pipeline.records_per_commit());
+  f.Counter("dispatch_snapshots_total", "Snapshots recorded.", static_cast<double>(cs.snapshots));
   f.Counter("dispatch_snapshot_failures_total", "Snapshot attempts that recorded nothing.",
-            static_cast<double>(ds.snapshot_failures));
-  f.Histo("dispatch_snapshot_seconds", "Duration of a snapshot, start to recorded.", dh.snapshot_seconds);
-  f.Counter("dispatch_checkpoints_total", "WAL checkpoints done.", static_cast<double>(ds.checkpoints));
+            static_cast<double>(cs.snapshot_failures));
+  f.Histo("dispatch_snapshot_seconds", "Duration of a snapshot, start to recorded.", durable.compaction().snapshot_seconds());
+  f.Counter("dispatch_checkpoints_total", "WAL checkpoints done.", static_cast<double>(cs.checkpoints));
   f.Histo("dispatch_checkpoint_seconds", "Duration of a WAL checkpoint on the thread pool.",
-          dh.checkpoint_seconds);
+          durable.compaction().checkpoint_seconds());
   const std::string restarts_help =
       "WAL restarts after a complete checkpoint, by thread: pool (the checkpointer's one write, "
       "commits held meanwhile) or loop (a commit restarted it and synced the new WAL header on "
       "the loop thread; only after rare races).";
-  f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(ds.wal_restarts_off_loop),
+  f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(cs.wal_restarts_off_loop),
             {{"thread", "pool"}});
   f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(durable.store().wal_restarts_on_loop()),
             {{"thread", "loop"}});
   f.Gauge("dispatch_recovery_seconds", "Time the last start-up took to load the snapshot and replay.",
-          static_cast<double>(ds.recovery_micros) * 1e-6);
+          static_cast<double>(durable.recovery().recovery_micros) * 1e-6);
   }
   if (const JournalReplicator* replicator = server.replicator()) {
     const ReplicatorStats& rs = replicator->stats();

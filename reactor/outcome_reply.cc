@@ -22,7 +22,7 @@ void FillOne(const state::Closure& closure, rpc::ClosureOutcome::Builder out, Re
   out.setState(closure.state);
   out.setAttempts(closure.attempts);
   if (closure.state == state::ClosureState::FINISHED) {
-    auto data = out.initResult(static_cast<unsigned>(DurableState::ResultSize(closure)));
+    auto data = out.initResult(static_cast<unsigned>(ResultStore::ResultSize(closure)));
     Status status = read(reinterpret_cast<char*>(data.begin()));
     if (!status.ok()) {
       if (status.code() != StatusCode::kDataLoss) ThrowStatus(status);
@@ -71,7 +71,7 @@ std::vector<const state::Closure*> StillThere(ClosureDispatcher& dispatcher,
 }  // namespace
 
 uint64_t OutcomeBytes(const state::Closure& closure) {
-  if (closure.state == state::ClosureState::FINISHED) return DurableState::ResultSize(closure);
+  if (closure.state == state::ClosureState::FINISHED) return ResultStore::ResultSize(closure);
   if (closure.state == state::ClosureState::FAILED) return closure.error.size();
   return 0;
 }
@@ -93,7 +93,7 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
   uint64_t stored = 0;
   for (const state::Closure* closure : closures) {
     if (closure->state != state::ClosureState::FINISHED) continue;
-    std::optional<storage::ResultLocation> location = durable.LocateStoredResult(*closure);
+    std::optional<storage::ResultLocation> location = durable.results().LocateStoredResult(*closure);
     if (!location.has_value()) {
       unlocated.push_back(closure);
       continue;
@@ -111,7 +111,7 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
     TracedLists traced;
     for (unsigned i = 0; i < closures.size(); ++i) {
       const state::Closure& closure = *closures[i];
-      FillOne(closure, list[i], [&](char* dest) { return durable.ReadResult(closure, dest); });
+      FillOne(closure, list[i], [&](char* dest) { return durable.results().ReadResult(closure, dest); });
       TakeTrace(dispatcher.traces(), closure.id, list[i], traced);
     }
     filled.now = kj::mv(traced);
@@ -121,12 +121,12 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
   // the read is back, and then be rows to read on the loop: copied now.
   std::map<uint64_t, Result<std::string>> at_hand;
   for (const state::Closure* closure : unlocated) {
-    at_hand.emplace(closure->id, durable.GetResult(*closure));
+    at_hand.emplace(closure->id, durable.results().GetResult(*closure));
   }
   std::map<uint64_t, size_t> read_index;  // closure id -> its item in the read
   for (size_t i = 0; i < locations.size(); ++i) read_index[locations[i].closure_id] = i;
   FilledOutcomes filled;
-  filled.later = durable.ReadStoredResults(kj::mv(locations))
+  filled.later = durable.results().ReadStoredResults(kj::mv(locations))
       .then([owner = kj::addRef(dispatcher), coordinator_id, ids = kj::mv(ids), on_released,
              init = kj::mv(init), at_hand = kj::mv(at_hand), read_index = kj::mv(read_index)](
                 std::unique_ptr<ResultReads::Done> done) mutable
@@ -141,7 +141,7 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
         for (const state::Closure* closure : closures) {
           if (closure->state == state::ClosureState::FINISHED &&
               !read_index.contains(closure->id) && !at_hand.contains(closure->id) &&
-              durable.LocateStoredResult(*closure).has_value()) {
+              durable.results().LocateStoredResult(*closure).has_value()) {
             FilledOutcomes again =
                 FillOutcomes(dispatcher, coordinator_id, kj::mv(ids), on_released, kj::mv(init));
             if (again.now.has_value()) return std::optional<TracedLists>(kj::mv(again.now));
@@ -154,12 +154,12 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
         for (unsigned i = 0; i < closures.size(); ++i) {
           const state::Closure& closure = *closures[i];
           FillOne(closure, list[i], [&](char* dest) -> Status {
-            const uint64_t size = DurableState::ResultSize(closure);
+            const uint64_t size = ResultStore::ResultSize(closure);
             auto read = read_index.find(closure.id);
             if (read != read_index.end()) {
               // Not released (StillThere), so held.
               Status status =
-                  durable.HeldResultRead(closure.id, size, done->statuses[read->second]);
+                  durable.results().HeldResultRead(closure.id, size, done->statuses[read->second]);
               if (status.ok()) {
                 copies.push_back({dest, done->bytes.data() + done->offsets[read->second], size});
               }
@@ -167,7 +167,7 @@ FilledOutcomes FillOutcomes(ClosureDispatcher& dispatcher, uint64_t coordinator_
             }
             auto copy = at_hand.find(closure.id);
             // Bytes at hand, or none (an empty result).
-            if (copy == at_hand.end()) return durable.ReadResult(closure, dest);
+            if (copy == at_hand.end()) return durable.results().ReadResult(closure, dest);
             if (!copy->second.ok()) return copy->second.status();
             copies.push_back({dest, copy->second->data(), size});
             return Status::Ok();

@@ -49,7 +49,7 @@ kj::Promise<void> DispatcherService::getSplit(GetSplitContext context) {
   response.setEndOfSplits(answer.end_of_splits);
   FillSplits(source, answer.split_indices,
              response.initSplits(static_cast<unsigned>(answer.split_indices.size())));
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 }  // namespace dispatch::reactor

@@ -126,7 +126,7 @@ Json CollectStatus(DispatcherServer& server) {
   if (data == nullptr) return doc;
   const state::DispatcherState& st = data->state();
   if (server.durable_if_open() == nullptr) return doc;
-  const int64_t now_micros = server.durable_if_open()->NowMicros();
+  const int64_t now_micros = server.durable_if_open()->pipeline().NowMicros();
   doc.Set("workersTotal", static_cast<uint64_t>(st.NumWorkers()));
   doc.Set("workers", Workers(*data, now_micros));
   doc.Set("jobsTotal", static_cast<uint64_t>(st.NumJobs()));

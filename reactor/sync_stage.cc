@@ -21,10 +21,11 @@ struct SyncStage::SyncJob final : public uvkj::PoolJob {
 
 SyncStage::SyncStage(uv_loop_t* loop, storage::Store& store,
                      std::unique_ptr<storage::WalSyncer> syncer, SyncStageOptions options,
-                     std::function<bool()> disk_busy)
+                     std::function<bool()> disk_busy, std::function<void()> on_idle)
     : store_(store),
       options_(options),
       disk_busy_(std::move(disk_busy)),
+      on_idle_(std::move(on_idle)),
       syncer_(std::move(syncer)),
       sync_(loop),
       small_fsyncs_(options.inline_sync_max_micros * 1000, options.inline_sync_window) {}
@@ -73,7 +74,8 @@ void SyncStage::StartSync(size_t records) {
     OnSyncDone(std::move(job));
     return;
   }
-  if (sync_.Start(job, [this](std::unique_ptr<SyncJob> done) { OnSyncDone(std::move(done)); }) < 0) {
+  if (sync_.Start(job, [this](std::unique_ptr<SyncJob> done) { OnSyncDone(std::move(done)); }) <
+      0) {
     // No thread pool to run it: sync here rather than never.
     job->Run();
     OnSyncDone(std::move(job));
@@ -98,6 +100,7 @@ void SyncStage::OnSyncDone(std::unique_ptr<SyncJob> job) {
   sync_seconds_.Observe(static_cast<double>(uv_hrtime() - sync_start_ns_) * 1e-9);
   synced_ = syncing_upto_;
   if (listener() != nullptr) listener()->OnStageAdvanced();
+  if (on_idle_) on_idle_();
   // What was written meanwhile gets the next fsync.
   StartSync(0);
 }

@@ -49,8 +49,11 @@ class SyncStage final : public DurabilityStage {
  public:
   // `syncer` syncs the store's WAL through a descriptor of its own.
   // `disk_busy`: true while heavy writes of ours run on the pool.
+  // `on_idle`: called when an fsync ended, before the next one starts (the
+  // owner's stop waiter).
   SyncStage(uv_loop_t* loop, storage::Store& store, std::unique_ptr<storage::WalSyncer> syncer,
-            SyncStageOptions options, std::function<bool()> disk_busy);
+            SyncStageOptions options, std::function<bool()> disk_busy,
+            std::function<void()> on_idle);
   ~SyncStage() override;
   SyncStage(const SyncStage&) = delete;
   SyncStage& operator=(const SyncStage&) = delete;
@@ -80,6 +83,7 @@ class SyncStage final : public DurabilityStage {
   storage::Store& store_;
   const SyncStageOptions options_;
   const std::function<bool()> disk_busy_;
+  const std::function<void()> on_idle_;
   // Owned here while idle, by the job while it runs.
   std::unique_ptr<storage::WalSyncer> syncer_;
   uvkj::PoolWork<SyncJob> sync_;

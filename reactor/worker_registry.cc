@@ -72,9 +72,9 @@ Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
   if (on_worker_lost_) DISPATCH_RETURN_IF_ERROR(on_worker_lost_(worker_id, reason));
   capnp::MallocMessageBuilder message;
   auto update = message.initRoot<journal::Update>();
-  update.setTimeMicros(durable_.NowMicros());
+  update.setTimeMicros(durable_.pipeline().NowMicros());
   update.initRemoveWorker().setWorkerId(worker_id);
-  Status status = durable_.Submit(update);
+  Status status = durable_.pipeline().Submit(update);
   if (status.ok()) {
     Log(LogLevel::kInfo, "removed worker ", worker_id, " at ", std::string(address).c_str(), ": ",
         reason);
@@ -86,14 +86,14 @@ Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
 
 void WorkerRegistry::PushStartTasks(const std::string& address, std::vector<uint64_t> task_ids) {
   if (task_ids.empty()) return;
-  pushes_.add(durable_.Barrier().then([this, address, ids = kj::mv(task_ids)]() mutable {
+  pushes_.add(durable_.pipeline().Barrier().then([this, address, ids = kj::mv(task_ids)]() mutable {
     return SendStart(address, kj::mv(ids));
   }));
 }
 
 void WorkerRegistry::PushDeleteTasks(const std::string& address, std::vector<uint64_t> task_ids) {
   if (task_ids.empty()) return;
-  pushes_.add(durable_.Barrier().then([this, address, ids = kj::mv(task_ids)]() mutable {
+  pushes_.add(durable_.pipeline().Barrier().then([this, address, ids = kj::mv(task_ids)]() mutable {
     return SendDelete(address, kj::mv(ids));
   }));
 }

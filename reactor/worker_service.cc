@@ -62,7 +62,7 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
       state::PlanWorkerHeartbeat(state, data.soft(), decoded, data.NowMs(), data.Stamp());
   // Sized first: a registration the journal cannot hold (tags) is refused
   // before the old registration is removed.
-  if (plan.registers) ThrowIfError(data.durable().CheckFits(plan.updates[0]));
+  if (plan.registers) ThrowIfError(data.durable().pipeline().CheckFits(plan.updates[0]));
   if (plan.replaces_worker_id != 0) {
     // Another process at this address: the old one is gone.
     ThrowIfError(data.workers().Remove(address, "a new worker process took its address"));
@@ -112,7 +112,7 @@ kj::Promise<void> DispatcherService::workerHeartbeat(WorkerHeartbeatContext cont
   const std::vector<uint64_t>& to_delete = plan.tasks_to_delete;
   auto deletes = response.initTasksToDelete(static_cast<unsigned>(to_delete.size()));
   for (size_t i = 0; i < to_delete.size(); ++i) deletes.set(i, to_delete[i]);
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 kj::Promise<void> DispatcherService::workerUpdate(WorkerUpdateContext context) {
@@ -126,7 +126,7 @@ kj::Promise<void> DispatcherService::workerUpdate(WorkerUpdateContext context) {
       ValueOrThrow(state::PlanWorkerUpdate(data.state(), progress, data.Stamp()));
   ThrowIfError(data.Carry(updates));
   context.getResults().setIncarnation(data.incarnation());
-  return data.durable().Barrier();
+  return data.durable().pipeline().Barrier();
 }
 
 }  // namespace dispatch::reactor

@@ -82,6 +82,7 @@
 #include "storage/checkpointer.h"
 #include "storage/commit_mark.h"
 #include "storage/journal_reader.h"
+#include "storage/journal_writer.h"
 #include "storage/result_file.h"
 #include "storage/result_reader.h"
 #include "storage/snapshot_file.h"
@@ -190,7 +191,7 @@ using RecordFn = std::function<Status(uint64_t seq, std::string_view bytes)>;
 // Open), except that the Checkpointer made by NewCheckpointer, the
 // JournalReader made by NewJournalReader and the WalSyncer made by
 // NewWalSyncer each run on any one other thread. The Store holds no mutex and shares no SQLite object with it.
-class Store {
+class Store final : public JournalWriter {
  public:
   // Creates the work dir if missing, locks it (FailedPrecondition naming the dir
   // and the holder's pid if another dispatcher has it), opens or creates
@@ -219,7 +220,7 @@ class Store {
   // while writing, committing or syncing: the Store becomes failed (fail-stop)
   // and this and every later Commit/RecordSnapshot/WriteSnapshot return that
   // same error. An empty batch writes nothing and returns last_seq().
-  Result<uint64_t> Commit(const Batch& batch);
+  Result<uint64_t> Commit(const Batch& batch) override;
 
   // Calls `fn` for every journal record with seq > after_seq, in order.
   // REQUIRES: snapshot_seq() <= after_seq <= last_seq() (FailedPrecondition /
@@ -386,7 +387,7 @@ class Store {
   // A TablesReader (tables_reader.h), likewise.
   Result<std::unique_ptr<TablesReader>> NewTablesReader();
 
-  uint64_t last_seq() const { return last_seq_; }
+  uint64_t last_seq() const override { return last_seq_; }
   // The lowest journal record still present (last_seq()+1 when none is).
   uint64_t journal_first_seq() const { return journal_first_seq_; }
   // Records the latest snapshot covers that later commits still have to delete.
@@ -404,7 +405,8 @@ class Store {
 
   // Fail-stop state: ok() until a write failed, then the original error.
   const Status& failure() const { return failure_; }
-  bool failed() const { return !failure_.ok(); }
+  bool failed() const override { return !failure_.ok(); }
+  size_t max_record_bytes() const override { return options_.max_record_bytes; }
 
   const std::string& db_path() const { return db_path_; }
   // Where large closure results live as files (result_file.h); Open creates it.

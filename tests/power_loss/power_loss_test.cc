@@ -144,7 +144,7 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
     DurableState& durable = **recovered;
     bool fatal = false;
     Status fatal_status;
-    durable.SetFatalHandler([&](const Status& status) {
+    durable.pipeline().SetFatalHandler([&](const Status& status) {
       fatal = true;
       fatal_status = status;
     });
@@ -163,7 +163,7 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
                        std::to_string((*store)->snapshot_seq()) + ")";
         return life;
       }
-      auto definition = durable.GetDataset("dataset-" + std::to_string(id));
+      auto definition = durable.datasets().Get("dataset-" + std::to_string(id));
       if (!definition.ok() || *definition != Definition(id)) {
         life.failure = "definition of acknowledged dataset " + std::to_string(id) + " is " +
                        (definition.ok() ? "different" : definition.status().ToString());
@@ -203,16 +203,16 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
               durable.state().FindJob(*it) != nullptr) {
             continue;
           }
-          if (durable.Submit(b::CreateJob(*it, *it).reader()).ok()) jobs.push_back(*it);
+          if (durable.pipeline().Submit(b::CreateJob(*it, *it).reader()).ok()) jobs.push_back(*it);
           continue;
         }
         const uint64_t id = next_id++;
-        if (!durable.MakeRoom(Definition(id).size()).ok()) break;
-        if (!durable.Submit(b::RegisterDataset(id, id * 7919).reader()).ok()) break;
-        durable.PutDataset("dataset-" + std::to_string(id), Definition(id));
+        if (!durable.pipeline().MakeRoom(Definition(id).size()).ok()) break;
+        if (!durable.pipeline().Submit(b::RegisterDataset(id, id * 7919).reader()).ok()) break;
+        durable.datasets().Put("dataset-" + std::to_string(id), Definition(id));
         datasets.push_back(id);
       }
-      acks.add(durable.Barrier()
+      acks.add(durable.pipeline().Barrier()
                    .then([&ledger, &life, datasets, jobs]() {
                      ledger.datasets.insert(datasets.begin(), datasets.end());
                      ledger.jobs.insert(jobs.begin(), jobs.end());
@@ -224,7 +224,7 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
                    },
                    [](kj::Exception&&) {})  // not acknowledged: the ledger ignores it
                    .eagerlyEvaluate(nullptr));
-      durable.CommitPass();
+      durable.EndOfPass();
       // Sometimes let the thread pool catch up, sometimes not: commits then
       // queue behind an fsync in flight, as under load.
       if (rng() % 4 == 0) {
@@ -235,7 +235,8 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
       }
     }
     const auto background_idle = [&durable] {
-      return !durable.sync_in_flight() && !durable.checkpoint_in_flight() && !durable.snapshot_in_flight();
+      return !durable.sync_stage()->in_flight() && !durable.compaction().checkpoint_in_flight() &&
+             !durable.compaction().snapshot_in_flight();
     };
     if (!fatal && vfs.failure_injected()) {
       // The failed call may belong to work on the thread pool (an fsync, a
@@ -252,15 +253,15 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
         life.failure = "fail-stop with no fault injected: " + fatal_status.ToString();
         return life;
       }
-      if (!durable.store().failed() || !durable.failed()) {
+      if (!durable.store().failed() || !durable.pipeline().failed()) {
         life.failure = "fail-stop without a failed store: " + fatal_status.ToString();
         return life;
       }
-      if (durable.Submit(b::RegisterDataset(next_id, next_id * 7919).reader()).ok()) {
+      if (durable.pipeline().Submit(b::RegisterDataset(next_id, next_id * 7919).reader()).ok()) {
         life.failure = "an update was accepted after fail-stop";
         return life;
       }
-      const bool refused = durable.Barrier()
+      const bool refused = durable.pipeline().Barrier()
                                .then([] { return false; }, [](kj::Exception&&) { return true; })
                                .wait(io.wait_scope());
       if (!refused) {
@@ -288,7 +289,7 @@ Lifetime RunLifetime(const std::string& dir, PowerLossVfs& vfs, std::mt19937_64&
       return life;
     }
     acks.clear();
-    life.wal_restarts_off_loop = durable.stats().wal_restarts_off_loop;
+    life.wal_restarts_off_loop = durable.compaction().stats().wal_restarts_off_loop;
     recovered->reset();
     store->reset();
   }

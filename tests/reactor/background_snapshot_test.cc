@@ -65,10 +65,10 @@ std::vector<std::string> SnapshotFiles(const std::string& dir) {
 // One pass: `count` generated updates, then the pass's commit.
 void Pass(DurableState& durable, UpdateGenerator& generator, int count) {
   for (int i = 0; i < count; ++i) {
-    ASSERT_TRUE(durable.Submit(generator.Next(durable.state()).reader()).ok());
+    ASSERT_TRUE(durable.pipeline().Submit(generator.Next(durable.state()).reader()).ok());
   }
-  durable.CommitPass();
-  ASSERT_FALSE(durable.failed());
+  durable.EndOfPass();
+  ASSERT_FALSE(durable.pipeline().failed());
 }
 
 // A snapshot of many entities may take a while on a loaded machine: waits
@@ -93,21 +93,21 @@ TEST_F(BackgroundSnapshotTest, ASnapshotHoldsNoCommitAndIsRecordedWhenTheTaskIsD
     // written by it (today's dispatcher wrote it right there, holding replies).
     started_at = live.store->last_seq();
     EXPECT_EQ(live.store->snapshot_seq(), 0u) << "the commit wrote the snapshot itself";
-    EXPECT_EQ(durable.stats().snapshots, 0u);
+    EXPECT_EQ(durable.compaction().stats().snapshots, 0u);
     // The loop keeps committing while the replica catches up and writes.
     for (int i = 0; i < 5; ++i) Pass(durable, generator, 50);
-    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshots == 1; },
+    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.compaction().stats().snapshots == 1; },
                                    testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     EXPECT_EQ(live.store->snapshot_seq(), started_at) << "the snapshot is the state when it started";
-    EXPECT_EQ(durable.stats().snapshot_failures, 0u);
-    EXPECT_GT(durable.stats().last_snapshot_bytes, 0u);
+    EXPECT_EQ(durable.compaction().stats().snapshot_failures, 0u);
+    EXPECT_GT(durable.compaction().stats().last_snapshot_bytes, 0u);
     live_digest = durable.state().Digest();
     last = live.store->last_seq();
     EXPECT_EQ(SnapshotFiles(dir_.path()).size(), 1u);
   }
   Opened replayed = Open(loop_.get(), dir_.path(), {.snapshot_every = 0});
   EXPECT_EQ(replayed.store->snapshot_seq(), started_at);
-  EXPECT_EQ(replayed.durable->stats().replayed, last - started_at);
+  EXPECT_EQ(replayed.durable->recovery().replayed, last - started_at);
   EXPECT_EQ(replayed.durable->state().Digest(), live_digest);
 }
 
@@ -122,15 +122,15 @@ TEST_F(BackgroundSnapshotTest, TheFirstReplyAfterRecoveringALongJournalDoesNotWa
   Opened reopened = Open(loop_.get(), dir_.path(), {.snapshot_every = 1000});
   DurableState& durable = *reopened.durable;
   uvkj::UvAsyncIo io(loop_.get());
-  ASSERT_TRUE(durable.Submit(generator.Next(durable.state()).reader()).ok());
-  auto reply = durable.Barrier();
-  durable.CommitPass();
+  ASSERT_TRUE(durable.pipeline().Submit(generator.Next(durable.state()).reader()).ok());
+  auto reply = durable.pipeline().Barrier();
+  durable.EndOfPass();
   // The reply is free to leave, and no snapshot was written before it.
   EXPECT_TRUE(reply.poll(io.wait_scope()));
   EXPECT_EQ(reopened.store->snapshot_seq(), 0u) << "the first commit wrote a snapshot first";
-  EXPECT_EQ(durable.stats().snapshots, 0u);
+  EXPECT_EQ(durable.compaction().stats().snapshots, 0u);
   const uint64_t started_at = reopened.store->last_seq();
-  ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshots == 1; },
+  ASSERT_TRUE(testing::WaitUntil([&]() { return durable.compaction().stats().snapshots == 1; },
                                  testing::LoopPasses(loop_.get()), kSnapshotDeadline));
   EXPECT_EQ(reopened.store->snapshot_seq(), started_at);
 }
@@ -146,9 +146,9 @@ TEST_F(BackgroundSnapshotTest, AFailedTaskLosesNothingIsCountedAndRetried) {
                         .snapshot_retry_ms = 0,
                         .snapshot_observer = [&](const SnapshotOutcome& o) { outcomes.push_back(o); }});
     DurableState& durable = *live.durable;
-    durable.set_snapshot_fault_for_testing(SnapshotFault::kFailBeforeWriting);
+    durable.compaction().set_snapshot_fault_for_testing(SnapshotFault::kFailBeforeWriting);
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
-    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshot_failures == 1; },
+    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.compaction().stats().snapshot_failures == 1; },
                                    testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     ASSERT_EQ(outcomes.size(), 1u);
     EXPECT_FALSE(outcomes[0].status.ok());
@@ -157,10 +157,10 @@ TEST_F(BackgroundSnapshotTest, AFailedTaskLosesNothingIsCountedAndRetried) {
     EXPECT_EQ(live.store->snapshot_seq(), 0u);
     EXPECT_TRUE(SnapshotFiles(dir_.path()).empty());
     // The next commit tries again, and this time it works.
-    durable.set_snapshot_fault_for_testing(SnapshotFault::kNone);
+    durable.compaction().set_snapshot_fault_for_testing(SnapshotFault::kNone);
     Pass(durable, generator, 10);
-    EXPECT_TRUE(durable.snapshot_in_flight());
-    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshots == 1; },
+    EXPECT_TRUE(durable.compaction().snapshot_in_flight());
+    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.compaction().stats().snapshots == 1; },
                                    testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     EXPECT_GT(live.store->snapshot_seq(), 500u);
     live_digest = durable.state().Digest();
@@ -176,9 +176,9 @@ TEST_F(BackgroundSnapshotTest, ATaskFailingAfterWritingItsFileRecordsNothingAndR
   {
     Opened live = Open(loop_.get(), dir_.path(), {.snapshot_every = 500, .snapshot_retry_ms = 60000});
     DurableState& durable = *live.durable;
-    durable.set_snapshot_fault_for_testing(SnapshotFault::kFailAfterWriting);
+    durable.compaction().set_snapshot_fault_for_testing(SnapshotFault::kFailAfterWriting);
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
-    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshot_failures == 1; },
+    ASSERT_TRUE(testing::WaitUntil([&]() { return durable.compaction().stats().snapshot_failures == 1; },
                                    testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     EXPECT_EQ(live.store->snapshot_seq(), 0u) << "a snapshot whose task failed was recorded";
     // The complete file the task wrote is nobody's: it goes.
@@ -188,7 +188,7 @@ TEST_F(BackgroundSnapshotTest, ATaskFailingAfterWritingItsFileRecordsNothingAndR
     last = live.store->last_seq();
   }
   Opened replayed = Open(loop_.get(), dir_.path(), {.snapshot_every = 0});
-  EXPECT_EQ(replayed.durable->stats().replayed, last);
+  EXPECT_EQ(replayed.durable->recovery().replayed, last);
   EXPECT_EQ(replayed.durable->state().Digest(), live_digest);
 }
 
@@ -202,14 +202,14 @@ TEST_F(BackgroundSnapshotTest, ASnapshotOverTheSizeLimitIsRefusedCountedAndChang
                      /*max_snapshot_bytes=*/1000);
   DurableState& durable = *live.durable;
   while (live.store->last_seq() < 500) Pass(durable, generator, 50);
-  ASSERT_TRUE(testing::WaitUntil([&]() { return durable.stats().snapshot_failures == 1; },
+  ASSERT_TRUE(testing::WaitUntil([&]() { return durable.compaction().stats().snapshot_failures == 1; },
                                  testing::LoopPasses(loop_.get()), kSnapshotDeadline));
   ASSERT_EQ(outcomes.size(), 1u);
   EXPECT_EQ(outcomes[0].status.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(outcomes[0].status.message().find("over the limit of 1000"), std::string::npos)
       << outcomes[0].status.ToString();
   EXPECT_EQ(live.store->snapshot_seq(), 0u);
-  EXPECT_FALSE(durable.failed());
+  EXPECT_FALSE(durable.pipeline().failed());
   EXPECT_TRUE(SnapshotFiles(dir_.path()).empty());
   Pass(durable, generator, 10);  // the dispatcher goes on
 }
@@ -226,12 +226,12 @@ TEST_F(BackgroundSnapshotTest, AnInlineSnapshotMakesTheTaskInFlightStale) {
     DurableState& durable = *live.durable;
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
     Pass(durable, generator, 7);
-    ASSERT_TRUE(durable.snapshot_in_flight());
+    ASSERT_TRUE(durable.compaction().snapshot_in_flight());
     // Clean shutdown writes its own snapshot of everything.
-    ASSERT_TRUE(durable.Snapshot().ok());
+    ASSERT_TRUE(durable.compaction().Snapshot().ok());
     last = live.store->last_seq();
     EXPECT_EQ(live.store->snapshot_seq(), last);
-    ASSERT_TRUE(testing::WaitUntil([&]() { return !durable.snapshot_in_flight(); },
+    ASSERT_TRUE(testing::WaitUntil([&]() { return !durable.compaction().snapshot_in_flight(); },
                                    testing::LoopPasses(loop_.get()), kSnapshotDeadline));
     ASSERT_EQ(outcomes.size(), 1u);
     EXPECT_LT(outcomes[0].info.seq, last);
@@ -242,7 +242,7 @@ TEST_F(BackgroundSnapshotTest, AnInlineSnapshotMakesTheTaskInFlightStale) {
         << "the stale file was not removed";
   }
   Opened replayed = Open(loop_.get(), dir_.path(), {.snapshot_every = 0});
-  EXPECT_EQ(replayed.durable->stats().replayed, 0u);
+  EXPECT_EQ(replayed.durable->recovery().replayed, 0u);
   EXPECT_EQ(replayed.durable->state().Digest(), live_digest);
 }
 
@@ -260,19 +260,19 @@ TEST_F(BackgroundSnapshotTest, StoppingBackgroundWorkCancelsTheTaskAndStartsNoMo
                         .snapshot_observer = [&](const SnapshotOutcome& o) { outcomes.push_back(o); }});
     DurableState& durable = *live.durable;
     while (live.store->last_seq() < 500) Pass(durable, generator, 50);
-    ASSERT_TRUE(durable.snapshot_in_flight());
+    ASSERT_TRUE(durable.compaction().snapshot_in_flight());
     bool stopped = false;
     auto stop = durable.StopBackgroundWork().then([&]() { stopped = true; }).eagerlyEvaluate(nullptr);
     ASSERT_TRUE(testing::WaitUntil([&]() { return stopped; }, testing::LoopPasses(loop_.get()),
                                    kSnapshotDeadline));
-    EXPECT_FALSE(durable.snapshot_in_flight());
-    EXPECT_FALSE(durable.checkpoint_in_flight());
+    EXPECT_FALSE(durable.compaction().snapshot_in_flight());
+    EXPECT_FALSE(durable.compaction().checkpoint_in_flight());
     EXPECT_EQ(outcomes.size(), 1u) << "the cancelled task did not report";
     // Commits go on (two snapshot intervals' worth) and start nothing.
     for (int i = 0; i < 20; ++i) {
       Pass(durable, generator, 50);
-      EXPECT_FALSE(durable.snapshot_in_flight());
-      EXPECT_FALSE(durable.checkpoint_in_flight());
+      EXPECT_FALSE(durable.compaction().snapshot_in_flight());
+      EXPECT_FALSE(durable.compaction().checkpoint_in_flight());
     }
     EXPECT_EQ(outcomes.size(), 1u);
   }
@@ -294,7 +294,7 @@ TEST(BackgroundSnapshotOwner, DestroyingTheStateWithATaskInFlightGivesItUpWithou
                          {.snapshot_every = 500,
                           .snapshot_observer = [&](const SnapshotOutcome&) { ++observed; }});
       while (live.store->last_seq() < 500) Pass(*live.durable, generator, 50);
-      ASSERT_TRUE(live.durable->snapshot_in_flight());
+      ASSERT_TRUE(live.durable->compaction().snapshot_in_flight());
       live_digest = live.durable->state().Digest();
     }  // no loop runs in here: a destructor that waited would have to run it
     EXPECT_EQ(loop.Close(), 0);

@@ -54,7 +54,7 @@ TEST(ClosureSessionLifetime, ASessionOutlivingTheDispatcherHasItsWaitingCallsCan
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     auto durable = DurableState::Recover(loop.get(), **store, {.snapshot_every = 0});
     ASSERT_TRUE(durable.ok()) << durable.status().ToString();
-    io.port().SetPassEndHook([&]() { (*durable)->CommitPass(); });
+    io.port().SetPassEndHook([&]() { (*durable)->EndOfPass(); });
     DataServiceOptions options;
     options.closures.max_queued_closures = 1;  // a second closure waits for room
     auto data = std::make_unique<DataService>(loop.get(), **durable, options, 1);

@@ -68,35 +68,35 @@ TEST_F(DeferredSyncTest, CommitsWrittenDuringAnFsyncShareTheNextOne) {
   Opened opened = OpenDeferred(loop_.get(), dir_.path());
   DurableState& durable = *opened.durable;
 
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
-  auto first = durable.Barrier();
-  durable.CommitPass();
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(1, 101).reader()).ok());
+  auto first = durable.pipeline().Barrier();
+  durable.EndOfPass();
   // Written (the connection sees it) but not durable: its fsync is on the
   // thread pool, and only the loop can learn that it is back.
   EXPECT_EQ(opened.store->last_seq(), 1u);
-  EXPECT_TRUE(durable.sync_in_flight());
+  EXPECT_TRUE(durable.sync_stage()->in_flight());
   EXPECT_FALSE(durable.all_durable());
 
   // Two more passes while that fsync runs: both are written at once, and
   // neither starts an fsync of its own.
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
-  auto second = durable.Barrier();
-  durable.CommitPass();
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(3, 103).reader()).ok());
-  auto third = durable.Barrier();
-  durable.CommitPass();
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(2, 102).reader()).ok());
+  auto second = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(3, 103).reader()).ok());
+  auto third = durable.pipeline().Barrier();
+  durable.EndOfPass();
   EXPECT_EQ(opened.store->last_seq(), 3u);
-  EXPECT_EQ(durable.stats().commits, 3u);
-  EXPECT_EQ(durable.sync_stats().syncs, 0u);
+  EXPECT_EQ(durable.pipeline().stats().commits, 3u);
+  EXPECT_EQ(durable.sync_stage()->stats().syncs, 0u);
 
   first.wait(io.wait_scope());
   second.wait(io.wait_scope());
   third.wait(io.wait_scope());
   EXPECT_TRUE(durable.all_durable());
-  EXPECT_EQ(durable.sync_stats().syncs, 2u) << "one fsync for the first commit, one for the next two";
-  EXPECT_EQ(durable.sync_stats().commits_per_sync_max, 2u);
+  EXPECT_EQ(durable.sync_stage()->stats().syncs, 2u) << "one fsync for the first commit, one for the next two";
+  EXPECT_EQ(durable.sync_stage()->stats().commits_per_sync_max, 2u);
   // Nothing pending: a read is answered at once.
-  EXPECT_TRUE(durable.Barrier().poll(io.wait_scope()));
+  EXPECT_TRUE(durable.pipeline().Barrier().poll(io.wait_scope()));
 }
 
 // A small commit on a quick disk is fsynced on the loop, right after its
@@ -107,27 +107,27 @@ TEST_F(DeferredSyncTest, ASmallCommitIsFsyncedOnTheLoopAndALargerOneOnThePool) {
   Opened opened = OpenDeferred(loop_.get(), dir_.path(), 0, /*inline_sync_max_records=*/2);
   DurableState& durable = *opened.durable;
 
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
-  auto small = durable.Barrier();
-  durable.CommitPass();
-  EXPECT_FALSE(durable.sync_in_flight());
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(1, 101).reader()).ok());
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(2, 102).reader()).ok());
+  auto small = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  EXPECT_FALSE(durable.sync_stage()->in_flight());
   EXPECT_TRUE(durable.all_durable());
-  EXPECT_EQ(durable.sync_stats().syncs, 1u);
-  EXPECT_EQ(durable.sync_stats().inline_syncs, 1u);
+  EXPECT_EQ(durable.sync_stage()->stats().syncs, 1u);
+  EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 1u);
   EXPECT_TRUE(small.poll(io.wait_scope()));
 
   for (uint64_t id = 3; id <= 5; ++id) {
-    ASSERT_TRUE(durable.Submit(b::RegisterDataset(id, 100 + id).reader()).ok());
+    ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(id, 100 + id).reader()).ok());
   }
-  auto large = durable.Barrier();
-  durable.CommitPass();
-  EXPECT_TRUE(durable.sync_in_flight());
+  auto large = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  EXPECT_TRUE(durable.sync_stage()->in_flight());
   EXPECT_FALSE(durable.all_durable());
   large.wait(io.wait_scope());
   EXPECT_TRUE(durable.all_durable());
-  EXPECT_EQ(durable.sync_stats().syncs, 2u);
-  EXPECT_EQ(durable.sync_stats().inline_syncs, 1u);
+  EXPECT_EQ(durable.sync_stage()->stats().syncs, 2u);
+  EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 1u);
 }
 
 // Small commits are fsynced on the loop while at most one of the recent
@@ -152,27 +152,27 @@ TEST_F(DeferredSyncTest, SmallCommitsGoToThePoolOnceTwoOfTheirRecentFsyncsWereSl
     auto commit = [&](int records) {
       for (int i = 0; i < records; ++i) {
         ++id;
-        ASSERT_TRUE(durable.Submit(b::RegisterDataset(id, 100 + id).reader()).ok());
+        ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(id, 100 + id).reader()).ok());
       }
-      auto durable_now = durable.Barrier();
-      durable.CommitPass();
+      auto durable_now = durable.pipeline().Barrier();
+      durable.EndOfPass();
       durable_now.wait(io.wait_scope());
       ASSERT_TRUE(durable.all_durable());
     };
 
     commit(3);  // on the pool, slow, not counted
-    EXPECT_EQ(durable.sync_stats().inline_syncs, 0u);
+    EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 0u);
     commit(1);
-    EXPECT_EQ(durable.sync_stats().inline_syncs, 1u) << "a large commit's slow fsync was counted";
+    EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 1u) << "a large commit's slow fsync was counted";
     commit(1);
-    EXPECT_EQ(durable.sync_stats().inline_syncs, 2u) << "one slow fsync is not yet a slow disk";
+    EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 2u) << "one slow fsync is not yet a slow disk";
     commit(1);
     if (window > 0) {
-      EXPECT_EQ(durable.sync_stats().inline_syncs, 2u) << "fsynced on the loop after two slow ones";
+      EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 2u) << "fsynced on the loop after two slow ones";
     } else {
-      EXPECT_EQ(durable.sync_stats().inline_syncs, 3u) << "no window asked for";
+      EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 3u) << "no window asked for";
     }
-    EXPECT_EQ(durable.sync_stats().syncs, 4u);
+    EXPECT_EQ(durable.sync_stage()->stats().syncs, 4u);
   }
 }
 
@@ -192,30 +192,30 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileASnapshotIsWrittenOnThePool) {
   DurableState& durable = *opened.durable;
 
   for (uint64_t id = 1; id <= 4; ++id) {
-    ASSERT_TRUE(durable.Submit(b::RegisterDataset(id, 100 + id).reader()).ok());
+    ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(id, 100 + id).reader()).ok());
   }
-  auto due = durable.Barrier();
-  durable.CommitPass();
-  ASSERT_TRUE(durable.snapshot_in_flight());
+  auto due = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  ASSERT_TRUE(durable.compaction().snapshot_in_flight());
   EXPECT_TRUE(durable.disk_busy());
-  const uint64_t inline_before = durable.sync_stats().inline_syncs;
+  const uint64_t inline_before = durable.sync_stage()->stats().inline_syncs;
 
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(5, 105).reader()).ok());
-  auto during = durable.Barrier();
-  durable.CommitPass();
-  EXPECT_EQ(durable.sync_stats().inline_syncs, inline_before) << "fsynced on the loop during a snapshot";
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(5, 105).reader()).ok());
+  auto during = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, inline_before) << "fsynced on the loop during a snapshot";
   EXPECT_FALSE(durable.all_durable());
 
   due.wait(io.wait_scope());
   during.wait(io.wait_scope());
   ASSERT_TRUE(testing::WaitUntil([&]() { return !durable.disk_busy() && durable.all_durable(); },
                                  testing::LoopPasses(io), std::chrono::seconds(60)));
-  EXPECT_EQ(durable.stats().snapshots, 1u);
+  EXPECT_EQ(durable.compaction().stats().snapshots, 1u);
 
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(6, 106).reader()).ok());
-  auto after = durable.Barrier();
-  durable.CommitPass();
-  EXPECT_EQ(durable.sync_stats().inline_syncs, inline_before + 1);
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(6, 106).reader()).ok());
+  auto after = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, inline_before + 1);
   EXPECT_TRUE(after.poll(io.wait_scope()));
 }
 
@@ -228,20 +228,20 @@ TEST_F(DeferredSyncTest, NoFsyncRunsOnTheLoopWhileAnAnnouncedFileWriteRuns) {
                                 .sync = {.inline_sync_max_records = 8,
                                          .inline_sync_max_micros = 3600ull * 1000 * 1000}});
   DurableState& durable = *opened.durable;
-  std::shared_ptr<uint64_t> file_writes = durable.pool_file_writes();
+  std::shared_ptr<uint64_t> file_writes = durable.results().pool_file_writes();
   ++*file_writes;
   EXPECT_TRUE(durable.disk_busy());
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
-  auto during = durable.Barrier();
-  durable.CommitPass();
-  EXPECT_EQ(durable.sync_stats().inline_syncs, 0u);
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(1, 101).reader()).ok());
+  auto during = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 0u);
   during.wait(io.wait_scope());
 
   --*file_writes;
   EXPECT_FALSE(durable.disk_busy());
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
-  durable.CommitPass();
-  EXPECT_EQ(durable.sync_stats().inline_syncs, 1u);
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(2, 102).reader()).ok());
+  durable.EndOfPass();
+  EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 1u);
   EXPECT_TRUE(durable.all_durable());
 }
 
@@ -252,17 +252,17 @@ TEST_F(DeferredSyncTest, AFailedInlineFsyncIsFailStopAndNothingItCoveredIsAcknow
   Opened opened = OpenDeferred(loop_.get(), dir_.path(), 0, /*inline_sync_max_records=*/8);
   DurableState& durable = *opened.durable;
   int fatal_calls = 0;
-  durable.SetFatalHandler([&](const Status&) { ++fatal_calls; });
-  durable.fail_next_sync_for_testing();
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
-  auto write = durable.Barrier();
-  durable.CommitPass();
-  EXPECT_EQ(durable.sync_stats().inline_syncs, 1u);
+  durable.pipeline().SetFatalHandler([&](const Status&) { ++fatal_calls; });
+  durable.sync_stage()->fail_next_sync_for_testing();
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(1, 101).reader()).ok());
+  auto write = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  EXPECT_EQ(durable.sync_stage()->stats().inline_syncs, 1u);
   EXPECT_ANY_THROW(write.wait(io.wait_scope()));
   EXPECT_EQ(fatal_calls, 1);
   EXPECT_TRUE(opened.store->failed());
-  EXPECT_EQ(durable.sync_stats().syncs, 0u) << "a failed fsync is not counted as one";
-  EXPECT_FALSE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
+  EXPECT_EQ(durable.sync_stage()->stats().syncs, 0u) << "a failed fsync is not counted as one";
+  EXPECT_FALSE(durable.pipeline().Submit(b::RegisterDataset(2, 102).reader()).ok());
 }
 
 TEST_F(DeferredSyncTest, AFailedFsyncIsFailStopAndNothingItCoveredIsAcknowledged) {
@@ -271,27 +271,27 @@ TEST_F(DeferredSyncTest, AFailedFsyncIsFailStopAndNothingItCoveredIsAcknowledged
   DurableState& durable = *opened.durable;
   int fatal_calls = 0;
   Status fatal;
-  durable.SetFatalHandler([&](const Status& s) {
+  durable.pipeline().SetFatalHandler([&](const Status& s) {
     ++fatal_calls;
     fatal = s;
   });
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
-  durable.CommitPass();
-  durable.Barrier().wait(io.wait_scope());
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(1, 101).reader()).ok());
+  durable.EndOfPass();
+  durable.pipeline().Barrier().wait(io.wait_scope());
   ASSERT_TRUE(durable.all_durable());
 
-  durable.fail_next_sync_for_testing();
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
-  auto write = durable.Barrier();
-  durable.CommitPass();
-  ASSERT_TRUE(durable.sync_in_flight());
+  durable.sync_stage()->fail_next_sync_for_testing();
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(2, 102).reader()).ok());
+  auto write = durable.pipeline().Barrier();
+  durable.EndOfPass();
+  ASSERT_TRUE(durable.sync_stage()->in_flight());
   // A read now (nothing in the batch) may have observed dataset 2: it waits
   // for the same fsync.
-  auto read = durable.Barrier();
+  auto read = durable.pipeline().Barrier();
   // A pass written while the failing fsync runs waits for a later one.
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(3, 103).reader()).ok());
-  auto later = durable.Barrier();
-  durable.CommitPass();
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(3, 103).reader()).ok());
+  auto later = durable.pipeline().Barrier();
+  durable.EndOfPass();
 
   EXPECT_ANY_THROW(write.wait(io.wait_scope()));
   EXPECT_ANY_THROW(read.wait(io.wait_scope()));
@@ -301,11 +301,11 @@ TEST_F(DeferredSyncTest, AFailedFsyncIsFailStopAndNothingItCoveredIsAcknowledged
   // The store failed (the dispatcher exits with kExitStorageFailure), and
   // nothing is written or acknowledged any more; the fsync is not retried.
   EXPECT_TRUE(opened.store->failed());
-  EXPECT_TRUE(durable.failed());
-  EXPECT_EQ(durable.sync_stats().syncs, 1u);
-  EXPECT_FALSE(durable.sync_in_flight());
-  EXPECT_FALSE(durable.Submit(b::RegisterDataset(4, 104).reader()).ok());
-  EXPECT_ANY_THROW(durable.Barrier().wait(io.wait_scope()));
+  EXPECT_TRUE(durable.pipeline().failed());
+  EXPECT_EQ(durable.sync_stage()->stats().syncs, 1u);
+  EXPECT_FALSE(durable.sync_stage()->in_flight());
+  EXPECT_FALSE(durable.pipeline().Submit(b::RegisterDataset(4, 104).reader()).ok());
+  EXPECT_ANY_THROW(durable.pipeline().Barrier().wait(io.wait_scope()));
   storage::Batch batch;
   batch.AddRecord("x");
   EXPECT_FALSE(opened.store->Commit(batch).ok());
@@ -324,9 +324,9 @@ TEST_F(DeferredSyncTest, TheWalRestartsUnderSteadyCommits) {
   for (int pass = 0; pass < 4000 && restarts < 3; ++pass) {
     for (int i = 0; i < 8; ++i) {
       ++id;
-      ASSERT_TRUE(durable.Submit(b::RegisterDataset(id, 1000 + id, "", std::string(512, 'm')).reader()).ok());
+      ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(id, 1000 + id, "", std::string(512, 'm')).reader()).ok());
     }
-    durable.CommitPass();
+    durable.EndOfPass();
     uv_run(loop_.get(), UV_RUN_NOWAIT);
     const int frames = opened.store->wal_frames();
     if (frames < previous) ++restarts;
@@ -335,9 +335,9 @@ TEST_F(DeferredSyncTest, TheWalRestartsUnderSteadyCommits) {
   }
   EXPECT_GE(restarts, 3) << "the WAL never restarted; it grew to " << max_frames << " frames";
   ASSERT_TRUE(testing::WaitUntil(
-      [&]() { return durable.all_durable() && !durable.checkpoint_in_flight(); },
+      [&]() { return durable.all_durable() && !durable.compaction().checkpoint_in_flight(); },
       testing::LoopPasses(loop_.get())));
-  EXPECT_FALSE(durable.failed());
+  EXPECT_FALSE(durable.pipeline().failed());
 }
 
 // A reply waits for the commit of its own batch, not for whichever fsync
@@ -350,17 +350,17 @@ TEST_F(DeferredSyncTest, AnUnwrittenBatchIsNotReleasedByAnFsyncThatStartedBefore
   Opened opened = OpenDeferred(loop_.get(), dir_.path());
   DurableState& durable = *opened.durable;
 
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(1, 101).reader()).ok());
-  auto first = durable.Barrier();
-  durable.CommitPass();  // written; its fsync runs
-  ASSERT_TRUE(durable.sync_in_flight());
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(2, 102).reader()).ok());
-  auto second = durable.Barrier();
-  durable.CommitPass();  // written; waits for the next fsync
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(1, 101).reader()).ok());
+  auto first = durable.pipeline().Barrier();
+  durable.EndOfPass();  // written; its fsync runs
+  ASSERT_TRUE(durable.sync_stage()->in_flight());
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(2, 102).reader()).ok());
+  auto second = durable.pipeline().Barrier();
+  durable.EndOfPass();  // written; waits for the next fsync
   // A third batch, submitted but not committed yet (as when a remainder
   // checkpoint holds commits, or before the pass ends).
-  ASSERT_TRUE(durable.Submit(b::RegisterDataset(3, 103).reader()).ok());
-  auto third = durable.Barrier();
+  ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(3, 103).reader()).ok());
+  auto third = durable.pipeline().Barrier();
 
   // The first fsync comes back and the next one, for the second commit,
   // starts and comes back too.
@@ -369,7 +369,7 @@ TEST_F(DeferredSyncTest, AnUnwrittenBatchIsNotReleasedByAnFsyncThatStartedBefore
   EXPECT_EQ(opened.store->last_seq(), 2u) << "the third batch is not written";
   EXPECT_FALSE(third.poll(io.wait_scope())) << "released before its record was written";
 
-  durable.CommitPass();
+  durable.EndOfPass();
   third.wait(io.wait_scope());
   EXPECT_EQ(opened.store->last_seq(), 3u);
   EXPECT_TRUE(durable.all_durable());

@@ -59,9 +59,9 @@ int Run(const std::string& dir, uint64_t seed, uint64_t every, uint64_t shutdown
   for (uint64_t pass = 1;; ++pass) {
     if (shutdown_after != 0 && pass > shutdown_after) {
       state.CommitNow();
-      if (state.failed()) Die(InternalError("the commit failed"));
+      if (state.pipeline().failed()) Die(InternalError("the commit failed"));
       Report("D " + std::to_string((*store)->last_seq()) + " " + std::to_string(state.state().Digest()));
-      Status snapshot = state.Snapshot();
+      Status snapshot = state.compaction().Snapshot();
       if (!snapshot.ok()) Die(snapshot);
       Report("d");
       return 0;
@@ -69,24 +69,24 @@ int Run(const std::string& dir, uint64_t seed, uint64_t every, uint64_t shutdown
     const int count = 1 + static_cast<int>(rng() % 40);
     for (int i = 0; i < count; ++i) {
       auto update = generator.Next(state.state());
-      Status status = state.Submit(update.reader());
+      Status status = state.pipeline().Submit(update.reader());
       if (!status.ok()) Die(status);
     }
-    const bool was_in_flight = state.snapshot_in_flight();
-    const bool was_checkpointing = state.checkpoint_in_flight();
+    const bool was_in_flight = state.compaction().snapshot_in_flight();
+    const bool was_checkpointing = state.compaction().checkpoint_in_flight();
     // Now, not CommitPass: "C" reports the state as committed, and
     // CommitPass may wait for a checkpoint to come back (commits_held()).
     state.CommitNow();
-    if (state.failed()) Die(InternalError("the commit failed"));
+    if (state.pipeline().failed()) Die(InternalError("the commit failed"));
     Report("C " + std::to_string((*store)->last_seq()) + " " +
            std::to_string(state.state().Digest()));
-    if (!was_in_flight && state.snapshot_in_flight()) {
+    if (!was_in_flight && state.compaction().snapshot_in_flight()) {
       Report("F " + std::to_string((*store)->last_seq()));
     }
-    if (!was_checkpointing && state.checkpoint_in_flight()) Report("K");
-    const bool checkpointing = state.checkpoint_in_flight();
+    if (!was_checkpointing && state.compaction().checkpoint_in_flight()) Report("K");
+    const bool checkpointing = state.compaction().checkpoint_in_flight();
     uv_run(loop.get(), UV_RUN_NOWAIT);
-    if (checkpointing && !state.checkpoint_in_flight()) Report("k");
+    if (checkpointing && !state.compaction().checkpoint_in_flight()) Report("k");
   }
 }
 

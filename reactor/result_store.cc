@@ -1,51 +1,64 @@
-// DurableState: closure results (durable_state.h). Small results are rows
-// written in the pass's transaction; large ones are files written off the
-// loop and adopted here; reads of a reply's or a push's stored results go
-// to the thread pool (ResultReads); released rows leave a slice per commit
-// and the rest on a timer while nothing else commits.
+#include "reactor/result_store.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
 #include "common/rpc_status.h"
-#include "reactor/durable_state.h"
 #include "storage/result_file.h"
 
 namespace dispatch::reactor {
 
-void DurableState::PutResult(uint64_t closure_id, std::string bytes) {
-  ++stats_.results_stored;
-  stats_.result_bytes_stored += bytes.size();
-  pending_results_[closure_id] = batch_.result_puts().size();
-  batch_.PutResult(closure_id, std::move(bytes));
+ResultStore::ResultStore(uv_loop_t* loop, storage::Store& store, CommitPipeline& pipeline,
+                         ResultStoreOptions options, std::function<void()> on_idle,
+                         std::function<bool()> commits_held)
+    : store_(store),
+      pipeline_(pipeline),
+      options_(options),
+      commits_held_(std::move(commits_held)),
+      reads_(loop, store.db_path(), store.result_dir(), std::move(on_idle)),
+      delete_timer_(loop, 1, [this]() { OnDeleteTimer(); }) {
+  // Leftovers are the next start's, not a reason for the loop to run.
+  delete_timer_.Unref();
+  // What this pass put is readable from the store once committed; at
+  // fail-stop it is gone.
+  pipeline_.AddBatchListener([this]() { pending_.clear(); });
 }
 
-std::optional<storage::ResultFileId> DurableState::DeleteResult(uint64_t closure_id) {
+void ResultStore::PutResult(uint64_t closure_id, std::string bytes) {
+  ++stats_.results_stored;
+  stats_.result_bytes_stored += bytes.size();
+  storage::Batch& batch = pipeline_.batch();
+  pending_[closure_id] = batch.result_puts().size();
+  batch.PutResult(closure_id, std::move(bytes));
+}
+
+std::optional<storage::ResultFileId> ResultStore::DeleteResult(uint64_t closure_id) {
   auto file = result_files_.find(closure_id);
   if (file != result_files_.end()) {
     storage::ResultFileId id{closure_id, file->second};
     result_files_.erase(file);
     return id;
   }
-  pending_results_.erase(closure_id);
-  batch_.DeleteResult(closure_id);
+  pending_.erase(closure_id);
+  pipeline_.batch().DeleteResult(closure_id);
   return std::nullopt;
 }
 
-void DurableState::AdoptResultFile(uint64_t closure_id, uint32_t attempt, uint64_t size) {
+void ResultStore::AdoptResultFile(uint64_t closure_id, uint32_t attempt, uint64_t size) {
   ++stats_.results_stored;
   ++stats_.result_files_stored;
   stats_.result_bytes_stored += size;
   result_files_[closure_id] = attempt;
 }
 
-Result<std::string> DurableState::GetResult(const state::Closure& closure) {
+Result<std::string> ResultStore::GetResult(const state::Closure& closure) {
   std::string bytes(ResultSize(closure), '\0');
   DISPATCH_RETURN_IF_ERROR(ReadResult(closure, bytes.data()));
   return bytes;
 }
 
-Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
+Status ResultStore::ReadResult(const state::Closure& closure, char* dest) {
   const uint64_t size = ResultSize(closure);
   std::optional<storage::ResultLocation> location = LocateStoredResult(closure);
   if (!location.has_value()) {
@@ -54,7 +67,7 @@ Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
       return Status::Ok();
     }
     if (size == 0) return Status::Ok();  // empty results have no row
-    const std::string& bytes = batch_.result_puts()[pending_results_.at(closure.id)].bytes;
+    const std::string& bytes = pipeline_.batch().result_puts()[pending_.at(closure.id)].bytes;
     if (bytes.size() != size) {
       return InternalError("the result of closure " + std::to_string(closure.id) +
                            " put in this pass has another size than its record");
@@ -69,7 +82,7 @@ Status DurableState::ReadResult(const state::Closure& closure, char* dest) {
   return status;
 }
 
-std::optional<storage::ResultLocation> DurableState::LocateStoredResult(
+std::optional<storage::ResultLocation> ResultStore::LocateStoredResult(
     const state::Closure& closure) const {
   if (!closure.result_stored || closure.result_size == 0) return std::nullopt;
   storage::ResultLocation location;
@@ -80,26 +93,23 @@ std::optional<storage::ResultLocation> DurableState::LocateStoredResult(
   if (file != result_files_.end()) {
     location.in_file = true;
     location.file_attempt = file->second;
-  } else if (pending_results_.contains(closure.id)) {
+  } else if (pending_.contains(closure.id)) {
     return std::nullopt;  // in this pass's batch, not committed yet
   }
   return location;
 }
 
-Status DurableState::MissingResultError(uint64_t closure_id, const Status& not_found) {
+Status ResultStore::MissingResultError(uint64_t closure_id, const Status& not_found) {
   return DataLossError("the result of closure " + std::to_string(closure_id) + " is missing (" +
                        not_found.message() + ") although the journal says it is stored");
 }
 
-kj::Promise<std::unique_ptr<ResultReads::Done>> DurableState::ReadStoredResults(
+kj::Promise<std::unique_ptr<ResultReads::Done>> ResultStore::ReadStoredResults(
     std::vector<storage::ResultLocation> locations) {
-  if (result_reads_ == nullptr) {
-    return ExceptionFromStatus(UnavailableError("the dispatcher is not serving yet"));
-  }
-  return result_reads_->Read(std::move(locations));
+  return reads_.Read(std::move(locations));
 }
 
-Status DurableState::HeldResultRead(uint64_t closure_id, uint64_t size, Status read) {
+Status ResultStore::HeldResultRead(uint64_t closure_id, uint64_t size, Status read) {
   if (read.code() == StatusCode::kNotFound) read = MissingResultError(closure_id, read);
   if (read.ok() || read.code() == StatusCode::kDataLoss) {
     CountResultRead(size, read.ok(), /*off_loop=*/true);
@@ -107,7 +117,7 @@ Status DurableState::HeldResultRead(uint64_t closure_id, uint64_t size, Status r
   return read;
 }
 
-void DurableState::CountResultRead(uint64_t bytes, bool ok, bool off_loop) {
+void ResultStore::CountResultRead(uint64_t bytes, bool ok, bool off_loop) {
   if (!ok) {
     ++stats_.results_damaged;
     return;
@@ -117,16 +127,18 @@ void DurableState::CountResultRead(uint64_t bytes, bool ok, bool off_loop) {
   stats_.result_bytes_read += bytes;
 }
 
-Status DurableState::DropUnheldResults() {
+Status ResultStore::DropUnheld() {
+  const state::DispatcherState& state = pipeline_.state();
+  storage::Batch batch;
   auto ids = store_.ListResults();
   if (!ids.ok()) return ids.status();
   auto holds = [&](uint64_t id) {
-    const state::Closure* closure = state_.FindClosure(id);
+    const state::Closure* closure = state.FindClosure(id);
     return closure != nullptr && closure->result_stored && closure->result_size > 0;
   };
   for (uint64_t id : *ids) {
     if (holds(id)) continue;
-    batch_.DeleteResult(id);
+    batch.DeleteResult(id);
     ++stats_.unheld_results_dropped;
   }
   // A file is held when its closure finished in the attempt that wrote it
@@ -137,7 +149,7 @@ Status DurableState::DropUnheldResults() {
   result_files_.clear();
   std::vector<storage::ResultFileId> unheld;
   for (const storage::ResultFileId& file : listing->files) {
-    const state::Closure* closure = state_.FindClosure(file.closure_id);
+    const state::Closure* closure = state.FindClosure(file.closure_id);
     if (holds(file.closure_id) && closure->attempts == file.attempt &&
         !std::binary_search(ids->begin(), ids->end(), file.closure_id)) {
       result_files_[file.closure_id] = file.attempt;
@@ -160,34 +172,30 @@ Status DurableState::DropUnheldResults() {
     if (!removed.ok()) Log(LogLevel::kWarning, removed.ToString().c_str());
     ++stats_.unheld_results_dropped;
   }
-  if (batch_.empty()) return Status::Ok();
-  Result<uint64_t> committed = store_.Commit(batch_);
-  batch_.Clear();
-  return committed.status();
+  if (batch.empty()) return Status::Ok();
+  return store_.Commit(batch).status();
 }
 
-void DurableState::StartDeleteTimer() {
-  if (delete_timer_ == nullptr) {
-    delete_timer_ = std::make_unique<uvkj::UvRepeatingTimer>(loop_, 1, [this]() { OnDeleteTimer(); });
-    delete_timer_->Unref();  // leftovers are the next start's, not a reason to run
-  }
-  delete_timer_->Start();
+void ResultStore::AfterCommit() {
+  if (store_.HasRowsToDelete()) delete_timer_.Start();
 }
 
-void DurableState::OnDeleteTimer() {
-  if (failed() || !store_.HasRowsToDelete()) {
-    delete_timer_->Stop();
+void ResultStore::Stop() { reads_.Stop(); }
+
+void ResultStore::OnDeleteTimer() {
+  if (pipeline_.failed() || !store_.HasRowsToDelete()) {
+    delete_timer_.Stop();
     return;
   }
   // This pass's commit takes a slice itself; a checkpoint may want nothing
   // written meanwhile.
-  if (!batch_.empty() || commits_held()) return;
+  if (pipeline_.pending() || commits_held_()) return;
   Status status = store_.DeleteReleasedRows();
   if (!status.ok()) {
-    FailStop(status);
+    pipeline_.FailStop(status);
     return;
   }
-  if (!store_.HasRowsToDelete()) delete_timer_->Stop();
+  if (!store_.HasRowsToDelete()) delete_timer_.Stop();
 }
 
 }  // namespace dispatch::reactor
