@@ -132,7 +132,7 @@ void TimeCommits(storage::Store& store, uint64_t count, LatencySamples& samples,
                  uint64_t asleep_us = 0) {
   for (uint64_t i = 0; i < count; ++i) {
     if (asleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(asleep_us));
-    storage::Batch batch;
+    JournalBatch batch;
     batch.AddRecord(std::string(200, static_cast<char>('a' + i % 26)));
     auto begin = Clock::now();
     Check(store.Commit(batch).status(), "journal commit");

@@ -28,7 +28,6 @@ namespace dispatch::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using storage::Batch;
 using storage::Store;
 using storage::StoreOptions;
 using storage::Synchronous;
@@ -102,7 +101,7 @@ double MeasureStore(const std::string& parent, Synchronous sync, uint64_t batch_
                     const JournalFlags& flags) {
   ScratchDir dir(parent);
   auto store = OpenStore(dir.path(), sync);
-  Batch batch;
+  JournalBatch batch;
   for (uint64_t i = 0; i < batch_size; ++i) batch.AddRecord(Record(i, flags.record_bytes));
   SyncAll();
   uint64_t done = 0;
@@ -250,7 +249,7 @@ void RunStartUp(const JournalFlags& flags) {
     auto store = OpenStore(dir.path(), Synchronous::kNormal);
     auto checkpointer = store->NewCheckpointer();
     Check(checkpointer.status(), "checkpointer");
-    Batch batch;
+    JournalBatch batch;
     const auto start = Clock::now();
     for (uint64_t next = 1; next <= flags.startup_records; next += 256) {
       batch.Clear();
@@ -276,7 +275,7 @@ void RunStartUp(const JournalFlags& flags) {
     const auto start = Clock::now();
     Check(store->WriteSnapshot(store->last_seq(), snapshot), "snapshot");
     snapshot_write_s = SecondsSince(start);
-    Batch batch;
+    JournalBatch batch;
     for (uint64_t done = 0; done < flags.tail; done += 256) {
       batch.Clear();
       for (uint64_t i = 0; i < 256 && done + i < flags.tail; ++i) {
@@ -324,7 +323,7 @@ StallFigures MeasureOffLoopCheckpoints(const JournalFlags& flags, Synchronous sy
   Store& store = **opened;
   auto checkpointer = store.NewCheckpointer();
   Check(checkpointer.status(), "checkpointer");
-  Batch batch;
+  JournalBatch batch;
   for (int i = 0; i < 16; ++i) batch.AddRecord(Record(i, flags.record_bytes));
   std::atomic<bool> running{false};
   Result<storage::CheckpointStats> result = storage::CheckpointStats();

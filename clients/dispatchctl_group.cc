@@ -4,9 +4,9 @@
 
 #include "clients/dispatchctl_connect.h"
 #include "common/rpc_status.h"
+#include "reactor/etcd/endpoints.h"
 #include "reactor/etcd/etcd_client.h"
-#include "reactor/ha/group_status.h"
-#include "reactor/ha/ha_controller.h"
+#include "reactor/ha/wire/group_status.h"
 
 namespace dispatch::clients {
 
@@ -21,7 +21,7 @@ void DeclareGroupFlags(FlagParser& parser, GroupFlags& flags) {
 std::string CheckGroupArgs(const std::vector<std::string>& args, const GroupFlags& flags) {
   if (args.size() != 1) return "'group' takes no argument";
   if (flags.etcd.empty()) return "'group' needs --etcd";
-  Result<std::vector<std::string>> endpoints = ha::ParseEtcdEndpoints(flags.etcd);
+  Result<std::vector<std::string>> endpoints = etcd::ParseEndpoints(flags.etcd);
   if (!endpoints.ok()) return endpoints.status().message();
   return "";
 }
@@ -30,7 +30,7 @@ int RunGroup(const GroupFlags& flags, uint64_t timeout_ms) {
   std::string output;
   const int rc = RunCommandOnLoop([&](uvkj::UvAsyncIo& io) {
     etcd::EtcdClientOptions options;
-    options.endpoints = ha::ParseEtcdEndpoints(flags.etcd).value();
+    options.endpoints = etcd::ParseEndpoints(flags.etcd).value();
     etcd::EtcdClient client(io, options);
     Result<ha::GroupStatus> group = io.timer()
                                         .timeoutAfter(timeout_ms * kj::MILLISECONDS,

@@ -1,5 +1,5 @@
 // `dispatchctl group --etcd=ENDPOINTS [--ha-prefix=PREFIX]`: an HA group as
-// etcd holds it (reactor/ha/group_status.h): the leader, its lease and the
+// etcd holds it (reactor/ha/wire/group_status.h): the leader, its lease and the
 // TTL left, every member, the journal's position. Reads etcd only, so it
 // answers whichever dispatchers are up; needs no --dispatcher.
 #pragma once

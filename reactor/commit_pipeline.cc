@@ -136,7 +136,7 @@ void CommitPipeline::NoteOtherWrite(DurableWaiters group) {
   NoteWrite(kj::mv(group), nullptr, 0);
 }
 
-void CommitPipeline::NoteWrite(DurableWaiters group, const storage::Batch* batch,
+void CommitPipeline::NoteWrite(DurableWaiters group, const JournalBatch* batch,
                                uint64_t first_seq) {
   ++written_;
   // Queued before any stage hears of the write: one may pass it at once

@@ -34,7 +34,7 @@
 #include "reactor/histogram.h"
 #include "schema/journal.capnp.h"
 #include "state/dispatcher_state.h"
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 #include "storage/journal_writer.h"
 
 namespace dispatch::reactor {
@@ -101,7 +101,7 @@ class CommitPipeline {
   // The pass's batch, for the stores that put definitions and results in
   // the same transaction as the records naming them. REQUIRES: the update
   // naming what is put was just submitted (nothing commits in between).
-  storage::Batch& batch() { return batch_; }
+  JournalBatch& batch() { return batch_; }
 
   // ---- Replies ------------------------------------------------------------
   // Resolves when everything submitted so far is durable: at once when
@@ -209,7 +209,7 @@ class CommitPipeline {
   // A write reached the journal: it gets the next write number, `group`
   // waits for it, and every stage is told (`batch`: the group commit it
   // is, null for another write). Then releases what is durable.
-  void NoteWrite(DurableWaiters group, const storage::Batch* batch, uint64_t first_seq);
+  void NoteWrite(DurableWaiters group, const JournalBatch* batch, uint64_t first_seq);
   // The last write every stage has passed (written_ when there is none).
   uint64_t DurableThrough() const;
   // Releases the waiting groups every stage has passed.
@@ -221,7 +221,7 @@ class CommitPipeline {
   const Clock& clock_;
   const CommitPipelineOptions options_;
   state::DispatcherState state_;
-  storage::Batch batch_;
+  JournalBatch batch_;
   // Replies parked on this pass's batch, not written yet. They get a write
   // number only when the batch commits, never earlier: a write numbered
   // before (a snapshot's record, while the batch waited for its commit) may

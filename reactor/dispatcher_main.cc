@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "reactor/dispatcher_server.h"
 #include "reactor/exec_self.h"
+#include "reactor/etcd/endpoints.h"
 #include "reactor/ha/ha_controller.h"
 #include "reactor/malloc_tuning.h"
 #include "reactor/signals.h"
@@ -373,7 +374,7 @@ int Main(int argc, char** argv) {
   const uint64_t max_message = flags.options.limits.max_message_bytes;
   ha::HaOptions ha_options;
   if (!flags.etcd.empty()) {
-    auto endpoints = ha::ParseEtcdEndpoints(flags.etcd);
+    auto endpoints = etcd::ParseEndpoints(flags.etcd);
     if (!endpoints.ok()) {
       fprintf(stderr, "dispatcher: %s\n", endpoints.status().message().c_str());
       return 2;

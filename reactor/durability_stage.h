@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "common/status.h"
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 
 namespace dispatch::reactor {
 
@@ -36,7 +36,7 @@ class DurabilityStage {
   // and gone after the call: copy what is needed); null for a write that
   // holds no journal records (a snapshot's record in the database).
   // Writes arrive in order, each once.
-  virtual void Written(uint64_t write, const storage::Batch* batch, uint64_t first_seq) = 0;
+  virtual void Written(uint64_t write, const JournalBatch* batch, uint64_t first_seq) = 0;
   // Every write numbered up to this has passed the stage.
   virtual uint64_t durable() const = 0;
   // Ok when a new update may be submitted; otherwise the refusal (the

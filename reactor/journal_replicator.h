@@ -20,7 +20,7 @@
 #include "common/status.h"
 #include "reactor/durability_stage.h"
 #include "reactor/histogram.h"
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 #include "storage/snapshot_file.h"
 
 namespace dispatch::reactor {

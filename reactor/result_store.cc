@@ -28,7 +28,7 @@ ResultStore::ResultStore(uv_loop_t* loop, storage::Store& store, CommitPipeline&
 void ResultStore::PutResult(uint64_t closure_id, std::string bytes) {
   ++stats_.results_stored;
   stats_.result_bytes_stored += bytes.size();
-  storage::Batch& batch = pipeline_.batch();
+  JournalBatch& batch = pipeline_.batch();
   pending_[closure_id] = batch.result_puts().size();
   batch.PutResult(closure_id, std::move(bytes));
 }
@@ -129,7 +129,7 @@ void ResultStore::CountResultRead(uint64_t bytes, bool ok, bool off_loop) {
 
 Status ResultStore::DropUnheld() {
   const state::DispatcherState& state = pipeline_.state();
-  storage::Batch batch;
+  JournalBatch batch;
   auto ids = store_.ListResults();
   if (!ids.ok()) return ids.status();
   auto holds = [&](uint64_t id) {

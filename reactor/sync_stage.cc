@@ -34,7 +34,7 @@ SyncStage::SyncStage(uv_loop_t* loop, storage::Store& store,
 // until it is done and touches nothing of ours.
 SyncStage::~SyncStage() = default;
 
-void SyncStage::Written(uint64_t write, const storage::Batch* batch, uint64_t first_seq) {
+void SyncStage::Written(uint64_t write, const JournalBatch* batch, uint64_t first_seq) {
   (void)first_seq;
   written_ = write;
   size_t records = 0;

@@ -58,7 +58,7 @@ class SyncStage final : public DurabilityStage {
   SyncStage(const SyncStage&) = delete;
   SyncStage& operator=(const SyncStage&) = delete;
 
-  void Written(uint64_t write, const storage::Batch* batch, uint64_t first_seq) override;
+  void Written(uint64_t write, const JournalBatch* batch, uint64_t first_seq) override;
   uint64_t durable() const override { return synced_; }
   void Fail(const Status& status) override;
   bool in_flight() const override { return sync_.in_flight(); }

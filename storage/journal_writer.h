@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "common/status.h"
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 
 namespace dispatch::storage {
 
@@ -20,7 +20,7 @@ class JournalWriter {
   // records). A refusal of the batch as input (an oversized record) writes
   // nothing and leaves the writer usable; any other failure makes it
   // failed() for good.
-  virtual Result<uint64_t> Commit(const Batch& batch) = 0;
+  virtual Result<uint64_t> Commit(const JournalBatch& batch) = 0;
   // The last record's sequence number (0: none ever).
   virtual uint64_t last_seq() const = 0;
   // True once a write failed: nothing more is accepted.

@@ -22,7 +22,7 @@ std::string Range(uint64_t first, uint64_t last) {
 
 }  // namespace
 
-Status Store::ValidateBatch(const Batch& batch) const {
+Status Store::ValidateBatch(const JournalBatch& batch) const {
   const std::vector<std::string>& records = batch.records();
   for (size_t i = 0; i < records.size(); ++i) {
     if (records[i].size() > options_.max_record_bytes) {
@@ -61,7 +61,7 @@ Status Store::ValidateBatch(const Batch& batch) const {
   return Status::Ok();
 }
 
-Result<uint64_t> Store::Commit(const Batch& batch) {
+Result<uint64_t> Store::Commit(const JournalBatch& batch) {
   if (failed()) return failure_;
   if (in_replay_) return InternalError("Store::Commit called from inside a Replay callback");
   DISPATCH_RETURN_IF_ERROR(ValidateBatch(batch));
@@ -118,7 +118,7 @@ void Store::NoteDurable(uint64_t seq) {
   WriteMark(std::min(seq, last_seq_), /*synced=*/true);
 }
 
-Status Store::WriteBatch(const Batch& batch, uint64_t first_seq, uint64_t truncate_through) {
+Status Store::WriteBatch(const JournalBatch& batch, uint64_t first_seq, uint64_t truncate_through) {
   sqlite3* db = db_.get();
   // Error text is built only on failure: this is the hot path.
   auto what = [&](const std::string& step) {
@@ -334,7 +334,7 @@ Status Store::WriteSnapshot(uint64_t seq, std::string_view bytes) {
   return Status::Ok();
 }
 
-Status Store::InstallSnapshot(uint64_t seq, std::string_view bytes, const Batch& tables) {
+Status Store::InstallSnapshot(uint64_t seq, std::string_view bytes, const JournalBatch& tables) {
   if (failed()) return failure_;
   if (last_seq_ != 0 || has_snapshot_ || journal_first_seq_ != 1) {
     return FailedPreconditionError("cannot install a snapshot at record " + std::to_string(seq) + " into " +

@@ -78,7 +78,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 #include "storage/checkpointer.h"
 #include "storage/commit_mark.h"
 #include "storage/journal_reader.h"
@@ -220,7 +220,7 @@ class Store final : public JournalWriter {
   // while writing, committing or syncing: the Store becomes failed (fail-stop)
   // and this and every later Commit/RecordSnapshot/WriteSnapshot return that
   // same error. An empty batch writes nothing and returns last_seq().
-  Result<uint64_t> Commit(const Batch& batch) override;
+  Result<uint64_t> Commit(const JournalBatch& batch) override;
 
   // Calls `fn` for every journal record with seq > after_seq, in order.
   // REQUIRES: snapshot_seq() <= after_seq <= last_seq() (FailedPrecondition /
@@ -264,7 +264,7 @@ class Store final : public JournalWriter {
   // seq+1. `tables` carries no records. FailedPrecondition when the store is
   // not empty; the limits of Commit and WriteSnapshot apply (nothing
   // written). SQLite failures are fail-stop, as for Commit.
-  Status InstallSnapshot(uint64_t seq, std::string_view bytes, const Batch& tables);
+  Status InstallSnapshot(uint64_t seq, std::string_view bytes, const JournalBatch& tables);
 
   // The latest snapshot, nullopt if none was recorded; DataLoss naming the
   // file if it is missing or damaged. Start-up = this + Replay(its seq).
@@ -444,12 +444,12 @@ class Store final : public JournalWriter {
   // Writes the mark after a commit that made `seq` committed (synced or not).
   void WriteMark(uint64_t seq, bool synced);
 
-  Status ValidateBatch(const Batch& batch) const;
+  Status ValidateBatch(const JournalBatch& batch) const;
   // The last record of the next slice of snapshot-covered records to delete
   // in a commit that writes `batch_bytes` (journal_first_seq_ <= snapshot_seq_).
   Result<uint64_t> TruncationSliceEnd(size_t batch_bytes);
   // `truncate_through`: delete journal records up to it too (0: none).
-  Status WriteBatch(const Batch& batch, uint64_t first_seq, uint64_t truncate_through);
+  Status WriteBatch(const JournalBatch& batch, uint64_t first_seq, uint64_t truncate_through);
   // Deletes the next slice of rows_to_delete_ inside the open transaction.
   Status DeleteRowSlice();
   Status RecordSnapshotTransaction(const SnapshotFileInfo& info, std::vector<std::string>* obsolete);

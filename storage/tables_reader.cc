@@ -40,7 +40,7 @@ void TablesReader::Unpin() {
   (void)ExecSql(db_.get(), "COMMIT", "ending the read transaction on " + db_path_);
 }
 
-Status TablesReader::ReadAll(Batch* out) {
+Status TablesReader::ReadAll(JournalBatch* out) {
   if (!pinned_) return FailedPreconditionError("the tables reader of " + db_path_ + " is not pinned");
   struct Unpinner {
     TablesReader* self;

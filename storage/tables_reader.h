@@ -18,7 +18,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 #include "storage/sqlite.h"
 
 namespace dispatch::storage {
@@ -37,7 +37,7 @@ class TablesReader {
   // Puts every dataset definition and every closure result of the pinned
   // transaction into `out` (PutDataset / PutResult), then ends it. DataLoss
   // naming the row when a checksum fails; FailedPrecondition when not pinned.
-  Status ReadAll(Batch* out);
+  Status ReadAll(JournalBatch* out);
   // Ends the read transaction without reading (the snapshot it was for
   // was given up). Idempotent.
   void Unpin();

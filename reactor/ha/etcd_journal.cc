@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "common/rpc_status.h"
 #include "reactor/ha/etcd_snapshot_writer.h"
-#include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
 
 namespace dispatch::ha {
 
@@ -32,7 +32,7 @@ Status EtcdJournal::Admit() {
                           " bytes); nothing was changed, retry later");
 }
 
-void EtcdJournal::Written(uint64_t write, const storage::Batch* pass, uint64_t first_seq) {
+void EtcdJournal::Written(uint64_t write, const JournalBatch* pass, uint64_t first_seq) {
   if (failed_) return;
   if (pass == nullptr) {
     // No records (a local snapshot's record): in etcd once everything
@@ -45,7 +45,7 @@ void EtcdJournal::Written(uint64_t write, const storage::Batch* pass, uint64_t f
     }
     return;
   }
-  const storage::Batch& batch = *pass;
+  const JournalBatch& batch = *pass;
   const size_t bytes = EstimatePassBytes(batch);
   if (bytes > options_.max_group_bytes) {
     // Submit's limits make this impossible: a bug, never a peer's doing.
@@ -66,7 +66,7 @@ void EtcdJournal::Written(uint64_t write, const storage::Batch* pass, uint64_t f
   }
   Group& open = groups_.back();
   KJ_ASSERT(open.next_seq == first_seq, "passes must be appended in sequence", open.next_seq, first_seq);
-  auto copy = std::make_unique<storage::Batch>();
+  auto copy = std::make_unique<JournalBatch>();
   for (const std::string& r : batch.records()) copy->AddRecord(r);
   for (const auto& d : batch.dataset_puts()) copy->PutDataset(d.key, d.definition);
   for (const auto& r : batch.result_puts()) copy->PutResult(r.closure_id, r.bytes);
@@ -92,7 +92,7 @@ void EtcdJournal::SendFront() {
   Group& group = groups_.front();
   in_flight_ = true;
   queued_bytes_ -= std::min(queued_bytes_, group.bytes);
-  std::vector<const storage::Batch*> passes;
+  std::vector<const JournalBatch*> passes;
   for (const auto& pass : group.passes) passes.push_back(pass.get());
   group.value = EncodeJournalGroup(group.first_seq, passes);
   group.passes.clear();  // the value holds them now

@@ -56,7 +56,7 @@ class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet
   EtcdJournal(const EtcdJournal&) = delete;
   EtcdJournal& operator=(const EtcdJournal&) = delete;
 
-  void Written(uint64_t write, const storage::Batch* batch, uint64_t first_seq) override;
+  void Written(uint64_t write, const JournalBatch* batch, uint64_t first_seq) override;
   uint64_t durable() const override { return durable_; }
   Status Admit() override;
   bool idle() const override { return groups_.empty(); }
@@ -86,7 +86,7 @@ class EtcdJournal final : public reactor::JournalReplicator, private kj::TaskSet
     uint64_t first_seq = 0;
     uint64_t next_seq = 0;  // first_seq + records so far
     size_t bytes = 0;       // estimated encoded size
-    std::vector<std::unique_ptr<storage::Batch>> passes;
+    std::vector<std::unique_ptr<JournalBatch>> passes;
     uint64_t last_write = 0;  // the last write it carries (others ride along)
     std::string value;      // encoded when sent (kept for a retry)
     uint64_t sent_ns = 0;

@@ -6,7 +6,7 @@
 #include <kj/debug.h>
 
 #include "common/log.h"
-#include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
 #include "storage/snapshot_file.h"
 
 namespace dispatch::ha {
@@ -29,7 +29,7 @@ struct EtcdSnapshotWriter::BuildJob : uvkj::PoolJob {
       status = body.status();
       return;
     }
-    storage::Batch tables;
+    JournalBatch tables;
     status = reader->ReadAll(&tables);
     reader.reset();
     if (!status.ok()) return;

@@ -35,7 +35,7 @@
 
 #include "reactor/etcd/etcd_client.h"
 #include "reactor/ha/etcd_journal.h"
-#include "reactor/ha/snapshot_codec.h"
+#include "reactor/ha/wire/snapshot_codec.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/pool_work.h"
 #include "storage/store.h"

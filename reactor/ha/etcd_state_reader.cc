@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/checksum.h"
-#include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
 
 namespace dispatch::ha {
 
@@ -115,7 +115,7 @@ Status EtcdStateReader::ApplyGroup(storage::Store& store, const etcd::KeyValue& 
     return DataLossError("etcd journal gap: key " + kv.key + " follows sequence number " +
                          std::to_string(store.last_seq()));
   }
-  for (const storage::Batch& pass : group->passes) {
+  for (const JournalBatch& pass : group->passes) {
     Result<uint64_t> committed = store.Commit(pass);
     if (!committed.ok()) return committed.status();
     if (record_observer_) {

@@ -19,7 +19,7 @@
 
 #include "common/status.h"
 #include "reactor/etcd/etcd_client.h"
-#include "reactor/ha/snapshot_codec.h"
+#include "reactor/ha/wire/snapshot_codec.h"
 #include "storage/store.h"
 
 namespace dispatch::ha {

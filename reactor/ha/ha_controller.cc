@@ -10,8 +10,8 @@
 
 #include "common/log.h"
 #include "common/checksum.h"
-#include "reactor/ha/journal_group_codec.h"
-#include "reactor/ha/member_record.h"
+#include "reactor/ha/wire/journal_group_codec.h"
+#include "reactor/ha/wire/member_record.h"
 #include "state/codec.h"
 
 namespace dispatch::ha {
@@ -39,23 +39,6 @@ Status CheckLiveState(storage::Store& store, const state::DispatcherState& live)
 }
 
 }  // namespace
-
-Result<std::vector<std::string>> ParseEtcdEndpoints(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t comma = list.find(',', start);
-    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (item.rfind("http://", 0) != 0 || item.size() <= 7) {
-      return InvalidArgumentError("--etcd entries must be http://HOST:PORT, got '" + item + "' in '" +
-                                  list + "'");
-    }
-    out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
 
 HaController::HaController(uvkj::UvAsyncIo& io, reactor::DispatcherServer& server, HaOptions options)
     : io_(io), server_(server), options_(std::move(options)) {

@@ -31,7 +31,7 @@
 #include "reactor/ha/etcd_journal.h"
 #include "reactor/ha/etcd_snapshot_writer.h"
 #include "reactor/ha/etcd_state_reader.h"
-#include "reactor/ha/snapshot_codec.h"
+#include "reactor/ha/wire/snapshot_codec.h"
 #include "reactor/ha/standby_follower.h"
 #include "reactor/uvkj/async_io.h"
 
@@ -50,9 +50,6 @@ struct HaOptions {
   // for byte in the snapshot encoding; a difference stops the member.
   bool test_check_live_state = false;
 };
-
-// Splits --etcd's comma-separated list; InvalidArgument naming a bad entry.
-Result<std::vector<std::string>> ParseEtcdEndpoints(const std::string& list);
 
 class HaController {
  public:

@@ -5,8 +5,8 @@
 #include <kj/debug.h>
 
 #include "common/log.h"
-#include "reactor/ha/journal_group_codec.h"
-#include "reactor/ha/snapshot_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
+#include "reactor/ha/wire/snapshot_codec.h"
 #include "state/codec.h"
 
 namespace dispatch::ha {

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "reactor/ha/etcd_state_reader.h"
-#include "reactor/ha/journal_group_codec.h"
-#include "reactor/ha/pass_codec.h"
-#include "reactor/ha/snapshot_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
+#include "reactor/ha/wire/pass_codec.h"
+#include "reactor/ha/wire/snapshot_codec.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
 #include "tests/support/etcd_cluster.h"
@@ -38,17 +38,17 @@ using dispatch::testing::WaitUntil;
 
 constexpr const char* kPrefix = "/jt";
 
-storage::Batch Pass(int records, size_t record_bytes, int tag) {
-  storage::Batch batch;
+JournalBatch Pass(int records, size_t record_bytes, int tag) {
+  JournalBatch batch;
   for (int i = 0; i < records; ++i) batch.AddRecord(std::string(record_bytes, static_cast<char>('a' + (tag + i) % 26)));
   return batch;
 }
 
 TEST(JournalGroupCodec, RoundTripsEveryPartOfEveryPassAndRefusesADamagedByte) {
-  storage::Batch one = Pass(3, 10, 0);
+  JournalBatch one = Pass(3, 10, 0);
   one.PutDataset("ds-1", "range count=5");
   one.PutResult(7, "seven");
-  storage::Batch two = Pass(1, 100, 5);
+  JournalBatch two = Pass(1, 100, 5);
   two.DeleteResult(7);
   const std::string value = EncodeJournalGroup(41, {&one, &two});
   auto decoded = DecodeJournalGroup(value, "k");
@@ -82,7 +82,7 @@ std::string Noise(size_t n, uint64_t& x) {
 }
 
 TEST(JournalGroupCodec, ARepetitiveGroupIsStoredGzippedAnIncompressibleOnePackedAndBothRoundTrip) {
-  storage::Batch repetitive = Pass(200, 60, 0);  // 200 records of one repeated byte each
+  JournalBatch repetitive = Pass(200, 60, 0);  // 200 records of one repeated byte each
   const std::string zipped = EncodeJournalGroup(1, {&repetitive});
   ASSERT_GE(zipped.size(), 6u);
   EXPECT_EQ(static_cast<unsigned char>(zipped[4]), 0x1f);
@@ -92,7 +92,7 @@ TEST(JournalGroupCodec, ARepetitiveGroupIsStoredGzippedAnIncompressibleOnePacked
   ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
   EXPECT_EQ(decoded->passes[0].records(), repetitive.records());
 
-  storage::Batch random;
+  JournalBatch random;
   uint64_t x = 2463534242ull;
   const std::string noise = Noise(4000, x);
   random.AddRecord(noise);
@@ -115,7 +115,7 @@ TEST(JournalGroupCodec, ARepetitiveGroupIsStoredGzippedAnIncompressibleOnePacked
 }
 
 TEST(SnapshotCodec, AnImageCutIntoChunksRoundTripsAndADamagedChunkIsRefusedNamingItsKey) {
-  storage::Batch tables;
+  JournalBatch tables;
   tables.PutDataset("ds-1", "range count=5");
   tables.PutResult(7, std::string(3000, 'r'));
   const std::string state(10000, 's');
@@ -207,7 +207,7 @@ class EtcdJournalTest : public ::testing::Test {
   // Tells the journal of one pass as the next write. released_: the writes
   // etcd holds (the journal's durable()); Rejected(): those it never will,
   // once it failed.
-  void Append(EtcdJournal& journal, const storage::Batch& pass) {
+  void Append(EtcdJournal& journal, const JournalBatch& pass) {
     journal.SetListener(&listener_);
     journal.Written(++written_, &pass, next_seq_);
     next_seq_ += pass.record_count();
@@ -336,7 +336,7 @@ TEST_F(EtcdJournalTest, AJournalReadOverTheAnswerLimitIsReadAgainInSmallerRanges
   for (int i = 0; i < kGroups; ++i) {
     const std::string record = Noise(3000, x);
     records.push_back(record);
-    storage::Batch pass;
+    JournalBatch pass;
     pass.AddRecord(record);
     Append(journal, pass);
     ASSERT_TRUE(RunUntil([&] { return released_ == i + 1; })) << released_;

@@ -1,4 +1,4 @@
-// Fuzz target: one etcd journal value (reactor/ha/journal_group_codec.h), as
+// Fuzz target: one etcd journal value (reactor/ha/wire/journal_group_codec.h), as
 // a standby reads it from etcd's watch or a range. The first byte chooses
 // how the rest is taken: as the whole value (CRC32C included: damage must be
 // refused), or as a body whose CRC32C is computed here, so that mutations
@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "common/status.h"
-#include "reactor/ha/journal_group_codec.h"
-#include "reactor/ha/pass_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
+#include "reactor/ha/wire/pass_codec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace dispatch::fuzz {
 namespace {
 
-bool SamePass(const storage::Batch& a, const storage::Batch& b) {
+bool SamePass(const JournalBatch& a, const JournalBatch& b) {
   if (a.records() != b.records() || a.result_deletes() != b.result_deletes()) return false;
   if (a.dataset_puts().size() != b.dataset_puts().size() || a.result_puts().size() != b.result_puts().size()) {
     return false;
@@ -58,9 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                decoded.status().ToString().c_str());
     return 0;
   }
-  std::vector<const storage::Batch*> passes;
+  std::vector<const JournalBatch*> passes;
   uint64_t records = 0;
-  for (const storage::Batch& pass : decoded->passes) {
+  for (const JournalBatch& pass : decoded->passes) {
     passes.push_back(&pass);
     records += pass.record_count();
   }

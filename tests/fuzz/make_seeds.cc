@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
 #include "schema/dispatcher.capnp.h"
 #include "state/codec.h"
 #include "tests/fuzz/small_state.h"
@@ -192,7 +192,7 @@ void FlagLines(const fs::path& dir) {
 // twice: as the whole value (first byte 0) and as the body behind the CRC
 // (first byte 1), the two ways journal_group_fuzzer.cc reads its input.
 void JournalGroups(const fs::path& dir) {
-  std::vector<storage::Batch> passes(3);
+  std::vector<JournalBatch> passes(3);
   passes[0].AddRecord("a short record");
   passes[0].PutDataset("dataset-1", "range count=1000 splits=10");
   for (int i = 0; i < 50; ++i) passes[1].AddRecord(std::string(40, static_cast<char>('a' + i % 26)));
@@ -201,7 +201,7 @@ void JournalGroups(const fs::path& dir) {
   std::string noise(300, '\0');
   for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 2654435761u) >> 13);
   passes[2].AddRecord(noise);
-  const std::vector<std::pair<std::string, std::vector<const storage::Batch*>>> groups = {
+  const std::vector<std::pair<std::string, std::vector<const JournalBatch*>>> groups = {
       {"one-pass", {&passes[0]}},
       {"repetitive", {&passes[1]}},
       {"three-passes", {&passes[0], &passes[1], &passes[2]}},

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 #include "storage/store.h"
 #include "tests/power_loss/power_loss_vfs.h"
 #include "tests/support/temp_dir.h"
@@ -43,7 +43,7 @@ std::string Payload(uint64_t seq) { return "record " + std::to_string(seq); }
 // Commits Payload(first) .. Payload(last), one batch each.
 void CommitRange(storage::Store& store, uint64_t first, uint64_t last) {
   for (uint64_t seq = first; seq <= last; ++seq) {
-    storage::Batch batch;
+    JournalBatch batch;
     batch.AddRecord(Payload(seq));
     auto committed = store.Commit(batch);
     ASSERT_TRUE(committed.ok()) << committed.status().ToString();

@@ -306,7 +306,7 @@ TEST_F(DeferredSyncTest, AFailedFsyncIsFailStopAndNothingItCoveredIsAcknowledged
   EXPECT_FALSE(durable.sync_stage()->in_flight());
   EXPECT_FALSE(durable.pipeline().Submit(b::RegisterDataset(4, 104).reader()).ok());
   EXPECT_ANY_THROW(durable.pipeline().Barrier().wait(io.wait_scope()));
-  storage::Batch batch;
+  JournalBatch batch;
   batch.AddRecord("x");
   EXPECT_FALSE(opened.store->Commit(batch).ok());
 }

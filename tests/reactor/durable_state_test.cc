@@ -376,7 +376,7 @@ TEST_F(DurableStateTest, RecordThatDoesNotApplyStopsRecoveryNamingIt) {
     opened.durable->EndOfPass();
     // Bytes that pass storage's checksum but are no valid Update: a bug or
     // a journal written by something else.
-    storage::Batch batch;
+    JournalBatch batch;
     batch.AddRecord(state::testing::RegisterDataset(1, 999).ToBytes());  // duplicate id
     ASSERT_TRUE(opened.store->Commit(batch).ok());
   }
@@ -424,7 +424,7 @@ TEST_F(DurableStateTest, StoredResultsCommitWithTheirUpdateAndLeaveWithTheirRele
     durable.EndOfPass();
     EXPECT_TRUE(durable.state().FindClosure(1)->result.empty());  // not in memory
     // A row nobody holds (e.g. left by a reset): dropped at the next start.
-    storage::Batch stray;
+    JournalBatch stray;
     stray.PutResult(99, "stray");
     ASSERT_TRUE(opened.store->Commit(stray).ok());
   }

@@ -42,7 +42,7 @@ void WriteJournal(const std::string& dir, bool with_snapshot = false) {
   auto store = Store::Open(OptionsFor(dir, Synchronous::kNormal));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   for (uint64_t next = 1; next <= kRecords; next += 100) {
-    Batch batch = PayloadBatch(next, 100);
+    JournalBatch batch = PayloadBatch(next, 100);
     if (next == 1) batch.PutDataset("ds", DatasetPayload("ds"));
     ASSERT_TRUE((*store)->Commit(batch).ok());
     if (with_snapshot && next == 1) {

@@ -32,7 +32,7 @@ TEST(TablesReader, SeesTheTablesAsTheyStoodAtItsPinWhileLaterCommitsChangeThem) 
   TempDir tmp;
   auto store = MustOpen(tmp.path());
   ASSERT_NE(store, nullptr);
-  Batch first = PayloadBatch(1, 3);
+  JournalBatch first = PayloadBatch(1, 3);
   first.PutDataset("ds-a", "range count=1");
   first.PutResult(7, "seven");
   first.PutResult(8, "eight");
@@ -43,12 +43,12 @@ TEST(TablesReader, SeesTheTablesAsTheyStoodAtItsPinWhileLaterCommitsChangeThem) 
   ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
   EXPECT_EQ(*pinned, 3u);
   // Later commits: a deletion, a replacement, new rows.
-  Batch later = PayloadBatch(4, 1);
+  JournalBatch later = PayloadBatch(4, 1);
   later.DeleteResult(7);
   later.PutResult(9, "nine");
   later.PutDataset("ds-b", "range count=2");
   ASSERT_TRUE(store->Commit(later).ok());
-  Batch tables;
+  JournalBatch tables;
   Status read;
   std::thread other([&] { read = (*reader)->ReadAll(&tables); });  // off the "loop", as in the reactor
   other.join();
@@ -62,7 +62,7 @@ TEST(TablesReader, SeesTheTablesAsTheyStoodAtItsPinWhileLaterCommitsChangeThem) 
   EXPECT_FALSE((*reader)->pinned());
   // Pinned again, it sees the later commit.
   ASSERT_TRUE((*reader)->Pin().ok());
-  Batch now;
+  JournalBatch now;
   ASSERT_TRUE((*reader)->ReadAll(&now).ok());
   EXPECT_EQ(now.dataset_puts().size(), 2u);
   EXPECT_EQ(now.result_puts().size(), 2u);
@@ -74,7 +74,7 @@ TEST(TablesReader, RefusesADamagedResultNamingItsClosure) {
   {
     auto store = MustOpen(tmp.path());
     ASSERT_NE(store, nullptr);
-    Batch batch = PayloadBatch(1, 1);
+    JournalBatch batch = PayloadBatch(1, 1);
     batch.PutResult(42, "forty-two");
     ASSERT_TRUE(store->Commit(batch).ok());
   }
@@ -84,7 +84,7 @@ TEST(TablesReader, RefusesADamagedResultNamingItsClosure) {
   auto reader = store->NewTablesReader();
   ASSERT_TRUE(reader.ok());
   ASSERT_TRUE((*reader)->Pin().ok());
-  Batch tables;
+  JournalBatch tables;
   Status read = (*reader)->ReadAll(&tables);
   EXPECT_EQ(read.code(), StatusCode::kDataLoss) << read.ToString();
   EXPECT_NE(read.message().find("closure 42"), std::string::npos) << read.ToString();
@@ -96,7 +96,7 @@ TEST(InstallSnapshot, AnEmptyStoreGoesOnAfterTheSnapshotWithItsTablesAndKeepsThe
   {
     auto store = MustOpen(tmp.path());
     ASSERT_NE(store, nullptr);
-    Batch tables;
+    JournalBatch tables;
     tables.PutDataset("ds-a", "range count=1");
     tables.PutResult(5, "five");
     ASSERT_TRUE(store->InstallSnapshot(100, "state at 100", tables).ok());
@@ -106,7 +106,7 @@ TEST(InstallSnapshot, AnEmptyStoreGoesOnAfterTheSnapshotWithItsTablesAndKeepsThe
     ASSERT_TRUE(next.ok()) << next.status().ToString();
     EXPECT_EQ(*next, 102u);
     // Not empty any more: a second install is refused and changes nothing.
-    Status again = store->InstallSnapshot(200, "other", Batch());
+    Status again = store->InstallSnapshot(200, "other", JournalBatch());
     EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.ToString();
     EXPECT_EQ(store->last_seq(), 102u);
   }

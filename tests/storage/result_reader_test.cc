@@ -42,7 +42,7 @@ class ResultReaderTest : public ::testing::Test {
     reader_ = std::move(reader).value();
   }
   void Commit(uint64_t seq, uint64_t closure_id, const std::string& body) {
-    Batch batch;
+    JournalBatch batch;
     batch.AddRecord(RecordPayload(seq));
     batch.PutResult(closure_id, body);
     ASSERT_TRUE(store_->Commit(batch).ok());

@@ -34,7 +34,7 @@ TEST(ResultStore, ResultsCommitWithTheirRecordsAndSurviveReopenAndSnapshot) {
   TempDir tmp;
   {
     auto store = MustOpen(OptionsFor(tmp.path()));
-    Batch batch;
+    JournalBatch batch;
     batch.AddRecord(RecordPayload(1));
     batch.PutResult(7, ResultBytes(7, 300000));  // many overflow pages
     batch.PutResult(8, "");
@@ -57,11 +57,11 @@ TEST(ResultStore, ResultsCommitWithTheirRecordsAndSurviveReopenAndSnapshot) {
 TEST(ResultStore, ADeleteInALaterBatchRemovesTheRowAndAMissingOneIsNotFound) {
   TempDir tmp;
   auto store = MustOpen(OptionsFor(tmp.path()));
-  Batch put;
+  JournalBatch put;
   put.AddRecord(RecordPayload(1));
   put.PutResult(3, "three");
   ASSERT_TRUE(store->Commit(put).ok());
-  Batch release;
+  JournalBatch release;
   release.AddRecord(RecordPayload(2));
   release.DeleteResult(3);
   ASSERT_TRUE(store->Commit(release).ok());
@@ -77,11 +77,11 @@ TEST(ResultStore, ReleasedRowsLeaveASlicePerCommitAndTheRestWithDeleteReleasedRo
   StoreOptions options = OptionsFor(tmp.path());
   options.result_delete_bytes_per_commit = 1 << 20;
   auto store = MustOpen(options);
-  Batch put;
+  JournalBatch put;
   put.AddRecord(RecordPayload(1));
   for (uint64_t id : {1, 2, 3, 4}) put.PutResult(id, ResultBytes(id, 700 << 10));
   ASSERT_TRUE(store->Commit(put).ok());
-  Batch release;
+  JournalBatch release;
   release.AddRecord(RecordPayload(2));
   for (uint64_t id : {1, 2, 3}) release.DeleteResult(id);
   ASSERT_TRUE(store->Commit(release).ok());
@@ -103,19 +103,19 @@ TEST(ResultStore, ARowStoredAgainBeforeItsDeleteCameIsKept) {
   StoreOptions options = OptionsFor(tmp.path());
   options.result_delete_bytes_per_commit = 1;  // one row per commit
   auto store = MustOpen(options);
-  Batch put;
+  JournalBatch put;
   put.AddRecord(RecordPayload(1));
   put.PutResult(1, ResultBytes(1, 100));
   put.PutResult(2, ResultBytes(2, 100));
   ASSERT_TRUE(store->Commit(put).ok());
-  Batch release;
+  JournalBatch release;
   release.AddRecord(RecordPayload(2));
   release.DeleteResult(1);
   release.DeleteResult(2);
   ASSERT_TRUE(store->Commit(release).ok());
   EXPECT_EQ(*store->ListResults(), (std::vector<uint64_t>{2}));
   // An HA install stores row 2 again while its delete waits: it stays.
-  Batch again;
+  JournalBatch again;
   again.AddRecord(RecordPayload(3));
   again.PutResult(2, ResultBytes(2, 100));
   ASSERT_TRUE(store->Commit(again).ok());
@@ -128,7 +128,7 @@ TEST(ResultStore, AnOversizedResultIsRefusedAndNothingOfItsBatchIsWritten) {
   StoreOptions options = OptionsFor(tmp.path());
   options.max_result_bytes = 1000;
   auto store = MustOpen(options);
-  Batch batch;
+  JournalBatch batch;
   batch.AddRecord(RecordPayload(1));
   batch.PutResult(5, std::string(1001, 'x'));
   auto committed = store->Commit(batch);
@@ -147,7 +147,7 @@ TEST(ResultStore, ADamagedResultIsDataLossNamingTheClosureAndNeverReturned) {
   {
     auto store = MustOpen(OptionsFor(tmp.path()));
     db_path = store->db_path();
-    Batch batch;
+    JournalBatch batch;
     batch.AddRecord(RecordPayload(1));
     batch.PutResult(11, ResultBytes(11, 100000));
     batch.PutResult(12, ResultBytes(12, 100));
@@ -182,14 +182,14 @@ TEST(ResultStore, ADatabaseFromBeforeTheResultTableGetsIt) {
   {
     auto store = MustOpen(OptionsFor(tmp.path()));
     db_path = store->db_path();
-    Batch batch;
+    JournalBatch batch;
     batch.AddRecord(RecordPayload(1));
     ASSERT_TRUE(store->Commit(batch).ok());
   }
   ASSERT_EQ(RawSql(db_path, "DROP TABLE result"), "");
   auto store = MustOpen(OptionsFor(tmp.path()));
   EXPECT_EQ(store->last_seq(), 1u);
-  Batch batch;
+  JournalBatch batch;
   batch.AddRecord(RecordPayload(2));
   batch.PutResult(1, "one");
   ASSERT_TRUE(store->Commit(batch).ok());

@@ -47,7 +47,7 @@ int Append(const std::string& dir, uint64_t seed, Synchronous sync) {
   if (!checkpointer.ok()) Die(checkpointer.status());
   std::mt19937_64 rng(seed);
   ThreadedCheckpoints checkpoints(*store, **checkpointer);
-  Batch batch;
+  JournalBatch batch;
   while (true) {
     batch.Clear();
     const uint64_t first = store->last_seq() + 1;
@@ -105,7 +105,7 @@ int Fill(const std::string& dir, long extra_bytes) {
   rlimit limit{static_cast<rlim_t>(biggest + extra_bytes),
                static_cast<rlim_t>(biggest + extra_bytes)};
   if (setrlimit(RLIMIT_FSIZE, &limit) != 0) Die(InternalError("setrlimit failed"));
-  Batch batch;
+  JournalBatch batch;
   Status failure;
   for (int round = 0; round < 100000; ++round) {
     batch.Clear();

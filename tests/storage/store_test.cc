@@ -88,7 +88,7 @@ TEST(Store, EmptyBatchWritesNothing) {
   auto store = MustOpen(OptionsFor(tmp.path()));
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->Commit(PayloadBatch(1, 2)).ok());
-  auto last = store->Commit(Batch());
+  auto last = store->Commit(JournalBatch());
   ASSERT_TRUE(last.ok());
   EXPECT_EQ(*last, 2u);
   EXPECT_EQ(CountRows(store->db_path(), "journal"), 2);
@@ -243,7 +243,7 @@ TEST(Store, SnapshotCoveredRecordsAreDeletedInSlicesBoundedByBytes) {
   auto store = MustOpen(options);
   ASSERT_NE(store, nullptr);
   const std::string db_path = store->db_path();
-  Batch big;
+  JournalBatch big;
   for (int i = 0; i < 20; ++i) big.AddRecord(std::string(4 << 10, static_cast<char>('a' + i)));
   big.AddRecord(std::string(30 << 10, 'z'));  // record 21: over the budget on its own
   for (int i = 0; i < 4; ++i) big.AddRecord(std::string(4 << 10, 'y'));
@@ -251,7 +251,7 @@ TEST(Store, SnapshotCoveredRecordsAreDeletedInSlicesBoundedByBytes) {
   ASSERT_TRUE(store->WriteSnapshot(25, "s25").ok());
 
   auto commit_one = [&](size_t bytes) {
-    Batch batch;
+    JournalBatch batch;
     batch.AddRecord(std::string(bytes, 'n'));
     ASSERT_TRUE(store->Commit(batch).ok());
   };
@@ -365,11 +365,11 @@ TEST(Store, DatasetPutIsReadBackAfterReopen) {
   {
     auto store = MustOpen(OptionsFor(tmp.path()));
     ASSERT_NE(store, nullptr);
-    Batch batch = PayloadBatch(1, 1);
+    JournalBatch batch = PayloadBatch(1, 1);
     batch.PutDataset("fingerprint-17", "definition bytes");
     batch.PutDataset(std::string("bin\0key", 7), std::string("\0\1\2", 3));
     ASSERT_TRUE(store->Commit(batch).ok());
-    Batch replace;
+    JournalBatch replace;
     replace.PutDataset("fingerprint-17", "replaced");
     auto last = store->Commit(replace);
     ASSERT_TRUE(last.ok());
@@ -402,7 +402,7 @@ TEST(Store, OversizedDatasetIsRefusedAndNothingOfItsBatchIsWritten) {
   options.max_dataset_bytes = 1000;
   auto store = MustOpen(options);
   ASSERT_NE(store, nullptr);
-  Batch batch = PayloadBatch(1, 3);
+  JournalBatch batch = PayloadBatch(1, 3);
   batch.PutDataset("big", std::string(1001, 'x'));
   auto last = store->Commit(batch);
   ASSERT_FALSE(last.ok());
@@ -413,7 +413,7 @@ TEST(Store, OversizedDatasetIsRefusedAndNothingOfItsBatchIsWritten) {
   EXPECT_EQ(store->GetDataset("big").status().code(), StatusCode::kNotFound);
   // Bad input is not a storage failure: the next batch commits.
   EXPECT_FALSE(store->failed());
-  Batch fits = PayloadBatch(1, 1);
+  JournalBatch fits = PayloadBatch(1, 1);
   fits.PutDataset("small", std::string(1000, 'y'));
   ASSERT_TRUE(store->Commit(fits).ok());
   EXPECT_EQ(store->GetDataset("small").value(), std::string(1000, 'y'));
@@ -425,13 +425,13 @@ TEST(Store, OversizedRecordAndEmptyKeyAreRefused) {
   options.max_record_bytes = 100;
   auto store = MustOpen(options);
   ASSERT_NE(store, nullptr);
-  Batch batch;
+  JournalBatch batch;
   batch.AddRecord(std::string(100, 'a'));
   batch.AddRecord(std::string(101, 'b'));
   auto last = store->Commit(batch);
   EXPECT_EQ(last.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(last.status().message().find("record 2"), std::string::npos);
-  Batch empty_key;
+  JournalBatch empty_key;
   empty_key.PutDataset("", "x");
   EXPECT_EQ(store->Commit(empty_key).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CountRows(store->db_path(), "journal"), 0);
@@ -462,10 +462,10 @@ TEST(Store, FullDatabaseIsFailStopAndNothingUnacknowledgedIsCommitted) {
     EXPECT_EQ(store->last_seq(), acknowledged);
     // Fail-stop: even a tiny batch, a snapshot and a dataset put are refused
     // with the original error.
-    Batch tiny;
+    JournalBatch tiny;
     tiny.AddRecord("x");
     EXPECT_EQ(store->Commit(tiny).status(), failure);
-    Batch dataset_only;
+    JournalBatch dataset_only;
     dataset_only.PutDataset("k", "v");
     EXPECT_EQ(store->Commit(dataset_only).status(), failure);
     EXPECT_EQ(store->WriteSnapshot(acknowledged, "s"), failure);

@@ -56,8 +56,8 @@ Result<Records> ReplayAll(Store& store, uint64_t after_seq) {
   return records;
 }
 
-Batch PayloadBatch(uint64_t first, int count) {
-  Batch batch;
+JournalBatch PayloadBatch(uint64_t first, int count) {
+  JournalBatch batch;
   for (int i = 0; i < count; ++i) batch.AddRecord(RecordPayload(first + i));
   return batch;
 }

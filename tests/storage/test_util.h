@@ -27,7 +27,7 @@ using Records = std::vector<std::pair<uint64_t, std::string>>;
 Result<Records> ReplayAll(Store& store, uint64_t after_seq);
 
 // A batch of RecordPayload(first) .. RecordPayload(first + count - 1).
-Batch PayloadBatch(uint64_t first, int count);
+JournalBatch PayloadBatch(uint64_t first, int count);
 
 // The reactor's checkpoint protocol with a std::thread standing in for
 // uv_queue_work: Poll() after each commit on the "loop" thread finishes a

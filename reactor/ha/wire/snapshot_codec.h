@@ -1,6 +1,6 @@
 // The snapshot in etcd (docs/high_availability.md §2, §5): its keys, the
 // image (the store's snapshot body plus the dataset definitions and closure
-// results stored at its record, reactor/ha/journal_group.capnp), the image
+// results stored at its record, reactor/ha/wire/journal_group.capnp), the image
 // cut into chunks of at most kSnapshotChunkBytes (each with its own CRC32C,
 // so a damaged chunk is named), and the descriptor under P/snapshot/current
 // (covered record S, chunk count, total bytes, CRC32C of the whole).
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 
 namespace dispatch::ha {
 
@@ -47,12 +47,12 @@ Result<SnapshotDescriptor> DecodeSnapshotDescriptor(std::string_view value, cons
 // The image of the state after record `seq`: `state` is the store's snapshot
 // body, `tables` holds dataset puts and result puts only. ResourceExhausted
 // when a part is over Cap'n Proto's 512 MiB blob limit.
-Result<std::string> EncodeSnapshotImage(uint64_t seq, std::string_view state, const storage::Batch& tables);
+Result<std::string> EncodeSnapshotImage(uint64_t seq, std::string_view state, const JournalBatch& tables);
 
 struct DecodedSnapshotImage {
   uint64_t seq = 0;
   std::string state;
-  storage::Batch tables;
+  JournalBatch tables;
 };
 // DataLoss naming `what` when the image does not decode or holds records.
 Result<DecodedSnapshotImage> DecodeSnapshotImage(std::string_view image, const std::string& what);

@@ -1,4 +1,4 @@
-// The value of one etcd journal key (reactor/ha/journal_group.capnp): a list
+// The value of one etcd journal key (reactor/ha/wire/journal_group.capnp): a list
 // of passes (local group commits), packed and gzipped (pass_codec.h's
 // FrameMessage) with a CRC32C in front, and back.
 // Decoding refuses damage (DataLoss naming the key) and never trusts sizes.
@@ -10,20 +10,20 @@
 #include <vector>
 
 #include "common/status.h"
-#include "storage/batch.h"
+#include "common/journal_batch.h"
 
 namespace dispatch::ha {
 
 // Bytes a pass adds to a group's encoding, at most (payload plus Cap'n Proto
 // pointers and padding): what the group's byte limit counts.
-size_t EstimatePassBytes(const storage::Batch& pass);
+size_t EstimatePassBytes(const JournalBatch& pass);
 
 // Encodes `passes` (records numbered from first_seq) as one etcd value.
-std::string EncodeJournalGroup(uint64_t first_seq, const std::vector<const storage::Batch*>& passes);
+std::string EncodeJournalGroup(uint64_t first_seq, const std::vector<const JournalBatch*>& passes);
 
 struct DecodedGroup {
   uint64_t first_seq = 0;
-  std::vector<storage::Batch> passes;
+  std::vector<JournalBatch> passes;
   uint64_t record_count = 0;
 };
 

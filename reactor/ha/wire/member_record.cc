@@ -1,4 +1,4 @@
-#include "reactor/ha/member_record.h"
+#include "reactor/ha/wire/member_record.h"
 
 #include <capnp/compat/json.h>
 #include <capnp/message.h>
@@ -7,7 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "reactor/ha/member_record.capnp.h"
+#include "reactor/ha/wire/member_record.capnp.h"
 
 namespace dispatch::ha {
 

@@ -1,8 +1,8 @@
-#include "reactor/ha/group_status.h"
+#include "reactor/ha/wire/group_status.h"
 
 #include <memory>
 
-#include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
 
 namespace dispatch::ha {
 namespace {

@@ -1,4 +1,4 @@
-#include "reactor/ha/snapshot_codec.h"
+#include "reactor/ha/wire/snapshot_codec.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include <kj/exception.h>
 
 #include "common/checksum.h"
-#include "reactor/ha/pass_codec.h"
+#include "reactor/ha/wire/pass_codec.h"
 
 namespace dispatch::ha {
 namespace {
@@ -76,7 +76,7 @@ Result<SnapshotDescriptor> DecodeSnapshotDescriptor(std::string_view value, cons
   return out;
 }
 
-Result<std::string> EncodeSnapshotImage(uint64_t seq, std::string_view state, const storage::Batch& tables) {
+Result<std::string> EncodeSnapshotImage(uint64_t seq, std::string_view state, const JournalBatch& tables) {
   if (state.size() > kMaxBlobBytes) {
     return ResourceExhaustedError("the snapshot at record " + std::to_string(seq) + " is " +
                                   std::to_string(state.size()) + " bytes, over the etcd snapshot's limit of " +

@@ -12,7 +12,7 @@
 
 #include "common/status.h"
 #include "reactor/etcd/etcd_client.h"
-#include "reactor/ha/member_record.h"
+#include "reactor/ha/wire/member_record.h"
 
 namespace dispatch::ha {
 

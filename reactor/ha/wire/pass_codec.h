@@ -1,4 +1,4 @@
-// The pieces the etcd values of HA mode share (reactor/ha/journal_group.capnp):
+// The pieces the etcd values of HA mode share (reactor/ha/wire/journal_group.capnp):
 // a pass (what one local Store::Commit wrote) as a capnp Pass, the framing
 // of a flat message behind its CRC32C, and the fixed-width decimal of keys.
 // Used by the journal group codec and the snapshot codec.
@@ -12,14 +12,14 @@
 #include <kj/array.h>
 
 #include "common/status.h"
-#include "reactor/ha/journal_group.capnp.h"
-#include "storage/batch.h"
+#include "reactor/ha/wire/journal_group.capnp.h"
+#include "common/journal_batch.h"
 
 namespace dispatch::ha {
 
-void EncodePass(const storage::Batch& batch, wire::Pass::Builder pass);
+void EncodePass(const JournalBatch& batch, wire::Pass::Builder pass);
 // Throws (KJ) on a malformed pass: callers run it under runCatchingExceptions.
-storage::Batch DecodePass(wire::Pass::Reader pass);
+JournalBatch DecodePass(wire::Pass::Reader pass);
 
 capnp::Data::Reader AsData(const std::string& s);
 std::string AsString(capnp::Data::Reader d);

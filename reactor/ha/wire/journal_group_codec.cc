@@ -1,4 +1,4 @@
-#include "reactor/ha/journal_group_codec.h"
+#include "reactor/ha/wire/journal_group_codec.h"
 
 #include <cstdio>
 #include <cstring>
@@ -12,7 +12,7 @@
 #include <kj/exception.h>
 
 #include "common/checksum.h"
-#include "reactor/ha/pass_codec.h"
+#include "reactor/ha/wire/pass_codec.h"
 
 namespace dispatch::ha {
 namespace {
@@ -27,7 +27,7 @@ constexpr kj::byte kGzipMagic[2] = {0x1f, 0x8b};
 
 }  // namespace
 
-size_t EstimatePassBytes(const storage::Batch& pass) {
+size_t EstimatePassBytes(const JournalBatch& pass) {
   const size_t items = pass.records().size() + 2 * pass.dataset_puts().size() +
                        2 * pass.result_puts().size() + pass.result_deletes().size();
   size_t keys = 0;
@@ -35,7 +35,7 @@ size_t EstimatePassBytes(const storage::Batch& pass) {
   return pass.payload_bytes() + keys + items * kPerItemBytes + kPerPassBytes;
 }
 
-void EncodePass(const storage::Batch& batch, wire::Pass::Builder pass) {
+void EncodePass(const JournalBatch& batch, wire::Pass::Builder pass) {
   auto records = pass.initRecords(static_cast<unsigned>(batch.records().size()));
   for (unsigned k = 0; k < records.size(); ++k) records.set(k, AsData(batch.records()[k]));
   const auto& datasets = batch.dataset_puts();
@@ -56,8 +56,8 @@ void EncodePass(const storage::Batch& batch, wire::Pass::Builder pass) {
   for (unsigned k = 0; k < deletes.size(); ++k) deletes.set(k, batch.result_deletes()[k]);
 }
 
-storage::Batch DecodePass(wire::Pass::Reader pass) {
-  storage::Batch batch;
+JournalBatch DecodePass(wire::Pass::Reader pass) {
+  JournalBatch batch;
   for (auto record : pass.getRecords()) batch.AddRecord(AsString(record));
   auto keys = pass.getDatasetKeys();
   auto defs = pass.getDatasetDefinitions();
@@ -76,7 +76,7 @@ storage::Batch DecodePass(wire::Pass::Reader pass) {
   return batch;
 }
 
-std::string EncodeJournalGroup(uint64_t first_seq, const std::vector<const storage::Batch*>& passes) {
+std::string EncodeJournalGroup(uint64_t first_seq, const std::vector<const JournalBatch*>& passes) {
   capnp::MallocMessageBuilder message;
   auto group = message.initRoot<wire::JournalGroup>();
   group.setFirstSeq(first_seq);
@@ -176,7 +176,7 @@ Result<DecodedGroup> DecodeJournalGroup(std::string_view value, const std::strin
                  auto group = reader.getRoot<wire::JournalGroup>();
                  out.first_seq = group.getFirstSeq();
                  for (auto pass : group.getPasses()) {
-                   storage::Batch batch = DecodePass(pass);
+                   JournalBatch batch = DecodePass(pass);
                    out.record_count += batch.record_count();
                    out.passes.push_back(std::move(batch));
                  }

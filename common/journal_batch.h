@@ -1,8 +1,10 @@
-// One group commit: the journal records produced during one loop pass plus the
-// dataset definitions those records register and the closure results they
-// finish or release. Store::Commit writes a Batch in
-// one SQLite transaction: all of it is durable, or none of it is. Records and
-// definitions are opaque bytes to storage; the Batch owns copies of them.
+// JournalBatch: one group commit, the journal records produced during one
+// loop pass plus the dataset definitions those records register and the
+// closure results they finish or release. A journal writes it in one
+// transaction (storage::Store: one SQLite transaction; HA mode: one pass of
+// an etcd journal group): all of it is durable, or none of it is. Records
+// and definitions are opaque bytes to the journal; the batch owns copies.
+// Here, below storage/, because the HA wire format carries it too.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace dispatch::storage {
+namespace dispatch {
 
 // A dataset definition stored under `key`; a later put of the same key replaces it.
 struct DatasetPut {
@@ -25,14 +27,14 @@ struct ResultPut {
   std::string bytes;
 };
 
-class Batch {
+class JournalBatch {
  public:
-  Batch() = default;
-  Batch(Batch&&) = default;
-  Batch& operator=(Batch&&) = default;
+  JournalBatch() = default;
+  JournalBatch(JournalBatch&&) = default;
+  JournalBatch& operator=(JournalBatch&&) = default;
   // Copying a batch of encoded Updates is never what the reactor means.
-  Batch(const Batch&) = delete;
-  Batch& operator=(const Batch&) = delete;
+  JournalBatch(const JournalBatch&) = delete;
+  JournalBatch& operator=(const JournalBatch&) = delete;
 
   // Appends one journal record; it gets the next sequence number at commit.
   void AddRecord(std::string bytes) {
@@ -85,4 +87,4 @@ class Batch {
   size_t record_bytes_ = 0;
 };
 
-}  // namespace dispatch::storage
+}  // namespace dispatch
