@@ -80,8 +80,6 @@ struct ReplicatorStats {
 // nothing more is sent.
 class JournalReplicator : public DurabilityStage {
  public:
-  ~JournalReplicator() noexcept(false) override = default;
-
   // True when nothing told is waiting for the replicated journal.
   virtual bool idle() const = 0;
   virtual const ReplicatorStats& stats() const = 0;
