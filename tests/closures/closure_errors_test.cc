@@ -22,13 +22,18 @@ bool Contains(const std::string& text, const std::string& part) {
 
 TEST(ClosureErrors, AUserErrorIsRaisedOnceByScheduleAndCancelsQueuedClosures) {
   ClosureDispatcher dispatcher;
-  auto worker = StartClosureWorker(dispatcher.address(), 1);
   auto coordinator = MakeCoordinator(dispatcher.address());
   auto boom = coordinator->Schedule("fail", "boom");
   ASSERT_TRUE(boom.ok());
-  // One slot: these wait in the queue behind the failing closure.
   std::vector<RemoteValue> queued;
   for (int i = 0; i < 20; ++i) queued.push_back(*coordinator->Schedule("sleep", "10"));
+  // Schedule() returns before the dispatcher has the closure: with a worker
+  // already there, "boom" could fail before the later schedules arrive, and
+  // those would then be refused (raising the error) or run, not cancelled.
+  // So the one-slot worker starts only once all 21 wait in the queue.
+  ASSERT_TRUE(WaitForCounters(dispatcher.address(),
+                              [](const ClosureCounters& c) { return c.queued == 21; }));
+  auto worker = StartClosureWorker(dispatcher.address(), 1);
 
   auto fetched = boom->FetchFor(kFetchDeadline);
   ASSERT_FALSE(fetched.ok());
