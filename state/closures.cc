@@ -121,6 +121,12 @@ void DispatcherState::ApplyClosureScheduled(journal::ClosureScheduled::Reader u,
     std::string().swap(closure.args);
   }
   if (closure.state == ClosureState::QUEUED) Enqueue(closure);
+  if (effects_ != nullptr) {
+    effects_->scheduled.push_back(closure.id);
+    if (closure.state == ClosureState::QUEUED) effects_->queued.push_back(closure.id);
+    if (closure.state == ClosureState::FAILED)
+      effects_->ended.push_back({closure.id, closure.coordinator_id, ClosureState::FAILED});
+  }
   if (!IsClosureDone(closure.state)) {
     CountUp(indexes_.unfinished_by_coordinator, closure.coordinator_id);
     for (uint64_t input : closure.inputs) AddToIndex(indexes_.needed_by, input, closure.id);
@@ -159,7 +165,28 @@ void DispatcherState::Dequeue(Closure& closure) {
   closure.queue_position = 0;
 }
 
+void DispatcherState::RecordTransition(const Closure& closure, ClosureState state) {
+  Effects& effects = *effects_;
+  const ClosureState from = closure.state;
+  if (from == ClosureState::ASSIGNED) {
+    effects.runs_ended.push_back(
+        {closure.id, closure.worker_id, closure.attempts, state, transition_.reported});
+  }
+  if (state == ClosureState::ASSIGNED)
+    effects.runs_started.push_back({closure.id, closure.worker_id, closure.attempts});
+  if (state == ClosureState::QUEUED) effects.queued.push_back(closure.id);
+  if (IsClosureDone(state)) {
+    effects.ended.push_back({closure.id, closure.coordinator_id, state, transition_.infrastructure,
+                             transition_.deadline_exceeded});
+  }
+  const auto in_queue = [](ClosureState s) {
+    return s == ClosureState::QUEUED || s == ClosureState::WAITING;
+  };
+  if (in_queue(from) && !in_queue(state)) effects.queue_shrank = true;
+}
+
 void DispatcherState::SetClosureState(Closure& closure, ClosureState state) {
+  if (effects_ != nullptr) RecordTransition(closure, state);
   --indexes_.closures_in_state[ClosureStateSlot(closure.state)];
   if (closure.state == ClosureState::QUEUED) Dequeue(closure);
   if (closure.state == ClosureState::ASSIGNED) {
@@ -242,7 +269,9 @@ void DispatcherState::ApplyClosureFinished(journal::ClosureFinished::Reader u, i
   closure.result_size = u.getResultStored() ? u.getResultSize() : 0;
   closure.result_crc = u.getResultStored() ? u.getResultCrc() : 0;
   closure.done_micros = now;
+  transition_ = Transition{.reported = true};
   SetClosureState(closure, ClosureState::FINISHED);
+  transition_ = Transition();
   ResolveDependants(closure.id, now);
 }
 
@@ -284,7 +313,11 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   closure.user_error = u.getUserError();
   closure.done_micros = now;
   const int64_t deadline = closure.deadline_micros;
+  transition_ = Transition{.reported = u.getWorkerId() != 0,
+                           .infrastructure = u.getInfrastructure(),
+                           .deadline_exceeded = u.getDeadlineExceeded()};
   SetClosureState(closure, ClosureState::FAILED);
+  transition_ = Transition();
   if (u.getDeadlineExceeded()) {
     // Kept, so that the outcome says why (a snapshot carries it as well).
     // The caller's timeout is not the coordinator's first error, but its
@@ -294,6 +327,7 @@ void DispatcherState::ApplyClosureFailed(journal::ClosureFailed::Reader u, int64
   } else if (!u.getInfrastructure() && !coordinator_errors_.contains(closure.coordinator_id)) {
     coordinator_errors_.emplace(closure.coordinator_id,
                                 CoordinatorError{closure.id, closure.error});
+    if (effects_ != nullptr) effects_->first_errors.push_back({closure.coordinator_id, closure.id});
   }
   ResolveDependants(closure.id, now);
 }
@@ -366,11 +400,14 @@ Status DispatcherState::CheckClosurePutBack(journal::ClosurePutBack::Reader u) c
 void DispatcherState::ApplyClosurePutBack(journal::ClosurePutBack::Reader u) {
   Closure& closure = closures_.at(u.getClosureId());
   if (u.getTransient()) ++closure.transient_failures;
+  if (effects_ != nullptr)
+    effects_->put_back.push_back({closure.id, closure.worker_id, u.getTransient()});
   SetClosureState(closure, ClosureState::QUEUED);
 }
 
 void DispatcherState::ReleaseClosure(uint64_t closure_id) {
   const Closure& closure = closures_.at(closure_id);
+  if (effects_ != nullptr) effects_->released.push_back(closure_id);
   --indexes_.closures_in_state[ClosureStateSlot(closure.state)];
   RemoveFromIndex(indexes_.closures_by_coordinator, closure.coordinator_id, closure.id);
   if (closure.request_id != 0)
@@ -389,6 +426,7 @@ Status DispatcherState::CheckCoordinatorErrorCleared(
 
 void DispatcherState::ApplyCoordinatorErrorCleared(journal::CoordinatorErrorCleared::Reader u) {
   coordinator_errors_.erase(u.getCoordinatorId());
+  if (effects_ != nullptr) effects_->errors_cleared.push_back(u.getCoordinatorId());
 }
 
 Status DispatcherState::CheckResourceCreated(journal::ResourceCreated::Reader u) const {

@@ -117,9 +117,10 @@ std::string EncodeMessage(capnp::MessageBuilder& message) {
   return out;
 }
 
-Status ApplyEncodedUpdate(DispatcherState& state, std::string_view bytes) {
+Status ApplyEncodedUpdate(DispatcherState& state, std::string_view bytes, Effects* effects) {
+  if (effects != nullptr) effects->Clear();  // also when the bytes are refused
   return WithRoot<journal::Update>(
-      bytes, "update", [&](journal::Update::Reader update) { return state.Apply(update); },
+      bytes, "update", [&](journal::Update::Reader update) { return state.Apply(update, effects); },
       /*read_all=*/true);
 }
 

@@ -18,9 +18,11 @@ namespace dispatch::state {
 // The flat bytes of any message: an Update the reactor built, a snapshot.
 std::string EncodeMessage(capnp::MessageBuilder& message);
 
-// Decodes one Update from `bytes` and applies it to `state`. DataLoss when the
-// bytes are not a well-formed message; otherwise the result of Apply.
-Status ApplyEncodedUpdate(DispatcherState& state, std::string_view bytes);
+// Decodes one Update from `bytes` and applies it to `state` (filling
+// `effects` when given, as Apply does). DataLoss when the bytes are not a
+// well-formed message; otherwise the result of Apply.
+Status ApplyEncodedUpdate(DispatcherState& state, std::string_view bytes,
+                          Effects* effects = nullptr);
 
 // The same, but only checks (nothing changes).
 Status CheckEncodedUpdate(const DispatcherState& state, std::string_view bytes);

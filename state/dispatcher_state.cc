@@ -115,9 +115,20 @@ Status DispatcherState::Check(Update::Reader u) const {
                               std::to_string(static_cast<unsigned>(u.which())));
 }
 
-Status DispatcherState::Apply(Update::Reader u) {
+Status DispatcherState::Apply(Update::Reader u, Effects* effects) {
+  if (effects != nullptr) effects->Clear();
   DISPATCH_RETURN_IF_ERROR(Check(u));
   const int64_t now = u.getTimeMicros();
+  if (effects != nullptr) effects->time_micros = now;
+  // Reset however Apply ends: a state copied later must hold no pointer.
+  struct EffectsScope {
+    DispatcherState& state;
+    ~EffectsScope() {
+      state.effects_ = nullptr;
+      state.transition_ = Transition();
+    }
+  } scope{*this};
+  effects_ = effects;
   switch (u.which()) {
     case Update::INVALID:
       break;  // rejected by Check

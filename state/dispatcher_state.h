@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "schema/journal.capnp.h"
+#include "state/effects.h"
 #include "state/index_util.h"
 #include "state/records.h"
 
@@ -40,8 +41,10 @@ class DispatcherState {
   Status Check(journal::Update::Reader update) const;
 
   // Check, then apply. On error nothing changes. An update that passed Check
-  // is applied completely.
-  Status Apply(journal::Update::Reader update);
+  // is applied completely. `effects`, when given, is cleared and filled with
+  // what the update did (state/effects.h); replay passes none and pays
+  // nothing for them.
+  Status Apply(journal::Update::Reader update, Effects* effects = nullptr);
 
   // ---- Next ids: the reactor writes these into the updates it builds. -----
 
@@ -327,8 +330,11 @@ class DispatcherState {
   // Ok when the closure exists and is assigned to `worker_id` as `attempt`.
   Status CheckAssignedTo(uint64_t closure_id, uint64_t worker_id, uint32_t attempt) const;
   // Moves a closure between states, keeping the state, worker and queue
-  // indexes in step.
+  // indexes in step. The one place a closure changes state after its
+  // schedule, so the one place its runs, ends and queueing are recorded.
   void SetClosureState(Closure& closure, ClosureState state);
+  // Records in effects_ what moving `closure` to `state` does (before it moves).
+  void RecordTransition(const Closure& closure, ClosureState state);
   // Puts the closure at the back of the queue / takes it out (both queue indexes).
   void Enqueue(Closure& closure);
   void Dequeue(Closure& closure);
@@ -371,6 +377,19 @@ class DispatcherState {
   std::map<uint64_t, PerWorkerResource> resources_;
 
   Indexes indexes_;
+
+  // The effects of the update Apply is applying; null outside Apply and when
+  // its caller wants none (so a copy of the state never holds one).
+  Effects* effects_ = nullptr;
+  // What SetClosureState cannot see from the closure: how the update ending
+  // it ended it. Set around that one call by the appliers that know (a
+  // finish, a failure), default otherwise (dependants, cancels, put backs).
+  struct Transition {
+    bool reported = false;  // the update names the run's worker
+    bool infrastructure = false;
+    bool deadline_exceeded = false;
+  };
+  Transition transition_;
 };
 
 }  // namespace dispatch::state

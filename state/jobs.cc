@@ -180,6 +180,7 @@ void DispatcherState::ApplyGarbageCollectJob(journal::GarbageCollectJob::Reader 
     split_grants_.erase(split_grants_.lower_bound(SplitRequester{task.id, 0}),
                         split_grants_.upper_bound(SplitRequester{task.id, UINT32_MAX}));
     tasks_.erase(pending.task_id);
+    if (effects_ != nullptr) effects_->tasks_removed.push_back(pending.task_id);
   }
   job.pending_tasks.clear();
 }

@@ -68,6 +68,7 @@ void DispatcherState::ApplyCreateTask(journal::CreateTask::Reader u) {
   AddToIndex(indexes_.tasks_by_job, task.job_id, task.id);
   indexes_.task_by_job_worker.emplace(std::make_pair(task.job_id, task.worker_address), task.id);
   next_task_id_ = task.id + 1;
+  if (effects_ != nullptr) effects_->tasks_created.push_back(task.id);
   tasks_.emplace(task.id, std::move(task));
 }
 
@@ -100,6 +101,7 @@ void DispatcherState::ApplyCreatePendingTask(journal::CreatePendingTask::Reader 
   pending.target_round = task.starting_round;
   jobs_.at(task.job_id).pending_tasks.push_back(std::move(pending));
   next_task_id_ = task.id + 1;
+  if (effects_ != nullptr) effects_->tasks_created.push_back(task.id);
   tasks_.emplace(task.id, std::move(task));
 }
 
@@ -154,6 +156,7 @@ void DispatcherState::ApplyClientHeartbeat(journal::ClientHeartbeat::Reader u) {
   task.starting_round = front.target_round;
   AddToIndex(indexes_.tasks_by_job, task.job_id, task.id);
   job.pending_tasks.pop_front();
+  if (effects_ != nullptr) effects_->tasks_activated.push_back(task.id);
 }
 
 Status DispatcherState::CheckRemoveTask(journal::RemoveTask::Reader u) const {
@@ -175,6 +178,7 @@ void DispatcherState::ApplyRemoveTask(journal::RemoveTask::Reader u) {
   split_grants_.erase(split_grants_.lower_bound(SplitRequester{task.id, 0}),
                       split_grants_.upper_bound(SplitRequester{task.id, UINT32_MAX}));
   tasks_.erase(u.getTaskId());
+  if (effects_ != nullptr) effects_->tasks_removed.push_back(u.getTaskId());
 }
 
 Status DispatcherState::CheckFinishTask(journal::FinishTask::Reader u) const {
@@ -197,6 +201,7 @@ void DispatcherState::ApplyFinishTask(journal::FinishTask::Reader u) {
 
 void DispatcherState::FinishTaskRecord(Task& task) {
   task.finished = true;
+  if (effects_ != nullptr) effects_->tasks_finished.push_back(task.id);
   RemoveFromIndex(indexes_.tasks_by_worker, task.worker_address, task.id);
   ConsumeOutstandingSplits(task.id);
 }
