@@ -31,6 +31,8 @@ ClosureDispatcher::ClosureDispatcher(uv_loop_t* loop, DurableState& durable,
       options_(options),
       deadline_timer_(loop, this, uv_timer_init),
       tasks_(kj::heap<kj::TaskSet>(error_handler_)) {
+  observer_ = durable_.pipeline().AddAppliedObserver(
+      [this](const state::Effects& effects) { Observe(effects); });
   uv_unref(deadline_timer_.base());  // never keeps the loop alive on its own
   const uint64_t delay = options_.policy.start_delay_ms;
   if (delay > 0) {
@@ -50,6 +52,8 @@ ClosureDispatcher::~ClosureDispatcher() noexcept(false) { Close(); }
 void ClosureDispatcher::Close() {
   if (closed_) return;
   closed_ = true;
+  if (observer_.has_value()) durable_.pipeline().RemoveAppliedObserver(*observer_);
+  observer_.reset();
   // Schedules waiting for room fail (their fulfillers go) and wait no more:
   // a room the cancellations below return wakes nobody.
   room_waiters_.clear();
@@ -77,17 +81,7 @@ state::Stamp ClosureDispatcher::Stamp() const {
 }
 
 Status ClosureDispatcher::Carry(const state::UpdateList& updates) {
-  for (size_t i = 0; i < updates.size(); ++i)
-    DISPATCH_RETURN_IF_ERROR(SubmitAndObserve(updates, i));
-  return Status::Ok();
-}
-
-Status ClosureDispatcher::SubmitAndObserve(const state::UpdateList& updates, size_t i) {
-  const journal::Update::Reader update = updates[i];
-  std::vector<uint64_t> moved = DependantsMoved(update);
-  DISPATCH_RETURN_IF_ERROR(Submit(updates, i));
-  Observe(update);
-  ObserveDependants(moved);
+  for (size_t i = 0; i < updates.size(); ++i) DISPATCH_RETURN_IF_ERROR(Submit(updates, i));
   return Status::Ok();
 }
 
@@ -97,90 +91,25 @@ Status ClosureDispatcher::Submit(const state::UpdateList& updates, size_t i) {
                            : durable_.pipeline().Submit(updates[i]);
 }
 
-std::vector<uint64_t> ClosureDispatcher::DependantsMoved(journal::Update::Reader update) const {
-  // Cheap for closures without inputs: one lookup per done closure in an
-  // index that holds only closures with dependants.
-  if (!state().HasDependants()) return {};
-  const std::vector<uint64_t> done = state::ClosuresEndedBy(update);
-  if (done.empty()) return {};
-  return state().WaitingDependants(done);
-}
-
-void ClosureDispatcher::ObserveDependants(const std::vector<uint64_t>& moved) {
-  bool queued = false;
-  for (uint64_t id : moved) {
-    const state::Closure* closure = state().FindClosure(id);
-    if (closure == nullptr) continue;
-    if (state::IsClosureDone(closure->state)) {
-      NotifyDone(closure->coordinator_id, id);
-    } else if (closure->state == state::ClosureState::QUEUED) {
-      queued = true;
-    }
+void ClosureDispatcher::Observe(const state::Effects& effects) {
+  if (!effects.scheduled.empty()) {
+    counters_.scheduled += effects.scheduled.size();
+    ArmDeadlineTimer();
   }
-  if (queued && !live_.empty()) Kick();
-}
-
-void ClosureDispatcher::Observe(journal::Update::Reader update) {
-  switch (update.which()) {
-    case journal::Update::CLOSURE_FAILED: {
-      auto failed = update.getClosureFailed();
-      const uint64_t id = failed.getClosureId();
-      const uint64_t coordinator_id = state().FindClosure(id)->coordinator_id;
-      if (failed.getInfrastructure()) ++counters_.attempts_exhausted;
-      if (failed.getDeadlineExceeded()) {
-        ++counters_.deadlines_exceeded;
-        Kick();  // a running one's slot is free
-      }
-      NotifyDone(coordinator_id, id);
-      const state::CoordinatorError* error = state().FindCoordinatorError(coordinator_id);
-      if (error != nullptr && error->closure_id == id) NotifyError(coordinator_id);
-      return;
-    }
-    case journal::Update::CLOSURE_PUT_BACK:
-      ++(update.getClosurePutBack().getTransient() ? counters_.transient_retries
-                                                   : counters_.put_back);
-      if (!live_.empty()) Kick();  // none at start-up, before any worker is heard from
-      return;
-    case journal::Update::CLOSURE_BATCH: {
-      auto batch = update.getClosureBatch();
-      switch (batch.which()) {
-        case journal::ClosureBatch::SCHEDULED:
-          counters_.scheduled += batch.getScheduled().size();
-          ArmDeadlineTimer();
-          for (auto item : batch.getScheduled()) {
-            // Failed at once: an input had failed or was cancelled.
-            if (state::InputsOf(item).size() == 0) continue;
-            const state::Closure* closure = state().FindClosure(item.getClosureId());
-            if (closure->state == state::ClosureState::FAILED)
-              NotifyDone(closure->coordinator_id, closure->id);
-          }
-          Kick();
-          return;
-        case journal::ClosureBatch::ASSIGNED:
-          WakeRoomWaiters();  // the queue shrank
-          return;
-        case journal::ClosureBatch::FINISHED:
-          counters_.results_accepted += batch.getFinished().size();
-          for (auto item : batch.getFinished()) {
-            NotifyDone(state().FindClosure(item.getClosureId())->coordinator_id,
-                       item.getClosureId());
-          }
-          return;
-        case journal::ClosureBatch::CANCELLED:
-          for (uint64_t id : batch.getCancelled())
-            NotifyDone(state().FindClosure(id)->coordinator_id, id);
-          WakeRoomWaiters();
-          if (!live_.empty()) Kick();  // cancelled running closures free their slots
-          return;
-        case journal::ClosureBatch::RELEASED:
-          counters_.released += batch.getReleased().size();
-          return;
-      }
-      return;
-    }
-    default:
-      return;
+  for (const state::PutBack& put_back : effects.put_back)
+    ++(put_back.transient ? counters_.transient_retries : counters_.put_back);
+  for (const state::ClosureEnded& ended : effects.ended) {
+    if (ended.outcome == state::ClosureState::FINISHED) ++counters_.results_accepted;
+    if (ended.infrastructure) ++counters_.attempts_exhausted;
+    if (ended.deadline_exceeded) ++counters_.deadlines_exceeded;
+    NotifyDone(ended.coordinator_id, ended.closure_id);
   }
+  for (const state::FirstError& error : effects.first_errors) NotifyError(error.coordinator_id);
+  counters_.released += effects.released.size();
+  if (effects.queue_shrank) WakeRoomWaiters();
+  // None live (at start-up, before any worker is heard from): nothing to
+  // assign to; the first heartbeat kicks.
+  if ((!effects.runs_ended.empty() || !effects.queued.empty()) && !live_.empty()) Kick();
 }
 
 // ---- Workers ---------------------------------------------------------------
@@ -385,13 +314,12 @@ Status ClosureDispatcher::Finish(const std::vector<state::StoredResult>& results
       for (size_t k = next; k < next + n; ++k) bytes += results[k].size;
       DISPATCH_RETURN_IF_ERROR(durable_.pipeline().MakeRoom(bytes));
     }
-    std::vector<uint64_t> moved = DependantsMoved(finished[i]);
+    // Observe wakes the sessions before the results are stored, but only
+    // through promises: none reads a result before this pass stores it.
     DISPATCH_RETURN_IF_ERROR(Submit(finished, i));
     for (size_t n = finished[i].getClosureBatch().getFinished().size(); n > 0; --n, ++next) {
       store(next);
     }
-    Observe(finished[i]);
-    ObserveDependants(moved);
   }
   return Status::Ok();
 }
@@ -422,7 +350,7 @@ void ClosureDispatcher::AssignQueued() {
   // rest stay queued (Push skips closures not assigned there).
   size_t submitted = 0;
   for (; submitted < plan.updates.size(); ++submitted) {
-    Status status = SubmitAndObserve(plan.updates, submitted);
+    Status status = Submit(plan.updates, submitted);
     if (!status.ok()) {
       Log(LogLevel::kWarning, "could not assign closures: ", status.ToString().c_str());
       break;
@@ -623,7 +551,7 @@ Status ClosureDispatcher::FlushReleases() {
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
   for (size_t i = 0; i < updates.size(); ++i) {
-    Status status = SubmitAndObserve(updates, i);
+    Status status = Submit(updates, i);
     if (!status.ok()) {
       Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
       return status;

@@ -261,23 +261,18 @@ class ClosureDispatcher final : public kj::Refcounted {
   void RemoveResultFiles(std::vector<storage::ResultFileId> files, bool when_durable);
   // The time and record limit of the Updates built now.
   state::Stamp Stamp() const;
-  // Submits the planned Updates in order, each followed by Observe; stops at
-  // the first refused one.
+  // Submits the planned Updates in order (Observe hears of each as the
+  // pipeline applies it); stops at the first refused one.
   Status Carry(const state::UpdateList& updates);
-  Status SubmitAndObserve(const state::UpdateList& updates, size_t i);
   // durable_.Submit of updates[i], with the bytes of its own message when
   // that is one segment (a copy instead of a traversal and a copy).
   Status Submit(const state::UpdateList& updates, size_t i);
-  // The waiting closures that `update` moves on besides its own items
-  // (ClosureScheduled.inputs), read before it is submitted; and, after,
-  // what that means: the sessions of those now done are woken, assignment
-  // runs for those now queued.
-  std::vector<uint64_t> DependantsMoved(journal::Update::Reader update) const;
-  void ObserveDependants(const std::vector<uint64_t>& moved);
-  // What an Update just applied means on the loop: the sessions it concerns
-  // are woken, assignment runs again when slots or closures came free, the
+  // What an applied Update did (the pipeline's applied observer, for every
+  // update whoever carried it) means on the loop: the sessions of closures
+  // that ended are woken, assignment runs again when a slot came free or a
+  // closure joined the queue, waiting schedules when the queue shrank, the
   // counters count.
-  void Observe(journal::Update::Reader update);
+  void Observe(const state::Effects& effects);
   // The live workers as the planner sees them (connected ones only).
   std::vector<state::LiveWorker> LiveWorkers() const;
   // Runs AssignQueued once, later in this loop pass.
@@ -373,6 +368,8 @@ class ClosureDispatcher final : public kj::Refcounted {
 
   uv_loop_t* const loop_;
   DurableState& durable_;
+  // Observe, registered with the pipeline from construction until Close.
+  std::optional<CommitPipeline::ObserverId> observer_;
   // Result file writes running on the pool, counted with DurableState: its
   // fsyncs stay off the loop meanwhile. Declared before tasks_, whose
   // writes lower it as they end.

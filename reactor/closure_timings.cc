@@ -35,41 +35,19 @@ void ClosureTimings::Ended(uint64_t closure_id, uint64_t now_ns, bool observe) {
   since_.erase(it);
 }
 
-void ClosureTimings::Observe(journal::Update::Reader update, uint64_t now_ns) {
-  switch (update.which()) {
-    case journal::Update::CLOSURE_BATCH: {
-      auto batch = update.getClosureBatch();
-      switch (batch.which()) {
-        case journal::ClosureBatch::SCHEDULED:
-          for (auto item : batch.getScheduled()) Queued(item.getClosureId(), now_ns);
-          break;
-        case journal::ClosureBatch::ASSIGNED:
-          for (auto item : batch.getAssigned()) Assigned(item.getClosureId(), now_ns);
-          break;
-        case journal::ClosureBatch::FINISHED:
-          for (auto item : batch.getFinished()) Ended(item.getClosureId(), now_ns, true);
-          break;
-        case journal::ClosureBatch::CANCELLED:
-          for (uint64_t id : batch.getCancelled()) Ended(id, now_ns, false);
-          break;
-        case journal::ClosureBatch::RELEASED:
-          for (uint64_t id : batch.getReleased()) Ended(id, now_ns, false);
-          break;
-      }
-      break;
-    }
-    case journal::Update::CLOSURE_FAILED: {
-      auto failed = update.getClosureFailed();
-      // A worker's report ends a run; the dispatcher's own failing does not.
-      Ended(failed.getClosureId(), now_ns, failed.getWorkerId() != 0);
-      break;
-    }
-    case journal::Update::CLOSURE_PUT_BACK:
-      Queued(update.getClosurePutBack().getClosureId(), now_ns);
-      break;
-    default:
-      break;
+void ClosureTimings::Observe(const state::Effects& effects, uint64_t now_ns) {
+  // A closure's queue wait starts at its schedule (waiting for inputs
+  // included), not when its inputs let it into the queue.
+  for (uint64_t id : effects.scheduled) Queued(id, now_ns);
+  for (const state::PutBack& put_back : effects.put_back) Queued(put_back.closure_id, now_ns);
+  for (const state::RunStarted& run : effects.runs_started) Assigned(run.closure_id, now_ns);
+  // A run its worker reported on is an execution; one the dispatcher ended
+  // (cancelled, timed out, put back) is not.
+  for (const state::RunEnded& run : effects.runs_ended) {
+    if (run.reported) Ended(run.closure_id, now_ns, true);
   }
+  for (const state::ClosureEnded& ended : effects.ended) Ended(ended.closure_id, now_ns, false);
+  for (uint64_t id : effects.released) Ended(id, now_ns, false);
 }
 
 }  // namespace dispatch::reactor

@@ -1,14 +1,14 @@
 // ClosureTimings: how long closures wait in the queue and how long they run,
 // as the reference coordinator's `queued_closure` and `closure_execution`
-// timers do, observed from the updates the dispatcher applies (DurableState's
-// applied observer) with the loop's monotonic clock. Queue wait runs from a
+// timers do, observed from the effects of the updates the dispatcher applies
+// (the commit pipeline's applied observer) with the loop's monotonic clock. Queue wait runs from a
 // closure's schedule (waiting for inputs included) or put-back to its
 // assignment; execution from its assignment to its outcome (finished or
 // failed by its worker). Closures queued or running before this process
 // started are not timed. One map holds each timed closure's step and since
 // when (one node per closure for its whole life, changed in place as it
 // moves): at most max_tracked closures (more are not timed, and counted); a
-// closure leaves it when it ends, is cancelled or released.
+// closure leaves it when it ends (finished, failed or cancelled) or is released.
 // REQUIRES: loop thread only.
 #pragma once
 
@@ -17,7 +17,7 @@
 #include <unordered_map>
 
 #include "reactor/histogram.h"
-#include "schema/journal.capnp.h"
+#include "state/effects.h"
 
 namespace dispatch::reactor {
 
@@ -27,8 +27,8 @@ class ClosureTimings {
 
   explicit ClosureTimings(size_t max_tracked = kMaxTracked) : max_tracked_(max_tracked) {}
 
-  // `now_ns`: uv_hrtime() when the update was applied.
-  void Observe(journal::Update::Reader update, uint64_t now_ns);
+  // What an applied update did; `now_ns`: uv_hrtime() when it was applied.
+  void Observe(const state::Effects& effects, uint64_t now_ns);
 
   const Histogram& queue_wait() const { return queue_wait_; }
   const Histogram& execution() const { return execution_; }

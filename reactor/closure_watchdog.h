@@ -11,8 +11,8 @@
 #include <string>
 
 #include "reactor/closure_timings.h"
-#include "schema/journal.capnp.h"
 #include "state/dispatcher_state.h"
+#include "state/effects.h"
 #include "state/stuck_closures.h"
 
 namespace dispatch::reactor {
@@ -26,8 +26,8 @@ class ClosureWatchdog {
   explicit ClosureWatchdog(uint64_t threshold_ms)
       : watch_(static_cast<int64_t>(threshold_ms) * 1000) {}
 
-  // Every update applied (DurableState's applied observer).
-  void OnApplied(journal::Update::Reader update) { watch_.OnApplied(update); }
+  // What every applied update did (the commit pipeline's applied observer).
+  void OnApplied(const state::Effects& effects) { watch_.OnApplied(effects); }
   // The periodic check. `now_micros`: the clock the updates are stamped
   // with; `now_ns`: uv_hrtime(), for the run times `timings` holds.
   void Check(const state::DispatcherState& state, int64_t now_micros,

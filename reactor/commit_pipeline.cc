@@ -70,10 +70,30 @@ Status CommitPipeline::SubmitRecord(journal::Update::Reader update, std::string 
   DISPATCH_RETURN_IF_ERROR(MakeRoom(bytes.size()));
   // Apply checks first and changes nothing on error; only an applied update
   // is journaled, and both happen before the pass's commit.
-  DISPATCH_RETURN_IF_ERROR(state_.Apply(update));
+  // Effects only when someone reads them: a pipeline without observers
+  // (tools, some tests) applies as replay does.
+  state::Effects* effects = applied_observers_.empty() ? nullptr : &effects_;
+  DISPATCH_RETURN_IF_ERROR(state_.Apply(update, effects));
   batch_.AddRecord(std::move(bytes));
-  if (on_applied_) on_applied_(update);
+  if (effects != nullptr) {
+    notifying_ = true;
+    KJ_DEFER(notifying_ = false);
+    for (const auto& [id, observer] : applied_observers_) observer(effects_);
+  }
   return Status::Ok();
+}
+
+CommitPipeline::ObserverId CommitPipeline::AddAppliedObserver(
+    std::function<void(const state::Effects&)> observer) {
+  KJ_REQUIRE(!notifying_, "an applied observer added from an applied observer");
+  const ObserverId id = next_observer_id_++;
+  applied_observers_.emplace_back(id, std::move(observer));
+  return id;
+}
+
+void CommitPipeline::RemoveAppliedObserver(ObserverId id) {
+  KJ_REQUIRE(!notifying_, "an applied observer removed from an applied observer");
+  std::erase_if(applied_observers_, [id](const auto& entry) { return entry.first == id; });
 }
 
 Status CommitPipeline::CheckRecordBytes(journal::Update::Reader update, size_t bytes) const {

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/journal_batch.h"
 #include "common/status.h"
 #include "reactor/clock.h"
 #include "reactor/durability_stage.h"
@@ -34,7 +35,7 @@
 #include "reactor/histogram.h"
 #include "schema/journal.capnp.h"
 #include "state/dispatcher_state.h"
-#include "common/journal_batch.h"
+#include "state/effects.h"
 #include "storage/journal_writer.h"
 
 namespace dispatch::reactor {
@@ -161,11 +162,14 @@ class CommitPipeline {
   void AddBatchListener(std::function<void()> listener) {
     batch_listeners_.push_back(std::move(listener));
   }
-  // Told of every update Submit applied, right after it applied (metrics
-  // that time transitions). Must not Submit.
-  void SetAppliedObserver(std::function<void(journal::Update::Reader)> observer) {
-    on_applied_ = std::move(observer);
-  }
+  // Told of every update Submit applied, right after it applied, with what
+  // it did (state/effects.h): the closure dispatcher, the metrics that time
+  // transitions, the watchdog. They read effects, never the update's
+  // variant. Called in the order added. An observer must not Submit, nor
+  // add or remove observers.
+  using ObserverId = uint64_t;
+  ObserverId AddAppliedObserver(std::function<void(const state::Effects&)> observer);
+  void RemoveAppliedObserver(ObserverId id);
   // Called once at fail-stop, after every parked reply failed.
   void SetFatalHandler(std::function<void(const Status&)> handler) {
     on_fatal_ = std::move(handler);
@@ -239,7 +243,11 @@ class CommitPipeline {
   std::function<void()> gate_overridden_;
   std::function<void(bool)> hold_timer_;
   std::vector<std::function<void()>> batch_listeners_;
-  std::function<void(journal::Update::Reader)> on_applied_;
+  std::vector<std::pair<ObserverId, std::function<void(const state::Effects&)>>> applied_observers_;
+  ObserverId next_observer_id_ = 1;
+  bool notifying_ = false;  // inside the applied observers
+  // The effects of the update being submitted, kept for its memory.
+  state::Effects effects_;
   std::function<void(const Status&)> on_fatal_;
   Status failure_;
   CommitStats stats_;

@@ -135,9 +135,9 @@ Status DispatcherServer::StartServices(std::unique_ptr<state::DispatcherState> l
   durable_ = std::move(durable.value());
   if (replicator_ != nullptr) durable_->SetReplicator(replicator_);
   durable_->pipeline().SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
-  durable_->pipeline().SetAppliedObserver([this](journal::Update::Reader update) {
-    closure_timings_.Observe(update, uv_hrtime());
-    closure_watchdog_.OnApplied(update);
+  durable_->pipeline().AddAppliedObserver([this](const state::Effects& effects) {
+    closure_timings_.Observe(effects, uv_hrtime());
+    closure_watchdog_.OnApplied(effects);
   });
   // Every loop pass ends with the group commit and what must follow it
   // (DurableState::EndOfPass lists the steps).

@@ -162,19 +162,4 @@ void AddErrorCleared(UpdateList& out, const Stamp& stamp, uint64_t coordinator_i
   out.Add(stamp.time_micros).initCoordinatorErrorCleared().setCoordinatorId(coordinator_id);
 }
 
-std::vector<uint64_t> ClosuresEndedBy(journal::Update::Reader update) {
-  std::vector<uint64_t> ended;
-  if (update.which() == journal::Update::CLOSURE_FAILED) {
-    ended.push_back(update.getClosureFailed().getClosureId());
-  } else if (update.which() == journal::Update::CLOSURE_BATCH) {
-    auto batch = update.getClosureBatch();
-    if (batch.isCancelled()) {
-      for (uint64_t id : batch.getCancelled()) ended.push_back(id);
-    } else if (batch.isFinished()) {
-      for (auto item : batch.getFinished()) ended.push_back(item.getClosureId());
-    }
-  }
-  return ended;
-}
-
 }  // namespace dispatch::state

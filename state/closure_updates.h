@@ -127,8 +127,4 @@ void AddResourceCreated(UpdateList& out, const Stamp& stamp, uint64_t resource_i
                         uint64_t request_id);
 void AddErrorCleared(UpdateList& out, const Stamp& stamp, uint64_t coordinator_id);
 
-// The closures an update's own items end (failed, finished or cancelled):
-// what DispatcherState::WaitingDependants is asked about before it applies.
-std::vector<uint64_t> ClosuresEndedBy(journal::Update::Reader update);
-
 }  // namespace dispatch::state

@@ -4,19 +4,14 @@
 
 namespace dispatch::state {
 
-void StuckClosureWatch::OnApplied(journal::Update::Reader update) {
-  bool finished = false;
-  if (update.isClosureBatch()) {
-    auto batch = update.getClosureBatch();
-    finished = batch.isFinished() && batch.getFinished().size() > 0;
-  } else if (update.isClosureFailed()) {
-    // Failed by its worker: that run ended. Failed by the dispatcher (a
-    // deadline, attempts exhausted) says nothing of the workers.
-    finished = update.getClosureFailed().getWorkerId() != 0;
-  }
+void StuckClosureWatch::OnApplied(const Effects& effects) {
+  // Failed by the dispatcher (a deadline, attempts exhausted) or put back
+  // says nothing of the workers: only a reported run is progress.
+  const bool finished = std::any_of(effects.runs_ended.begin(), effects.runs_ended.end(),
+                                    [](const RunEnded& run) { return run.reported; });
   if (!finished) return;
   finished_since_check_ = true;
-  last_finish_micros_ = std::max(last_finish_micros_, update.getTimeMicros());
+  last_finish_micros_ = std::max(last_finish_micros_, effects.time_micros);
 }
 
 StuckClosureWatch::Change StuckClosureWatch::Check(int64_t now_micros, uint64_t running) {

@@ -1,19 +1,19 @@
 // StuckClosureWatch: the closure watchdog's decision, as the reference
 // coordinator's watchdog makes it: closures are stuck when some are running
 // (assigned to workers) and no run has finished for `threshold_micros`. Pure:
-// the reactor feeds it the updates it applies (a worker's outcome is
-// progress) and, from its housekeeping timer, the clock and the number of
-// running closures; it answers when a stuck episode begins (once per episode:
-// the caller logs it and counts it) and when it ends (a run finished, or none
-// runs any more). Replay needs none of it: it holds no state of record.
+// the reactor feeds it the effects of the updates it applies (a run whose
+// outcome its worker reported is progress) and, from its housekeeping
+// timer, the clock and the number of running closures; it answers when a stuck episode begins (once
+// per episode: the caller logs it and counts it) and when it ends (a run finished, or none runs any
+// more). Replay needs none of it: it holds no state of record.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "schema/journal.capnp.h"
 #include "state/dispatcher_state.h"
+#include "state/effects.h"
 
 namespace dispatch::state {
 
@@ -28,9 +28,9 @@ class StuckClosureWatch {
   // `threshold_micros` 0: the watch never raises.
   explicit StuckClosureWatch(int64_t threshold_micros) : threshold_micros_(threshold_micros) {}
 
-  // An update that was applied: a worker's outcome (a closure finished, or
+  // What an applied update did: a reported run (a closure finished, or
   // failed by the worker running it) is progress, at the update's time.
-  void OnApplied(journal::Update::Reader update);
+  void OnApplied(const Effects& effects);
 
   // The periodic check: `running` closures are assigned now.
   Change Check(int64_t now_micros, uint64_t running);

@@ -1,48 +1,55 @@
 // ClosureTimings: queue wait from schedule or put-back to assignment,
 // execution from assignment to the worker's outcome, and its bound.
+#include "reactor/closure_timings.h"
+
 #include <gtest/gtest.h>
 
-#include <capnp/message.h>
-
 #include <vector>
-
-#include "reactor/closure_timings.h"
 
 namespace dispatch::reactor {
 namespace {
 
 constexpr uint64_t kMs = 1000000;
 
+// The effects of the updates the tests stand for (state/effects.h).
 class Updates {
  public:
-  journal::Update::Reader Scheduled(std::vector<uint64_t> ids) {
-    auto list = Batch().initScheduled(static_cast<unsigned>(ids.size()));
-    for (size_t i = 0; i < ids.size(); ++i) list[i].setClosureId(ids[i]);
-    return Reader();
+  const state::Effects& Scheduled(std::vector<uint64_t> ids) {
+    effects_.Clear();
+    effects_.scheduled = ids;
+    effects_.queued = ids;
+    return effects_;
   }
-  journal::Update::Reader Assigned(std::vector<uint64_t> ids) {
-    auto list = Batch().initAssigned(static_cast<unsigned>(ids.size()));
-    for (size_t i = 0; i < ids.size(); ++i) list[i].setClosureId(ids[i]);
-    return Reader();
+  const state::Effects& Assigned(std::vector<uint64_t> ids) {
+    effects_.Clear();
+    for (uint64_t id : ids) effects_.runs_started.push_back({id, 1, 1});
+    effects_.queue_shrank = true;
+    return effects_;
   }
-  journal::Update::Reader Finished(std::vector<uint64_t> ids) {
-    auto list = Batch().initFinished(static_cast<unsigned>(ids.size()));
-    for (size_t i = 0; i < ids.size(); ++i) list[i].setClosureId(ids[i]);
-    return Reader();
+  const state::Effects& Finished(std::vector<uint64_t> ids) {
+    effects_.Clear();
+    for (uint64_t id : ids) {
+      effects_.runs_ended.push_back({id, 1, 1, state::ClosureState::FINISHED, /*reported=*/true});
+      effects_.ended.push_back({id, 7, state::ClosureState::FINISHED});
+    }
+    return effects_;
   }
-  journal::Update::Reader PutBack(uint64_t id) {
-    message_ = std::make_unique<capnp::MallocMessageBuilder>();
-    message_->initRoot<journal::Update>().initClosurePutBack().setClosureId(id);
-    return Reader();
+  const state::Effects& PutBack(uint64_t id) {
+    effects_.Clear();
+    effects_.runs_ended.push_back({id, 1, 1, state::ClosureState::QUEUED, /*reported=*/false});
+    effects_.put_back.push_back({id, 1, false});
+    effects_.queued.push_back(id);
+    return effects_;
+  }
+  const state::Effects& Cancelled(uint64_t id, bool running) {
+    effects_.Clear();
+    if (running) effects_.runs_ended.push_back({id, 1, 1, state::ClosureState::CANCELLED, false});
+    effects_.ended.push_back({id, 7, state::ClosureState::CANCELLED});
+    return effects_;
   }
 
  private:
-  journal::ClosureBatch::Builder Batch() {
-    message_ = std::make_unique<capnp::MallocMessageBuilder>();
-    return message_->initRoot<journal::Update>().initClosureBatch();
-  }
-  journal::Update::Reader Reader() { return message_->getRoot<journal::Update>().asReader(); }
-  std::unique_ptr<capnp::MallocMessageBuilder> message_;
+  state::Effects effects_;
 };
 
 TEST(ClosureTimings, TimesTheQueueFromScheduleOrPutBackAndTheRunFromAssignment) {
@@ -63,6 +70,18 @@ TEST(ClosureTimings, TimesTheQueueFromScheduleOrPutBackAndTheRunFromAssignment) 
   EXPECT_NEAR(timings.queue_wait().sum(), 0.003 + 0.020 + 0.001, 1e-9);
   EXPECT_EQ(timings.execution().count(), 1u);  // the lost run is no execution
   EXPECT_EQ(timings.tracked(), 1u);            // closure 2, running
+}
+
+TEST(ClosureTimings, ACancelledRunIsNoExecutionAndIsForgotten) {
+  ClosureTimings timings;
+  Updates u;
+  timings.Observe(u.Scheduled({1, 2}), 0);
+  timings.Observe(u.Assigned({1}), kMs);
+  timings.Observe(u.Cancelled(1, /*running=*/true), 2 * kMs);
+  timings.Observe(u.Cancelled(2, /*running=*/false), 3 * kMs);
+  EXPECT_EQ(timings.execution().count(), 0u);
+  EXPECT_EQ(timings.queue_wait().count(), 1u);
+  EXPECT_EQ(timings.tracked(), 0u);
 }
 
 TEST(ClosureTimings, ClosuresPastTheBoundAreNotTimedAndAreCounted) {

@@ -72,29 +72,18 @@ Status SimDispatcher::Submit(journal::Update::Reader update) {
                         " bytes does not fit a journal record");
     return ResourceExhaustedError("update too large");
   }
-  const std::vector<uint64_t> moved = DependantsMoved(update);
-  Status applied = state::ApplyEncodedUpdate(state_, bytes);
+  Status applied = state::ApplyEncodedUpdate(state_, bytes, &effects_);
   if (!applied.ok()) {
     ctx_.observer->Fail("a checked update did not apply from its bytes: " + applied.ToString());
     return applied;
   }
-  const bool unjournaled = ctx_.bug == SimBug::kUnjournaledRelease &&
-                           update.which() == journal::Update::CLOSURE_BATCH &&
-                           update.getClosureBatch().which() == journal::ClosureBatch::RELEASED;
+  const bool unjournaled = ctx_.bug == SimBug::kUnjournaledRelease && !effects_.released.empty();
   if (!unjournaled) batch_.push_back(std::move(bytes));
-  Observe(update);
-  for (uint64_t id : moved) {
-    const state::Closure* closure = state_.FindClosure(id);
-    if (closure != nullptr && state::IsClosureDone(closure->state)) NotifyDone(id);
-  }
+  // As ClosureDispatcher::Observe: the sessions hear of every closure that
+  // ended, by its own item or with an input.
+  for (const state::ClosureEnded& ended : effects_.ended)
+    NotifyDone(ended.coordinator_id, ended.closure_id);
   return Status::Ok();
-}
-
-std::vector<uint64_t> SimDispatcher::DependantsMoved(journal::Update::Reader update) const {
-  if (!state_.HasDependants()) return {};
-  const std::vector<uint64_t> done = state::ClosuresEndedBy(update);
-  if (done.empty()) return {};
-  return state_.WaitingDependants(done);
 }
 
 Status SimDispatcher::Carry(const state::UpdateList& updates) {
@@ -388,29 +377,7 @@ SimDispatcher::Session& SimDispatcher::SessionOf(uint64_t conn, uint64_t coordin
   return it->second;
 }
 
-void SimDispatcher::Observe(journal::Update::Reader update) {
-  if (update.which() == journal::Update::CLOSURE_FAILED) {
-    NotifyDone(update.getClosureFailed().getClosureId());
-    return;
-  }
-  if (update.which() != journal::Update::CLOSURE_BATCH) return;
-  auto batch = update.getClosureBatch();
-  if (batch.which() == journal::ClosureBatch::SCHEDULED) {
-    // Failed (or cancelled) at once: an input had failed or was cancelled.
-    for (auto item : batch.getScheduled()) {
-      if (item.getInputs().size() == 0) continue;
-      const state::Closure* closure = state_.FindClosure(item.getClosureId());
-      if (state::IsClosureDone(closure->state)) NotifyDone(closure->id);
-    }
-  } else if (batch.which() == journal::ClosureBatch::FINISHED) {
-    for (auto item : batch.getFinished()) NotifyDone(item.getClosureId());
-  } else if (batch.which() == journal::ClosureBatch::CANCELLED) {
-    for (uint64_t id : batch.getCancelled()) NotifyDone(id);
-  }
-}
-
-void SimDispatcher::NotifyDone(uint64_t closure_id) {
-  const uint64_t coordinator_id = state_.FindClosure(closure_id)->coordinator_id;
+void SimDispatcher::NotifyDone(uint64_t coordinator_id, uint64_t closure_id) {
   for (auto& [conn, session] : sessions_)
     if (session.coordinator_id == coordinator_id) session.undelivered.push_back(closure_id);
 }

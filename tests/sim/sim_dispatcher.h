@@ -27,6 +27,7 @@
 #include "state/closure_updates.h"
 #include "state/data_policy.h"
 #include "state/dispatcher_state.h"
+#include "state/effects.h"
 #include "state/refused_schedules.h"
 #include "state/soft_state.h"
 #include "tests/sim/sim_context.h"
@@ -112,13 +113,9 @@ class SimDispatcher {
   Status SubmitBuilt(const std::function<void(journal::Update::Builder)>& fill);
   void Park(uint64_t conn, std::function<void()> deliver);
   void Commit();
-  void Observe(journal::Update::Reader update);
-  // The waiting closures `update` moves on (ends, or queues) besides its
-  // own items (ClosureDispatcher::DependantsMoved).
-  std::vector<uint64_t> DependantsMoved(journal::Update::Reader update) const;
   // Tells the workers running them to drop these closures (cancelClosures).
   void TellWorkersToDrop(const std::map<uint64_t, std::vector<uint64_t>>& running);
-  void NotifyDone(uint64_t closure_id);
+  void NotifyDone(uint64_t coordinator_id, uint64_t closure_id);
   void Recover();
 
   // Workers and closures.
@@ -139,6 +136,7 @@ class SimDispatcher {
 
   SimContext& ctx_;
   state::DispatcherState state_;      // live: the batch applied
+  state::Effects effects_;            // of the update Submit applied last
   state::DispatcherState committed_;  // the journal applied (a replica)
   std::vector<std::string> journal_;
   std::vector<std::string> batch_;

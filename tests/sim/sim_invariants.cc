@@ -9,6 +9,23 @@ namespace {
 
 std::string Name(uint64_t closure_id) { return "closure " + std::to_string(closure_id); }
 
+// The closures an update's own items end (failed, finished or cancelled),
+// read from the update (the checker's own reading, see the header).
+std::vector<uint64_t> ClosuresEndedBy(journal::Update::Reader update) {
+  std::vector<uint64_t> ended;
+  if (update.isClosureFailed()) {
+    ended.push_back(update.getClosureFailed().getClosureId());
+  } else if (update.isClosureBatch()) {
+    auto batch = update.getClosureBatch();
+    if (batch.isCancelled()) {
+      for (uint64_t id : batch.getCancelled()) ended.push_back(id);
+    } else if (batch.isFinished()) {
+      for (auto item : batch.getFinished()) ended.push_back(item.getClosureId());
+    }
+  }
+  return ended;
+}
+
 uint64_t NumSplits(const state::DispatcherState& state, uint64_t job_id) {
   const state::Job* job = state.FindJob(job_id);
   const state::Dataset* dataset = job == nullptr ? nullptr : state.FindDataset(job->dataset_id);
@@ -36,7 +53,7 @@ void SimInvariants::Require(bool ok, const std::function<std::string()>& what) {
 void SimInvariants::BeforeCommit(const state::DispatcherState& before,
                                  journal::Update::Reader update) {
   dependants_moved_.clear();
-  const std::vector<uint64_t> done = state::ClosuresEndedBy(update);
+  const std::vector<uint64_t> done = ClosuresEndedBy(update);
   if (!done.empty()) dependants_moved_ = before.WaitingDependants(done);
   if (update.which() != journal::Update::REMOVE_WORKER) return;
   // RemoveWorker may requeue the worker's outstanding splits: remember the

@@ -1,6 +1,9 @@
 // SimInvariants: the checker. It follows every committed Update (with the
 // committed state before and after it), every assignment the planner makes
-// and everything the actors receive, and records the first violation:
+// and everything the actors receive, and records the first violation. It
+// works out what an update did by reading the update itself, never from the
+// state's Effects: an oracle independent of the code it checks, so an effect
+// the state fails to record cannot hide itself.
 // - closures: each ends (finished, failed or cancelled) exactly once and is
 //   released only after that and after its coordinator got its outcome; a
 //   cancelled closure's coordinator had a first error (an infrastructure

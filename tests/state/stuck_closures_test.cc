@@ -17,6 +17,16 @@ using Change = StuckClosureWatch::Change;
 
 constexpr int64_t kSecond = 1000000;
 
+// The effects of an update at `time` that ends closure 1's run on worker 1
+// as `outcome`; `reported`: the update names the run's worker.
+Effects RunEndedAt(int64_t time, ClosureState outcome = ClosureState::FINISHED,
+                   bool reported = true) {
+  Effects effects;
+  effects.time_micros = time;
+  effects.runs_ended.push_back({1, 1, 1, outcome, reported});
+  return effects;
+}
+
 TEST(StuckClosureWatch, RaisesOnceWhenClosuresRunAndNoneFinishes) {
   StuckClosureWatch watch(5 * kSecond);
   EXPECT_EQ(watch.Check(0, 0), Change::kNone);
@@ -33,7 +43,7 @@ TEST(StuckClosureWatch, NeverRaisesWhileRunsKeepFinishing) {
   StuckClosureWatch watch(5 * kSecond);
   for (int64_t t = 0; t < 100; ++t) {
     // A run finishes every 4 s: never 5 s without one.
-    if (t % 4 == 0) watch.OnApplied(FinishClosure(1, 1, 1, "r").At(t * kSecond).reader());
+    if (t % 4 == 0) watch.OnApplied(RunEndedAt(t * kSecond));
     EXPECT_EQ(watch.Check(t * kSecond, 3), Change::kNone) << "at " << t << " s";
   }
   EXPECT_EQ(watch.episodes(), 0u);
@@ -49,7 +59,7 @@ TEST(StuckClosureWatch, AFinishedRunEndsTheEpisodeAndANewOneNeedsTheFullThreshol
   StuckClosureWatch watch(5 * kSecond);
   watch.Check(0, 1);
   EXPECT_EQ(watch.Check(5 * kSecond, 1), Change::kBecameStuck);
-  watch.OnApplied(FinishClosure(1, 1, 1, "r").At(7 * kSecond).reader());
+  watch.OnApplied(RunEndedAt(7 * kSecond));
   EXPECT_EQ(watch.Check(8 * kSecond, 1), Change::kMovingAgain);
   EXPECT_FALSE(watch.stuck());
   EXPECT_EQ(watch.Check(11 * kSecond, 1), Change::kNone);  // 4 s after the finish
@@ -60,11 +70,12 @@ TEST(StuckClosureWatch, AFinishedRunEndsTheEpisodeAndANewOneNeedsTheFullThreshol
 TEST(StuckClosureWatch, AFailureReportedByAWorkerIsProgressOneByTheDispatcherIsNot) {
   StuckClosureWatch watch(5 * kSecond);
   watch.Check(0, 1);
-  // Failed by the dispatcher (worker 0: a deadline): the workers did nothing.
-  watch.OnApplied(FailClosure(2, 0, 0, "deadline", false, false, true).At(3 * kSecond).reader());
+  // Ended by the dispatcher (a deadline, a put back): the workers did nothing.
+  watch.OnApplied(RunEndedAt(3 * kSecond, ClosureState::FAILED, /*reported=*/false));
+  watch.OnApplied(RunEndedAt(4 * kSecond, ClosureState::QUEUED, /*reported=*/false));
   EXPECT_EQ(watch.Check(5 * kSecond, 1), Change::kBecameStuck);
   // Failed by its worker: a run ended.
-  watch.OnApplied(FailClosure(1, 1, 1, "boom").At(6 * kSecond).reader());
+  watch.OnApplied(RunEndedAt(6 * kSecond, ClosureState::FAILED, /*reported=*/true));
   EXPECT_EQ(watch.Check(6 * kSecond, 1), Change::kMovingAgain);
 }
 
