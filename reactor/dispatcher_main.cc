@@ -5,6 +5,7 @@
 // --rejoin=false; by default such a member runs itself afresh as a standby).
 // With --verify it only checks the work dir: 0 clean, 1 damaged.
 #include <errno.h>
+#include <kj/debug.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,15 +16,14 @@
 #include <string>
 #include <vector>
 
-#include <kj/debug.h>
-
 #include "common/address.h"
 #include "common/flag_parser.h"
 #include "common/log.h"
 #include "reactor/dispatcher_server.h"
-#include "reactor/exec_self.h"
 #include "reactor/etcd/endpoints.h"
+#include "reactor/exec_self.h"
 #include "reactor/ha/ha_controller.h"
+#include "reactor/ha/ha_limits.h"
 #include "reactor/malloc_tuning.h"
 #include "reactor/signals.h"
 #include "reactor/uvkj/async_io.h"
@@ -396,21 +396,8 @@ int Main(int argc, char** argv) {
     ha_options.lease_ttl_ms = flags.lease_ttl_ms;
     ha_options.advertise = flags.advertise;
     flags.options.ha = true;
-    // One pass's batch always fits one etcd transaction (journal_replicator.h).
-    flags.options.durable.max_batch_bytes = reactor::kHaMaxPassBytes;
-    flags.options.durable.result_bytes_per_commit = reactor::kHaResultBytesPerRecord;
-    flags.options.durable.result_file_bytes = 0;  // results ride in the etcd journal
-    flags.options.durable.record_limit_reason =
-        ", --etcd: one etcd transaction carries at most " + std::to_string(kMaxEtcdBatchBytes) +
-        " bytes (kMaxEtcdBatchBytes)";
-    if (max_result == 0) max_result = std::min<uint64_t>(kHaMaxResultBytes, max_message / 2);
-    if (max_result > kHaMaxResultBytes) {
-      fprintf(stderr,
-              "dispatcher: --max-result-bytes=%llu is over the HA limit of %llu bytes (--etcd: a "
-              "result travels in one etcd transaction of at most %llu bytes, kMaxEtcdBatchBytes)\n",
-              static_cast<unsigned long long>(max_result),
-              static_cast<unsigned long long>(kHaMaxResultBytes),
-              static_cast<unsigned long long>(kMaxEtcdBatchBytes));
+    if (Status limits = ha::ApplyHaLimits(flags.options); !limits.ok()) {
+      fprintf(stderr, "dispatcher: %s\n", limits.message().c_str());
       return 2;
     }
   }

@@ -89,6 +89,9 @@ Result<std::string> DispatcherServer::Start() {
     // (DurableState), so the loop serves on while the disk syncs.
     store_options.defer_sync = true;
     store_options.max_result_bytes = options_.data.closures.max_result_bytes;
+    if (options_.max_record_bytes > 0) store_options.max_record_bytes = options_.max_record_bytes;
+    if (options_.max_dataset_bytes > 0)
+      store_options.max_dataset_bytes = options_.max_dataset_bytes;
     auto store = storage::Store::Open(store_options);
     if (!store.ok()) return store.status();
     store_ = std::move(store.value());
@@ -170,8 +173,8 @@ Result<storage::Store*> DispatcherServer::OpenHaStore() {
   store_options.synchronous = storage::Synchronous::kNormal;
   store_options.defer_sync = false;
   store_options.max_result_bytes = options_.data.closures.max_result_bytes;
-  store_options.max_record_bytes = kHaMaxRecordBytes;
-  store_options.max_dataset_bytes = kHaMaxDatasetBytes;
+  if (options_.max_record_bytes > 0) store_options.max_record_bytes = options_.max_record_bytes;
+  if (options_.max_dataset_bytes > 0) store_options.max_dataset_bytes = options_.max_dataset_bytes;
   auto store = storage::Store::Open(store_options);
   if (!store.ok()) return store.status();
   store_ = std::move(store.value());

@@ -45,6 +45,10 @@ struct DispatcherOptions {
   storage::Synchronous synchronous = storage::Synchronous::kFull;
   // WAL frames that make a checkpoint due (0: the store's default).
   int checkpoint_wal_frames = 0;
+  // The store's limits on one journal record and one dataset definition
+  // (0: the store's defaults; HA mode lowers them, reactor/ha/ha_limits.h).
+  size_t max_record_bytes = 0;
+  size_t max_dataset_bytes = 0;
   DurableStateOptions durable;
   uint64_t tick_ms = 100;
   uint64_t drain_timeout_ms = 5000;

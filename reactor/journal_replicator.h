@@ -25,21 +25,6 @@
 
 namespace dispatch::reactor {
 
-// HA mode's limits (docs/high_availability.md §4). One etcd transaction
-// carries at most kMaxEtcdBatchBytes of journal (etcd refuses requests over
-// ~1.5 MiB). A pass's batch is kept well under it: its records and what they
-// store take at most kHaMaxPassBytes before its last item, and that item is
-// at most one record, dataset definition or set of results of the limits
-// below, so even with Cap'n Proto's overhead one pass always fits one
-// transaction. An update over these limits is refused at validation naming
-// the limit, as the single-node journal's own limits are.
-inline constexpr size_t kMaxEtcdBatchBytes = size_t{1} << 20;
-inline constexpr size_t kHaMaxPassBytes = size_t{192} << 10;
-inline constexpr size_t kHaMaxRecordBytes = size_t{256} << 10;
-inline constexpr size_t kHaMaxDatasetBytes = size_t{256} << 10;
-inline constexpr size_t kHaMaxResultBytes = size_t{256} << 10;
-inline constexpr size_t kHaResultBytesPerRecord = size_t{256} << 10;
-
 // Powers of four, 256 B .. 1 MiB (a transaction's value).
 inline std::vector<double> TransactionByteBounds() {
   std::vector<double> bounds;

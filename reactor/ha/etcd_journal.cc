@@ -37,11 +37,13 @@ void EtcdJournal::Written(uint64_t write, const JournalBatch* pass, uint64_t fir
   if (pass == nullptr) {
     // No records (a local snapshot's record): in etcd once everything
     // before it is.
-    if (groups_.empty()) {
+    if (!waiting_.empty()) {
+      waiting_.back().last_write = write;
+    } else if (!in_flight_.empty()) {
+      in_flight_.back().last_write = write;
+    } else {
       durable_ = write;
       if (listener() != nullptr) listener()->OnStageAdvanced();
-    } else {
-      groups_.back().last_write = write;
     }
     return;
   }
@@ -54,17 +56,18 @@ void EtcdJournal::Written(uint64_t write, const JournalBatch* pass, uint64_t fir
                         std::to_string(options_.max_group_bytes) + ")"));
     return;
   }
-  // The open group is the last one, unless it is the one in flight.
-  const bool can_join = !groups_.empty() && !(in_flight_ && groups_.size() == 1) && !groups_.back().closed;
-  if (can_join && groups_.back().bytes + bytes > options_.max_group_bytes) ++stats_.groups_split;
-  if (!can_join || groups_.back().bytes + bytes > options_.max_group_bytes) {
+  // The open group is the last waiting one: a group in flight never grows.
+  const bool can_join = !waiting_.empty() && !waiting_.back().closed;
+  if (can_join && waiting_.back().bytes + bytes > options_.max_group_bytes) ++stats_.groups_split;
+  if (!can_join || waiting_.back().bytes + bytes > options_.max_group_bytes) {
     Group group;
     group.first_seq = first_seq;
     group.next_seq = first_seq;
-    groups_.push_back(std::move(group));
-    stats_.groups_queued_max = std::max<uint64_t>(stats_.groups_queued_max, groups_.size());
+    waiting_.push_back(std::move(group));
+    stats_.groups_queued_max =
+        std::max<uint64_t>(stats_.groups_queued_max, waiting_.size() + in_flight_.size());
   }
-  Group& open = groups_.back();
+  Group& open = waiting_.back();
   KJ_ASSERT(open.next_seq == first_seq, "passes must be appended in sequence", open.next_seq, first_seq);
   auto copy = std::make_unique<JournalBatch>();
   for (const std::string& r : batch.records()) copy->AddRecord(r);
@@ -76,32 +79,43 @@ void EtcdJournal::Written(uint64_t write, const JournalBatch* pass, uint64_t fir
   queued_bytes_ += bytes;
   open.passes.push_back(std::move(copy));
   open.last_write = write;
-  if (!in_flight_) SendFront();
+  SendWaiting();
 }
 
-kj::Promise<void> EtcdJournal::Barrier() {
+kj::Promise<void> EtcdJournal::WhenAcknowledged(uint64_t seq) {
   if (failed_) return KJ_EXCEPTION(DISCONNECTED, "the etcd journal failed");
-  if (groups_.empty()) return kj::READY_NOW;
+  if (acknowledged_seq_ >= seq) return kj::READY_NOW;
   auto paf = kj::newPromiseAndFulfiller<void>();
-  barriers_.emplace_back(groups_.back().last_write, kj::mv(paf.fulfiller));
+  seq_waiters_.emplace_back(seq, kj::mv(paf.fulfiller));
   return kj::mv(paf.promise);
 }
 
-void EtcdJournal::SendFront() {
-  if (failed_ || in_flight_ || groups_.empty()) return;
-  Group& group = groups_.front();
-  in_flight_ = true;
-  queued_bytes_ -= std::min(queued_bytes_, group.bytes);
-  std::vector<const JournalBatch*> passes;
-  for (const auto& pass : group.passes) passes.push_back(pass.get());
-  group.value = EncodeJournalGroup(group.first_seq, passes);
-  group.passes.clear();  // the value holds them now
-  if (group.value.size() > options_.max_group_bytes) {
-    Fatal(InternalError("BUG: a journal group encoded to " + std::to_string(group.value.size()) +
-                        " bytes, over kMaxEtcdBatchBytes " + std::to_string(options_.max_group_bytes)));
-    return;
+void EtcdJournal::SendWaiting() {
+  while (!failed_ && in_flight_.size() < std::max<size_t>(1, options_.max_in_flight) &&
+         !waiting_.empty()) {
+    in_flight_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    Group& group = in_flight_.back();
+    queued_bytes_ -= std::min(queued_bytes_, group.bytes);
+    std::vector<const JournalBatch*> passes;
+    for (const auto& pass : group.passes) passes.push_back(pass.get());
+    group.value = EncodeJournalGroup(group.first_seq, passes);
+    group.passes.clear();  // the value holds them now
+    if (group.value.size() > options_.max_group_bytes) {
+      Fatal(InternalError("BUG: a journal group encoded to " + std::to_string(group.value.size()) +
+                          " bytes, over kMaxEtcdBatchBytes " +
+                          std::to_string(options_.max_group_bytes)));
+      return;
+    }
+    tasks_.add(Send(group));
   }
-  tasks_.add(Send(group));
+}
+
+EtcdJournal::Group* EtcdJournal::InFlight(uint64_t first_seq) {
+  for (Group& group : in_flight_) {
+    if (group.first_seq == first_seq) return &group;
+  }
+  return nullptr;
 }
 
 kj::Promise<void> EtcdJournal::Send(Group& group) {
@@ -113,12 +127,16 @@ kj::Promise<void> EtcdJournal::Send(Group& group) {
   txn.failure.push_back(etcd::Op::Get(leader_key_));
   txn.failure.push_back(etcd::Op::Get(key));
   group.sent_ns = uv_hrtime();
-  return client_.Commit(txn).then([this](Result<etcd::TxnResult> result) { OnAnswer(std::move(result)); });
+  const uint64_t first_seq = group.first_seq;
+  return client_.Commit(txn).then([this, first_seq](Result<etcd::TxnResult> result) {
+    OnAnswer(first_seq, std::move(result));
+  });
 }
 
-void EtcdJournal::OnAnswer(Result<etcd::TxnResult> result) {
-  if (failed_ || groups_.empty()) return;
-  Group& group = groups_.front();
+void EtcdJournal::OnAnswer(uint64_t first_seq, Result<etcd::TxnResult> result) {
+  Group* found = failed_ ? nullptr : InFlight(first_seq);
+  if (found == nullptr) return;
+  Group& group = *found;
   const std::string key = JournalKey(options_.prefix, group.first_seq);
   if (!result.ok()) {
     if (result.status().code() == StatusCode::kUnavailable) {
@@ -130,9 +148,10 @@ void EtcdJournal::OnAnswer(Result<etcd::TxnResult> result) {
           result.status().ToString().c_str(), "); sending it again");
       tasks_.add(io_.timer()
                      .afterDelay(options_.retry_delay.count() * kj::MILLISECONDS)
-                     .then([this]() -> kj::Promise<void> {
-                       if (failed_ || groups_.empty()) return kj::READY_NOW;
-                       return Send(groups_.front());
+                     .then([this, first_seq]() -> kj::Promise<void> {
+                       Group* again = failed_ ? nullptr : InFlight(first_seq);
+                       if (again == nullptr) return kj::READY_NOW;
+                       return Send(*again);
                      }));
       return;
     }
@@ -140,7 +159,7 @@ void EtcdJournal::OnAnswer(Result<etcd::TxnResult> result) {
     return;
   }
   if (result->succeeded) {
-    Acknowledged();
+    Acknowledged(group);
     return;
   }
   // The failure branch: who leads, and what the slot holds.
@@ -159,7 +178,7 @@ void EtcdJournal::OnAnswer(Result<etcd::TxnResult> result) {
     }
   }
   if (leader_revision == options_.leader_revision && slot_taken && slot_value == group.value) {
-    Acknowledged();  // a retry whose first attempt had landed
+    Acknowledged(group);  // a retry whose first attempt had landed
     return;
   }
   if (leader_revision != options_.leader_revision) {
@@ -174,30 +193,40 @@ void EtcdJournal::OnAnswer(Result<etcd::TxnResult> result) {
                                 " already holds another value; nothing of it was acknowledged"));
 }
 
-void EtcdJournal::Acknowledged() {
-  Group group = std::move(groups_.front());
-  groups_.pop_front();
-  in_flight_ = false;
+void EtcdJournal::Acknowledged(Group& group) {
   const uint64_t now = uv_hrtime();
-  acknowledged_seq_ = group.next_seq - 1;
+  group.acknowledged = true;
   ++stats_.transactions;
   stats_.bytes += group.value.size();
   stats_.records += group.next_seq - group.first_seq;
   stats_.transaction_seconds.Observe(static_cast<double>(now - group.sent_ns) * 1e-9);
   stats_.bytes_per_transaction.Observe(static_cast<double>(group.value.size()));
   stats_.records_per_transaction.Observe(static_cast<double>(group.next_seq - group.first_seq));
+  // Durable in order: only an acknowledged front moves the stage on.
+  uint64_t durable = durable_;
+  while (!in_flight_.empty() && in_flight_.front().acknowledged) {
+    acknowledged_seq_ = in_flight_.front().next_seq - 1;
+    durable = in_flight_.front().last_write;
+    in_flight_.pop_front();
+  }
   // Sent before the replies go, so the next round trip starts at once.
-  SendFront();
-  durable_ = group.last_write;
-  while (!barriers_.empty() && barriers_.front().first <= durable_) {
-    barriers_.front().second->fulfill();
-    barriers_.pop_front();
+  SendWaiting();
+  if (durable == durable_) return;
+  durable_ = durable;
+  for (auto it = seq_waiters_.begin(); it != seq_waiters_.end();) {
+    if (it->first <= acknowledged_seq_) {
+      it->second->fulfill();
+      it = seq_waiters_.erase(it);
+    } else {
+      ++it;
+    }
   }
   if (listener() != nullptr) listener()->OnStageAdvanced();
 }
 
 void EtcdJournal::SnapshotStarted(uint64_t seq) {
-  if (!groups_.empty() && groups_.back().next_seq == seq + 1) groups_.back().closed = true;
+  // A group in flight is closed already; the open one may not grow past seq.
+  if (!waiting_.empty() && waiting_.back().next_seq == seq + 1) waiting_.back().closed = true;
   if (snapshot_writer_ != nullptr) snapshot_writer_->Started(seq);
 }
 
@@ -215,11 +244,11 @@ void EtcdJournal::Fatal(const Status& status) {
 void EtcdJournal::Fail(const Status& status) {
   if (failed_) return;
   failed_ = true;
-  for (auto& [write, fulfiller] : barriers_) fulfiller->reject(ExceptionFromStatus(status));
-  barriers_.clear();
-  groups_.clear();
+  for (auto& [seq, fulfiller] : seq_waiters_) fulfiller->reject(ExceptionFromStatus(status));
+  seq_waiters_.clear();
+  in_flight_.clear();
+  waiting_.clear();
   queued_bytes_ = 0;
-  in_flight_ = false;
 }
 
 void EtcdJournal::taskFailed(kj::Exception&& exception) {

@@ -152,9 +152,11 @@ kj::Promise<void> EtcdSnapshotWriter::SendSwitch() {
       return kj::READY_NOW;
     }
     // The switch deletes the journal up to S: not before etcd holds it.
-    return journal_.Barrier().then([this]() { return Send(); }, [](kj::Exception&&) -> kj::Promise<void> {
-      return kj::READY_NOW;  // the journal failed: it stops the process itself
-    });
+    return journal_.WhenAcknowledged(seq).then(
+        [this]() { return Send(); },
+        [](kj::Exception&&) -> kj::Promise<void> {
+          return kj::READY_NOW;  // the journal failed: it stops the process itself
+        });
   }
   const std::string chunk_prefix = SnapshotChunkPrefix(options_.prefix, seq);
   const std::string current = SnapshotCurrentKey(options_.prefix);

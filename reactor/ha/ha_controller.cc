@@ -46,8 +46,8 @@ HaController::HaController(uvkj::UvAsyncIo& io, reactor::DispatcherServer& serve
   client_options.endpoints = options_.endpoints;
   // An answer holds at most kKeysPerRange values of kMaxEtcdBatchBytes,
   // base64-encoded.
-  client_options.max_answer_bytes =
-      std::max<size_t>(client_options.max_answer_bytes, (kKeysPerRange + 1) * reactor::kMaxEtcdBatchBytes * 2);
+  client_options.max_answer_bytes = std::max<size_t>(client_options.max_answer_bytes,
+                                                     (kKeysPerRange + 1) * kMaxEtcdBatchBytes * 2);
   client_ = std::make_unique<etcd::EtcdClient>(io_, client_options);
 }
 

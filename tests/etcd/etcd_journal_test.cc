@@ -2,7 +2,8 @@
 // libuv loop through the uvkj bridge as in the dispatcher, and the journal
 // group codec alone: replies wait for the transaction; what accumulates
 // while one is in flight goes out as the next single transaction, split at
-// the group byte limit (counted); a backlog past its limit refuses new
+// the group byte limit (counted); with several in flight, writes are
+// released in order only; a backlog past its limit refuses new
 // updates naming it (counted); a stolen leadership fails the journal
 // (fenced) and acknowledges nothing of the group in flight. EtcdStateReader
 // reads such a journal back with fewer keys per request when an answer is
@@ -214,7 +215,11 @@ class EtcdJournalTest : public ::testing::Test {
   }
   struct Listener final : reactor::DurabilityListener {
     explicit Listener(EtcdJournalTest& test) : test(test) {}
-    void OnStageAdvanced() override { test.released_ = static_cast<int>(test.journal_->durable()); }
+    void OnStageAdvanced() override {
+      const int durable = static_cast<int>(test.journal_->durable());
+      if (durable < test.released_) test.released_went_back_ = true;
+      test.released_ = durable;
+    }
     void OnStageFailed(const Status&) override {}
     EtcdJournalTest& test;
   };
@@ -252,6 +257,7 @@ class EtcdJournalTest : public ::testing::Test {
   Listener listener_{*this};
   uint64_t written_ = 0;
   int released_ = 0;
+  bool released_went_back_ = false;
   std::optional<Status> failure_;
 };
 
@@ -272,6 +278,30 @@ TEST_F(EtcdJournalTest, PassesAppendedWhileATransactionIsInFlightGoOutTogetherSp
   EXPECT_LT(stats.transactions, 21u);
   EXPECT_EQ(stats.records, 42u);
   // In etcd: contiguous groups, every record once, in order.
+  uint64_t expect = 1;
+  for (const DecodedGroup& group : Groups()) {
+    EXPECT_EQ(group.first_seq, expect);
+    expect += group.record_count;
+  }
+  EXPECT_EQ(expect, 43u);
+}
+
+TEST_F(EtcdJournalTest, SeveralGroupsInFlightReleaseTheirWritesInOrderOnly) {
+  EtcdJournalOptions options;
+  options.max_group_bytes = 4096;
+  options.max_in_flight = 3;
+  EtcdJournal& journal = Journal(options);
+  // The first three go out at once, each alone; the rest wait for room and
+  // then go as groups of at most 4 KiB.
+  for (int i = 0; i < 21; ++i) Append(journal, Pass(2, 400, i));
+  EXPECT_EQ(released_, 0) << "released before etcd acknowledged";
+  ASSERT_TRUE(RunUntil([&] { return released_ == 21; })) << released_;
+  EXPECT_FALSE(released_went_back_);
+  EXPECT_TRUE(journal.idle());
+  EXPECT_EQ(journal.acknowledged_seq(), 42u);
+  EXPECT_FALSE(failure_.has_value());
+  EXPECT_EQ(journal.stats().records, 42u);
+  EXPECT_GE(journal.stats().transactions, 4u);
   uint64_t expect = 1;
   for (const DecodedGroup& group : Groups()) {
     EXPECT_EQ(group.first_seq, expect);
