@@ -198,7 +198,7 @@ PhaseResult RunPhase(const std::string& dir, const SnapshotFlags& flags, uint64_
     result.commits = commit.count();
     result.commits_over_5ms = CountAbove(commit, 0.005);
     result.commits_over_25ms = CountAbove(commit, 0.025);
-    const reactor::LoopPassMeter& meter = server_ptr->loop_passes();
+    const reactor::LoopPassMeter& meter = server_ptr->front().loop_passes();
     result.passes = meter.passes();
     result.passes_over_5ms = CountAbove(meter.busy_seconds(), 0.005);
     result.passes_over_10ms = meter.passes_over_10ms();

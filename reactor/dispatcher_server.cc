@@ -1,17 +1,9 @@
 #include "reactor/dispatcher_server.h"
 
-#include <errno.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
+#include <kj/debug.h>
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <random>
-
-#include <kj/debug.h>
 
 #include "common/address.h"
 #include "reactor/metrics_exposition.h"
@@ -25,115 +17,94 @@
 #endif
 
 namespace dispatch::reactor {
-namespace {
 
-uint64_t RandomIncarnation() {
-  std::random_device device;
-  uint64_t value = (static_cast<uint64_t>(device()) << 32) | device();
-  return value == 0 ? 1 : value;
+FrontendOptions FrontendOptionsFor(const DispatcherOptions& options) {
+  FrontendOptions front;
+  front.listen = options.listen;
+  front.token = options.token;
+  front.limits = options.limits;
+  front.tick_ms = options.tick_ms;
+  front.http = options.http;
+  front.http_max_connections = options.http_max_connections;
+  return front;
 }
 
-// A Unix socket path left by a dispatcher that died: nobody accepts on it.
-void RemoveStaleUnixSocket(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return;
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  bool alive = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  int error = errno;
-  close(fd);
-  if (!alive && error == ECONNREFUSED) unlink(path.c_str());
+storage::StoreOptions StoreOptionsFor(const DispatcherOptions& options) {
+  storage::StoreOptions store;
+  store.work_dir = options.work_dir;
+  store.synchronous = options.synchronous;
+  if (options.checkpoint_wal_frames > 0)
+    store.checkpoint_wal_frames = options.checkpoint_wal_frames;
+  // The loop writes each group commit; its fsync runs on the thread pool
+  // (DurableState), so the loop serves on while the disk syncs.
+  store.defer_sync = true;
+  store.max_result_bytes = options.data.closures.max_result_bytes;
+  if (options.max_record_bytes > 0) store.max_record_bytes = options.max_record_bytes;
+  if (options.max_dataset_bytes > 0) store.max_dataset_bytes = options.max_dataset_bytes;
+  return store;
 }
 
-}  // namespace
+void LogListening(const std::string& bound, const std::string& work_dir,
+                  const std::string& http_url) {
+  Log(LogLevel::kInfo, "dispatcher ", DISPATCH_VERSION, " listening on ", bound.c_str(),
+      ", work dir ", work_dir.c_str(),
+      http_url.empty() ? std::string(", HTTP off") : ", status page on " + http_url);
+}
 
 DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options)
+    : DispatcherServer(io, std::move(options), ServingParts{}) {}
+
+DispatcherServer::DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options,
+                                   ServingParts parts)
     : io_(io),
       options_(std::move(options)),
-      incarnation_(RandomIncarnation()),
-      start_ns_(uv_hrtime()),
-      closure_watchdog_(options_.stuck_closure_warning_ms) {
-  loop_thread_.Bind();
-  rpc_metrics_ = kj::refcounted<RpcMetrics>();
-  rpc_ = kj::heap<RpcServer>(io_, options_.limits, [this](RpcServer::ConnectionId id) {
-    return capnp::Capability::Client(kj::heap<GatewayService>(*this, id));
-  });
-  tick_ = std::make_unique<uvkj::UvRepeatingTimer>(io_.loop(), options_.tick_ms, [this]() { Tick(); });
-  loop_passes_ = std::make_unique<LoopPassMeter>(io_.loop());
-}
+      owned_front_(parts.front == nullptr
+                       ? std::make_unique<Frontend>(io, FrontendOptionsFor(options_))
+                       : nullptr),
+      front_(parts.front != nullptr ? parts.front : owned_front_.get()),
+      store_(std::move(parts.store)),
+      live_(std::move(parts.live)),
+      replicator_(parts.replicator),
+      extra_metrics_(std::move(parts.extra_metrics)),
+      closure_watchdog_(options_.stuck_closure_warning_ms) {}
 
 DispatcherServer::~DispatcherServer() noexcept(false) {
-  http_.reset();
-  off_loop_.reset();
+  // The front's routes, gate and tick refer to this server: nothing of it
+  // is served from here on.
+  if (front_->http() != nullptr) front_->http()->Stop();
+  if (front_->gate() == this) front_->SetGate(nullptr);
+  front_->SetTickHook(nullptr);
   shutdown_ = nullptr;
   io_.port().SetPassEndHook(nullptr);
-  tick_.reset();
-  loop_passes_.reset();
   data_.reset();
-  rpc_ = nullptr;
+  // The connections go before durable_ and this server (their
+  // capabilities refer to both), whoever owns the front.
+  if (owned_front_ != nullptr) {
+    owned_front_.reset();
+  } else {
+    front_->rpc().ForgetAll();
+  }
   durable_.reset();
   store_.reset();
-  if (!unix_socket_path_.empty()) unlink(unix_socket_path_.c_str());
 }
 
 Result<std::string> DispatcherServer::Start() {
-  if (!options_.ha) {
-    storage::StoreOptions store_options;
-    store_options.work_dir = options_.work_dir;
-    store_options.synchronous = options_.synchronous;
-    if (options_.checkpoint_wal_frames > 0) store_options.checkpoint_wal_frames = options_.checkpoint_wal_frames;
-    // The loop writes each group commit; its fsync runs on the thread pool
-    // (DurableState), so the loop serves on while the disk syncs.
-    store_options.defer_sync = true;
-    store_options.max_result_bytes = options_.data.closures.max_result_bytes;
-    if (options_.max_record_bytes > 0) store_options.max_record_bytes = options_.max_record_bytes;
-    if (options_.max_dataset_bytes > 0)
-      store_options.max_dataset_bytes = options_.max_dataset_bytes;
-    auto store = storage::Store::Open(store_options);
-    if (!store.ok()) return store.status();
-    store_ = std::move(store.value());
-    DISPATCH_RETURN_IF_ERROR(StartServices());
-  }
-  rpc_->AddDisconnectListener([this](RpcServer::ConnectionId id) {
-    if (data_ != nullptr && !shutting_down_) data_->workers().OnDisconnect(id);
-  });
-
-  Result<std::string> address = ToKjAddress(options_.listen);
-  if (!address.ok()) return address.status();
-  bool is_unix = address->rfind("unix:", 0) == 0;
-  if (is_unix) RemoveStaleUnixSocket(address->substr(5));
-
-  kj::Own<kj::ConnectionReceiver> receiver;
-  KJ_IF_MAYBE(e, kj::runCatchingExceptions([&]() {
-                auto parsed = io_.network().parseAddress(address->c_str()).wait(io_.wait_scope());
-                receiver = parsed->listen();
-              })) {
-    return UnavailableError("cannot listen on " + options_.listen + ": " + e->getDescription().cStr());
-  }
-
-  std::string bound;
-  if (is_unix) {
-    unix_socket_path_ = address->substr(5);
-    bound = options_.listen;
-  } else {
-    std::string host = address->substr(0, address->rfind(':'));
-    bound = "tcp:" + host + ":" + std::to_string(receiver->getPort());
-  }
-  rpc_->Listen(kj::mv(receiver));
-  DISPATCH_RETURN_IF_ERROR(StartHttp());
-  tick_->Start();
-  Log(LogLevel::kInfo, "dispatcher ", DISPATCH_VERSION, " listening on ", bound.c_str(),
-      ", work dir ", options_.work_dir.c_str(),
-      http_url_.empty() ? std::string(", HTTP off") : ", status page on " + http_url_);
+  KJ_REQUIRE(owned_front_ != nullptr && store_ == nullptr, "Start() is single node's");
+  auto store = storage::Store::Open(StoreOptionsFor(options_));
+  if (!store.ok()) return store.status();
+  store_ = std::move(store.value());
+  DISPATCH_RETURN_IF_ERROR(Serve());
+  Result<std::string> bound = front_->Bind();
+  if (!bound.ok()) return bound;
+  AddHttpRoutes();
+  LogListening(*bound, options_.work_dir, front_->http_url());
   return bound;
 }
 
-Status DispatcherServer::StartServices(std::unique_ptr<state::DispatcherState> live) {
-  const bool took_live = live != nullptr;
-  auto durable = DurableState::Recover(io_.loop(), *store_, options_.durable, std::move(live));
+Status DispatcherServer::Serve() {
+  KJ_REQUIRE(store_ != nullptr && durable_ == nullptr, "Serve() once, with a store");
+  const bool took_live = live_ != nullptr;
+  auto durable = DurableState::Recover(io_.loop(), *store_, options_.durable, std::move(live_));
   if (!durable.ok()) return durable.status();
   durable_ = std::move(durable.value());
   if (replicator_ != nullptr) durable_->SetReplicator(replicator_);
@@ -154,116 +125,58 @@ Status DispatcherServer::StartServices(std::unique_ptr<state::DispatcherState> l
         " journal records in ", recovered.recovery_micros / 1000, " ms (last sequence number ",
         store_->last_seq(), ")");
   }
-  data_ = std::make_unique<DataService>(io_.loop(), *durable_, options_.data, incarnation_);
-  return data_->Start();
-}
-
-Result<storage::Store*> DispatcherServer::OpenHaStore() {
-  KJ_REQUIRE(options_.ha && !leading_ && durable_ == nullptr, "OpenHaStore outside an HA standby");
-  store_.reset();
-  const std::string dir = options_.work_dir + "/ha-cache";
-  std::error_code error;
-  std::filesystem::remove_all(dir, error);
-  if (error) return UnavailableError("cannot empty " + dir + ": " + error.message());
-  std::filesystem::create_directories(dir, error);
-  if (error) return UnavailableError("cannot create " + dir + ": " + error.message());
-  storage::StoreOptions store_options;
-  store_options.work_dir = dir;
-  // A cache of the etcd journal: durability is etcd's, so no fsync here.
-  store_options.synchronous = storage::Synchronous::kNormal;
-  store_options.defer_sync = false;
-  store_options.max_result_bytes = options_.data.closures.max_result_bytes;
-  if (options_.max_record_bytes > 0) store_options.max_record_bytes = options_.max_record_bytes;
-  if (options_.max_dataset_bytes > 0) store_options.max_dataset_bytes = options_.max_dataset_bytes;
-  auto store = storage::Store::Open(store_options);
-  if (!store.ok()) return store.status();
-  store_ = std::move(store.value());
-  return store_.get();
-}
-
-Status DispatcherServer::BecomeLeader(JournalReplicator* replicator, std::unique_ptr<state::DispatcherState> live) {
-  KJ_REQUIRE(options_.ha && !leading_ && store_ != nullptr, "BecomeLeader without OpenHaStore");
-  replicator_ = replicator;
-  DISPATCH_RETURN_IF_ERROR(StartServices(std::move(live)));
-  leading_ = true;
-  standby_of_.clear();
-  Log(LogLevel::kInfo, "leading: serving as the HA leader");
+  data_ =
+      std::make_unique<DataService>(io_.loop(), *durable_, options_.data, front_->incarnation());
+  DISPATCH_RETURN_IF_ERROR(data_->Start());
+  front_->SetGate(this);
+  front_->SetTickHook([this]() { Tick(); });
+  // Single node binds the front after this; its routes go in then.
+  if (owned_front_ == nullptr) AddHttpRoutes();
   return Status::Ok();
 }
 
-void DispatcherServer::SetStandbyOf(std::string leader_address) { standby_of_ = std::move(leader_address); }
-
-Status DispatcherServer::NotLeaderError() const {
-  if (standby_of_.empty()) return UnavailableError("not the leader; no leader is known yet");
-  return UnavailableError("not the leader; the leader is " + standby_of_);
+rpc::Dispatcher::Client DispatcherServer::Admit(RpcServer::ConnectionId id) {
+  return kj::heap<DispatcherService>(*this, id);
 }
 
-void DispatcherServer::StopOnLeadershipLost(const Status& why) {
+void DispatcherServer::OnDisconnect(RpcServer::ConnectionId id) {
+  if (data_ != nullptr && !shutting_down_) data_->workers().OnDisconnect(id);
+}
+
+void DispatcherServer::StopAtOnce(const Status& why, int exit_code) {
   if (exit_code_ != 0) return;
   if (durable_ != nullptr && !durable_->pipeline().failed()) {
     // Fails every parked reply; its fatal handler stops the server.
+    stop_exit_code_ = exit_code;
     durable_->ReplicationFailed(why);
     return;
   }
-  StopServing(kExitLeadershipLost, why);
+  StopServing(exit_code, why);
 }
 
-Status DispatcherServer::StartHttp() {
-  if (options_.http == "off") return Status::Ok();
-  Result<std::string> address = ToKjAddress(options_.http);
-  if (!address.ok()) {
-    return InvalidArgumentError("--http: " + address.status().message());
-  }
-  HttpEndpointsOptions http_options;
-  http_options.kj_address = *address;
-  http_options.token = options_.token;
-  http_options.max_connections = options_.http_max_connections;
-  http_ = std::make_unique<HttpEndpoints>(io_, http_options);
-  off_loop_ = std::make_unique<OffLoop>(io_.loop());
-  http_->AddRoute("/healthz", []() -> kj::Promise<HttpReply> {
-    return HttpReply{200, "text/plain; charset=utf-8", "ok\n"};
-  });
-  http_->AddRoute("/readyz", [this]() -> kj::Promise<HttpReply> {
+void DispatcherServer::AddHttpRoutes() {
+  HttpEndpoints* http = front_->http();
+  if (http == nullptr) return;
+  http->AddRoute("/readyz", [this]() -> kj::Promise<HttpReply> {
     std::string why;
     if (Ready(&why)) return HttpReply{200, "text/plain; charset=utf-8", "ready\n"};
-    if (options_.ha && !leading_ && !shutting_down_) {
-      return HttpReply{503, "text/plain; charset=utf-8", why + "\n"};
-    }
     return HttpReply{503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
   });
   // The loop copies the figures; the thread pool formats them.
-  http_->AddRoute("/metrics", [this]() -> kj::Promise<HttpReply> {
+  http->AddRoute("/metrics", [this]() -> kj::Promise<HttpReply> {
     auto families = std::make_shared<std::vector<prometheus::MetricFamily>>(CollectMetrics(*this));
-    return off_loop_->Run([families]() { return SerializeMetrics(*families); })
+    return front_->off_loop()
+        ->Run([families]() { return SerializeMetrics(*families); })
         .then([](std::string text) {
           return HttpReply{200, "text/plain; version=0.0.4; charset=utf-8", std::move(text)};
         });
   });
-  http_->AddRoute("/api/status", [this]() -> kj::Promise<HttpReply> {
+  http->AddRoute("/api/status", [this]() -> kj::Promise<HttpReply> {
     auto doc = std::make_shared<Json>(CollectStatus(*this));
-    return off_loop_->Run([doc]() { return doc->Encode(); }).then([](std::string text) {
+    return front_->off_loop()->Run([doc]() { return doc->Encode(); }).then([](std::string text) {
       return HttpReply{200, "application/json", std::move(text)};
     });
   });
-  // The page holds no data (it asks /api/status, with the token), so a
-  // browser that cannot send a header may load it.
-  http_->AddRoute(
-      "/",
-      []() -> kj::Promise<HttpReply> {
-        return HttpReply{200, "text/html; charset=utf-8", std::string(StatusPageHtml())};
-      },
-      /*is_public=*/true);
-  Result<unsigned> port = http_->Listen();
-  if (!port.ok()) {
-    http_.reset();
-    return UnavailableError("--http=" + options_.http + ": " + port.status().message());
-  }
-  if (address->rfind("unix:", 0) == 0) {
-    http_url_ = "http+" + *address;
-  } else {
-    http_url_ = "http://" + address->substr(0, address->rfind(':')) + ":" + std::to_string(*port) + "/";
-  }
-  return Status::Ok();
 }
 
 void DispatcherServer::SampleHistory() {
@@ -280,15 +193,9 @@ void DispatcherServer::SampleHistory() {
   history_.Sample(counters);
 }
 
-uint64_t DispatcherServer::uptime_micros() const { return (uv_hrtime() - start_ns_) / 1000; }
-
 bool DispatcherServer::Ready(std::string* why) const {
   if (shutting_down_) {
     *why = "shutting down";
-    return false;
-  }
-  if (options_.ha && !leading_) {
-    *why = standby_of_.empty() ? "standby, no leader known yet" : "standby of " + standby_of_;
     return false;
   }
   if (durable_ == nullptr || data_ == nullptr) {
@@ -305,10 +212,10 @@ bool DispatcherServer::Ready(std::string* why) const {
 void DispatcherServer::StopOnStorageFailure(const Status& status) {
   // A store that refused a batch as input is healthy: that stop is a bug of
   // ours (see DurableState::SetFatalHandler), told apart from the disk's.
-  // In HA mode a failed replication (leadership lost, fenced) has its own.
-  StopServing(durable_->replication_failed() ? kExitLeadershipLost
-              : store_->failed()             ? kExitStorageFailure
-                                             : kExitInternalError,
+  // A stop at once (StopAtOnce: the replicator's owner) has its own.
+  StopServing(stop_exit_code_ != 0 ? stop_exit_code_
+              : store_->failed()   ? kExitStorageFailure
+                                   : kExitInternalError,
               status);
 }
 
@@ -316,10 +223,8 @@ void DispatcherServer::StopServing(int exit_code, const Status& status) {
   exit_code_ = exit_code;
   Log(LogLevel::kError, "exiting with code ", exit_code_, ": ", status.ToString().c_str());
   shutting_down_ = true;
-  if (http_ != nullptr) http_->Stop();
-  rpc_->StopAccepting();
-  rpc_->CloseAll();
-  tick_->Stop();
+  front_->rpc().StopAccepting();
+  front_->Close();
   if (data_ != nullptr) data_->StopTimers();
   // The pass-end hook stays: we may be running inside it, and a failed
   // DurableState commits nothing more.
@@ -327,35 +232,27 @@ void DispatcherServer::StopServing(int exit_code, const Status& status) {
 }
 
 void DispatcherServer::Tick() {
-  loop_thread_.Check();
-  loop_lag_.Observe(static_cast<double>(tick_->last_lateness_us()) * 1e-6);
-  lag_since_sample_us_ = std::max(lag_since_sample_us_, tick_->last_lateness_us());
+  const uint64_t lateness_us = front_->tick().last_lateness_us();
+  lag_since_sample_us_ = std::max(lag_since_sample_us_, lateness_us);
   if (uv_now(io_.loop()) >= next_sample_ms_) SampleHistory();
   if (durable_ != nullptr && data_ != nullptr && !shutting_down_) {
     closure_watchdog_.Check(durable_->state(), durable_->pipeline().NowMicros(), closure_timings_, uv_hrtime());
   }
-  rpc_->EnforceLimits();
-}
-
-bool DispatcherServer::TokenMatches(kj::ArrayPtr<const kj::byte> token) const {
-  if (options_.token.empty()) return true;
-  if (token.size() != options_.token.size()) return false;
-  // Constant time in the token's bytes: no early exit on the first mismatch.
-  unsigned char diff = 0;
-  for (size_t i = 0; i < token.size(); ++i) diff |= token[i] ^ static_cast<unsigned char>(options_.token[i]);
-  return diff == 0;
 }
 
 void DispatcherServer::FillVersion(rpc::Version::Builder version) const {
   version.setProtocol(kProtocolVersion);
   version.setBuild(DISPATCH_VERSION);
-  version.setIncarnation(incarnation_);
+  version.setIncarnation(front_->incarnation());
 }
 
 void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
-  const ServerCounters& c = rpc_->counters();
+  const RpcServer& rpc = front_->rpc();
+  const uvkj::UvRepeatingTimer& tick = front_->tick();
+  const LoopPassMeter& loop_passes = front_->loop_passes();
+  const ServerCounters& c = rpc.counters();
   stats.setUptimeMicros(uptime_micros());
-  stats.setConnectionsOpen(rpc_->connection_count());
+  stats.setConnectionsOpen(rpc.connection_count());
   stats.setConnectionsAccepted(c.connections_accepted);
   stats.setCallsTotal(c.calls_total);
   stats.setCallsInFlight(c.calls_in_flight);
@@ -364,22 +261,22 @@ void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
   stats.setClosedOutboundBytes(c.closed_outbound_bytes);
   stats.setClosedCallsInFlight(c.closed_calls_in_flight);
   stats.setAuthenticationFailures(c.authentication_failures);
-  stats.setTicks(tick_->ticks());
-  stats.setTickIntervalMicros(tick_->interval_ms() * 1000);
-  stats.setMaxTickLatenessMicros(tick_->max_lateness_us());
-  stats.setLoopPasses(loop_passes_->passes());
-  stats.setMaxLoopPassMicros(loop_passes_->max_busy_ns() / 1000);
-  stats.setLoopPassesOver10Ms(loop_passes_->passes_over_10ms());
-  stats.setLoopThreadId(loop_thread_.NumericId());
-  stats.setCallbacksOffLoopThread(loop_thread_.violations());
+  stats.setTicks(tick.ticks());
+  stats.setTickIntervalMicros(tick.interval_ms() * 1000);
+  stats.setMaxTickLatenessMicros(tick.max_lateness_us());
+  stats.setLoopPasses(loop_passes.passes());
+  stats.setMaxLoopPassMicros(loop_passes.max_busy_ns() / 1000);
+  stats.setLoopPassesOver10Ms(loop_passes.passes_over_10ms());
+  stats.setLoopThreadId(front_->loop_thread().NumericId());
+  stats.setCallbacksOffLoopThread(front_->loop_thread().violations());
   stats.setRefusedOverAddressLimit(c.refused_over_address_limit);
   stats.setClosedMessageTimeout(c.closed_message_timeout);
   stats.setClosedOversizedMessage(c.guard.oversized_messages);
-  const PeerMemoryBudget& budget = rpc_->peer_memory();
+  const PeerMemoryBudget& budget = rpc.peer_memory();
   stats.setPeerMemoryLimitBytes(budget.limit());
   stats.setPeerMemoryUsedBytes(budget.used());
   stats.setPeerMemoryHighWaterBytes(budget.counters().high_water_bytes);
-  stats.setPeerMemoryQueuedReplyBytes(rpc_->outbound_charged());
+  stats.setPeerMemoryQueuedReplyBytes(rpc.outbound_charged());
   stats.setPeerMemoryWaits(c.guard.budget_waits);
   stats.setPeerMemoryWaiting(budget.waiting());
   stats.setPeerMemoryRefusals(c.guard.budget_refusals);
@@ -391,18 +288,14 @@ void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
 }
 
 void DispatcherServer::BeginShutdown(const char* why) {
-  loop_thread_.Check();
+  front_->loop_thread().Check();
   if (shutting_down_) {
     Log(LogLevel::kInfo, "shutdown already in progress (", why, ")");
     return;
   }
   shutting_down_ = true;
   Log(LogLevel::kInfo, "shutting down (", why, "): no new connections, draining replies");
-  rpc_->StopAccepting();
-  if (!unix_socket_path_.empty()) {
-    unlink(unix_socket_path_.c_str());
-    unix_socket_path_.clear();
-  }
+  front_->StopAccepting();
   uint64_t deadline = uv_now(io_.loop()) + options_.drain_timeout_ms;
   shutdown_ = DrainThenStop(deadline).eagerlyEvaluate([this](kj::Exception&& e) {
     Log(LogLevel::kError, "shutdown failed: ", e.getDescription());
@@ -417,12 +310,10 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   // destroying durable_ below never has work in flight.
   kj::Promise<void> background = durable_ != nullptr ? durable_->StopBackgroundWork()
                                                      : kj::Promise<void>(kj::READY_NOW);
-  return background.then([this, deadline_ms]() { return DrainReplies(deadline_ms); })
+  return background.then([this, deadline_ms]() { return front_->DrainReplies(deadline_ms); })
       .then([this]() {
         if (data_ != nullptr) data_->StopTimers();
-        if (http_ != nullptr) http_->Stop();
-        rpc_->CloseAll();
-        tick_->Stop();
+        front_->Close();
         // A snapshot makes the next start-up a load instead of a replay.
         // Closing the store checkpoints the WAL into the database and
         // releases the work dir's lock: the next dispatcher starts from a
@@ -444,18 +335,6 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
           io_.Stop();
         });
       });
-}
-
-kj::Promise<void> DispatcherServer::DrainReplies(uint64_t deadline_ms) {
-  // Replies already computed sit in each connection's outbound queue until
-  // the kernel takes them; wait for that (or the deadline).
-  if (!rpc_->Quiescent() && uv_now(io_.loop()) < deadline_ms) {
-    return io_.timer().afterDelay(2 * kj::MILLISECONDS).then([this, deadline_ms]() {
-      return DrainReplies(deadline_ms);
-    });
-  }
-  if (!rpc_->Quiescent()) Log(LogLevel::kWarning, "drain deadline passed with replies still queued");
-  return kj::READY_NOW;
 }
 
 }  // namespace dispatch::reactor

@@ -1,8 +1,14 @@
-// DispatcherServer: the whole dispatcher process minus main(): it binds the
-// listen address, serves RPC, runs the housekeeping timer, and shuts down
-// gracefully (stop accepting, let in-flight replies reach the kernel, close
-// storage, stop the loop). Tests and benchmarks embed it in-process; the
-// `dispatcher` binary is a flag parser around it.
+// DispatcherServer: the dispatcher serving behind a Frontend (frontend.h: the
+// bound RPC and HTTP addresses): it recovers the state from a store, serves
+// RPC through the gateway and its HTTP routes, runs the housekeeping on the
+// front's tick, and shuts down gracefully (stop accepting, let in-flight
+// replies reach the kernel, close storage, stop the loop). Single node:
+// Start() opens the work dir's store, serves, and binds a Frontend of its own;
+// tests and benchmarks embed it so, and the `dispatcher` binary is a flag
+// parser around it. Otherwise it is built from ServingParts someone else
+// prepared (an HA member, reactor/ha/member.h: a filled store, the state of
+// exactly that store, a stage every write must pass too) and Serve() starts
+// it behind their Frontend. It knows nothing of how those were made.
 // REQUIRES: constructed, used and destroyed on the loop thread.
 #pragma once
 
@@ -17,11 +23,12 @@
 #include "reactor/data_service.h"
 #include "reactor/data_service_options.h"
 #include "reactor/durable_state.h"
-#include "reactor/ha_status.h"
+#include "reactor/frontend.h"
 #include "reactor/histogram.h"
-#include "reactor/loop_pass_meter.h"
 #include "reactor/http_endpoints.h"
 #include "reactor/journal_replicator.h"
+#include "reactor/loop_pass_meter.h"
+#include "reactor/metrics_exposition.h"
 #include "reactor/off_loop.h"
 #include "reactor/owner_thread_check.h"
 #include "reactor/rpc_metrics.h"
@@ -64,81 +71,83 @@ struct DispatcherOptions {
   // The closure watchdog: closures running with none finished for this long
   // are logged once per episode and counted (ClosureWatchdog); 0: off.
   uint64_t stuck_closure_warning_ms = 300000;
-  // HA mode (--etcd; docs/high_availability.md): Start() binds and serves
-  // the gateway as a standby (every call Unavailable) without opening a
-  // journal; an HA controller outside this library then fills a fresh local
-  // store from etcd (OpenHaStore) and calls BecomeLeader. false: single node.
-  bool ha = false;
 };
 
 inline constexpr const char* kDefaultHttp = "tcp:127.0.0.1:8050";
 
-class DispatcherServer {
+// The Frontend's settings and the work dir store's, as `options` sets them
+// (single node; an HA member opens its cache with its own durability).
+FrontendOptions FrontendOptionsFor(const DispatcherOptions& options);
+storage::StoreOptions StoreOptionsFor(const DispatcherOptions& options);
+// The start line of the log: version, bound address, work dir, status page.
+void LogListening(const std::string& bound, const std::string& work_dir,
+                  const std::string& http_url);
+
+// What a server is built from when someone else prepared it.
+struct ServingParts {
+  // Bound; outlives the server.
+  Frontend* front = nullptr;
+  // The journal, filled.
+  std::unique_ptr<storage::Store> store;
+  // The state of exactly the store's snapshot and records, taken with no
+  // replay; null: the store is replayed as after a restart.
+  std::unique_ptr<state::DispatcherState> live;
+  // A durability stage every write must pass too (the etcd journal); null:
+  // none. Outlives the server.
+  JournalReplicator* replicator = nullptr;
+  // Families /metrics adds after the journal's (the embedder's own).
+  MetricsExtra extra_metrics;
+};
+
+class DispatcherServer final : private Gate {
  public:
+  // Single node: Start() opens the work dir's store and binds a Frontend.
   DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options);
+  // Behind `parts.front`, from `parts`: Serve() starts it.
+  DispatcherServer(uvkj::UvAsyncIo& io, DispatcherOptions options, ServingParts parts);
   ~DispatcherServer() noexcept(false);
   DispatcherServer(const DispatcherServer&) = delete;
   DispatcherServer& operator=(const DispatcherServer&) = delete;
 
-  // Prepares the work dir and binds the listen address (and the HTTP
-  // address unless it is "off"); returns the address actually bound
-  // ("tcp:127.0.0.1:41234"). Blocks on the loop, so call it before the loop
-  // runs.
+  // Single node: opens the work dir's store, serves from it (Serve), and
+  // binds the listen address (and the HTTP address unless it is "off");
+  // returns the address actually bound ("tcp:127.0.0.1:41234"). Blocks on
+  // the loop, so call it before the loop runs.
   Result<std::string> Start();
-  // After Start(): where the status page is ("http://127.0.0.1:8050/"), or
-  // empty when HTTP is off.
-  const std::string& http_url() const { return http_url_; }
+  // Recovers the state from the store (none to replay when a live state was
+  // given), starts the services and timers, and takes over the front's
+  // gateway, tick and HTTP routes (/readyz, /metrics, /api/status).
+  Status Serve();
+  // Where the status page is ("http://127.0.0.1:8050/"), or empty when HTTP
+  // is off or the front is not bound yet.
+  const std::string& http_url() const { return front_->http_url(); }
 
-  // HA mode only. Empties WORK_DIR/ha-cache (the local copy of the etcd
-  // journal, rebuilt at every start) and opens a Store there for the caller
-  // to fill. REQUIRES: not leading yet.
-  Result<storage::Store*> OpenHaStore();
-  // HA mode only: recovers the state from the store OpenHaStore opened (the
-  // same Apply as a restart's replay; none when `live`, a hot standby's
-  // state of exactly that store, is given), hands every later commit to
-  // `replicator` (which must outlive this object's journal), starts the
-  // timers and serves.
-  Status BecomeLeader(JournalReplicator* replicator, std::unique_ptr<state::DispatcherState> live = nullptr);
-  // HA mode: while not leading, the gateway answers "not the leader; the
-  // leader is ADDRESS" (empty: none known yet).
-  void SetStandbyOf(std::string leader_address);
-  // True when the gateway hands out the dispatcher: always in single-node
-  // mode; in HA mode once BecomeLeader succeeded.
-  bool serving() const { return !options_.ha || leading_; }
-  // The Unavailable error a standby's gateway answers with.
-  Status NotLeaderError() const;
-  // Leadership ended (lease lost, fenced): stop at once, exit code
-  // kExitLeadershipLost; nothing more is acknowledged.
-  void StopOnLeadershipLost(const Status& why);
-  // Null unless leading in HA mode.
-  const JournalReplicator* replicator() const { return replicator_; }
-  // HA mode: where /metrics reads the member's HaStatus (set by its
-  // HaController; empty in single-node mode).
-  void SetHaStatusSource(HaStatusSource source) { ha_status_ = std::move(source); }
-  const HaStatusSource& ha_status() const { return ha_status_; }
+  // Stop at once, leaving the loop with `exit_code`: every parked reply
+  // fails and nothing more is acknowledged (what the owner of the
+  // replicator says when it can no longer be trusted: an HA member that
+  // lost its leadership, kExitLeadershipLost).
+  void StopAtOnce(const Status& why, int exit_code);
+  // The embedder's families for /metrics (ServingParts::extra_metrics).
+  const MetricsExtra& extra_metrics() const { return extra_metrics_; }
 
   // Graceful shutdown; the loop stops once it is done. Idempotent.
   void BeginShutdown(const char* why);
   bool shutting_down() const { return shutting_down_; }
 
   // For the services.
-  RpcServer& rpc() { return *rpc_; }
-  OwnerThreadCheck& loop_thread() { return loop_thread_; }
-  bool TokenMatches(kj::ArrayPtr<const kj::byte> token) const;
+  Frontend& front() { return *front_; }
+  const Frontend& front() const { return *front_; }
+  RpcServer& rpc() { return front_->rpc(); }
+  OwnerThreadCheck& loop_thread() { return front_->loop_thread(); }
   void FillVersion(rpc::Version::Builder version) const;
   void FillStats(rpc::ServerStats::Builder stats) const;
-  uint64_t incarnation() const { return incarnation_; }
+  uint64_t incarnation() const { return front_->incarnation(); }
   const DispatcherOptions& options() const { return options_; }
-  uint64_t uptime_micros() const;
+  uint64_t uptime_micros() const { return front_->uptime_micros(); }
   DurableState& durable() { return *durable_; }
-  // Null while an HA standby (no journal yet) or after shutdown released it.
+  // Null before Serve() or after shutdown released it.
   const DurableState* durable_if_open() const { return durable_.get(); }
-  RpcMetrics& rpc_metrics() { return *rpc_metrics_; }
-  const uvkj::UvRepeatingTimer& tick() const { return *tick_; }
-  // How late the housekeeping timer fired, each tick (seconds).
-  const Histogram& loop_lag() const { return loop_lag_; }
-  // How long each loop pass kept the loop busy.
-  const LoopPassMeter& loop_passes() const { return *loop_passes_; }
+  RpcMetrics& rpc_metrics() { return front_->rpc_metrics(); }
   // Closure queue wait and execution times (this process's).
   const ClosureTimings& closure_timings() const { return closure_timings_; }
   // Stuck closures: episodes warned about, closures stuck now.
@@ -146,7 +155,7 @@ class DispatcherServer {
   // The last minutes of rates the status page plots (sampled by the tick).
   const StatusHistory& history() const { return history_; }
   // Null when HTTP is off.
-  const HttpEndpoints* http() const { return http_.get(); }
+  const HttpEndpoints* http() const { return front_->http(); }
   // Ready: recovered, serving, and the journal writable. Otherwise false and
   // `why` says what is missing.
   bool Ready(std::string* why) const;
@@ -156,52 +165,43 @@ class DispatcherServer {
   int exit_code() const { return exit_code_; }
 
  private:
+  // The gate: open; each authenticated connection gets a DispatcherService.
+  Status Open() const override { return Status::Ok(); }
+  rpc::Dispatcher::Client Admit(RpcServer::ConnectionId id) override;
+  void OnDisconnect(RpcServer::ConnectionId id) override;
+
+  // The server's part of the front's tick: history, the closure watchdog.
   void Tick();
   void SampleHistory();
-  Status StartHttp();
+  void AddHttpRoutes();
   // A commit failed: no more acknowledgements; leave the loop at once.
   void StopOnStorageFailure(const Status& status);
   void StopServing(int exit_code, const Status& status);
-  // Opens the journal (single node: the work dir's) and starts the services on it.
-  Status StartServices(std::unique_ptr<state::DispatcherState> live = nullptr);
   // The graceful stop: background work over, replies drained, then
   // everything closed in order and the loop stopped.
   kj::Promise<void> DrainThenStop(uint64_t deadline_ms);
-  // Resolves once every reply was handed to the kernel, or at the deadline.
-  kj::Promise<void> DrainReplies(uint64_t deadline_ms);
 
   uvkj::UvAsyncIo& io_;
   const DispatcherOptions options_;
-  const uint64_t incarnation_;
-  const uint64_t start_ns_;
-  OwnerThreadCheck loop_thread_;
-  std::string unix_socket_path_;  // removed on shutdown
+  // Single node: the server's own; else null (the front is the embedder's).
+  std::unique_ptr<Frontend> owned_front_;
+  Frontend* front_;
   std::unique_ptr<storage::Store> store_;  // holds the work dir's lock while open
   std::unique_ptr<DurableState> durable_;  // declared after store_: destroyed first
   // Holds worker capabilities and pushes waiting on durable_: released before
   // the connections and durable_ (see ~DispatcherServer and DrainThenStop).
   std::unique_ptr<DataService> data_;
-  // Before rpc_: coordinator sessions and calls in flight hold references.
-  kj::Own<RpcMetrics> rpc_metrics_;
-  kj::Own<RpcServer> rpc_;
-  std::unique_ptr<uvkj::UvRepeatingTimer> tick_;
-  Histogram loop_lag_{Histogram::SecondsBounds()};
-  std::unique_ptr<LoopPassMeter> loop_passes_;
+  std::unique_ptr<state::DispatcherState> live_;  // until Serve() takes it
+  JournalReplicator* const replicator_;
+  const MetricsExtra extra_metrics_;
   StatusHistory history_;
   ClosureTimings closure_timings_;
   ClosureWatchdog closure_watchdog_;
   uint64_t next_sample_ms_ = 0;         // uv_now() of the next history sample
   uint64_t lag_since_sample_us_ = 0;    // the largest tick lateness since the last one
-  // Formats scrapes on the thread pool; after everything its routes read.
-  std::unique_ptr<OffLoop> off_loop_;
-  // After everything its routes read: destroyed first.
-  std::unique_ptr<HttpEndpoints> http_;
-  std::string http_url_;
   bool shutting_down_ = false;
-  HaStatusSource ha_status_;
-  bool leading_ = false;               // HA mode: BecomeLeader succeeded
-  std::string standby_of_;             // HA mode: the leader's address, when known
-  JournalReplicator* replicator_ = nullptr;
+  // StopAtOnce's exit code, for the fatal handler it leads to (0: none).
+  int stop_exit_code_ = 0;
   int exit_code_ = 0;
   kj::Promise<void> shutdown_ = nullptr;
 };

@@ -21,56 +21,8 @@
 namespace dispatch::reactor {
 namespace {
 
-using prometheus::ClientMetric;
 using prometheus::MetricFamily;
-using prometheus::MetricType;
-using Labels = std::vector<ClientMetric::Label>;
-
-// Families in the order first named; a name seen again adds a series.
-class Families {
- public:
-  void Counter(const std::string& name, const std::string& help, double value, Labels labels = {}) {
-    Add(name, help, MetricType::Counter).counter.value = value;
-    families_[index_[name]].metric.back().label = std::move(labels);
-  }
-  void Gauge(const std::string& name, const std::string& help, double value, Labels labels = {}) {
-    Add(name, help, MetricType::Gauge).gauge.value = value;
-    families_[index_[name]].metric.back().label = std::move(labels);
-  }
-  void Histo(const std::string& name, const std::string& help, const Histogram& h, Labels labels = {}) {
-    ClientMetric& m = Add(name, help, MetricType::Histogram);
-    m.label = std::move(labels);
-    m.histogram.sample_count = h.count();
-    m.histogram.sample_sum = h.sum();
-    uint64_t cumulative = 0;
-    const auto& bounds = h.upper_bounds();
-    const auto& counts = h.bucket_counts();
-    for (size_t i = 0; i < counts.size(); ++i) {
-      cumulative += counts[i];
-      ClientMetric::Bucket bucket;
-      bucket.cumulative_count = cumulative;
-      bucket.upper_bound = i < bounds.size() ? bounds[i] : std::numeric_limits<double>::infinity();
-      m.histogram.bucket.push_back(bucket);
-    }
-  }
-  std::vector<MetricFamily> Release() { return std::move(families_); }
-
- private:
-  ClientMetric& Add(const std::string& name, const std::string& help, MetricType type) {
-    auto [it, inserted] = index_.try_emplace(name, families_.size());
-    if (inserted) {
-      MetricFamily family;
-      family.name = name;
-      family.help = help;
-      family.type = type;
-      families_.push_back(std::move(family));
-    }
-    return families_[it->second].metric.emplace_back();
-  }
-
-  std::vector<MetricFamily> families_;
-  std::map<std::string, size_t> index_;
-};
+using Labels = MetricFamilies::Labels;
 
 }  // namespace
 
@@ -90,23 +42,26 @@ std::string SerializeMetrics(const std::vector<MetricFamily>& families) {
   return out.str();
 }
 
-std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
-  Families f;
-  f.Gauge("dispatch_build_info", "Always 1; the labels name the build and this process's incarnation.", 1,
-          {{"version", DISPATCH_VERSION}, {"incarnation", std::to_string(server.incarnation())}});
+namespace {
+
+// Process, RPC calls, connections and limits.
+void AddFront(MetricFamilies& f, Frontend& front) {
+  f.Gauge("dispatch_build_info",
+          "Always 1; the labels name the build and this process's incarnation.", 1,
+          {{"version", DISPATCH_VERSION}, {"incarnation", std::to_string(front.incarnation())}});
   f.Gauge("dispatch_uptime_seconds", "Seconds since this dispatcher process started.",
-          static_cast<double>(server.uptime_micros()) * 1e-6);
+          static_cast<double>(front.uptime_micros()) * 1e-6);
   f.Gauge("process_resident_memory_bytes", "Resident set size of the dispatcher process.",
           static_cast<double>(ResidentBytes()));
 
   // RPC: calls, errors and latency per method.
-  for (const RpcMetrics::Method& m : server.rpc_metrics().methods()) {
+  for (const RpcMetrics::Method& m : front.rpc_metrics().methods()) {
     if (m.calls == 0) continue;
     Labels labels = {{"interface", m.interface_name}, {"method", m.method_name}};
     f.Counter("dispatch_rpc_calls_total", "RPC calls answered (failed ones included), by method.",
               static_cast<double>(m.calls), labels);
   }
-  for (const RpcMetrics::Method& m : server.rpc_metrics().methods()) {
+  for (const RpcMetrics::Method& m : front.rpc_metrics().methods()) {
     for (size_t code = 1; code < RpcMetrics::kNumCodes; ++code) {
       if (m.errors[code] == 0) continue;
       f.Counter("dispatch_rpc_errors_total", "RPC calls that failed, by method and error code.",
@@ -116,7 +71,7 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
                  {"code", StatusCodeName(static_cast<StatusCode>(code))}});
     }
   }
-  for (const RpcMetrics::Method& m : server.rpc_metrics().methods()) {
+  for (const RpcMetrics::Method& m : front.rpc_metrics().methods()) {
     if (m.calls == 0) continue;
     f.Histo("dispatch_rpc_latency_seconds",
             "From a call's arrival to its reply (the group commit included), by method.", m.latency,
@@ -124,7 +79,7 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
   }
 
   // Connections and limits.
-  RpcServer& rpc = server.rpc();
+  RpcServer& rpc = front.rpc();
   const ServerCounters& c = rpc.counters();
   f.Gauge("dispatch_connections_open", "Open RPC connections.", static_cast<double>(rpc.connection_count()));
   f.Counter("dispatch_connections_accepted_total", "RPC connections accepted.",
@@ -160,10 +115,11 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
           static_cast<double>(budget.counters().high_water_bytes));
   f.Counter("dispatch_peer_memory_waits_total", "Messages whose body waited for the peer memory budget.",
             static_cast<double>(c.guard.budget_waits));
+}
 
+// The journal: commits, fsyncs, snapshots, checkpoints, recovery.
+void AddJournal(MetricFamilies& f, const DurableState& durable) {
   // The journal.
-  if (const DurableState* journal = server.durable_if_open()) {
-  const DurableState& durable = *journal;
   const CommitPipeline& pipeline = durable.pipeline();
   const CompactionStats& cs = durable.compaction().stats();
   static const SyncStats kNoSyncs;
@@ -202,179 +158,122 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
             {{"thread", "loop"}});
   f.Gauge("dispatch_recovery_seconds", "Time the last start-up took to load the snapshot and replay.",
           static_cast<double>(durable.recovery().recovery_micros) * 1e-6);
-  }
-  if (const JournalReplicator* replicator = server.replicator()) {
-    const ReplicatorStats& rs = replicator->stats();
-    f.Counter("dispatch_etcd_journal_transactions_total",
-              "HA mode: etcd journal transactions acknowledged (one per group of commits).",
-              static_cast<double>(rs.transactions));
-    f.Counter("dispatch_etcd_journal_retries_total",
-              "HA mode: etcd journal transactions sent again after no answer.",
-              static_cast<double>(rs.transaction_retries));
-    f.Counter("dispatch_etcd_journal_bytes_total", "HA mode: journal bytes etcd acknowledged.",
-              static_cast<double>(rs.bytes));
-    f.Counter("dispatch_etcd_journal_groups_split_total",
-              "HA mode: groups closed early by kMaxEtcdBatchBytes.",
-              static_cast<double>(rs.groups_split));
-    f.Counter("dispatch_etcd_journal_backlog_refusals_total",
-              "HA mode: updates refused because too much waited for etcd.",
-              static_cast<double>(rs.refused_backlog));
-    f.Histo("dispatch_etcd_journal_transaction_seconds",
-            "HA mode: one etcd journal transaction, sent to acknowledged.", rs.transaction_seconds);
-    f.Histo("dispatch_etcd_journal_transaction_bytes", "HA mode: bytes of one etcd journal transaction.",
-            rs.bytes_per_transaction);
-    f.Histo("dispatch_etcd_journal_records_per_transaction",
-            "HA mode: journal records in one etcd transaction.", rs.records_per_transaction);
-    f.Counter("dispatch_etcd_snapshots_total", "HA mode: snapshots made current in etcd.",
-              static_cast<double>(rs.snapshots_written));
-    f.Counter("dispatch_etcd_snapshot_bytes_total", "HA mode: snapshot chunk bytes etcd acknowledged.",
-              static_cast<double>(rs.snapshot_bytes));
-    f.Counter("dispatch_etcd_snapshot_chunks_total", "HA mode: snapshot chunks etcd acknowledged.",
-              static_cast<double>(rs.snapshot_chunks));
-    f.Counter("dispatch_etcd_snapshot_failures_total",
-              "HA mode: snapshots given up before their switch (the journal keeps every record).",
-              static_cast<double>(rs.snapshot_failures));
-    f.Counter("dispatch_etcd_snapshots_skipped_total",
-              "HA mode: local snapshots not sent because a newer one replaced them while another was sent.",
-              static_cast<double>(rs.snapshots_skipped));
-    f.Counter("dispatch_etcd_snapshot_retries_total",
-              "HA mode: snapshot transactions sent again after no answer.",
-              static_cast<double>(rs.snapshot_retries));
-    f.Counter("dispatch_etcd_keys_deleted_total",
-              "HA mode: journal keys and old snapshot chunks deleted by snapshot switches.",
-              static_cast<double>(rs.snapshot_keys_deleted));
-    f.Counter("dispatch_etcd_compactions_total", "HA mode: etcd compactions (physical) at a snapshot switch.",
-              static_cast<double>(rs.compactions));
-    f.Counter("dispatch_etcd_compaction_failures_total", "HA mode: etcd compactions that failed.",
-              static_cast<double>(rs.compaction_failures));
-    f.Gauge("dispatch_etcd_snapshot_seq", "HA mode: the record the current snapshot in etcd covers (0: none).",
-            static_cast<double>(rs.last_snapshot_seq));
-    f.Histo("dispatch_etcd_snapshot_seconds",
-            "HA mode: one etcd snapshot, local snapshot recorded to current in etcd.", rs.snapshot_seconds);
-  }
-  if (const HaStatusSource& source = server.ha_status()) {
-    const HaStatus ha = source();
-    f.Gauge("dispatch_ha_leading", "HA mode: 1 while this member leads, 0 while it is a standby.",
-            ha.leading ? 1 : 0);
-    f.Gauge("dispatch_ha_lease_ttl_seconds", "HA mode: the TTL etcd granted this member's lease (0: none yet).",
-            static_cast<double>(ha.lease_ttl_seconds));
-    f.Counter("dispatch_ha_campaigns_total", "HA mode: campaigns for the leader key.",
-              static_cast<double>(ha.campaigns));
-    f.Counter("dispatch_ha_keepalives_total", "HA mode: lease keepalives etcd answered.",
-              static_cast<double>(ha.keepalives_ok));
-    f.Counter("dispatch_ha_keepalive_failures_total", "HA mode: lease keepalives without an answer or refused.",
-              static_cast<double>(ha.keepalives_failed));
-    f.Counter("dispatch_ha_lease_grant_failures_total", "HA mode: lease grants tried again.",
-              static_cast<double>(ha.lease_grants_failed));
-    f.Gauge("dispatch_ha_standby_following",
-            "HA mode: 1 while this standby has loaded etcd's state and applies the journal as it comes.",
-            ha.following ? 1 : 0);
-    f.Gauge("dispatch_ha_standby_seq", "HA mode: the last journal record this standby holds.",
-            static_cast<double>(ha.standby_seq));
-    f.Gauge("dispatch_ha_standby_live_state",
-            "HA mode: 1 while this standby keeps a live state (a takeover then replays nothing).",
-            ha.live_state ? 1 : 0);
-    f.Counter("dispatch_ha_standby_reloads_total", "HA mode: times this standby started loading from etcd again.",
-              static_cast<double>(ha.standby_reloads));
-  }
+}
+
+void AddLoop(MetricFamilies& f, const Frontend& front) {
   // The loop.
   f.Histo("dispatch_loop_lag_seconds",
           "How late the housekeeping timer (--tick-ms) fired: time the loop was busy elsewhere.",
-          server.loop_lag());
+          front.loop_lag());
   f.Gauge("dispatch_loop_lag_max_seconds", "The largest lateness of the housekeeping timer so far.",
-          static_cast<double>(server.tick().max_lateness_us()) * 1e-6);
-  f.Histo("dispatch_loop_pass_busy_seconds",
-          "How long each pass of the event loop kept it busy (its wall time less its wait for I/O).",
-          server.loop_passes().busy_seconds());
+          static_cast<double>(front.tick().max_lateness_us()) * 1e-6);
+  f.Histo(
+      "dispatch_loop_pass_busy_seconds",
+      "How long each pass of the event loop kept it busy (its wall time less its wait for I/O).",
+      front.loop_passes().busy_seconds());
   f.Gauge("dispatch_loop_pass_busy_max_seconds", "The longest busy loop pass so far.",
-          static_cast<double>(server.loop_passes().max_busy_ns()) * 1e-9);
+          static_cast<double>(front.loop_passes().max_busy_ns()) * 1e-9);
+}
 
+// The state and its services.
+void AddServices(MetricFamilies& f, DispatcherServer& server, DataService* data) {
   // The state and its services.
-  if (DataService* data = server.data()) {
-    const state::DispatcherState& st = data->state();
-    const WorkerRegistryStats& ws = data->workers().stats();
-    f.Gauge("dispatch_workers", "Registered workers.", static_cast<double>(st.NumWorkers()));
-    f.Counter("dispatch_workers_removed_total", "Workers removed, by reason.",
-              static_cast<double>(ws.removed_disconnected), {{"reason", "disconnected"}});
-    f.Counter("dispatch_workers_removed_total", "Workers removed, by reason.",
-              static_cast<double>(ws.removed_timed_out), {{"reason", "timed_out"}});
-    f.Counter("dispatch_worker_heartbeats_total", "Heartbeats of registered workers.",
-              static_cast<double>(ws.heartbeats));
-    f.Counter("dispatch_task_pushes_failed_total", "startTasks/deleteTasks pushes that failed.",
-              static_cast<double>(ws.pushes_failed));
-    f.Gauge("dispatch_datasets", "Registered datasets.", static_cast<double>(st.NumDatasets()));
-    f.Gauge("dispatch_jobs", "Jobs, by whether they finished.",
-            static_cast<double>(st.NumUnfinishedJobs()), {{"state", "unfinished"}});
-    f.Gauge("dispatch_jobs", "Jobs, by whether they finished.",
-            static_cast<double>(st.NumJobs() - st.NumUnfinishedJobs()), {{"state", "finished"}});
-    f.Gauge("dispatch_jobs_without_worker",
-            "Unfinished jobs no registered worker can produce (their dataset kind is announced by none).",
-            static_cast<double>(state::JobsWithoutWorker(st)));
-    f.Gauge("dispatch_tasks", "Tasks (active, pending and finished).", static_cast<double>(st.NumTasks()));
-    f.Gauge("dispatch_job_clients", "Job clients (consumers) holding a job.",
-            static_cast<double>(st.NumJobClients()));
-    const DataServiceStats& dss = data->stats();
-    f.Counter("dispatch_jobs_garbage_collected_total", "Jobs garbage-collected.",
-              static_cast<double>(dss.jobs_garbage_collected));
-    f.Counter("dispatch_job_clients_timed_out_total", "Job clients released for missing heartbeats.",
-              static_cast<double>(dss.clients_timed_out));
-    f.Counter("dispatch_splits_handed_out_total", "Splits handed out by getSplit (repeated answers not counted).",
-              static_cast<double>(dss.splits_handed_out));
+  const state::DispatcherState& st = data->state();
+  const WorkerRegistryStats& ws = data->workers().stats();
+  f.Gauge("dispatch_workers", "Registered workers.", static_cast<double>(st.NumWorkers()));
+  f.Counter("dispatch_workers_removed_total", "Workers removed, by reason.",
+            static_cast<double>(ws.removed_disconnected), {{"reason", "disconnected"}});
+  f.Counter("dispatch_workers_removed_total", "Workers removed, by reason.",
+            static_cast<double>(ws.removed_timed_out), {{"reason", "timed_out"}});
+  f.Counter("dispatch_worker_heartbeats_total", "Heartbeats of registered workers.",
+            static_cast<double>(ws.heartbeats));
+  f.Counter("dispatch_task_pushes_failed_total", "startTasks/deleteTasks pushes that failed.",
+            static_cast<double>(ws.pushes_failed));
+  f.Gauge("dispatch_datasets", "Registered datasets.", static_cast<double>(st.NumDatasets()));
+  f.Gauge("dispatch_jobs", "Jobs, by whether they finished.",
+          static_cast<double>(st.NumUnfinishedJobs()), {{"state", "unfinished"}});
+  f.Gauge("dispatch_jobs", "Jobs, by whether they finished.",
+          static_cast<double>(st.NumJobs() - st.NumUnfinishedJobs()), {{"state", "finished"}});
+  f.Gauge(
+      "dispatch_jobs_without_worker",
+      "Unfinished jobs no registered worker can produce (their dataset kind is announced by none).",
+      static_cast<double>(state::JobsWithoutWorker(st)));
+  f.Gauge("dispatch_tasks", "Tasks (active, pending and finished).",
+          static_cast<double>(st.NumTasks()));
+  f.Gauge("dispatch_job_clients", "Job clients (consumers) holding a job.",
+          static_cast<double>(st.NumJobClients()));
+  const DataServiceStats& dss = data->stats();
+  f.Counter("dispatch_jobs_garbage_collected_total", "Jobs garbage-collected.",
+            static_cast<double>(dss.jobs_garbage_collected));
+  f.Counter("dispatch_job_clients_timed_out_total", "Job clients released for missing heartbeats.",
+            static_cast<double>(dss.clients_timed_out));
+  f.Counter("dispatch_splits_handed_out_total",
+            "Splits handed out by getSplit (repeated answers not counted).",
+            static_cast<double>(dss.splits_handed_out));
 
-    ClosureDispatcher& closures = data->closures();
-    const char* kStateHelp = "Closures the dispatcher holds, by state.";
-    const std::pair<const char*, state::ClosureState> states[] = {
-        {"waiting", state::ClosureState::WAITING},     {"queued", state::ClosureState::QUEUED},
-        {"assigned", state::ClosureState::ASSIGNED},   {"finished", state::ClosureState::FINISHED},
-        {"failed", state::ClosureState::FAILED},       {"cancelled", state::ClosureState::CANCELLED},
-    };
-    for (const auto& [name, s] : states) {
-      f.Gauge("dispatch_closures", kStateHelp, static_cast<double>(st.NumClosuresInState(s)), {{"state", name}});
-    }
-    const ClosureCounters& cc = closures.counters();
-    const std::tuple<const char*, const char*, uint64_t> counters[] = {
-        {"dispatch_closures_scheduled_total", "Closures scheduled.", cc.scheduled},
-        {"dispatch_closure_results_accepted_total", "Closure outcomes accepted from workers.", cc.results_accepted},
-        {"dispatch_closure_reports_ignored_total", "Closure reports ignored (duplicate, stale or late).",
-         cc.reports_ignored},
-        {"dispatch_closure_put_backs_total", "Closures returned to the queue after their worker failed.",
-         cc.put_back},
-        {"dispatch_closure_transient_retries_total", "Closures retried after a transient error.",
-         cc.transient_retries},
-        {"dispatch_closure_attempts_exhausted_total", "Closures failed after --max-closure-attempts runs.",
-         cc.attempts_exhausted},
-        {"dispatch_closures_released_total", "Closure outcomes released (fetched or dropped).", cc.released},
-        {"dispatch_closure_pushes_failed_total", "runClosures pushes that failed.", cc.pushes_failed},
-        {"dispatch_closure_schedule_waits_total", "schedule calls that waited for queue room.", cc.schedule_waits},
-        {"dispatch_closure_cancels_total", "Closures cancelled by Coordinator.cancel.", cc.cancel_requested},
-        {"dispatch_closure_deadlines_exceeded_total", "Closures failed by their timeout.",
-         cc.deadlines_exceeded},
-    };
-    for (const auto& [name, help, value] : counters) f.Counter(name, help, static_cast<double>(value));
-    const ClosureTimings& timings = server.closure_timings();
-    f.Histo("dispatch_closure_queue_wait_seconds",
-            "From a closure's schedule (or put-back) to its assignment (the reference's queued_closure).",
-            timings.queue_wait());
-    f.Histo("dispatch_closure_execution_seconds",
-            "From a closure's assignment to its worker's outcome (the reference's closure_execution).",
-            timings.execution());
-    f.Counter("dispatch_closure_timings_untracked_total",
-              "Closures not timed: over the bound of closures timed at once.",
-              static_cast<double>(timings.untracked()));
-    const ClosureWatchdog& watchdog = server.closure_watchdog();
-    f.Counter("dispatch_closure_stuck_episodes_total",
-              "Times closures were running and none finished for --stuck-closure-warning-ms "
-              "(each logged once as a warning).",
-              static_cast<double>(watchdog.episodes()));
-    f.Gauge("dispatch_closures_stuck",
-            "Closures running in the current stuck episode; 0 when none is on.",
-            static_cast<double>(watchdog.stuck_closures()));
-    // Not here: closures no connected worker can run (getServerStats has
-    // it), which takes time in proportion to the workers to count.
+  ClosureDispatcher& closures = data->closures();
+  const char* kStateHelp = "Closures the dispatcher holds, by state.";
+  const std::pair<const char*, state::ClosureState> states[] = {
+      {"waiting", state::ClosureState::WAITING},   {"queued", state::ClosureState::QUEUED},
+      {"assigned", state::ClosureState::ASSIGNED}, {"finished", state::ClosureState::FINISHED},
+      {"failed", state::ClosureState::FAILED},     {"cancelled", state::ClosureState::CANCELLED},
+  };
+  for (const auto& [name, s] : states) {
+    f.Gauge("dispatch_closures", kStateHelp, static_cast<double>(st.NumClosuresInState(s)),
+            {{"state", name}});
   }
+  const ClosureCounters& cc = closures.counters();
+  const std::tuple<const char*, const char*, uint64_t> counters[] = {
+      {"dispatch_closures_scheduled_total", "Closures scheduled.", cc.scheduled},
+      {"dispatch_closure_results_accepted_total", "Closure outcomes accepted from workers.",
+       cc.results_accepted},
+      {"dispatch_closure_reports_ignored_total",
+       "Closure reports ignored (duplicate, stale or late).", cc.reports_ignored},
+      {"dispatch_closure_put_backs_total",
+       "Closures returned to the queue after their worker failed.", cc.put_back},
+      {"dispatch_closure_transient_retries_total", "Closures retried after a transient error.",
+       cc.transient_retries},
+      {"dispatch_closure_attempts_exhausted_total",
+       "Closures failed after --max-closure-attempts runs.", cc.attempts_exhausted},
+      {"dispatch_closures_released_total", "Closure outcomes released (fetched or dropped).",
+       cc.released},
+      {"dispatch_closure_pushes_failed_total", "runClosures pushes that failed.", cc.pushes_failed},
+      {"dispatch_closure_schedule_waits_total", "schedule calls that waited for queue room.",
+       cc.schedule_waits},
+      {"dispatch_closure_cancels_total", "Closures cancelled by Coordinator.cancel.",
+       cc.cancel_requested},
+      {"dispatch_closure_deadlines_exceeded_total", "Closures failed by their timeout.",
+       cc.deadlines_exceeded},
+  };
+  for (const auto& [name, help, value] : counters)
+    f.Counter(name, help, static_cast<double>(value));
+  const ClosureTimings& timings = server.closure_timings();
+  f.Histo(
+      "dispatch_closure_queue_wait_seconds",
+      "From a closure's schedule (or put-back) to its assignment (the reference's queued_closure).",
+      timings.queue_wait());
+  f.Histo(
+      "dispatch_closure_execution_seconds",
+      "From a closure's assignment to its worker's outcome (the reference's closure_execution).",
+      timings.execution());
+  f.Counter("dispatch_closure_timings_untracked_total",
+            "Closures not timed: over the bound of closures timed at once.",
+            static_cast<double>(timings.untracked()));
+  const ClosureWatchdog& watchdog = server.closure_watchdog();
+  f.Counter("dispatch_closure_stuck_episodes_total",
+            "Times closures were running and none finished for --stuck-closure-warning-ms "
+            "(each logged once as a warning).",
+            static_cast<double>(watchdog.episodes()));
+  f.Gauge("dispatch_closures_stuck",
+          "Closures running in the current stuck episode; 0 when none is on.",
+          static_cast<double>(watchdog.stuck_closures()));
+  // Not here: closures no connected worker can run (getServerStats has
+  // it), which takes time in proportion to the workers to count.
+}
 
+void AddHttp(MetricFamilies& f, const Frontend& front) {
   // HTTP itself.
-  if (const HttpEndpoints* http = server.http()) {
+  if (const HttpEndpoints* http = front.http()) {
     const HttpCounters& h = http->counters();
     f.Counter("dispatch_http_requests_total", "HTTP requests served (any status).",
               static_cast<double>(h.requests));
@@ -390,6 +289,27 @@ std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
               *histogram, {{"path", path}});
     }
   }
+}
+
+}  // namespace
+
+std::vector<MetricFamily> CollectMetrics(DispatcherServer& server) {
+  MetricFamilies f;
+  AddFront(f, server.front());
+  if (const DurableState* durable = server.durable_if_open()) AddJournal(f, *durable);
+  if (server.extra_metrics()) server.extra_metrics()(f);
+  AddLoop(f, server.front());
+  if (DataService* data = server.data()) AddServices(f, server, data);
+  AddHttp(f, server.front());
+  return f.Release();
+}
+
+std::vector<MetricFamily> CollectFrontMetrics(Frontend& front, const MetricsExtra& extra) {
+  MetricFamilies f;
+  AddFront(f, front);
+  if (extra) extra(f);
+  AddLoop(f, front);
+  AddHttp(f, front);
   return f.Release();
 }
 

@@ -244,6 +244,11 @@ void RpcServer::CloseAll() {
   for (ConnectionId id : ids) Close(id, "server shutting down");
 }
 
+void RpcServer::ForgetAll() {
+  connections_.clear();
+  connections_per_address_.clear();
+}
+
 void RpcServer::Forget(ConnectionId id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;

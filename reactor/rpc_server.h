@@ -101,6 +101,11 @@ class RpcServer {
   // Closes a connection after the current event (never under its own stack).
   void Close(ConnectionId id, const char* reason);
   void CloseAll();
+  // Destroys every connection now, without telling the disconnect
+  // listeners: for an owner that goes while the RpcServer stays (the
+  // capabilities they hold refer to it). REQUIRES: not under a connection's
+  // own callbacks.
+  void ForgetAll();
 
   // True when no call is in flight and no connection has replies queued:
   // everything the server owed has been handed to the kernel.

@@ -8,32 +8,6 @@
 
 namespace dispatch::reactor {
 
-capnp::Capability::Server::DispatchCallResult GatewayService::dispatchCall(
-    uint64_t interface_id, uint16_t method_id,
-    capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {
-  DispatchCallResult result = DispatchWithPeerErrors([&]() {
-    return rpc::Gateway::Server::dispatchCall(interface_id, method_id, context);
-  });
-  result.promise = server_.rpc_metrics().Track(interface_id, method_id, kj::mv(result.promise));
-  return result;
-}
-
-kj::Promise<void> GatewayService::authenticate(AuthenticateContext context) {
-  server_.loop_thread().Check();
-  // HA standby: nothing is served here; the error names the leader.
-  if (!server_.serving()) ThrowStatus(server_.NotLeaderError());
-  if (!server_.TokenMatches(context.getParams().getToken())) {
-    server_.rpc().CountAuthenticationFailure();
-    if (++failed_attempts_ >= kMaxFailedAttempts) {
-      server_.rpc().Close(connection_, "too many failed authentication attempts");
-    }
-    ThrowStatus(UnauthenticatedError("the gateway refused this token"));
-  }
-  server_.rpc().MarkAuthenticated(connection_);
-  context.getResults().setDispatcher(kj::heap<DispatcherService>(server_, connection_));
-  return kj::READY_NOW;
-}
-
 capnp::Capability::Server::DispatchCallResult DispatcherService::dispatchCall(
     uint64_t interface_id, uint16_t method_id,
     capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) {

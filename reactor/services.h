@@ -1,7 +1,7 @@
-// The RPC objects of one connection: the Gateway (the bootstrap capability,
-// the only thing reachable before authentication) and the Dispatcher it hands
-// out. Both are thin: they check the loop thread, bracket every call for the
-// in-flight limit, and turn each request into work on the DispatcherServer.
+// The Dispatcher of one connection, which the gateway (frontend.h) hands out
+// once the peer authenticated. It is thin: it checks the loop thread,
+// brackets every call for the in-flight limit, and turns each request into
+// work on the DispatcherServer.
 #pragma once
 
 #include "reactor/rpc_server.h"
@@ -11,25 +11,6 @@ namespace dispatch::reactor {
 
 class DispatcherServer;
 class DataService;
-
-class GatewayService final : public rpc::Gateway::Server {
- public:
-  GatewayService(DispatcherServer& server, RpcServer::ConnectionId connection)
-      : server_(server), connection_(connection) {}
-
-  // Every failed call's exception carries a code (DispatchWithPeerErrors).
-  DispatchCallResult dispatchCall(uint64_t interface_id, uint16_t method_id,
-                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) override;
-  kj::Promise<void> authenticate(AuthenticateContext context) override;
-
- private:
-  // A peer that keeps guessing tokens is cut off.
-  static constexpr int kMaxFailedAttempts = 3;
-
-  DispatcherServer& server_;
-  const RpcServer::ConnectionId connection_;
-  int failed_attempts_ = 0;
-};
 
 class DispatcherService final : public rpc::Dispatcher::Server {
  public:

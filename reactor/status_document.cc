@@ -110,18 +110,23 @@ Json History(const StatusHistory& history) {
 
 }  // namespace
 
-Json CollectStatus(DispatcherServer& server) {
+Json CollectFrontStatus(Frontend& front, bool ready, const std::string& not_ready_because) {
   Json doc = Json::MakeObject();
   doc.Set("version", DISPATCH_VERSION);
-  doc.Set("incarnation", std::to_string(server.incarnation()));  // 64 bits: a string
-  doc.Set("uptimeSeconds", static_cast<double>(server.uptime_micros()) * 1e-6);
+  doc.Set("incarnation", std::to_string(front.incarnation()));  // 64 bits: a string
+  doc.Set("uptimeSeconds", static_cast<double>(front.uptime_micros()) * 1e-6);
+  doc.Set("ready", ready);
+  doc.Set("notReadyBecause", not_ready_because);
+  doc.Set("residentBytes", ResidentBytes());
+  doc.Set("connectionsOpen", static_cast<uint64_t>(front.rpc().connection_count()));
+  doc.Set("rpcCallsTotal", front.rpc().counters().calls_total);
+  return doc;
+}
+
+Json CollectStatus(DispatcherServer& server) {
   std::string why;
   const bool ready = server.Ready(&why);
-  doc.Set("ready", ready);
-  doc.Set("notReadyBecause", why);
-  doc.Set("residentBytes", ResidentBytes());
-  doc.Set("connectionsOpen", static_cast<uint64_t>(server.rpc().connection_count()));
-  doc.Set("rpcCallsTotal", server.rpc().counters().calls_total);
+  Json doc = CollectFrontStatus(server.front(), ready, why);
   DataService* data = server.data();
   if (data == nullptr) return doc;
   const state::DispatcherState& st = data->state();

@@ -15,6 +15,7 @@
 namespace dispatch::reactor {
 
 class DispatcherServer;
+class Frontend;
 
 inline constexpr size_t kMaxWorkersListed = 200;
 inline constexpr size_t kMaxJobsListed = 100;
@@ -23,5 +24,9 @@ inline constexpr size_t kMaxCoordinatorsListed = 50;
 
 // REQUIRES: loop thread. The caller encodes it (Json::Encode), anywhere.
 Json CollectStatus(DispatcherServer& server);
+// The part the front alone knows (version, incarnation, uptime, readiness as
+// the caller tells it, connections), which is all a process that does not
+// serve (an HA standby) shows. REQUIRES: loop thread.
+Json CollectFrontStatus(Frontend& front, bool ready, const std::string& not_ready_because);
 
 }  // namespace dispatch::reactor

@@ -17,11 +17,12 @@ struct StandbyFollower::CheckpointJob : uvkj::PoolJob {
   void Run() override { stats = checkpointer->Checkpoint(); }
 };
 
-StandbyFollower::StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, reactor::DispatcherServer& server,
-                                 std::string prefix, std::function<void(const Status&)> on_failure)
+StandbyFollower::StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client,
+                                 StoreOpener open_store, std::string prefix,
+                                 std::function<void(const Status&)> on_failure)
     : io_(io),
       client_(client),
-      server_(server),
+      open_store_(std::move(open_store)),
       prefix_(std::move(prefix)),
       on_failure_(std::move(on_failure)),
       reader_(client, prefix_),
@@ -61,7 +62,7 @@ void StandbyFollower::Load() {
   pending_image_.reset();
   checkpoint_.Abandon();
   checkpointer_.reset();  // before the store it belongs to goes
-  Result<storage::Store*> store = server_.OpenHaStore();
+  Result<storage::Store*> store = open_store_();
   if (!store.ok()) {
     failed_ = true;
     on_failure_(store.status());

@@ -1,6 +1,7 @@
 // StandbyFollower: a hot standby's copy of the etcd journal
 // (docs/high_availability.md §6). While another dispatcher leads, it fills a
-// fresh local store (the server's ha-cache) from etcd at one revision R (the
+// fresh local store (the member's ha-cache, opened by `open_store` at every
+// load) from etcd at one revision R (the
 // snapshot, then the journal keys after it: EtcdStateReader), then watches
 // PREFIX/journal/ .. PREFIX/snapshot/ from R+1 and commits each journal group
 // to the store as it arrives (a gap or a damaged group: `on_failure`, a
@@ -21,10 +22,12 @@
 // behind until a takeover). On winning,
 // CatchUp() stops the watch and ranges the journal from the store's position
 // to the end: the store then holds everything etcd holds, and the server
-// recovers from it as after a restart. The store's WAL is checkpointed on
+// the member builds recovers from it as after a restart. The store's WAL is checkpointed on
 // the thread pool as it grows.
-// REQUIRES: loop thread only; client and server outlive it.
+// REQUIRES: loop thread only; the client and the stores outlive it.
 #pragma once
+
+#include <kj/async.h>
 
 #include <cstdint>
 #include <functional>
@@ -32,15 +35,13 @@
 #include <string>
 #include <vector>
 
-#include <kj/async.h>
-
-#include "reactor/dispatcher_server.h"
 #include "reactor/etcd/etcd_client.h"
 #include "reactor/ha/etcd_state_reader.h"
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/pool_work.h"
 #include "state/dispatcher_state.h"
 #include "storage/checkpointer.h"
+#include "storage/store.h"
 
 namespace dispatch::ha {
 
@@ -49,7 +50,10 @@ Result<state::DispatcherState> SnapshotState(storage::Store& store);
 
 class StandbyFollower {
  public:
-  StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, reactor::DispatcherServer& server,
+  // Empties the local store's place and opens a fresh store there (each
+  // load starts from one); the store stays its caller's.
+  using StoreOpener = std::function<Result<storage::Store*>()>;
+  StandbyFollower(uvkj::UvAsyncIo& io, etcd::EtcdClient& client, StoreOpener open_store,
                   std::string prefix, std::function<void(const Status&)> on_failure);
   ~StandbyFollower();
   StandbyFollower(const StandbyFollower&) = delete;
@@ -100,7 +104,7 @@ class StandbyFollower {
 
   uvkj::UvAsyncIo& io_;
   etcd::EtcdClient& client_;
-  reactor::DispatcherServer& server_;
+  const StoreOpener open_store_;
   const std::string prefix_;
   const std::function<void(const Status&)> on_failure_;
   EtcdStateReader reader_;
