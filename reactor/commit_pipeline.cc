@@ -72,9 +72,12 @@ Status CommitPipeline::SubmitRecord(journal::Update::Reader update, std::string 
   // is journaled, and both happen before the pass's commit.
   // Effects only when someone reads them: a pipeline without observers
   // (tools, some tests) applies as replay does.
-  state::Effects* effects = applied_observers_.empty() ? nullptr : &effects_;
+  state::Effects* effects =
+      applied_observers_.empty() && !testing_.unjournaled_release ? nullptr : &effects_;
   DISPATCH_RETURN_IF_ERROR(state_.Apply(update, effects));
-  batch_.AddRecord(std::move(bytes));
+  if (!(testing_.unjournaled_release && !effects_.released.empty())) {
+    batch_.AddRecord(std::move(bytes));
+  }
   if (effects != nullptr) {
     notifying_ = true;
     KJ_DEFER(notifying_ = false);
@@ -129,10 +132,24 @@ void CommitPipeline::ReplaceState(state::DispatcherState state) {
 
 kj::Promise<void> CommitPipeline::Barrier() {
   if (failed()) return ExceptionFromStatus(failure_);
+  if (testing_.reply_before_commit) return kj::READY_NOW;
   if (!batch_.empty()) return batch_waiters_.Wait();
   // Everything is written: the caller may have observed any of it.
   if (DurableThrough() >= written_) return kj::READY_NOW;
   return LastWriteGroup().Wait();
+}
+
+void CommitPipeline::WhenDurable(kj::Function<void()> action) {
+  if (failed()) return;
+  if (testing_.reply_before_commit) {
+    action();
+    return;
+  }
+  if (!batch_.empty()) {
+    batch_waiters_.WhenDurable(kj::mv(action));
+    return;
+  }
+  WhenWrittenDurable(kj::mv(action));
 }
 
 void CommitPipeline::WhenWrittenDurable(kj::Function<void()> action) {

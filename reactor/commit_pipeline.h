@@ -51,6 +51,18 @@ struct CommitPipelineOptions {
   std::string record_limit_reason = {};
 };
 
+// TEST-ONLY: bugs the simulation plants in the shipping pipeline to prove
+// that its checker notices them (tests/sim, SimBug). Every field defaults
+// to off; nothing but the simulation sets one.
+struct CommitPipelineTesting {
+  // Replies leave before their updates are committed: Barrier and
+  // WhenDurable release at once.
+  bool reply_before_commit = false;
+  // An update that released closures (Effects::released) is applied but
+  // its record is left out of the batch: never journaled.
+  bool unjournaled_release = false;
+};
+
 struct CommitStats {
   uint64_t commits = 0;           // group commits (transactions) written
   uint64_t records = 0;           // updates journaled
@@ -110,6 +122,11 @@ class CommitPipeline {
   // it. Every reply waits on it, reads included (a read may have observed
   // an update that is applied but not yet durable). Rejected after a failure.
   kj::Promise<void> Barrier();
+  // Barrier's form for a driver without a KJ event loop (the simulation):
+  // runs `action` once everything submitted so far is durable, at once when
+  // it is; never after a failure, nor when the pipeline is destroyed first.
+  // Actions parked on one batch run in the order they were parked.
+  void WhenDurable(kj::Function<void()> action);
   // Runs `action` once everything written so far has passed every stage (at
   // once when it has; never after a failure). It waits for writes, not for
   // the pass's batch.
@@ -170,6 +187,8 @@ class CommitPipeline {
   using ObserverId = uint64_t;
   ObserverId AddAppliedObserver(std::function<void(const state::Effects&)> observer);
   void RemoveAppliedObserver(ObserverId id);
+  // TEST-ONLY (CommitPipelineTesting): plants a bug for the simulation.
+  void SetTesting(CommitPipelineTesting testing) { testing_ = testing; }
   // Called once at fail-stop, after every parked reply failed.
   void SetFatalHandler(std::function<void(const Status&)> handler) {
     on_fatal_ = std::move(handler);
@@ -249,6 +268,7 @@ class CommitPipeline {
   // The effects of the update being submitted, kept for its memory.
   state::Effects effects_;
   std::function<void(const Status&)> on_fatal_;
+  CommitPipelineTesting testing_;
   Status failure_;
   CommitStats stats_;
   Histogram commit_seconds_{Histogram::SecondsBounds()};

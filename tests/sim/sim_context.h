@@ -98,6 +98,17 @@ struct SimContext {
     net.Send(connection, Delay(), std::move(deliver), std::move(on_drop));
   }
 
+  // A reply of the dispatcher: as Send, and once written it reaches its
+  // caller even if the dispatcher dies meanwhile (SimNetwork).
+  void Reply(uint64_t connection, std::function<void()> deliver) {
+    if (!net.IsOpen(connection)) return;
+    if (Chance(params.loss)) {
+      Break(connection);
+      return;
+    }
+    net.Send(connection, Delay(), std::move(deliver), nullptr, /*written=*/true);
+  }
+
   // The dispatcher process's own channel (OS events, timers); reopened at
   // each restart.
   uint64_t control_connection = 0;

@@ -52,15 +52,15 @@ state::DataPolicy SimDispatcher::DataPolicy() const {
 
 state::SplitSourceLookup SimDispatcher::SplitSources() const {
   return [this](uint64_t dataset_id) -> Result<state::SplitSourceSummary> {
-    DISPATCH_RETURN_IF_ERROR(state_.GetDataset(dataset_id).status());
-    return state::SplitSourceSummary{true, SourceOf(state_, dataset_id).num_splits};
+    DISPATCH_RETURN_IF_ERROR(state().GetDataset(dataset_id).status());
+    return state::SplitSourceSummary{true, SourceOf(state(), dataset_id).num_splits};
   };
 }
 
 TaskInfo SimDispatcher::InfoOf(const state::Task& task) const {
-  const state::Job* job = state_.FindJob(task.job_id);
+  const state::Job* job = state().FindJob(task.job_id);
   return TaskInfo{task.id, task.job_id, job->IsDynamic(),
-                  SourceOf(state_, job->dataset_id).repetitions};
+                  SourceOf(state(), job->dataset_id).repetitions};
 }
 
 void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& request,
@@ -73,10 +73,10 @@ void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& reque
   decoded.current_tasks = request.current_tasks;
   decoded.connection = conn;
   state::WorkerHeartbeatPlan plan =
-      state::PlanWorkerHeartbeat(state_, soft_, decoded, NowMs(), Stamp());
+      state::PlanWorkerHeartbeat(state(), soft_, decoded, NowMs(), Stamp());
   if (plan.replaces_worker_id != 0) {
     if (!RemoveWorkerAt(address, "a new worker process took its address").ok()) return;
-    plan = state::PlanWorkerHeartbeat(state_, soft_, decoded, NowMs(), Stamp());
+    plan = state::PlanWorkerHeartbeat(state(), soft_, decoded, NowMs(), Stamp());
   }
   if (!Carry(plan.updates).ok()) return;
   const bool attached = soft_.Apply(plan.soft);
@@ -87,7 +87,7 @@ void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& reque
   if (new_live || plan.registers || attached) {
     // A new link: the worker drops the outcomes of closures pushed on its
     // earlier connections, so those runs are lost (pinned seeds 27, 216, 226, 255).
-    Carry(state::PlanWorkerLost(state_, Policy(), worker_id,
+    Carry(state::PlanWorkerLost(state(), Policy(), worker_id,
                                 "it reconnected; its earlier connection's runs are dropped",
                                 Stamp()))
         .ok();
@@ -104,7 +104,7 @@ void SimDispatcher::WorkerHeartbeat(uint64_t conn, const HeartbeatRequest& reque
   HeartbeatReply out;
   out.worker_id = worker_id;
   out.dispatcher_incarnation = incarnation_;
-  for (uint64_t id : plan.tasks_to_start) out.new_tasks.push_back(InfoOf(*state_.FindTask(id)));
+  for (uint64_t id : plan.tasks_to_start) out.new_tasks.push_back(InfoOf(*state().FindTask(id)));
   out.tasks_to_delete = plan.tasks_to_delete;
   Park(conn, [reply, out] { reply(out); });
 }
@@ -113,7 +113,7 @@ void SimDispatcher::WorkerUpdate(uint64_t conn, const std::vector<uint64_t>& com
   (void)conn;
   std::vector<state::TaskProgress> progress;
   for (uint64_t task_id : completed_tasks) progress.push_back({task_id, true});
-  Result<state::UpdateList> updates = state::PlanWorkerUpdate(state_, progress, Stamp());
+  Result<state::UpdateList> updates = state::PlanWorkerUpdate(state(), progress, Stamp());
   if (updates.ok()) Carry(*updates).ok();  // refused (an unknown task): nothing changes
 }
 
@@ -125,7 +125,7 @@ void SimDispatcher::GetSplit(uint64_t conn, const SplitRequest& request,
   decoded.repetition = request.repetition;
   decoded.max_splits = request.max_splits;
   Result<state::GetSplitPlan> plan =
-      state::PlanGetSplit(state_, decoded, SplitSources(), Stamp(), DataPolicy());
+      state::PlanGetSplit(state(), decoded, SplitSources(), Stamp(), DataPolicy());
   SplitReply out;
   if (!plan.ok()) {
     out.status = plan.status();
@@ -140,8 +140,8 @@ void SimDispatcher::GetSplit(uint64_t conn, const SplitRequest& request,
 
 void SimDispatcher::RegisterDataset(uint64_t conn, uint64_t fingerprint, uint64_t num_splits,
                                     int64_t repetitions, std::function<void(uint64_t)> reply) {
-  const state::Dataset* known = state_.FindDatasetByFingerprint(fingerprint);
-  uint64_t dataset_id = known != nullptr ? known->id : state_.NextDatasetId();
+  const state::Dataset* known = state().FindDatasetByFingerprint(fingerprint);
+  uint64_t dataset_id = known != nullptr ? known->id : state().NextDatasetId();
   if (known == nullptr) {
     const std::string metadata = std::to_string(num_splits) + " " + std::to_string(repetitions);
     if (!SubmitBuilt([&](journal::Update::Builder u) {
@@ -168,7 +168,7 @@ void SimDispatcher::GetOrCreateJob(uint64_t conn, const JobRequest& request,
   decoded.num_consumers = request.num_consumers;
   decoded.requeue_unfinished_splits = request.requeue;
   Result<state::JobPlan> plan =
-      state::PlanGetOrCreateJob(state_, decoded, SplitSources(), NowMs(), Stamp(), DataPolicy());
+      state::PlanGetOrCreateJob(state(), decoded, SplitSources(), NowMs(), Stamp(), DataPolicy());
   JobReply out;
   if (!plan.ok()) {
     out.status = plan.status();
@@ -189,14 +189,14 @@ void SimDispatcher::ClientHeartbeat(uint64_t conn, const ClientHeartbeatRequest&
   state::ClientHeartbeatRequest decoded{request.job_client_id, request.current_round,
                                         request.blocked_round};
   Result<state::ClientHeartbeatPlan> plan =
-      state::PlanClientHeartbeat(state_, soft_, decoded, NowMs(), Stamp(), DataPolicy());
+      state::PlanClientHeartbeat(state(), soft_, decoded, NowMs(), Stamp(), DataPolicy());
   ClientHeartbeatReply out;
   if (!plan.ok()) {
     out.status = plan.status();
   } else {
     if (!Carry(plan->updates).ok()) return;
     soft_.Apply(plan->soft);
-    const state::ClientHeartbeatAnswer answer = state::AnswerClientHeartbeat(state_, plan->job_id);
+    const state::ClientHeartbeatAnswer answer = state::AnswerClientHeartbeat(state(), plan->job_id);
     out.job_finished = answer.job_finished;
     out.block_round = answer.block_round;
     for (const state::Task* task : answer.tasks)
@@ -207,7 +207,7 @@ void SimDispatcher::ClientHeartbeat(uint64_t conn, const ClientHeartbeatRequest&
 
 void SimDispatcher::ReleaseJobClient(uint64_t conn, uint64_t client_id,
                                      std::function<void(Status)> reply) {
-  Result<state::ReleasePlan> plan = state::PlanReleaseJobClient(state_, client_id, Stamp());
+  Result<state::ReleasePlan> plan = state::PlanReleaseJobClient(state(), client_id, Stamp());
   Status status = plan.status();
   if (plan.ok()) {
     if (!Carry(plan->updates).ok()) return;
@@ -223,18 +223,18 @@ void SimDispatcher::RunTimers() {
        soft_.workers.TimedOut(NowMs(), static_cast<uint64_t>(ctx_.params.worker_timeout_ms)))
     RemoveWorkerAt(address, "no heartbeat within the worker timeout").ok();
   state::ClientTimeoutPlan timeouts =
-      state::PlanClientTimeouts(state_, soft_, NowMs(), Stamp(), policy);
+      state::PlanClientTimeouts(state(), soft_, NowMs(), Stamp(), policy);
   for (size_t i = 0; i < timeouts.updates.size(); ++i) Submit(timeouts.updates[i]).ok();
   soft_.Apply(timeouts.soft);
   // Closure deadlines (ClosureDispatcher's deadline timer).
-  state::EndingPlan deadlines = state::PlanDeadlines(state_, Stamp());
+  state::EndingPlan deadlines = state::PlanDeadlines(state(), Stamp());
   if (!deadlines.updates.empty() && Carry(deadlines.updates).ok())
     TellWorkersToDrop(deadlines.running);
   // Job GC, every 50 ms.
   const int64_t now = ctx_.net.now_ms();
   if (now < next_gc_ms_) return;
   next_gc_ms_ = now + 50;
-  state::JobGcPlan gc = state::PlanJobGc(state_, Stamp(), policy);
+  state::JobGcPlan gc = state::PlanJobGc(state(), Stamp(), policy);
   for (size_t i = 0; i < gc.updates.size(); ++i) Submit(gc.updates[i]).ok();
   soft_.Apply(gc.soft);
 }

@@ -18,18 +18,6 @@
 namespace dispatch::sim {
 namespace {
 
-// Runs `fn` on the Update that `bytes` hold (a journal record).
-template <typename Fn>
-void WithUpdate(const std::string& bytes, Fn&& fn) {
-  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::copy(bytes.begin(), bytes.end(), words.asChars().begin());
-  capnp::FlatArrayMessageReader reader(words);
-  fn(reader.getRoot<journal::Update>());
-}
-
-// The journal's per-record limit (StoreOptions' default).
-constexpr size_t kMaxRecordBytes = 16u << 20;
-
 capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
 capnp::Data::Reader DataOf(const std::string& s) {
   return capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(s.data()), s.size());
@@ -37,16 +25,32 @@ capnp::Data::Reader DataOf(const std::string& s) {
 
 }  // namespace
 
-SimDispatcher::SimDispatcher(SimContext& ctx) : ctx_(ctx) {
+SimDispatcher::SimDispatcher(SimContext& ctx) : ctx_(ctx), journal_(ctx), clock_(ctx.net) {
+  StartPipeline(state::DispatcherState());
   ctx_.control_connection = ctx_.net.Open();
   ctx_.on_broken = [this](uint64_t conn) { OnBroken(conn); };
 }
 
 // ---- Durability -------------------------------------------------------------
 
-int64_t SimDispatcher::NowMicros() const {
-  return std::max<int64_t>(ctx_.net.now_ms() * 1000, state_.LastTimeMicros());
+void SimDispatcher::StartPipeline(state::DispatcherState recovered) {
+  pipeline_ = std::make_unique<reactor::CommitPipeline>(
+      journal_, clock_, reactor::CommitPipelineOptions{}, std::move(recovered));
+  // As ClosureDispatcher::Observe: the sessions hear of every closure that
+  // ended, by its own item or with an input.
+  pipeline_->AddAppliedObserver([this](const state::Effects& effects) {
+    for (const state::ClosureEnded& ended : effects.ended)
+      NotifyDone(ended.coordinator_id, ended.closure_id);
+  });
+  pipeline_->SetFatalHandler(
+      [this](const Status& status) { ctx_.observer->Fail("fail-stop: " + status.ToString()); });
+  reactor::CommitPipelineTesting testing;
+  testing.reply_before_commit = ctx_.bug == SimBug::kReplyBeforeCommit;
+  testing.unjournaled_release = ctx_.bug == SimBug::kUnjournaledRelease;
+  pipeline_->SetTesting(testing);
 }
+
+int64_t SimDispatcher::NowMicros() const { return pipeline_->NowMicros(); }
 
 state::ClosurePolicy SimDispatcher::Policy() const {
   state::ClosurePolicy policy = ctx_.params.policy;
@@ -54,36 +58,16 @@ state::ClosurePolicy SimDispatcher::Policy() const {
   return policy;
 }
 
-state::Stamp SimDispatcher::Stamp() const { return state::Stamp{NowMicros(), kMaxRecordBytes}; }
+state::Stamp SimDispatcher::Stamp() const {
+  return state::Stamp{NowMicros(), pipeline_->max_record_bytes()};
+}
 
 Status SimDispatcher::Submit(journal::Update::Reader update) {
-  Status checked = state_.Check(update);
-  if (!checked.ok()) {
-    // Every update here was planned or validated first: a refusal is a bug.
-    ctx_.observer->Fail("a planned update was refused: " + checked.ToString());
-    return checked;
-  }
-  capnp::MallocMessageBuilder message;
-  message.setRoot(update);
-  std::string bytes = state::EncodeMessage(message);
-  if (bytes.size() > kMaxRecordBytes) {
-    // DurableState refuses it; the planners cut what they build to fit.
-    ctx_.observer->Fail("a planned update of " + std::to_string(bytes.size()) +
-                        " bytes does not fit a journal record");
-    return ResourceExhaustedError("update too large");
-  }
-  Status applied = state::ApplyEncodedUpdate(state_, bytes, &effects_);
-  if (!applied.ok()) {
-    ctx_.observer->Fail("a checked update did not apply from its bytes: " + applied.ToString());
-    return applied;
-  }
-  const bool unjournaled = ctx_.bug == SimBug::kUnjournaledRelease && !effects_.released.empty();
-  if (!unjournaled) batch_.push_back(std::move(bytes));
-  // As ClosureDispatcher::Observe: the sessions hear of every closure that
-  // ended, by its own item or with an input.
-  for (const state::ClosureEnded& ended : effects_.ended)
-    NotifyDone(ended.coordinator_id, ended.closure_id);
-  return Status::Ok();
+  Status submitted = pipeline_->Submit(update);
+  // Every update here was planned or validated first, and the planners cut
+  // what they build to fit a record: a refusal is a bug.
+  if (!submitted.ok()) ctx_.observer->Fail("a planned update was refused: " + submitted.ToString());
+  return submitted;
 }
 
 Status SimDispatcher::Carry(const state::UpdateList& updates) {
@@ -100,105 +84,46 @@ Status SimDispatcher::SubmitBuilt(const std::function<void(journal::Update::Buil
 }
 
 void SimDispatcher::Park(uint64_t conn, std::function<void()> deliver) {
-  if (ctx_.bug == SimBug::kReplyBeforeCommit) {
-    deliver();  // reaches the caller at once, before the commit (and any crash)
-    return;
-  }
-  parked_.emplace_back(conn, std::move(deliver));
+  // As a handler's reply waits on the pipeline's Barrier.
+  pipeline_->WhenDurable([this, conn, deliver = std::move(deliver)]() mutable {
+    ctx_.Reply(conn, std::move(deliver));
+  });
 }
 
-void SimDispatcher::Commit() {
-  for (const std::string& bytes : batch_) {
-    WithUpdate(bytes, [&](journal::Update::Reader update) {
-      ctx_.observer->BeforeCommit(committed_, update);
-      Status applied = committed_.Apply(update);
-      if (!applied.ok()) {
-        ctx_.observer->Fail("a journaled record does not apply to the committed state: " +
-                            applied.ToString());
-        return;
-      }
-      ctx_.observer->AfterCommit(committed_, update);
-    });
-    journal_.push_back(bytes);
-  }
-  batch_.clear();
-  for (auto& [id, bytes] : batch_results_) {
-    if (bytes.has_value()) {
-      results_[id] = std::move(*bytes);
-    } else {
-      results_.erase(id);
-    }
-  }
-  batch_results_.clear();
-  if (committed_.Digest() != state_.Digest())
+void SimDispatcher::CheckCommitted() {
+  if (!pipeline_->pending() && journal_.committed().Digest() != state().Digest())
     ctx_.observer->Fail("the live state and its journal differ after a commit");
-  const uint64_t every = ctx_.params.snapshot_every;
-  if (every > 0 && journal_.size() - snapshot_at_ >= every) {
-    snapshot_ = state::EncodeSnapshot(committed_);
-    snapshot_at_ = journal_.size();
-  }
-  auto parked = std::move(parked_);
-  parked_.clear();
-  for (auto& [conn, deliver] : parked) ctx_.Send(conn, std::move(deliver), false);
-  auto pushes = std::move(parked_pushes_);
-  parked_pushes_.clear();
-  for (auto& [worker_id, runs] : pushes) Push(worker_id, std::move(runs));
 }
 
 void SimDispatcher::EndPass() {
   RunTimers();
   if (ctx_.Chance(0.5)) FlushReleases();  // the release timer
   AssignQueued();
-  Commit();
-  Status indexes = state_.CheckIndexes();
+  pipeline_->CommitPass();
+  CheckCommitted();
+  Status indexes = state().CheckIndexes();
   if (!indexes.ok()) ctx_.observer->Fail("indexes: " + indexes.ToString());
 }
 
 void SimDispatcher::Crash(bool commit_first) {
-  if (commit_first) Commit();
-  batch_.clear();
-  batch_results_.clear();
-  parked_.clear();
-  parked_pushes_.clear();
+  if (commit_first) {
+    pipeline_->CommitNow();
+    CheckCommitted();
+  }
+  // The process dies: its batch, and every reply and push parked on it,
+  // with the pipeline.
+  pipeline_.reset();
   refused_ = state::RefusedSchedules();
   ctx_.net.CloseAll();  // every connection was to this process
   ++incarnation_;
   Recover();
 }
 
-void SimDispatcher::CheckReplay() {
-  state::DispatcherState replayed;
-  for (size_t i = 0; i < journal_.size(); ++i) {
-    Status applied = state::ApplyEncodedUpdate(replayed, journal_[i]);
-    if (!applied.ok()) {
-      ctx_.observer->Fail("journal record " + std::to_string(i) +
-                          " does not replay: " + applied.ToString());
-      return;
-    }
-  }
-  if (replayed.Digest() != committed_.Digest())
-    ctx_.observer->Fail("replaying the journal gives another digest");
-  if (snapshot_.empty()) return;
-  Result<state::DispatcherState> restored = state::DecodeSnapshot(snapshot_);
-  if (!restored.ok()) {
-    ctx_.observer->Fail("the snapshot does not decode: " + restored.status().ToString());
-    return;
-  }
-  for (size_t i = snapshot_at_; i < journal_.size(); ++i) {
-    Status applied = state::ApplyEncodedUpdate(*restored, journal_[i]);
-    if (!applied.ok()) {
-      ctx_.observer->Fail("journal record " + std::to_string(i) +
-                          " does not replay after the snapshot: " + applied.ToString());
-      return;
-    }
-  }
-  if (restored->Digest() != committed_.Digest())
-    ctx_.observer->Fail("the snapshot and its tail give another digest");
-}
+void SimDispatcher::CheckReplay() { journal_.CheckReplay(); }
 
 void SimDispatcher::Recover() {
   CheckReplay();
-  state_ = committed_;
+  StartPipeline(journal_.committed());
   soft_ = state::SoftState();
   controls_.clear();
   live_.clear();
@@ -206,11 +131,11 @@ void SimDispatcher::Recover() {
   pending_releases_.clear();
   workers_attached_ = 0;
   ctx_.control_connection = ctx_.net.Open();
-  ctx_.observer->Restarted(state_);
+  ctx_.observer->Restarted(state());
   // DataService::Start: closures that were running go back to the queue;
   // registered workers and job clients count as heard from now.
-  Carry(state::PlanRecovery(state_, Stamp())).ok();
-  soft_.Initialize(state_, NowMs(), NowMicros());
+  Carry(state::PlanRecovery(state(), Stamp())).ok();
+  soft_.Initialize(state(), NowMs(), NowMicros());
 }
 
 // ---- Workers and their closures ---------------------------------------------
@@ -224,12 +149,12 @@ void SimDispatcher::OnBroken(uint64_t conn) {
 Status SimDispatcher::RemoveWorkerAt(const std::string& address, const std::string& reason) {
   soft_.workers.Forget(address);
   controls_.erase(address);
-  const state::Worker* worker = state_.FindWorkerByAddress(address);
+  const state::Worker* worker = state().FindWorkerByAddress(address);
   if (worker == nullptr) return Status::Ok();
   const uint64_t worker_id = worker->id;
   live_.erase(worker_id);
   DISPATCH_RETURN_IF_ERROR(
-      Carry(state::PlanWorkerLost(state_, Policy(), worker_id, reason, Stamp())));
+      Carry(state::PlanWorkerLost(state(), Policy(), worker_id, reason, Stamp())));
   return SubmitBuilt(
       [&](journal::Update::Builder u) { u.initRemoveWorker().setWorkerId(worker_id); });
 }
@@ -253,21 +178,20 @@ std::vector<state::LiveWorker> SimDispatcher::LiveWorkers() const {
 }
 
 void SimDispatcher::AssignQueued() {
-  if (state_.NumClosuresInState(state::ClosureState::QUEUED) == 0 || live_.empty()) return;
+  if (state().NumClosuresInState(state::ClosureState::QUEUED) == 0 || live_.empty()) return;
   const std::vector<state::LiveWorker> workers = LiveWorkers();
   state::AssignmentPlan plan = state::PlanAssignments(
-      state_, workers, static_cast<uint64_t>(ctx_.net.now_ms()), turn_++, Stamp());
-  ctx_.observer->PassPlanned(state_, workers, plan.runs);
+      state(), workers, static_cast<uint64_t>(ctx_.net.now_ms()), turn_++, Stamp());
+  ctx_.observer->PassPlanned(state(), workers, plan.runs);
   if (!Carry(plan.updates).ok()) return;
   std::map<uint64_t, std::vector<RunPush>> per_worker;
   for (const state::ClosureRun& run : plan.runs) {
-    ctx_.observer->Assigned(state_, run);
-    const state::Closure* closure = state_.FindClosure(run.closure_id);
-    RunPush push{run.closure_id, run.worker_id, run.attempt, closure->function_name,
-                 closure->args};
+    ctx_.observer->Assigned(state(), run);
+    const state::Closure* closure = state().FindClosure(run.closure_id);
+    RunPush push{run.closure_id, run.worker_id, run.attempt, closure->function_name, closure->args};
     // As ClosureDispatcher's push: the inputs' result bytes go with it.
     for (uint64_t input : closure->inputs) {
-      const state::Closure* done = state_.FindClosure(input);
+      const state::Closure* done = state().FindClosure(input);
       if (done == nullptr || done->state != state::ClosureState::FINISHED) {
         ctx_.observer->Fail("closure " + std::to_string(run.closure_id) +
                             " was assigned before its input " + std::to_string(input) +
@@ -283,7 +207,10 @@ void SimDispatcher::AssignQueued() {
     if (ctx_.params.commit_hold) {
       Push(worker_id, std::move(runs));  // before the commit, as commit_hold_us does
     } else {
-      parked_pushes_.emplace_back(worker_id, std::move(runs));
+      // After the assignment commits, as a reply waits for it.
+      pipeline_->WhenDurable([this, worker_id = worker_id, runs = std::move(runs)]() mutable {
+        Push(worker_id, std::move(runs));
+      });
     }
   }
 }
@@ -306,8 +233,8 @@ void SimDispatcher::Push(uint64_t worker_id, std::vector<RunPush> runs) {
 
 void SimDispatcher::PushFailed(uint64_t worker_id, const std::vector<RunPush>& runs) {
   for (const RunPush& run : runs) {
-    if (state_.FindRunning(run.closure_id, worker_id, run.attempt) == nullptr) continue;
-    Carry(state::PlanRunEnded(state_, Policy(), {run.closure_id, worker_id, run.attempt},
+    if (state().FindRunning(run.closure_id, worker_id, run.attempt) == nullptr) continue;
+    Carry(state::PlanRunEnded(state(), Policy(), {run.closure_id, worker_id, run.attempt},
                               state::RunEnd::kWorkerLost, "the push to its worker failed", Stamp()))
         .ok();
   }
@@ -322,7 +249,7 @@ void SimDispatcher::Reports(uint64_t conn, uint64_t worker_id,
   std::vector<std::string> bytes;
   for (const ClosureReport& report : reports) {
     const state::ClosureRun run{report.closure_id, worker_id, report.attempt};
-    if (state_.FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr ||
+    if (state().FindRunning(run.closure_id, run.worker_id, run.attempt) == nullptr ||
         !seen.insert(run.closure_id).second) {
       continue;  // late, repeated, or of a registration that lost it
     }
@@ -332,17 +259,17 @@ void SimDispatcher::Reports(uint64_t conn, uint64_t worker_id,
         bytes.push_back(report.payload);
         break;
       case ClosureReport::Kind::kUserError:
-        Carry(state::PlanUserError(state_, run, report.payload, Stamp())).ok();
+        Carry(state::PlanUserError(state(), run, report.payload, Stamp())).ok();
         break;
       case ClosureReport::Kind::kTransientError:
-        Carry(state::PlanRunEnded(state_, policy, run, state::RunEnd::kTransientError,
+        Carry(state::PlanRunEnded(state(), policy, run, state::RunEnd::kTransientError,
                                   report.payload, Stamp()))
             .ok();
         break;
       case ClosureReport::Kind::kUnavailable: {
         auto live = live_.find(worker_id);
         if (live != live_.end()) live->second.worker.paused = true;
-        Carry(state::PlanRunEnded(state_, policy, run, state::RunEnd::kWorkerLost,
+        Carry(state::PlanRunEnded(state(), policy, run, state::RunEnd::kWorkerLost,
                                   "its worker is unavailable: " + report.payload, Stamp()))
             .ok();
         break;
@@ -357,7 +284,8 @@ void SimDispatcher::Reports(uint64_t conn, uint64_t worker_id,
   for (size_t i = 0; i < finished.size(); ++i) {
     if (!Submit(finished[i]).ok()) return;
     for (size_t n = finished[i].getClosureBatch().getFinished().size(); n > 0; --n, ++next) {
-      if (!bytes[next].empty()) batch_results_[results[next].run.closure_id] = bytes[next];
+      if (!bytes[next].empty())
+        pipeline_->batch().PutResult(results[next].run.closure_id, bytes[next]);
     }
   }
 }
@@ -369,7 +297,7 @@ SimDispatcher::Session& SimDispatcher::SessionOf(uint64_t conn, uint64_t coordin
   if (inserted) {
     // A new session reports every outcome not released yet, in id order.
     it->second.coordinator_id = coordinator_id;
-    for (const state::Closure* closure : state_.ClosuresForCoordinator(coordinator_id)) {
+    for (const state::Closure* closure : state().ClosuresForCoordinator(coordinator_id)) {
       if (state::IsClosureDone(closure->state) && !pending_releases_.contains(closure->id))
         it->second.undelivered.push_back(closure->id);
     }
@@ -383,7 +311,7 @@ void SimDispatcher::NotifyDone(uint64_t coordinator_id, uint64_t closure_id) {
 }
 
 bool SimDispatcher::TakeFirstError(uint64_t coordinator_id, uint64_t* closure_id) {
-  const state::CoordinatorError* error = state_.FindCoordinatorError(coordinator_id);
+  const state::CoordinatorError* error = state().FindCoordinatorError(coordinator_id);
   if (error == nullptr) return false;
   *closure_id = error->closure_id;
   state::UpdateList cleared;
@@ -399,8 +327,13 @@ void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
   auto closures_of = [&] {
     std::vector<state::NewClosure> closures;
     for (const ClosureSpec& spec : specs) {
-      closures.push_back({0, TextOf(spec.function), DataOf(spec.args), {}, spec.request_id,
-                          spec.priority, spec.timeout_ms});
+      closures.push_back({0,
+                          TextOf(spec.function),
+                          DataOf(spec.args),
+                          {},
+                          spec.request_id,
+                          spec.priority,
+                          spec.timeout_ms});
       closures.back().inputs = spec.inputs;
     }
     return closures;
@@ -413,23 +346,23 @@ void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
   Result<std::optional<state::SchedulePlan>> plan = std::optional<state::SchedulePlan>();
   if (refusal != nullptr) {
     plan = state::PlanScheduleAfterRefusal(
-        state_, coordinator_id, closures_of(),
+        state(), coordinator_id, closures_of(),
         [&](uint64_t request_id) { return refused_.Contains(coordinator_id, request_id); },
         Stamp());
     if (plan.ok() && !plan->has_value()) {
       out.raised_error = true;
       out.error_closure = refusal->closure_id;
     }
-  } else if (state_.FindCoordinatorError(coordinator_id) != nullptr || specs.empty()) {
-    plan = state::PlanScheduleRetryUnderError(state_, coordinator_id, closures_of(), Stamp());
+  } else if (state().FindCoordinatorError(coordinator_id) != nullptr || specs.empty()) {
+    plan = state::PlanScheduleRetryUnderError(state(), coordinator_id, closures_of(), Stamp());
     if (plan.ok() && !plan->has_value()) {
-      if (const state::CoordinatorError* error = state_.FindCoordinatorError(coordinator_id))
+      if (const state::CoordinatorError* error = state().FindCoordinatorError(coordinator_id))
         refused_.Record(coordinator_id, request_ids, {error->closure_id, error->error});
       out.raised_error = TakeFirstError(coordinator_id, &out.error_closure);
     }
   } else {
     Result<state::SchedulePlan> fresh =
-        state::PlanSchedule(state_, coordinator_id, closures_of(), Stamp());
+        state::PlanSchedule(state(), coordinator_id, closures_of(), Stamp());
     if (fresh.ok()) {
       plan = std::optional<state::SchedulePlan>(std::move(*fresh));
     } else {
@@ -456,12 +389,12 @@ Outcome SimDispatcher::OutcomeOf(const state::Closure& closure) const {
     outcome.result = closure.result;
   } else if (closure.result_size > 0) {
     // This pass's puts first, then the table (DurableState::GetResult).
-    auto put = batch_results_.find(closure.id);
-    auto row = results_.find(closure.id);
-    if (put != batch_results_.end() && put->second.has_value()) {
-      outcome.result = *put->second;
-    } else if (row != results_.end()) {
-      outcome.result = row->second;
+    const std::string* found = nullptr;
+    for (const ResultPut& put : pipeline_->batch().result_puts())
+      if (put.closure_id == closure.id) found = &put.bytes;
+    if (found == nullptr) found = journal_.FindResult(closure.id);
+    if (found != nullptr) {
+      outcome.result = *found;
     } else {
       ctx_.observer->Fail("closure " + std::to_string(closure.id) + " has no stored result");
     }
@@ -477,7 +410,7 @@ void SimDispatcher::AwaitResults(uint64_t conn, uint64_t coordinator_id,
                                  std::function<void(const std::vector<Outcome>&)> reply) {
   Session& session = SessionOf(conn, coordinator_id);
   Result<std::vector<uint64_t>> released =
-      state::PlanRelease(state_, coordinator_id, release, pending_releases_);
+      state::PlanRelease(state(), coordinator_id, release, pending_releases_);
   if (!released.ok()) {
     ctx_.observer->Fail("a release was refused: " + released.status().ToString());
     return;
@@ -487,7 +420,7 @@ void SimDispatcher::AwaitResults(uint64_t conn, uint64_t coordinator_id,
   std::vector<Outcome> outcomes;
   const size_t max = static_cast<size_t>(ctx_.Uniform(1, 8));
   while (!session.undelivered.empty() && outcomes.size() < max) {
-    const state::Closure* closure = state_.FindClosure(session.undelivered.front());
+    const state::Closure* closure = state().FindClosure(session.undelivered.front());
     session.undelivered.pop_front();
     if (closure == nullptr || !state::IsClosureDone(closure->state) ||
         pending_releases_.contains(closure->id))
@@ -507,7 +440,7 @@ void SimDispatcher::Join(uint64_t conn, uint64_t coordinator_id,
   JoinReply out;
   uint64_t closure_id = 0;
   out.raised_error = TakeFirstError(coordinator_id, &closure_id);
-  out.unfinished = state_.NumUnfinishedClosures(coordinator_id);
+  out.unfinished = state().NumUnfinishedClosures(coordinator_id);
   Park(conn, [reply, out] { reply(out); });
 }
 
@@ -515,9 +448,9 @@ void SimDispatcher::FlushReleases() {
   std::vector<uint64_t> release;
   std::vector<uint64_t> held;  // inputs of closures not done yet: released after them
   for (uint64_t id : pending_releases_) {
-    const state::Closure* closure = state_.FindClosure(id);
+    const state::Closure* closure = state().FindClosure(id);
     if (closure == nullptr || !state::IsClosureDone(closure->state)) continue;
-    if (state_.IsNeededAsInput(id)) {
+    if (state().IsNeededAsInput(id)) {
       held.push_back(id);
       continue;
     }
@@ -528,15 +461,16 @@ void SimDispatcher::FlushReleases() {
   if (release.empty()) return;
   state::UpdateList updates;
   state::AddReleased(updates, Stamp(), release);
+  std::vector<uint64_t> stored;  // results in the table, deleted with the release
   for (uint64_t id : release) {
-    const state::Closure* closure = state_.FindClosure(id);
-    if (closure->result_stored && closure->result_size > 0) batch_results_[id] = std::nullopt;
+    const state::Closure* closure = state().FindClosure(id);
+    if (closure->result_stored && closure->result_size > 0) stored.push_back(id);
   }
   Carry(updates).ok();
+  for (uint64_t id : stored) pipeline_->batch().DeleteResult(id);
 }
 
-void SimDispatcher::TellWorkersToDrop(
-    const std::map<uint64_t, std::vector<uint64_t>>& running) {
+void SimDispatcher::TellWorkersToDrop(const std::map<uint64_t, std::vector<uint64_t>>& running) {
   for (const auto& [worker_id, closure_ids] : running) {
     std::vector<RunPush> drops;
     for (uint64_t id : closure_ids) {
@@ -563,7 +497,7 @@ void SimDispatcher::Cancel(uint64_t conn, uint64_t coordinator_id,
   CancelReply out;
   // As ClosureDispatcher::Cancel.
   Result<state::CancelPlan> plan =
-      state::PlanCancel(state_, coordinator_id, closure_ids, pending_releases_, Stamp());
+      state::PlanCancel(state(), coordinator_id, closure_ids, pending_releases_, Stamp());
   if (!plan.ok()) {
     out.status = plan.status();
   } else {

@@ -5,24 +5,27 @@
 // consumer_planner.h), and keeps only what the reactor keeps beside the
 // state: the soft state the planners read (state/soft_state.h: worker
 // liveness, consumer rounds), the workers' control capabilities, what
-// heartbeats said (LiveWorker), coordinator sessions, pending releases. Its durability is
-// DurableState's: Submit checks, encodes and applies an Update into the pass's batch; EndPass
-// commits the batch (journal records and result rows together) and only then
-// sends the replies parked on it. Crash drops the batch and everything soft,
-// and rebuilds the state from the journal image (every record, encoded and
-// decoded, through the same Apply; and the latest snapshot plus its tail,
-// which must agree), then recovers as DataService::Start does.
+// heartbeats said (LiveWorker), coordinator sessions, pending releases. Its
+// durability is the shipping reactor::CommitPipeline's, over the simulated
+// disk (SimJournal) and clock: Submit applies an Update into the pass's
+// batch; EndPass commits the batch (journal records and result rows
+// together), and the pipeline releases the replies and pushes parked on it
+// (WhenDurable, the form of its Barrier without an event loop). Crash drops
+// the pipeline with its batch and everything soft, and rebuilds the state
+// from the journal (checked against a replay from the empty state and from
+// the latest snapshot), then recovers as DataService::Start does.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <optional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "reactor/commit_pipeline.h"
 #include "state/closure_planner.h"
 #include "state/closure_updates.h"
 #include "state/data_policy.h"
@@ -31,6 +34,7 @@
 #include "state/refused_schedules.h"
 #include "state/soft_state.h"
 #include "tests/sim/sim_context.h"
+#include "tests/sim/sim_journal.h"
 #include "tests/sim/sim_messages.h"
 
 namespace dispatch::sim {
@@ -40,8 +44,9 @@ class SimDispatcher {
   explicit SimDispatcher(SimContext& ctx);
 
   uint64_t incarnation() const { return incarnation_; }
-  const state::DispatcherState& state() const { return state_; }
-  const state::DispatcherState& committed() const { return committed_; }
+  // The live state: the pass's batch applied.
+  const state::DispatcherState& state() const { return pipeline_->state(); }
+  const state::DispatcherState& committed() const { return journal_.committed(); }
   size_t journal_size() const { return journal_.size(); }
   uint64_t restarts() const { return incarnation_ - 1; }
 
@@ -95,7 +100,11 @@ class SimDispatcher {
     std::deque<uint64_t> undelivered;
   };
 
-  // Durability (DurableState).
+  // Durability (the commit pipeline). A new process's pipeline over the
+  // journal, with the sessions' observer and the planted bug's hooks.
+  void StartPipeline(state::DispatcherState recovered);
+  // The live state equals the journal's once nothing is pending.
+  void CheckCommitted();
   int64_t NowMicros() const;
   // The serving clock (the reactor's ServingClock: the simulation never stalls).
   uint64_t NowMs() const { return static_cast<uint64_t>(ctx_.net.now_ms()); }
@@ -111,8 +120,8 @@ class SimDispatcher {
   Status Carry(const state::UpdateList& updates);
   // Builds one Update with `fill` and submits it (DataService::Submit).
   Status SubmitBuilt(const std::function<void(journal::Update::Builder)>& fill);
+  // Sends `deliver` on `conn` once what it may have observed is durable.
   void Park(uint64_t conn, std::function<void()> deliver);
-  void Commit();
   // Tells the workers running them to drop these closures (cancelClosures).
   void TellWorkersToDrop(const std::map<uint64_t, std::vector<uint64_t>>& running);
   void NotifyDone(uint64_t coordinator_id, uint64_t closure_id);
@@ -135,18 +144,12 @@ class SimDispatcher {
   TaskInfo InfoOf(const state::Task& task) const;
 
   SimContext& ctx_;
-  state::DispatcherState state_;      // live: the batch applied
-  state::Effects effects_;            // of the update Submit applied last
-  state::DispatcherState committed_;  // the journal applied (a replica)
-  std::vector<std::string> journal_;
-  std::vector<std::string> batch_;
-  std::map<uint64_t, std::string> results_;                       // the result table
-  std::map<uint64_t, std::optional<std::string>> batch_results_;  // puts; nullopt: delete
-  std::string snapshot_;
-  size_t snapshot_at_ = 0;  // journal records the snapshot covers
+  SimJournal journal_;  // the disk: survives a crash
+  SimClock clock_;
+  // The process's pipeline (its state, batch and parked replies); a crash
+  // destroys it, a restart makes another from the journal.
+  std::unique_ptr<reactor::CommitPipeline> pipeline_;
   uint64_t incarnation_ = 1;
-  std::vector<std::pair<uint64_t, std::function<void()>>> parked_;
-  std::vector<std::pair<uint64_t, std::vector<RunPush>>> parked_pushes_;
 
   state::SoftState soft_;                    // a restart forgets it
   std::map<std::string, Control> controls_;  // by worker address
@@ -154,7 +157,7 @@ class SimDispatcher {
   uint64_t workers_attached_ = 0;
   uint64_t turn_ = 0;
   state::SortedIdSet pending_releases_;
-  state::RefusedSchedules refused_;  // in memory: a restart forgets it
+  state::RefusedSchedules refused_;       // in memory: a restart forgets it
   std::map<uint64_t, Session> sessions_;  // by connection
   int64_t next_gc_ms_ = 0;
 };

@@ -2,7 +2,10 @@
 // connections (one per actor and dispatcher run, as Cap'n Proto connections
 // do): each is delivered at its own time (so messages overtake each other),
 // and one on a connection that has closed meanwhile is dropped (its
-// `on_drop`, if any, runs instead, as a failed push's promise would reject).
+// `on_drop`, if any, runs instead, as a failed push's promise would reject),
+// except a reply the dispatcher wrote before its process died: the kernel
+// still sends what was written, so it reaches its caller (that is how a
+// reply released before its commit becomes visible after a crash).
 // Delivery order is (time, send order): deterministic, no wall clock, no
 // threads.
 #pragma once
@@ -30,14 +33,18 @@ class SimNetwork {
   void Close(uint64_t connection) { open_.erase(connection); }
   bool IsOpen(uint64_t connection) const { return open_.contains(connection); }
   // A process died: every connection ends (the dispatcher's are all of them).
-  void CloseAll() { open_.clear(); }
+  void CloseAll() {
+    died_.insert(open_.begin(), open_.end());
+    open_.clear();
+  }
 
   // Runs `deliver` at now + delay_ms if `connection` is still open then;
-  // else `on_drop` (when given).
+  // else `on_drop` (when given). `written`: a reply the dispatcher wrote,
+  // delivered even if its process dies meanwhile.
   void Send(uint64_t connection, int64_t delay_ms, std::function<void()> deliver,
-            std::function<void()> on_drop = nullptr) {
+            std::function<void()> on_drop = nullptr, bool written = false) {
     queue_.emplace(std::make_pair(now_ms_ + delay_ms, next_order_++),
-                   Message{connection, std::move(deliver), std::move(on_drop)});
+                   Message{connection, std::move(deliver), std::move(on_drop), written});
   }
 
   // Delivers every message due by now, in order; returns how many ran.
@@ -46,7 +53,7 @@ class SimNetwork {
     while (!queue_.empty() && queue_.begin()->first.first <= now_ms_) {
       Message message = std::move(queue_.begin()->second);
       queue_.erase(queue_.begin());
-      if (IsOpen(message.connection)) {
+      if (IsOpen(message.connection) || (message.written && died_.contains(message.connection))) {
         message.deliver();
         ++n;
       } else if (message.on_drop) {
@@ -63,11 +70,13 @@ class SimNetwork {
     uint64_t connection = 0;
     std::function<void()> deliver;
     std::function<void()> on_drop;
+    bool written = false;
   };
   int64_t now_ms_ = 0;
   uint64_t next_connection_ = 1;
   uint64_t next_order_ = 0;
   std::set<uint64_t> open_;
+  std::set<uint64_t> died_;  // closed by their process's death
   std::map<std::pair<int64_t, uint64_t>, Message> queue_;
 };
 

@@ -18,9 +18,11 @@ namespace dispatch::sim {
 // real runs.
 enum class SimBug {
   kNone,
-  kReplyBeforeCommit,        // replies leave before their updates are committed
+  kReplyBeforeCommit,        // replies leave before their updates are committed (planted in
+                             // reactor::CommitPipeline through CommitPipelineTesting)
   kIgnoreFunctions,          // the planner is told every worker runs every function
-  kUnjournaledRelease,       // releases are applied but not journaled
+  kUnjournaledRelease,       // releases are applied but not journaled (CommitPipelineTesting,
+                             // as above)
   kForgetOutcome,            // a coordinator session drops an outcome instead of sending it
   kRetryForever,             // the planner is given max_closure_attempts 0 (unlimited)
   kSplitRetryNotIdempotent,  // a getSplit retry is answered with fresh splits (planted in
