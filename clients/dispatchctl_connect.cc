@@ -13,7 +13,10 @@ kj::Promise<kj::Own<DispatcherConnection>> ConnectForCommand(kj::Network& networ
   return DispatcherConnection::Connect(network, address, token)
       .catch_([address](kj::Exception&& e) -> kj::Own<DispatcherConnection> {
         Status s = StatusFromException(e);
-        if (s.code() == StatusCode::kUnauthenticated || s.code() == StatusCode::kInvalidArgument) {
+        // A refused token, a bad address or a dispatcher that no longer
+        // serves this client's protocol: no retry cures them.
+        if (s.code() == StatusCode::kUnauthenticated || s.code() == StatusCode::kInvalidArgument ||
+            s.code() == StatusCode::kFailedPrecondition) {
           kj::throwFatalException(kj::mv(e));
         }
         ThrowStatus(UnavailableError("cannot reach the dispatcher at " + address + ": " + s.message()));

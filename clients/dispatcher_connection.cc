@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/address.h"
+#include "common/protocol_version.h"
 #include "common/rpc_status.h"
 
 namespace dispatch::clients {
@@ -130,6 +131,8 @@ kj::Promise<kj::Own<DispatcherConnection>> DispatcherConnection::ConnectOne(kj::
 kj::Promise<void> DispatcherConnection::Authenticate(kj::StringPtr token) {
   auto request = gateway_.authenticateRequest();
   request.setToken(kj::arrayPtr(reinterpret_cast<const kj::byte*>(token.begin()), token.size()));
+  // A dispatcher that no longer serves this version says so (FailedPrecondition).
+  request.setProtocol(kProtocolVersion);
   return request.send().then([this](capnp::Response<rpc::Gateway::AuthenticateResults> response) {
     dispatcher_ = response.getDispatcher();
   });

@@ -26,6 +26,7 @@ FrontendOptions FrontendOptionsFor(const DispatcherOptions& options) {
   front.tick_ms = options.tick_ms;
   front.http = options.http;
   front.http_max_connections = options.http_max_connections;
+  front.oldest_peer_protocol = options.oldest_peer_protocol;
   return front;
 }
 

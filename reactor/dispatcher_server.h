@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "common/protocol_version.h"
 #include "common/status.h"
 #include "reactor/closure_timings.h"
 #include "reactor/closure_watchdog.h"
@@ -40,8 +41,6 @@
 #include "storage/store.h"
 
 namespace dispatch::reactor {
-
-inline constexpr uint32_t kProtocolVersion = 1;
 
 struct DispatcherOptions {
   // "tcp:HOST:PORT" or "unix:PATH". Port 0 picks a free port.
@@ -71,6 +70,10 @@ struct DispatcherOptions {
   // The closure watchdog: closures running with none finished for this long
   // are logged once per episode and counted (ClosureWatchdog); 0: off.
   uint64_t stuck_closure_warning_ms = 300000;
+  // The oldest protocol version a peer may speak (Gateway.authenticate's
+  // `protocol`); older peers are told to upgrade. Tests raise it to play a
+  // release that dropped what today's peers speak.
+  uint32_t oldest_peer_protocol = kOldestPeerProtocol;
 };
 
 inline constexpr const char* kDefaultHttp = "tcp:127.0.0.1:8050";

@@ -204,6 +204,10 @@ kj::Promise<void> GatewayService::authenticate(AuthenticateContext context) {
     }
     ThrowStatus(UnauthenticatedError("the gateway refused this token"));
   }
+  // After the token: only a peer that may get in learns which versions do.
+  Status protocol = CheckPeerProtocol(context.getParams().getProtocol(),
+                                      front_.options().oldest_peer_protocol);
+  if (!protocol.ok()) ThrowStatus(protocol);
   front_.rpc().MarkAuthenticated(connection_);
   context.getResults().setDispatcher(gate->Admit(connection_));
   return kj::READY_NOW;

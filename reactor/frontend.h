@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "common/protocol_version.h"
 #include "common/status.h"
 #include "reactor/histogram.h"
 #include "reactor/http_endpoints.h"
@@ -45,6 +46,8 @@ struct FrontendOptions {
   uint64_t http_max_connections = 64;
   // The process's incarnation (0: draw a random one).
   uint64_t incarnation = 0;
+  // The oldest protocol a peer may speak (DispatcherOptions).
+  uint32_t oldest_peer_protocol = kOldestPeerProtocol;
 };
 
 // What the gateway hands out to an authenticated peer.
@@ -97,6 +100,7 @@ class Frontend {
 
   // For the gateway and whoever serves.
   bool TokenMatches(kj::ArrayPtr<const kj::byte> token) const;
+  const FrontendOptions& options() const { return options_; }
   Gate* gate() const { return gate_; }
   RpcServer& rpc() { return *rpc_; }
   const RpcServer& rpc() const { return *rpc_; }

@@ -104,7 +104,7 @@ enum ClosureState @0xc890776138c3ce17 {
 }
 
 interface Gateway @0xd63b3058ab2548ee {
-  authenticate @0 (token :Data) -> (dispatcher :Dispatcher);
+  authenticate @0 (token :Data, protocol :UInt32) -> (dispatcher :Dispatcher);
   # Hands out the dispatcher when `token` matches the one the dispatcher was
   # started with (any token, when it was started without one). A wrong token
   # fails with an Unauthenticated error and the connection stays at the gate,
@@ -114,6 +114,13 @@ interface Gateway @0xd63b3058ab2548ee {
   # closed. In HA mode (--etcd) a standby answers every authenticate with
   # Unavailable "not the leader; the leader is ADDRESS" (the leader's
   # --advertise address) or "not the leader; no leader is known yet".
+  # `protocol` is the protocol version the caller speaks (Version.protocol
+  # of the schema it was built from); 0, what a peer built before this field
+  # sends, means version 1. With the right token, a caller older than the
+  # oldest version this dispatcher serves fails with FailedPrecondition
+  # naming both versions (upgrade the worker or client), and the connection
+  # stays at the gate. A newer caller is served: it reads Version.protocol
+  # and decides whether it can talk to an older dispatcher.
   # PROTOCOL.md describes the whole protocol.
 }
 
@@ -239,6 +246,7 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # it carried is durable.
 
   getClosureStats @21 () -> (stats :ClosureStats, incarnation :UInt64);
+
 }
 
 interface Coordinator @0xc5d6e9f18ef3a3ba {

@@ -279,8 +279,13 @@ Status Store::CheckOrCreateSchema() {
   } else if (*version == 2) {
     DISPATCH_RETURN_IF_ERROR(UpgradeFromVersion2());
   } else if (*version != kFormatVersion) {
-    return FailedPreconditionError(db_path_ + " has format version " + std::to_string(*version) +
-                                   "; this build reads version " + std::to_string(kFormatVersion));
+    // Written by a newer release (or damaged): never guess at its records.
+    // Refused before anything in the work dir is written.
+    return FailedPreconditionError(
+        db_path_ + " has format version " + std::to_string(*version) +
+        ", which this dispatcher does not read (it reads format versions 1 to " +
+        std::to_string(kFormatVersion) +
+        "): start a dispatcher of the release that wrote it, or a newer one");
   }
   auto tables = QueryInt(db,
                          "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name IN "
