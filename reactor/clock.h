@@ -2,8 +2,10 @@
 // 5a, KJ's TimerImpl pattern): wall time, which stamps every Update and so
 // survives restarts, and monotonic time, which deadlines and holds are
 // measured in. The dispatcher reads the system (SystemClock); the
-// simulation drives its own. Measurements alone (histograms, loop meters)
-// may read the system's monotonic clock directly.
+// simulation drives its own. Measurements alone (histograms, loop meters,
+// traces) may read the system's monotonic clock directly, and the transport's
+// timeouts (serving_clock.h, message_guard_stream.h, the drain) the loop's
+// uv_now(): they time sockets, which the simulation does not have.
 #pragma once
 
 #include <cstdint>

@@ -134,7 +134,7 @@ void ClosureDispatcher::OnWorkerHeartbeat(const state::Worker& worker, uint32_t 
     entry.address = worker.address;
     entry.worker.worker_id = worker.id;
     entry.worker.eligible_at_ms =
-        uv_now(loop_) + state::StartDelayMs(options_.policy, workers_attached_++);
+        MonotonicMs() + state::StartDelayMs(options_.policy, workers_attached_++);
     entry.resources_sent.clear();  // a new connection, maybe a new process
   }
   // A worker registers its functions before it starts, so the list changes
@@ -342,10 +342,14 @@ void ClosureDispatcher::Kick() {
   }));
 }
 
+uint64_t ClosureDispatcher::MonotonicMs() const {
+  return durable_.pipeline().clock().MonotonicNanos() / 1000000;
+}
+
 void ClosureDispatcher::AssignQueued() {
   if (state().NumClosuresInState(state::ClosureState::QUEUED) == 0 || live_.empty()) return;
   state::AssignmentPlan plan =
-      state::PlanAssignments(state(), LiveWorkers(), uv_now(loop_), next_worker_turn_++, Stamp());
+      state::PlanAssignments(state(), LiveWorkers(), MonotonicMs(), next_worker_turn_++, Stamp());
   // Should a record be refused, those before it are assigned and pushed; the
   // rest stay queued (Push skips closures not assigned there).
   size_t submitted = 0;

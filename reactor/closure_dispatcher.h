@@ -280,6 +280,9 @@ class ClosureDispatcher final : public kj::Refcounted {
   // Adds to tasks_. REQUIRES: not closed.
   void AddTask(kj::Promise<void> task);
   void AssignQueued();
+  // The state's clock (CommitPipeline::clock), monotonic, in milliseconds:
+  // what staggered starts are measured in.
+  uint64_t MonotonicMs() const;
   // A closure to push as `run`, with its input results: views of bytes
   // kept by the caller until the push's message is built.
   struct PushItem {

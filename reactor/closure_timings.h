@@ -27,14 +27,15 @@ class ClosureTimings {
 
   explicit ClosureTimings(size_t max_tracked = kMaxTracked) : max_tracked_(max_tracked) {}
 
-  // What an applied update did; `now_ns`: uv_hrtime() when it was applied.
+  // What an applied update did; `now_ns`: the state's Clock (monotonic)
+  // when it was applied.
   void Observe(const state::Effects& effects, uint64_t now_ns);
 
   const Histogram& queue_wait() const { return queue_wait_; }
   const Histogram& execution() const { return execution_; }
   uint64_t untracked() const { return untracked_; }
   size_t tracked() const { return since_.size(); }
-  // uv_hrtime() when the closure's current run was assigned; nullopt when it
+  // Monotonic time when the closure's current run was assigned; nullopt when it
   // does not run or is not timed.
   std::optional<uint64_t> RunningSinceNs(uint64_t closure_id) const {
     auto it = since_.find(closure_id);
@@ -44,7 +45,7 @@ class ClosureTimings {
 
  private:
   struct Since {
-    uint64_t ns;   // uv_hrtime() when it was queued, or assigned
+    uint64_t ns;   // monotonic time when it was queued, or assigned
     bool running;  // assigned (else queued)
   };
   void Queued(uint64_t closure_id, uint64_t now_ns);

@@ -29,7 +29,8 @@ class ClosureWatchdog {
   // What every applied update did (the commit pipeline's applied observer).
   void OnApplied(const state::Effects& effects) { watch_.OnApplied(effects); }
   // The periodic check. `now_micros`: the clock the updates are stamped
-  // with; `now_ns`: uv_hrtime(), for the run times `timings` holds.
+  // with; `now_ns`: the same Clock's
+  // monotonic time, which the run times `timings` holds are read from.
   void Check(const state::DispatcherState& state, int64_t now_micros,
              const ClosureTimings& timings, uint64_t now_ns);
 

@@ -82,7 +82,7 @@ void Compaction::MaybeSnapshot() {
     return;
   }
   if (stopped_ || snapshotter_ == nullptr || snapshotter_->in_flight()) return;
-  if (uv_hrtime() < snapshot_not_before_ns_) return;
+  if (pipeline_.clock().MonotonicNanos() < snapshot_not_before_ns_) return;
   const uint64_t seq = store_.last_seq();
   Status started =
       snapshotter_->Start(seq, pipeline_.state().NumApplied(), [this](SnapshotOutcome outcome) {
@@ -91,7 +91,8 @@ void Compaction::MaybeSnapshot() {
       });
   if (!started.ok()) {
     ++stats_.snapshot_failures;
-    snapshot_not_before_ns_ = uv_hrtime() + options_.snapshot_retry_ms * 1000000;
+    snapshot_not_before_ns_ =
+        pipeline_.clock().MonotonicNanos() + options_.snapshot_retry_ms * 1000000;
     Log(LogLevel::kWarning, "cannot start a snapshot (retrying in ", options_.snapshot_retry_ms,
         " ms): ", started.ToString().c_str());
     return;
@@ -161,7 +162,8 @@ void Compaction::OnSnapshotDoneLocally(SnapshotOutcome& outcome) {
     }
     ++stats_.snapshot_failures;
     last_snapshot_start_seq_ = store_.snapshot_seq();
-    snapshot_not_before_ns_ = uv_hrtime() + options_.snapshot_retry_ms * 1000000;
+    snapshot_not_before_ns_ =
+        pipeline_.clock().MonotonicNanos() + options_.snapshot_retry_ms * 1000000;
     Log(LogLevel::kWarning, "snapshot at record ", outcome.info.seq, " failed (retrying in ",
         options_.snapshot_retry_ms, " ms): ", outcome.status.ToString().c_str());
   }

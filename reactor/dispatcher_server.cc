@@ -111,7 +111,7 @@ Status DispatcherServer::Serve() {
   if (replicator_ != nullptr) durable_->SetReplicator(replicator_);
   durable_->pipeline().SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
   durable_->pipeline().AddAppliedObserver([this](const state::Effects& effects) {
-    closure_timings_.Observe(effects, uv_hrtime());
+    closure_timings_.Observe(effects, durable_->pipeline().clock().MonotonicNanos());
     closure_watchdog_.OnApplied(effects);
   });
   // Every loop pass ends with the group commit and what must follow it
@@ -237,7 +237,9 @@ void DispatcherServer::Tick() {
   lag_since_sample_us_ = std::max(lag_since_sample_us_, lateness_us);
   if (uv_now(io_.loop()) >= next_sample_ms_) SampleHistory();
   if (durable_ != nullptr && data_ != nullptr && !shutting_down_) {
-    closure_watchdog_.Check(durable_->state(), durable_->pipeline().NowMicros(), closure_timings_, uv_hrtime());
+    const Clock& clock = durable_->pipeline().clock();
+    closure_watchdog_.Check(durable_->state(), durable_->pipeline().NowMicros(), closure_timings_,
+                            clock.MonotonicNanos());
   }
 }
 
