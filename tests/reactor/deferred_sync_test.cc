@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -321,7 +322,13 @@ TEST_F(DeferredSyncTest, TheWalRestartsUnderSteadyCommits) {
   int max_frames = 0;
   int previous = opened.store->wal_frames();
   uint64_t id = 0;
-  for (int pass = 0; pass < 4000 && restarts < 3; ++pass) {
+  // Bounded by time as well as passes: the checkpoint runs on a pool thread,
+  // which a loaded machine can starve for many quick passes (4,000 passes
+  // once saw a single restart). The pass cap bounds the WAL if it never
+  // restarts.
+  const auto deadline = std::chrono::steady_clock::now() + testing::kTestDeadline;
+  for (int pass = 0; pass < 40000 && restarts < 3 && std::chrono::steady_clock::now() < deadline;
+       ++pass) {
     for (int i = 0; i < 8; ++i) {
       ++id;
       ASSERT_TRUE(durable.pipeline().Submit(b::RegisterDataset(id, 1000 + id, "", std::string(512, 'm')).reader()).ok());
