@@ -7,6 +7,8 @@
 #   scripts/fuzz.sh TARGET 600      one target for 600 seconds
 #   scripts/fuzz.sh TARGET 10000000r  one target for 10,000,000 executions
 #   scripts/fuzz.sh all 60          every target for 60 s each
+#   scripts/fuzz.sh build           builds every target, runs none (.ci/run)
+#   scripts/fuzz.sh build-deps      installs clang and libFuzzer when missing, only
 # Targets: journal_record snapshot gateway_rpc dataset_definition flags.
 # Each run starts from the checked-in seeds (tests/fuzz/corpus/TARGET) and
 # the crash inputs (tests/fuzz/regressions/TARGET), and grows a working
@@ -37,6 +39,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+[ "$target" = build-deps ] && exit 0
 
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
@@ -46,9 +49,10 @@ fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -DDISPATCH_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" "${launcher[@]}" >/dev/null
-if [ "$target" = all ]; then
+if [ "$target" = all ] || [ "$target" = build ]; then
   targets=("${all_targets[@]}")
   cmake --build "$build" -j"$(nproc)" --target dispatch_fuzzers
+  [ "$target" = build ] && exit 0
 else
   targets=("$target")
   cmake --build "$build" -j"$(nproc)" --target "${target}_fuzzer"
