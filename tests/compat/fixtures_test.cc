@@ -1,0 +1,79 @@
+// Formats that last: the work dir committed under tests/compat/fixtures/ was
+// written by an earlier build (compat_fixture_gen work-dir); this build must
+// open and replay it to the digest recorded beside it.
+// A change to journal records, snapshots, result files or the HA wire that
+// would strand an existing deployment fails here. Each test works on a copy:
+// the committed fixture is never opened for writing.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include "clients/pattern_bytes.h"
+#include "tests/compat/fixture_support.h"
+#include "tests/integration/client_loop.h"
+#include "tests/support/dispatcher_process.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace dispatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+Replayed Committed(const std::string& name) {
+  auto parsed = ParseDigestFile(ReadWholeFile(FixtureDir() + "/" + name));
+  EXPECT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
+  return parsed.ok() ? *parsed : Replayed{};
+}
+
+TEST(Fixtures, TheCommittedWorkDirReplaysToItsDigest) {
+  const Replayed committed = Committed("work_dir.digest");
+  TempDir dir;
+  ASSERT_TRUE(CopyDir(FixtureDir() + "/work_dir", dir.File("work")).ok());
+  auto replayed = ReplayWorkDir(dir.File("work"));
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(replayed->applied, committed.applied);
+  EXPECT_EQ(replayed->digest, committed.digest)
+      << "this build replays the committed work dir to another state";
+}
+
+TEST(Fixtures, TheCommittedWorkDirPassesVerify) {
+  TempDir dir;
+  ASSERT_TRUE(CopyDir(FixtureDir() + "/work_dir", dir.File("work")).ok());
+  Subprocess verify({DispatcherBinary(), "--verify", "--work-dir=" + dir.File("work")});
+  std::string said;
+  while (auto line = verify.ReadLine(60s)) said += *line + "\n";
+  auto status = verify.Wait(60s);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << said;
+}
+
+// A dispatcher started on the fixture serves what it held: the closures
+// fetched but not released, the large one from its result file.
+TEST(Fixtures, ADispatcherOnTheCommittedWorkDirServesTheHeldResults) {
+  TempDir dir;
+  ASSERT_TRUE(CopyDir(FixtureDir() + "/work_dir", dir.File("work")).ok());
+  DispatcherProcess dispatcher({.work_dir = dir.File("work")});
+  ClientLoop loop;
+  auto conn = loop.Connect(dispatcher.address());
+  auto open = conn->dispatcher().openCoordinatorRequest();
+  open.setCoordinatorId(kFixtureCoordinator);
+  auto coordinator = loop.Wait(open.send()).getCoordinator();
+  auto held = loop.Wait(coordinator.awaitResultsRequest().send());
+  size_t finished = 0;
+  bool big = false;
+  for (auto outcome : held.getResults()) {
+    if (outcome.getState() != rpc::ClosureState::FINISHED) continue;
+    ++finished;
+    auto bytes = outcome.getResult();
+    const std::string result(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+    if (result.size() == kFixtureBigResultBytes) {
+      EXPECT_EQ(result, clients::PatternBytes(kFixtureBigResultBytes, kFixtureBigResultSeed));
+      big = true;
+    }
+  }
+  EXPECT_EQ(finished, 3u) << "five finished, two released";
+  EXPECT_TRUE(big) << "the result kept in a file was not served";
+}
+
+}  // namespace
+}  // namespace dispatch::testing
