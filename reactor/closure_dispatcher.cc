@@ -455,54 +455,51 @@ static std::vector<state::NewClosure> NewClosuresOf(capnp::List<rpc::ClosureSpec
   return closures;
 }
 
-Status ClosureDispatcher::Schedule(uint64_t coordinator_id,
-                                   capnp::List<rpc::ClosureSpec>::Reader specs,
-                                   std::vector<uint64_t>& ids) {
-  Result<state::SchedulePlan> plan = state::PlanSchedule(
-      state(), coordinator_id, NewClosuresOf(specs), Stamp(), pending_releases_);
-  if (!plan.ok()) {
-    ids.clear();
-    return plan.status();
+namespace {
+
+std::vector<uint64_t> RequestIdsOf(capnp::List<rpc::ClosureSpec>::Reader specs) {
+  std::vector<uint64_t> ids;
+  ids.reserve(specs.size());
+  for (auto spec : specs) ids.push_back(spec.getRequestId());
+  return ids;
+}
+
+}  // namespace
+
+Result<std::optional<state::ScheduleCallPlan>> ClosureDispatcher::ScheduleCall(
+    uint64_t coordinator_id, capnp::List<rpc::ClosureSpec>::Reader specs, bool has_room) {
+  state::ScheduleCallRequest request;
+  request.coordinator_id = coordinator_id;
+  request.request_ids = RequestIdsOf(specs);
+  request.closures = [specs] { return NewClosuresOf(specs); };
+  request.has_room = has_room;
+  Result<state::ScheduleCallPlan> plan = state::PlanScheduleCall(
+      state(), refused_, pending_releases_, request, Stamp(), options_.policy);
+  if (!plan.ok()) return plan.status();
+  switch (plan->route) {
+    case state::ScheduleRoute::kNeedsRoom:
+      return std::optional<state::ScheduleCallPlan>();
+    case state::ScheduleRoute::kScheduled:
+      for (unsigned i = 0; i < specs.size() && i < plan->ids.size(); ++i) {
+        // A pointer test per closure: reading a list counts against the
+        // message's traversal limit, testing for one does not.
+        if (specs[i].hasTrace()) traces_.Start(plan->ids[i], specs[i].getTrace(), uv_hrtime());
+      }
+      break;
+    case state::ScheduleRoute::kRefusedAgain:
+      ++counters_.refusals_repeated;
+      break;
+    case state::ScheduleRoute::kRetried:
+    case state::ScheduleRoute::kRefused:
+      break;
   }
-  ids = std::move(plan->ids);
-  for (unsigned i = 0; i < specs.size() && i < ids.size(); ++i) {
-    // A pointer test per closure: reading a list counts against the
-    // message's traversal limit, testing for one does not.
-    if (specs[i].hasTrace()) traces_.Start(ids[i], specs[i].getTrace(), uv_hrtime());
-  }
-  if (plan->num_new == 0) return Status::Ok();
-  (void)FlushReleases();  // they share this pass's commit (a failure is logged)
+  // The releases share this pass's commit (a failure is logged).
+  if (plan->num_new > 0) (void)FlushReleases();
   // Should the process die between two records' commits (before the reply),
   // a retry with the same request ids queues only the rest.
-  Status status = Carry(plan->updates);
-  if (!status.ok()) ids.clear();  // only a storage failure (or a bug) gets here
-  return status;
-}
-
-Result<bool> ClosureDispatcher::RetryUnderError(uint64_t coordinator_id,
-                                                capnp::List<rpc::ClosureSpec>::Reader specs,
-                                                std::vector<uint64_t>& ids) {
-  // Request ids first (no field read twice unless it is a retry).
-  bool known = false;
-  for (auto spec : specs) {
-    const uint64_t request_id = spec.getRequestId();
-    if (request_id != 0 && state().FindClosureByRequest(coordinator_id, request_id) != nullptr)
-      known = true;
-  }
-  if (!known) return false;
-  Result<std::optional<state::SchedulePlan>> plan =
-      state::PlanScheduleRetryUnderError(state(), coordinator_id, NewClosuresOf(specs), Stamp());
-  if (!plan.ok()) return plan.status();
-  if (!plan->has_value()) return false;
-  DISPATCH_RETURN_IF_ERROR(CarryRetry(**plan, ids));
-  return true;
-}
-
-Status ClosureDispatcher::CarryRetry(state::SchedulePlan& plan, std::vector<uint64_t>& ids) {
-  if (plan.num_new > 0) (void)FlushReleases();  // they share this pass's commit
-  DISPATCH_RETURN_IF_ERROR(Carry(plan.updates));
-  ids = std::move(plan.ids);
-  return Status::Ok();
+  DISPATCH_RETURN_IF_ERROR(Carry(plan->updates));
+  if (plan->record_refusal) refused_.Record(coordinator_id, request.request_ids, plan->refusal);
+  return std::optional<state::ScheduleCallPlan>(std::move(*plan));
 }
 
 Status ClosureDispatcher::Release(uint64_t coordinator_id,
@@ -596,49 +593,6 @@ Status ClosureDispatcher::TakeFirstError(uint64_t coordinator_id,
   state::UpdateList cleared;
   state::AddErrorCleared(cleared, Stamp(), coordinator_id);
   return Carry(cleared);
-}
-
-namespace {
-
-std::vector<uint64_t> RequestIdsOf(capnp::List<rpc::ClosureSpec>::Reader specs) {
-  std::vector<uint64_t> ids;
-  ids.reserve(specs.size());
-  for (auto spec : specs) ids.push_back(spec.getRequestId());
-  return ids;
-}
-
-}  // namespace
-
-Status ClosureDispatcher::RefuseSchedule(uint64_t coordinator_id,
-                                         capnp::List<rpc::ClosureSpec>::Reader specs,
-                                         rpc::ClosureError::Builder error) {
-  const state::CoordinatorError* pending = state().FindCoordinatorError(coordinator_id);
-  if (pending != nullptr && specs.size() > 0) {
-    refused_.Record(coordinator_id, RequestIdsOf(specs), {pending->closure_id, pending->error});
-  }
-  return TakeFirstError(coordinator_id, error);
-}
-
-Result<bool> ClosureDispatcher::ScheduleAfterRefusal(uint64_t coordinator_id,
-                                                  capnp::List<rpc::ClosureSpec>::Reader specs,
-                                                  std::vector<uint64_t>& ids,
-                                                  std::optional<state::RefusedSchedules::Refusal>& refusal) {
-  if (refused_.requests() == 0) return false;  // the common case: no lookup per closure
-  const state::RefusedSchedules::Refusal* earlier =
-      refused_.Find(coordinator_id, RequestIdsOf(specs));
-  if (earlier == nullptr) return false;
-  Result<std::optional<state::SchedulePlan>> plan = state::PlanScheduleAfterRefusal(
-      state(), coordinator_id, NewClosuresOf(specs),
-      [&](uint64_t request_id) { return refused_.Contains(coordinator_id, request_id); },
-      Stamp(), pending_releases_);
-  if (!plan.ok()) return plan.status();
-  ++counters_.refusals_repeated;
-  if (!plan->has_value()) {
-    refusal = *earlier;
-    return true;
-  }
-  DISPATCH_RETURN_IF_ERROR(CarryRetry(**plan, ids));
-  return true;
 }
 
 void ClosureDispatcher::AddSession(CoordinatorSession* session) {

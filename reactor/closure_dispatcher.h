@@ -53,6 +53,7 @@
 #include "state/closure_requests.h"
 #include "state/closure_updates.h"
 #include "state/refused_schedules.h"
+#include "state/schedule_call_planner.h"
 
 namespace dispatch::reactor {
 
@@ -151,18 +152,14 @@ class ClosureDispatcher final : public kj::Refcounted {
   };
   // Resolves once `n` more closures fit in the queue (FIFO among waiters).
   kj::Promise<kj::Own<Room>> WaitForRoom(uint64_t n);
-  // Queues the closures of `specs` for `coordinator_id`; fills the id of each
-  // (an earlier closure's id when its request id was used before).
-  Status Schedule(uint64_t coordinator_id, capnp::List<rpc::ClosureSpec>::Reader specs,
-                  std::vector<uint64_t>& ids);
-  // The coordinator has a pending first error: when the call retries one
-  // whose reply was lost (a request id names one of its closures), fills
-  // `ids` (new closures of it are scheduled and cancelled at once) and
-  // returns true; false when the error is to be raised instead
-  // (state::PlanScheduleRetryUnderError).
-  Result<bool> RetryUnderError(uint64_t coordinator_id,
-                               capnp::List<rpc::ClosureSpec>::Reader specs,
-                               std::vector<uint64_t>& ids);
+  // One schedule call of `specs` for `coordinator_id`: plans it
+  // (state::PlanScheduleCall over the refusals remembered and the pending
+  // releases) and carries the plan out. nullopt: the call is to be scheduled
+  // and holds no room yet (`has_room`: it holds a Room for its closures);
+  // ask again once it does. Otherwise the plan, its Updates submitted (the
+  // answer: its ids, or its refusal).
+  Result<std::optional<state::ScheduleCallPlan>> ScheduleCall(
+      uint64_t coordinator_id, capnp::List<rpc::ClosureSpec>::Reader specs, bool has_room);
   // Forgets finished, failed or cancelled closures of the coordinator. The
   // release is journaled with the next update that commits anyway, within
   // kReleaseDelayMs, or at once past kMaxPendingReleases; the caller makes it
@@ -194,18 +191,6 @@ class ClosureDispatcher final : public kj::Refcounted {
                 std::vector<state::ClosureState>& states);
   // Raises the pending first error once: fills `error` and clears it.
   Status TakeFirstError(uint64_t coordinator_id, rpc::ClosureError::Builder error);
-  // TakeFirstError for a schedule call, remembering the refusal of its
-  // request ids (state::RefusedSchedules).
-  Status RefuseSchedule(uint64_t coordinator_id, capnp::List<rpc::ClosureSpec>::Reader specs,
-                        rpc::ClosureError::Builder error);
-  // When one of the call's request ids was refused before, answers the call
-  // and returns true (state::PlanScheduleAfterRefusal): sets `refusal` to
-  // that refusal (nothing scheduled), or, for a call that also retries
-  // closures that were scheduled, fills `ids` (the refused ones cancelled).
-  Result<bool> ScheduleAfterRefusal(uint64_t coordinator_id,
-                                    capnp::List<rpc::ClosureSpec>::Reader specs,
-                                    std::vector<uint64_t>& ids,
-                                    std::optional<state::RefusedSchedules::Refusal>& refusal);
   const state::RefusedSchedules& refused_schedules() const { return refused_; }
   // The traced closures' stamps (ClosureSpec.trace); sessions take a trace
   // when they hand out its outcome.
@@ -364,9 +349,6 @@ class ClosureDispatcher final : public kj::Refcounted {
   void StartReleaseTimer();
   kj::Own<Room> Reserve(uint64_t n);
   void ReleaseRoom(uint64_t n);
-  // Carries a retried schedule's plan (RetryUnderError, ScheduleAfterRefusal)
-  // and fills `ids` with its closures.
-  Status CarryRetry(state::SchedulePlan& plan, std::vector<uint64_t>& ids);
   uint64_t QueuedOrReserved() const;
 
   uv_loop_t* const loop_;

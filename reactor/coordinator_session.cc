@@ -70,59 +70,36 @@ kj::Promise<void> CoordinatorSession::schedule(ScheduleContext context) {
                                      " closures is over the limit of " +
                                      std::to_string(closures.options().max_closures_per_call)));
   }
-  if (n > 0 && AnsweredAfterRefusal(closures, context)) return closures.durable().pipeline().Barrier();
-  if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr || n == 0) {
-    if (n > 0 && RetriedUnderError(closures, context)) return closures.durable().pipeline().Barrier();
-    ThrowIfError(closures.RefuseSchedule(coordinator_id_, context.getParams().getClosures(),
-                                         context.getResults().initError()));
+  // Refused, or a retry: answered without waiting for room.
+  if (Answered(closures, context, /*has_room=*/false)) {
     return closures.durable().pipeline().Barrier();
   }
   return closures.CancelOnClose(closures.WaitForRoom(n).then([this, context](
                                                                 kj::Own<ClosureDispatcher::Room> room) mutable {
     ClosureDispatcher& closures = Dispatcher();
-    // A copy of this call refused while this one waited is refused alike.
-    if (AnsweredAfterRefusal(closures, context)) return closures.durable().pipeline().Barrier();
-    // An error that arrived while waiting is raised instead of scheduling.
-    if (closures.state().FindCoordinatorError(coordinator_id_) != nullptr) {
-      if (RetriedUnderError(closures, context)) return closures.durable().pipeline().Barrier();
-      ThrowIfError(closures.RefuseSchedule(coordinator_id_, context.getParams().getClosures(),
-                                           context.getResults().initError()));
-      return closures.durable().pipeline().Barrier();
-    }
-    std::vector<uint64_t> ids;
-    ThrowIfError(closures.Schedule(coordinator_id_, context.getParams().getClosures(), ids));
+    // Planned again: a copy of this call refused, or an error that arrived,
+    // while this one waited is answered as if it came now.
+    Answered(closures, context, /*has_room=*/true);
     room = nullptr;  // the closures are in the queue now, counted there
-    auto list = context.getResults().initClosureIds(static_cast<unsigned>(ids.size()));
-    for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
     return closures.durable().pipeline().Barrier();
   }));
 }
 
-bool CoordinatorSession::AnsweredAfterRefusal(ClosureDispatcher& closures,
-                                              ScheduleContext& context) {
-  std::vector<uint64_t> ids;
-  std::optional<state::RefusedSchedules::Refusal> refusal;
-  if (!ValueOrThrow(closures.ScheduleAfterRefusal(
-          coordinator_id_, context.getParams().getClosures(), ids, refusal)))
-    return false;
-  if (refusal.has_value()) {
+bool CoordinatorSession::Answered(ClosureDispatcher& closures, ScheduleContext& context,
+                                  bool has_room) {
+  std::optional<state::ScheduleCallPlan> plan = ValueOrThrow(
+      closures.ScheduleCall(coordinator_id_, context.getParams().getClosures(), has_room));
+  if (!plan.has_value()) return false;
+  if (plan->refused) {
     auto error = context.getResults().initError();
-    error.setClosureId(refusal->closure_id);
-    error.setMessage(refusal->error);
+    if (plan->refusal.closure_id != 0) {
+      error.setClosureId(plan->refusal.closure_id);
+      error.setMessage(plan->refusal.error);
+    }
     return true;
   }
-  auto list = context.getResults().initClosureIds(static_cast<unsigned>(ids.size()));
-  for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
-  return true;
-}
-
-bool CoordinatorSession::RetriedUnderError(ClosureDispatcher& closures, ScheduleContext& context) {
-  std::vector<uint64_t> ids;
-  if (!ValueOrThrow(
-          closures.RetryUnderError(coordinator_id_, context.getParams().getClosures(), ids)))
-    return false;
-  auto list = context.getResults().initClosureIds(static_cast<unsigned>(ids.size()));
-  for (unsigned i = 0; i < ids.size(); ++i) list.set(i, ids[i]);
+  auto list = context.getResults().initClosureIds(static_cast<unsigned>(plan->ids.size()));
+  for (unsigned i = 0; i < plan->ids.size(); ++i) list.set(i, plan->ids[i]);
   return true;
 }
 

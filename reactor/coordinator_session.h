@@ -53,12 +53,10 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
  private:
   // The dispatcher, or Unavailable once it is closed.
   ClosureDispatcher& Dispatcher();
-  // A schedule while the coordinator has a pending first error that retries
-  // a call whose reply was lost: answered with its closures' ids (true), the
-  // error left for the next call. False: raise the error.
-  bool RetriedUnderError(ClosureDispatcher& closures, ScheduleContext& context);
-  // A call with a request id refused before (ClosureDispatcher::ScheduleAfterRefusal).
-  bool AnsweredAfterRefusal(ClosureDispatcher& closures, ScheduleContext& context);
+  // Decode, plan and carry of one schedule call (ClosureDispatcher::ScheduleCall),
+  // then the answer encoded: false when the call is to be scheduled and
+  // holds no room yet (`has_room`), nothing answered.
+  bool Answered(ClosureDispatcher& closures, ScheduleContext& context, bool has_room);
   // Takes up to `max` undelivered outcomes (and up to the per-call limits)
   // off undelivered_.
   std::vector<uint64_t> PickResults(uint32_t max);

@@ -34,6 +34,7 @@
 
 #include "state/closure_updates.h"
 #include "state/dispatcher_state.h"
+#include "state/planted_bug.h"
 
 namespace dispatch::state {
 
@@ -50,6 +51,7 @@ struct ClosurePolicy {
   // start-delay settings do.
   uint64_t start_delay_ms = 0;
   uint64_t start_delay_max_ms = 0;
+  PlantedBug planted_bug = PlantedBug::kNone;  // TEST-ONLY (planted_bug.h)
 };
 
 // Names of the closure functions a worker registered (its heartbeat says).

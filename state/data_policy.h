@@ -12,18 +12,10 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "state/planted_bug.h"
 #include "state/records.h"
 
 namespace dispatch::state {
-
-// Bugs a test plants in the shipping planners to prove that the simulation's
-// checker notices them (tests/sim). TEST-ONLY: the reactor never sets one.
-enum class PlantedBug {
-  kNone,
-  kSplitRetryNotIdempotent,  // PlanGetSplit answers a retry with fresh splits
-  kRoundRobinIgnoresRounds,  // PlanClientHeartbeat accepts a pending task whatever round
-                             // the consumer reports
-};
 
 // The data-service flags the decisions read (reactor/data_service_options.h
 // says what each means; the reactor copies them in).
@@ -37,7 +29,7 @@ struct DataPolicy {
   uint64_t max_name_bytes = 4096;
   uint64_t job_gc_timeout_ms = 5 * 60 * 1000;
   uint64_t client_timeout_ms = 2 * 60 * 1000;  // 0: consumers never time out
-  PlantedBug planted_bug = PlantedBug::kNone;  // TEST-ONLY, see above
+  PlantedBug planted_bug = PlantedBug::kNone;  // TEST-ONLY (planted_bug.h)
 };
 
 // What the planners need of a dataset's split source.

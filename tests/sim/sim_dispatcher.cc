@@ -14,6 +14,7 @@
 #include "state/closure_endings.h"
 #include "state/closure_requests.h"
 #include "state/codec.h"
+#include "state/schedule_call_planner.h"
 
 namespace dispatch::sim {
 namespace {
@@ -55,6 +56,7 @@ int64_t SimDispatcher::NowMicros() const { return pipeline_->NowMicros(); }
 state::ClosurePolicy SimDispatcher::Policy() const {
   state::ClosurePolicy policy = ctx_.params.policy;
   if (ctx_.bug == SimBug::kRetryForever) policy.max_closure_attempts = 0;
+  if (ctx_.bug == SimBug::kForgetRefusals) policy.planted_bug = state::PlantedBug::kForgetRefusals;
   return policy;
 }
 
@@ -323,8 +325,12 @@ void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
                              const std::vector<ClosureSpec>& specs,
                              std::function<void(const ScheduleReply&)> reply) {
   SessionOf(conn, coordinator_id);
-  ScheduleReply out;
-  auto closures_of = [&] {
+  // As ClosureDispatcher::ScheduleCall, with room at once (the simulation
+  // bounds no queue).
+  state::ScheduleCallRequest request;
+  request.coordinator_id = coordinator_id;
+  for (const ClosureSpec& spec : specs) request.request_ids.push_back(spec.request_id);
+  request.closures = [&specs] {
     std::vector<state::NewClosure> closures;
     for (const ClosureSpec& spec : specs) {
       closures.push_back({0,
@@ -338,43 +344,20 @@ void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
     }
     return closures;
   };
-  // As CoordinatorSession::schedule.
-  std::vector<uint64_t> request_ids;
-  for (const ClosureSpec& spec : specs) request_ids.push_back(spec.request_id);
-  const state::RefusedSchedules::Refusal* refusal =
-      ctx_.bug == SimBug::kForgetRefusals ? nullptr : refused_.Find(coordinator_id, request_ids);
-  Result<std::optional<state::SchedulePlan>> plan = std::optional<state::SchedulePlan>();
-  if (refusal != nullptr) {
-    plan = state::PlanScheduleAfterRefusal(
-        state(), coordinator_id, closures_of(),
-        [&](uint64_t request_id) { return refused_.Contains(coordinator_id, request_id); },
-        Stamp());
-    if (plan.ok() && !plan->has_value()) {
-      out.raised_error = true;
-      out.error_closure = refusal->closure_id;
-    }
-  } else if (state().FindCoordinatorError(coordinator_id) != nullptr || specs.empty()) {
-    plan = state::PlanScheduleRetryUnderError(state(), coordinator_id, closures_of(), Stamp());
-    if (plan.ok() && !plan->has_value()) {
-      if (const state::CoordinatorError* error = state().FindCoordinatorError(coordinator_id))
-        refused_.Record(coordinator_id, request_ids, {error->closure_id, error->error});
-      out.raised_error = TakeFirstError(coordinator_id, &out.error_closure);
-    }
-  } else {
-    Result<state::SchedulePlan> fresh =
-        state::PlanSchedule(state(), coordinator_id, closures_of(), Stamp());
-    if (fresh.ok()) {
-      plan = std::optional<state::SchedulePlan>(std::move(*fresh));
-    } else {
-      plan = fresh.status();
-    }
-  }
+  Result<state::ScheduleCallPlan> plan = state::PlanScheduleCall(
+      state(), refused_, pending_releases_, request, Stamp(), Policy());
+  ScheduleReply out;
   if (!plan.ok()) {
     out.status = plan.status();
-  } else if (plan->has_value()) {
-    if ((*plan)->num_new > 0) FlushReleases();
-    out.status = Carry((*plan)->updates);
-    if (out.status.ok()) out.ids = std::move((*plan)->ids);
+  } else {
+    if (plan->num_new > 0) FlushReleases();
+    out.status = Carry(plan->updates);
+  }
+  if (out.status.ok()) {
+    if (plan->record_refusal) refused_.Record(coordinator_id, request.request_ids, plan->refusal);
+    out.raised_error = plan->refused && plan->refusal.closure_id != 0;
+    out.error_closure = plan->refusal.closure_id;
+    out.ids = std::move(plan->ids);
   }
   Park(conn, [reply, out] { reply(out); });
 }

@@ -1,9 +1,9 @@
 // SimDispatcher: the simulation's stand-in for the reactor. It owns the real
 // DispatcherState and makes every decision with the same state/ functions the
-// reactor calls (closure_planner.h, closure_requests.h, closure_updates.h;
-// for the data service split_planner.h, worker_planner.h, job_planner.h and
-// consumer_planner.h), and keeps only what the reactor keeps beside the
-// state: the soft state the planners read (state/soft_state.h: worker
+// reactor calls (closure_planner.h, closure_requests.h, schedule_call_planner.h,
+// closure_updates.h; for the data service split_planner.h, worker_planner.h,
+// job_planner.h and consumer_planner.h), and keeps only what the reactor keeps
+// beside the state: the soft state the planners read (state/soft_state.h: worker
 // liveness, consumer rounds), the workers' control capabilities, what
 // heartbeats said (LiveWorker), coordinator sessions, pending releases. Its
 // durability is the shipping reactor::CommitPipeline's, over the simulated

@@ -28,6 +28,7 @@ enum class SimBug {
   kSplitRetryNotIdempotent,  // a getSplit retry is answered with fresh splits (planted in
                              // state::PlanGetSplit through DataPolicy::planted_bug)
   kForgetRefusals,           // a late copy of a refused schedule is not refused again
+                             // (state::PlanScheduleCall through ClosurePolicy::planted_bug)
   kPushNoInputs,             // closures are pushed without their inputs' results
   kRoundRobinIgnoresRounds,  // a pending task is accepted at its target round whatever round
                              // the consumer is at (state::PlanClientHeartbeat, as above)

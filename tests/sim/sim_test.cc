@@ -7,6 +7,8 @@
 //   --seed=S                   what Simulation.SeedFromEnvironment runs (or
 //                              env DISPATCH_SIM_SEED)
 //   --steps=N                  steps with faults per seed (default 400)
+//   --bug=NAME                 what Simulation.PlantedBugSweep plants over the
+//                              --seeds range (a SimBugName; env DISPATCH_SIM_BUG)
 // A failing seed prints the one line that runs it again.
 
 #include <gtest/gtest.h>
@@ -27,6 +29,7 @@ struct Flags {
   uint64_t first_seed = 1;
   uint64_t seed = 0;  // 0: none
   int steps = 400;
+  std::string bug;  // empty: none
 };
 Flags flags;
 
@@ -119,6 +122,26 @@ TEST(Simulation, RoundRobinPendingTasksAreCreatedAcceptedAndRejected) {
   EXPECT_GT(created, 0u);
   EXPECT_GT(accepted, 0u);
   EXPECT_GT(rejected, 0u);
+}
+
+// How many seeds of the --seeds range notice the bug --bug names: the
+// checker's catch rate per planted bug (SimulationChecker asks only for one).
+TEST(Simulation, PlantedBugSweep) {
+  if (flags.bug.empty()) GTEST_SKIP() << "set --bug=NAME (or DISPATCH_SIM_BUG) to sweep a bug";
+  SimBug bug = SimBug::kNone;
+  for (int b = static_cast<int>(SimBug::kReplyBeforeCommit);
+       b <= static_cast<int>(SimBug::kRoundRobinIgnoresRounds); ++b) {
+    if (flags.bug == SimBugName(static_cast<SimBug>(b))) bug = static_cast<SimBug>(b);
+  }
+  ASSERT_NE(bug, SimBug::kNone) << "no planted bug is named " << flags.bug;
+  uint64_t caught = 0;
+  for (uint64_t seed = flags.first_seed; seed < flags.first_seed + flags.seeds; ++seed)
+    caught += RunSeed(seed, bug).ok ? 0 : 1;
+  std::printf("bug %s caught by %llu of seeds %llu..%llu\n", SimBugName(bug),
+              static_cast<unsigned long long>(caught),
+              static_cast<unsigned long long>(flags.first_seed),
+              static_cast<unsigned long long>(flags.first_seed + flags.seeds - 1));
+  EXPECT_GT(caught, 0u);
 }
 
 // ---- Pinned seeds: every seed that once found a bug, and a few that cover
@@ -243,6 +266,7 @@ int main(int argc, char** argv) {
   flags.seeds = dispatch::sim::EnvOr("DISPATCH_SIM_SEEDS", flags.seeds);
   flags.first_seed = dispatch::sim::EnvOr("DISPATCH_SIM_FIRST_SEED", flags.first_seed);
   flags.seed = dispatch::sim::EnvOr("DISPATCH_SIM_SEED", flags.seed);
+  if (const char* bug = std::getenv("DISPATCH_SIM_BUG")) flags.bug = bug;
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     uint64_t steps = 0;
@@ -250,6 +274,10 @@ int main(int argc, char** argv) {
         dispatch::sim::TakeFlag(argv[i], "--first-seed=", &flags.first_seed) ||
         dispatch::sim::TakeFlag(argv[i], "--seed=", &flags.seed))
       continue;
+    if (std::strncmp(argv[i], "--bug=", 6) == 0) {
+      flags.bug = argv[i] + 6;
+      continue;
+    }
     if (dispatch::sim::TakeFlag(argv[i], "--steps=", &steps)) {
       flags.steps = static_cast<int>(steps);
       continue;
