@@ -109,7 +109,8 @@ Status DispatcherServer::Serve() {
   if (!durable.ok()) return durable.status();
   durable_ = std::move(durable.value());
   if (replicator_ != nullptr) durable_->SetReplicator(replicator_);
-  durable_->pipeline().SetFatalHandler([this](const Status& status) { StopOnStorageFailure(status); });
+  durable_->pipeline().SetFatalHandler(
+      [this](const Status& status) { StopOnStorageFailure(status); });
   durable_->pipeline().AddAppliedObserver([this](const state::Effects& effects) {
     closure_timings_.Observe(effects, durable_->pipeline().clock().MonotonicNanos());
     closure_watchdog_.OnApplied(effects);
@@ -119,12 +120,12 @@ Status DispatcherServer::Serve() {
   io_.port().SetPassEndHook([this]() { durable_->EndOfPass(); });
   const RecoveryStats& recovered = durable_->recovery();
   if (took_live) {
-    Log(LogLevel::kInfo, "took the standby's live state over (last sequence number ", store_->last_seq(), ") in ",
-        recovered.recovery_micros / 1000, " ms: nothing to replay");
+    Log(LogLevel::kInfo, "took the standby's live state over (last sequence number ",
+        store_->last_seq(), ") in ", recovered.recovery_micros / 1000, " ms: nothing to replay");
   } else {
-    Log(LogLevel::kInfo, "recovered state: snapshot at ", store_->snapshot_seq(), " + ", recovered.replayed,
-        " journal records in ", recovered.recovery_micros / 1000, " ms (last sequence number ",
-        store_->last_seq(), ")");
+    Log(LogLevel::kInfo, "recovered state: snapshot at ", store_->snapshot_seq(), " + ",
+        recovered.replayed, " journal records in ", recovered.recovery_micros / 1000,
+        " ms (last sequence number ", store_->last_seq(), ")");
   }
   data_ =
       std::make_unique<DataService>(io_.loop(), *durable_, options_.data, front_->incarnation());
@@ -297,9 +298,7 @@ void DispatcherServer::BeginShutdown(const char* why) {
     return;
   }
   shutting_down_ = true;
-  Log(LogLevel::kInfo, "shutting down (", why, "): no new connections, draining replies");
-  front_->StopAccepting();
-  uint64_t deadline = uv_now(io_.loop()) + options_.drain_timeout_ms;
+  const uint64_t deadline = front_->StartDrain(why, options_.drain_timeout_ms);
   shutdown_ = DrainThenStop(deadline).eagerlyEvaluate([this](kj::Exception&& e) {
     Log(LogLevel::kError, "shutdown failed: ", e.getDescription());
     io_.Stop();
@@ -311,8 +310,8 @@ kj::Promise<void> DispatcherServer::DrainThenStop(uint64_t deadline_ms) {
   // Store closes: none starts from now on, a snapshot task is cancelled
   // (shutdown writes its own), and what still runs is awaited here, so that
   // destroying durable_ below never has work in flight.
-  kj::Promise<void> background = durable_ != nullptr ? durable_->StopBackgroundWork()
-                                                     : kj::Promise<void>(kj::READY_NOW);
+  kj::Promise<void> background =
+      durable_ != nullptr ? durable_->StopBackgroundWork() : kj::Promise<void>(kj::READY_NOW);
   return background.then([this, deadline_ms]() { return front_->DrainReplies(deadline_ms); })
       .then([this]() {
         if (data_ != nullptr) data_->StopTimers();

@@ -144,6 +144,12 @@ void Frontend::StopAccepting() {
   }
 }
 
+uint64_t Frontend::StartDrain(const char* why, uint64_t drain_timeout_ms) {
+  Log(LogLevel::kInfo, "shutting down (", why, "): no new connections, draining replies");
+  StopAccepting();
+  return uv_now(io_.loop()) + drain_timeout_ms;
+}
+
 void Frontend::Close() {
   if (http_ != nullptr) http_->Stop();
   rpc_->CloseAll();
@@ -205,8 +211,8 @@ kj::Promise<void> GatewayService::authenticate(AuthenticateContext context) {
     ThrowStatus(UnauthenticatedError("the gateway refused this token"));
   }
   // After the token: only a peer that may get in learns which versions do.
-  Status protocol = CheckPeerProtocol(context.getParams().getProtocol(),
-                                      front_.options().oldest_peer_protocol);
+  Status protocol =
+      CheckPeerProtocol(context.getParams().getProtocol(), front_.options().oldest_peer_protocol);
   if (!protocol.ok()) ThrowStatus(protocol);
   front_.rpc().MarkAuthenticated(connection_);
   context.getResults().setDispatcher(gate->Admit(connection_));

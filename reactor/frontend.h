@@ -92,6 +92,10 @@ class Frontend {
 
   // Stops accepting RPC connections (and removes a Unix socket's path).
   void StopAccepting();
+  // A graceful shutdown's first steps, the same in every role: logs `why`,
+  // stops accepting, and returns the deadline (uv_now milliseconds) that
+  // DrainReplies is then given.
+  uint64_t StartDrain(const char* why, uint64_t drain_timeout_ms);
   // Closes every RPC connection and stops the HTTP endpoints and the tick.
   void Close();
   // Resolves once every reply was handed to the kernel, or at the deadline

@@ -348,9 +348,7 @@ void HaMember::BeginShutdown(const char* why) {
     return;
   }
   shutting_down_ = true;
-  Log(LogLevel::kInfo, "shutting down (", why, "): no new connections, draining replies");
-  front_->StopAccepting();
-  const uint64_t deadline = uv_now(io_.loop()) + options_.drain_timeout_ms;
+  const uint64_t deadline = front_->StartDrain(why, options_.drain_timeout_ms);
   shutdown_ = front_->DrainReplies(deadline)
                   .then([this]() {
                     front_->Close();
