@@ -52,6 +52,7 @@
 #include "state/closure_planner.h"
 #include "state/closure_requests.h"
 #include "state/closure_updates.h"
+#include "state/push_planner.h"
 #include "state/refused_schedules.h"
 #include "state/schedule_call_planner.h"
 
@@ -289,10 +290,11 @@ class ClosureDispatcher final : public kj::Refcounted {
     std::set<uint64_t> resource_ids;
     std::vector<uint64_t> traced;
   };
-  // Pushes the closures to their worker. Inputs of kOffLoopReadBytes or
-  // more stored are read on the thread pool first (PushAfterReadingInputs),
-  // the others on the loop; a closure whose inputs do not fit one push or
-  // cannot be read intact fails instead of running.
+  // Pushes the closures to their worker with the input results the plan
+  // names (state::PlanPush). Inputs of kOffLoopReadBytes or more stored are
+  // read on the thread pool first (PushAfterReadingInputs), the others on
+  // the loop; a closure whose inputs do not fit one push or cannot be read
+  // intact fails instead of running.
   kj::Promise<void> Push(uint64_t worker_id, std::vector<uint64_t> closure_ids);
   // Sends `items` in runClosures calls of at most kMaxPushBytes each.
   kj::Promise<void> SendPushes(uint64_t worker_id, const std::vector<PushItem>& items);
@@ -302,9 +304,6 @@ class ClosureDispatcher final : public kj::Refcounted {
   // Adds the resources, stamps the traces and sends; a failed call ends the
   // push's runs as lost.
   kj::Promise<void> Send(uint64_t worker_id, OutgoingPush push);
-  // ResourceExhausted (naming the closure and the limit, counted) when the
-  // closure's function, args and input results exceed kMaxPushBytes.
-  Status CheckInputsFit(const state::Closure& closure);
   // Where a closure's inputs are: input k's stored result (a row committed
   // or a file: read work for the pool) is locations[*read_item[k]]; nullopt
   // when its bytes are at hand on the loop.
@@ -313,15 +312,16 @@ class ClosureDispatcher final : public kj::Refcounted {
     std::vector<std::optional<size_t>> read_item;
     uint64_t stored_bytes = 0;  // of `locations`
   };
-  InputLocations LocateInputs(const state::Closure& closure) const;
-  // The results of the closure's inputs, in order, read on the loop;
-  // DataLoss when a stored one is missing or damaged (InputError).
-  Result<std::vector<std::string>> ReadInputs(const state::Closure& closure);
-  // Reads the run's inputs on the pool, then pushes it alone, its input
-  // bytes copied into the call in turns (CopyInTurns), unless it ended
-  // meanwhile.
+  InputLocations LocateInputs(const std::vector<uint64_t>& inputs) const;
+  // The results of `inputs` (the plan's for closure `closure_id`), in order,
+  // read on the loop; DataLoss when a stored one is missing or damaged
+  // (InputError).
+  Result<std::vector<std::string>> ReadInputs(uint64_t closure_id,
+                                              const std::vector<uint64_t>& inputs);
+  // Reads the run's `inputs` on the pool, then pushes it alone, their bytes
+  // copied into the call in turns (CopyInTurns), unless it ended meanwhile.
   kj::Promise<void> PushAfterReadingInputs(uint64_t worker_id, state::ClosureRun run,
-                                           InputLocations where);
+                                           std::vector<uint64_t> inputs, InputLocations where);
   kj::Promise<void> SendWithInputsInTurns(uint64_t worker_id, PushItem item);
   // `status` of input `input_id`, naming it and its dependant.
   static Status InputError(uint64_t closure_id, uint64_t input_id, const Status& status);
@@ -366,10 +366,8 @@ class ClosureDispatcher final : public kj::Refcounted {
   uint64_t next_worker_turn_ = 0;          // round robin start among workers
   bool kick_pending_ = false;
   static constexpr uint64_t kReleaseDelayMs = 10;
-  // Most closure bytes (function, args, input results) in one runClosures
-  // push; a worker with many slots gets several pushes rather than one past
-  // its limit. A closure whose own bytes exceed it fails (ResourceExhausted).
-  static constexpr size_t kMaxPushBytes = 16u << 20;
+  // Most closure bytes in one runClosures push (state/push_planner.h).
+  static constexpr size_t kMaxPushBytes = state::kMaxPushBytes;
   static constexpr size_t kMaxPendingReleases = 4096;
   bool closed_ = false;
   state::SortedIdSet pending_releases_;

@@ -20,6 +20,7 @@
 #include "reactor/closure_dispatcher.h"
 #include "reactor/copy_in_turns.h"
 #include "state/bytes.h"
+#include "state/push_planner.h"
 #include "state/record_budget.h"
 
 namespace dispatch::reactor {
@@ -34,33 +35,31 @@ void FillResourceSpec(rpc::ResourceSpec::Builder spec, const state::PerWorkerRes
 }  // namespace
 
 kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64_t> closure_ids) {
+  Result<std::vector<state::PushedClosure>> plan =
+      state::PlanPush(state(), worker_id, closure_ids, kMaxPushBytes, options_.policy);
+  KJ_ASSERT(plan.ok(), plan.status().ToString());
   std::vector<PushItem> items;
   // The input results of items[i] read on the loop (empty for most): a
   // closure whose inputs cannot be read intact fails instead of running.
   std::vector<std::vector<std::string>> read_here;
   kj::Vector<kj::Promise<void>> later;  // pushes waiting for their inputs' read on the pool
-  for (uint64_t id : closure_ids) {
-    const state::Closure* closure = state().FindClosure(id);
-    if (closure == nullptr || closure->state != state::ClosureState::ASSIGNED ||
-        closure->worker_id != worker_id) {
-      continue;  // lost its worker or was cancelled meanwhile
+  for (state::PushedClosure& pushed : *plan) {
+    if (!pushed.refused.ok()) {
+      ++counters_.inputs_over_limit;
+      FailOnInputs(pushed.run, pushed.refused);
+      continue;
     }
-    const state::ClosureRun run{id, worker_id, closure->attempts};
     std::vector<std::string> bytes;
-    if (!closure->inputs.empty()) {
-      Status fits = CheckInputsFit(*closure);
-      if (!fits.ok()) {
-        FailOnInputs(run, fits);
-        continue;
-      }
-      InputLocations where = LocateInputs(*closure);
+    if (!pushed.inputs.empty()) {
+      InputLocations where = LocateInputs(pushed.inputs);
       if (where.stored_bytes >= kOffLoopReadBytes) {
-        later.add(PushAfterReadingInputs(worker_id, run, std::move(where)));
+        later.add(PushAfterReadingInputs(worker_id, pushed.run, std::move(pushed.inputs),
+                                         std::move(where)));
         continue;
       }
-      Result<std::vector<std::string>> read = ReadInputs(*closure);
+      Result<std::vector<std::string>> read = ReadInputs(pushed.run.closure_id, pushed.inputs);
       if (!read.ok()) {
-        FailOnInputs(run, read.status());
+        FailOnInputs(pushed.run, read.status());
         continue;
       }
       bytes = std::move(*read);
@@ -68,7 +67,7 @@ kj::Promise<void> ClosureDispatcher::Push(uint64_t worker_id, std::vector<uint64
     // The views point into the strings of an inner vector, whose elements
     // stay put as read_here grows (a moved vector keeps its buffer).
     read_here.push_back(std::move(bytes));
-    items.push_back(PushItem{closure, run, {}});
+    items.push_back(PushItem{pushed.closure, pushed.run, {}});
     for (const std::string& input : read_here.back()) {
       items.back().inputs.push_back(kj::arrayPtr(input.data(), input.size()));
     }
@@ -169,28 +168,10 @@ kj::Promise<void> ClosureDispatcher::Send(uint64_t worker_id, OutgoingPush push)
       });
 }
 
-Status ClosureDispatcher::CheckInputsFit(const state::Closure& closure) {
-  uint64_t total = closure.function_name.size() + closure.args.size();
-  for (uint64_t id : closure.inputs) {
-    // The state keeps every input of a closure not done (finished, not
-    // released: releases wait for the dependants).
-    const state::Closure* input = state().FindClosure(id);
-    KJ_ASSERT(input != nullptr && input->state == state::ClosureState::FINISHED,
-              "closure runs before its input", closure.id, id);
-    total += ResultStore::ResultSize(*input);
-  }
-  if (total <= kMaxPushBytes) return Status::Ok();
-  ++counters_.inputs_over_limit;
-  return ResourceExhaustedError(
-      "closure " + std::to_string(closure.id) + " with its " +
-      std::to_string(closure.inputs.size()) + " input results takes " + std::to_string(total) +
-      " bytes, over the limit of " + std::to_string(kMaxPushBytes) + " bytes per push to a worker");
-}
-
 ClosureDispatcher::InputLocations ClosureDispatcher::LocateInputs(
-    const state::Closure& closure) const {
+    const std::vector<uint64_t>& inputs) const {
   InputLocations where;
-  for (uint64_t id : closure.inputs) {
+  for (uint64_t id : inputs) {
     std::optional<storage::ResultLocation> location =
         durable_.results().LocateStoredResult(*state().FindClosure(id));
     if (!location.has_value()) {
@@ -214,12 +195,13 @@ void ClosureDispatcher::FailOnInputs(const state::ClosureRun& run, const Status&
   if (!failed.ok()) Log(LogLevel::kWarning, "closure input: ", failed.ToString().c_str());
 }
 
-Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(const state::Closure& closure) {
+Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(
+    uint64_t closure_id, const std::vector<uint64_t>& inputs) {
   std::vector<std::string> out;
-  out.reserve(closure.inputs.size());
-  for (uint64_t id : closure.inputs) {
+  out.reserve(inputs.size());
+  for (uint64_t id : inputs) {
     Result<std::string> bytes = durable_.results().GetResult(*state().FindClosure(id));
-    if (!bytes.ok()) return InputError(closure.id, id, bytes.status());
+    if (!bytes.ok()) return InputError(closure_id, id, bytes.status());
     out.push_back(std::move(*bytes));
   }
   return out;
@@ -227,19 +209,19 @@ Result<std::vector<std::string>> ClosureDispatcher::ReadInputs(const state::Clos
 
 kj::Promise<void> ClosureDispatcher::PushAfterReadingInputs(uint64_t worker_id,
                                                             state::ClosureRun run,
+                                                            std::vector<uint64_t> inputs,
                                                             InputLocations where) {
-  const state::Closure& closure = *state().FindClosure(run.closure_id);
   // The inputs not read on the pool are at hand now: inline, or put in this
   // pass and maybe a row by the time the read is back, so copied now.
   std::vector<Result<std::string>> at_hand;
-  for (size_t k = 0; k < closure.inputs.size(); ++k) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
     at_hand.push_back(where.read_item[k].has_value()
                           ? Result<std::string>(std::string())
-                          : durable_.results().GetResult(*state().FindClosure(closure.inputs[k])));
+                          : durable_.results().GetResult(*state().FindClosure(inputs[k])));
   }
   return durable_.results().ReadStoredResults(std::move(where.locations))
       .then(
-          [this, worker_id, run, read_item = std::move(where.read_item),
+          [this, worker_id, run, inputs = std::move(inputs), read_item = std::move(where.read_item),
            at_hand = std::move(at_hand)](
               std::unique_ptr<ResultReads::Done> done) mutable -> kj::Promise<void> {
             // Ended meanwhile (its worker lost, cancelled): its inputs are
@@ -247,8 +229,8 @@ kj::Promise<void> ClosureDispatcher::PushAfterReadingInputs(uint64_t worker_id,
             const state::Closure* closure = state().FindRunning(run.closure_id, worker_id, run.attempt);
             if (closure == nullptr) return kj::READY_NOW;
             PushItem item{closure, run, {}};
-            for (size_t k = 0; k < closure->inputs.size(); ++k) {
-              const uint64_t input_id = closure->inputs[k];
+            for (size_t k = 0; k < inputs.size(); ++k) {
+              const uint64_t input_id = inputs[k];
               if (!read_item[k].has_value()) {
                 if (!at_hand[k].ok()) {
                   FailOnInputs(run, InputError(run.closure_id, input_id, at_hand[k].status()));

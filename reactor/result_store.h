@@ -26,6 +26,7 @@
 #include "reactor/result_reads.h"
 #include "reactor/uvkj/repeating_timer.h"
 #include "state/dispatcher_state.h"
+#include "state/result_bytes.h"
 #include "storage/store.h"
 
 namespace dispatch::reactor {
@@ -110,7 +111,7 @@ class ResultStore {
   // between). On an error `dest` holds zeros.
   Status ReadResult(const state::Closure& closure, char* dest);
   static uint64_t ResultSize(const state::Closure& closure) {
-    return closure.result_stored ? closure.result_size : closure.result.size();
+    return state::ResultBytes(closure);
   }
   // Where a finished closure's result is when reading it is work for the
   // thread pool (ReadStoredResults): a row committed or a file. nullopt when

@@ -13,6 +13,7 @@ enum class PlantedBug {
   kRoundRobinIgnoresRounds,  // PlanClientHeartbeat accepts a pending task whatever round
                              // the consumer reports
   kForgetRefusals,           // PlanScheduleCall does not look for an earlier refusal
+  kPushNoInputs,             // PlanPush sends closures without their inputs' results
 };
 
 }  // namespace dispatch::state

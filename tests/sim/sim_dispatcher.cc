@@ -14,6 +14,7 @@
 #include "state/closure_endings.h"
 #include "state/closure_requests.h"
 #include "state/codec.h"
+#include "state/push_planner.h"
 #include "state/schedule_call_planner.h"
 
 namespace dispatch::sim {
@@ -57,6 +58,7 @@ state::ClosurePolicy SimDispatcher::Policy() const {
   state::ClosurePolicy policy = ctx_.params.policy;
   if (ctx_.bug == SimBug::kRetryForever) policy.max_closure_attempts = 0;
   if (ctx_.bug == SimBug::kForgetRefusals) policy.planted_bug = state::PlantedBug::kForgetRefusals;
+  if (ctx_.bug == SimBug::kPushNoInputs) policy.planted_bug = state::PlantedBug::kPushNoInputs;
   return policy;
 }
 
@@ -186,35 +188,44 @@ void SimDispatcher::AssignQueued() {
       state(), workers, static_cast<uint64_t>(ctx_.net.now_ms()), turn_++, Stamp());
   ctx_.observer->PassPlanned(state(), workers, plan.runs);
   if (!Carry(plan.updates).ok()) return;
-  std::map<uint64_t, std::vector<RunPush>> per_worker;
+  std::map<uint64_t, std::vector<uint64_t>> per_worker;
   for (const state::ClosureRun& run : plan.runs) {
     ctx_.observer->Assigned(state(), run);
-    const state::Closure* closure = state().FindClosure(run.closure_id);
-    RunPush push{run.closure_id, run.worker_id, run.attempt, closure->function_name, closure->args};
-    // As ClosureDispatcher's push: the inputs' result bytes go with it.
-    for (uint64_t input : closure->inputs) {
-      const state::Closure* done = state().FindClosure(input);
-      if (done == nullptr || done->state != state::ClosureState::FINISHED) {
-        ctx_.observer->Fail("closure " + std::to_string(run.closure_id) +
-                            " was assigned before its input " + std::to_string(input) +
-                            " finished");
-        return;
-      }
-      push.inputs.push_back(OutcomeOf(*done).result);
-    }
-    if (ctx_.bug == SimBug::kPushNoInputs) push.inputs.clear();
-    per_worker[run.worker_id].push_back(std::move(push));
+    per_worker[run.worker_id].push_back(run.closure_id);
   }
-  for (auto& [worker_id, runs] : per_worker) {
+  for (auto& [worker_id, ids] : per_worker) {
     if (ctx_.params.commit_hold) {
-      Push(worker_id, std::move(runs));  // before the commit, as commit_hold_us does
+      PushAssigned(worker_id, ids);  // before the commit, as commit_hold_us does
     } else {
       // After the assignment commits, as a reply waits for it.
-      pipeline_->WhenDurable([this, worker_id = worker_id, runs = std::move(runs)]() mutable {
-        Push(worker_id, std::move(runs));
-      });
+      pipeline_->WhenDurable(
+          [this, worker_id = worker_id, ids = std::move(ids)] { PushAssigned(worker_id, ids); });
     }
   }
+}
+
+void SimDispatcher::PushAssigned(uint64_t worker_id, const std::vector<uint64_t>& closure_ids) {
+  // As ClosureDispatcher::Push: the plan says which input results go with each.
+  Result<std::vector<state::PushedClosure>> plan =
+      state::PlanPush(state(), worker_id, closure_ids, state::kMaxPushBytes, Policy());
+  if (!plan.ok()) {
+    ctx_.observer->Fail(plan.status().message());
+    return;
+  }
+  std::vector<RunPush> runs;
+  for (const state::PushedClosure& pushed : *plan) {
+    if (!pushed.refused.ok()) {
+      Carry(state::PlanUserError(state(), pushed.run, pushed.refused.ToString(), Stamp())).ok();
+      continue;
+    }
+    const state::Closure& closure = *pushed.closure;
+    RunPush push{pushed.run.closure_id, worker_id, pushed.run.attempt, closure.function_name,
+                 closure.args};
+    for (uint64_t input : pushed.inputs)
+      push.inputs.push_back(OutcomeOf(*state().FindClosure(input)).result);
+    runs.push_back(std::move(push));
+  }
+  if (!runs.empty()) Push(worker_id, std::move(runs));
 }
 
 void SimDispatcher::Push(uint64_t worker_id, std::vector<RunPush> runs) {

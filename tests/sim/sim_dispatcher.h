@@ -1,7 +1,7 @@
 // SimDispatcher: the simulation's stand-in for the reactor. It owns the real
 // DispatcherState and makes every decision with the same state/ functions the
 // reactor calls (closure_planner.h, closure_requests.h, schedule_call_planner.h,
-// closure_updates.h; for the data service split_planner.h, worker_planner.h,
+// push_planner.h, closure_updates.h; for the data service split_planner.h, worker_planner.h,
 // job_planner.h and consumer_planner.h), and keeps only what the reactor keeps
 // beside the state: the soft state the planners read (state/soft_state.h: worker
 // liveness, consumer rounds), the workers' control capabilities, what
@@ -133,6 +133,9 @@ class SimDispatcher {
   const Control* ControlAt(const std::string& address) const;
   std::vector<state::LiveWorker> LiveWorkers() const;
   void AssignQueued();
+  // Pushes the closures of `closure_ids` still assigned to the worker, with
+  // their inputs' results (state::PlanPush).
+  void PushAssigned(uint64_t worker_id, const std::vector<uint64_t>& closure_ids);
   void Push(uint64_t worker_id, std::vector<RunPush> runs);
   void PushFailed(uint64_t worker_id, const std::vector<RunPush>& runs);
   void FlushReleases();

@@ -30,6 +30,7 @@ enum class SimBug {
   kForgetRefusals,           // a late copy of a refused schedule is not refused again
                              // (state::PlanScheduleCall through ClosurePolicy::planted_bug)
   kPushNoInputs,             // closures are pushed without their inputs' results
+                             // (state::PlanPush through ClosurePolicy::planted_bug)
   kRoundRobinIgnoresRounds,  // a pending task is accepted at its target round whatever round
                              // the consumer is at (state::PlanClientHeartbeat, as above)
 };
