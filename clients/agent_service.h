@@ -33,6 +33,9 @@ class AgentService {
  public:
   virtual ~AgentService() noexcept(false) = default;
   // Serves until the agent stops. A rejection is logged; the agent goes on.
+  // The promise owns everything the service keeps on the loop (connections,
+  // streams, timers): the agent drops it on the loop thread, but destroys
+  // the service itself later, on its owner's thread, after the loop closed.
   virtual kj::Promise<void> Run(AgentEnvironment& environment) = 0;
 };
 

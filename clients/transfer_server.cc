@@ -41,11 +41,17 @@ class TransferServer::Session final : public rpc::WorkerData::Server {
     }
   }
 
+  // Both calls may be held up to max_wait_ms, and a held call changes nothing
+  // until it answers (TryServe is synchronous), so dropping it is safe: a
+  // consumer that hangs up, or this worker's own shutdown, cancels it at
+  // once instead of leaving it running past the RPC system that owned it.
   kj::Promise<void> getElement(GetElementContext context) override {
+    context.allowCancellation();
     auto request = context.getParams().getRequest();
     return Serve(request, 1, [context]() mutable { return context.getResults().initResult(); });
   }
   kj::Promise<void> getElements(GetElementsContext context) override {
+    context.allowCancellation();
     auto request = context.getParams().getRequest();
     return Serve(request, request.getMaxElements(),
                  [context]() mutable { return context.getResults().initResult(); });
@@ -150,10 +156,7 @@ class TransferServer::ErrorHandler final : public kj::TaskSet::ErrorHandler {
 TransferServer::TransferServer(ProducerDirectory& directory, TransferServerOptions options)
     : directory_(directory), options_(std::move(options)) {}
 
-TransferServer::~TransferServer() noexcept(false) {
-  tasks_ = nullptr;
-  connections_.clear();
-}
+TransferServer::~TransferServer() noexcept(false) { CloseConnections(); }
 
 void TransferServer::SetListening(Status status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -210,6 +213,19 @@ Result<std::string> TransferServer::ListenOnFreePort(const std::string& address)
 }
 
 kj::Promise<void> TransferServer::Run(AgentEnvironment& environment) {
+  // The agent drops this promise on its loop thread as it stops, and this
+  // object dies later, off that thread, after the loop closed: the
+  // connections (their RPC systems, streams and held calls) must go with the
+  // promise, while there is a loop to close them on.
+  return Listen(environment).attach(kj::defer([this]() { CloseConnections(); }));
+}
+
+void TransferServer::CloseConnections() {
+  tasks_ = nullptr;  // first: its tasks watch the connections
+  connections_.clear();
+}
+
+kj::Promise<void> TransferServer::Listen(AgentEnvironment& environment) {
   error_handler_ = kj::heap<ErrorHandler>();
   tasks_ = kj::heap<kj::TaskSet>(*error_handler_);
   kj::Timer& timer = environment.timer();

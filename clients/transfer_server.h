@@ -58,6 +58,8 @@ class TransferServer final : public AgentService {
   struct Connection;
   class ErrorHandler;
 
+  kj::Promise<void> Listen(AgentEnvironment& environment);
+  void CloseConnections();
   kj::Promise<void> Serve(kj::Own<kj::ConnectionReceiver> receiver, kj::Timer& timer);
   kj::Promise<void> AcceptLoop(kj::ConnectionReceiver& receiver, kj::Timer& timer);
   void SetListening(Status status);

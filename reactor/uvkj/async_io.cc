@@ -5,11 +5,11 @@
 namespace dispatch::uvkj {
 
 UvAsyncIo::UvAsyncIo(uv_loop_t* loop)
-    : port_(loop),
-      wait_scope_(port_.kj_loop()),
-      timer_(loop),
+    : timer_(loop),
       low_level_(kj::heap<UvLowLevelIoProvider>(loop, timer_)),
-      provider_(kj::newAsyncIoProvider(*low_level_)) {
+      provider_(kj::newAsyncIoProvider(*low_level_)),
+      port_(loop),
+      wait_scope_(port_.kj_loop()) {
   port_.set_wait_scope(&wait_scope_);
 }
 

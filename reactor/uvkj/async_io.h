@@ -5,9 +5,8 @@
 // object and stream before it; then close the UvLoop.
 #pragma once
 
-#include <uv.h>
-
 #include <kj/async-io.h>
+#include <uv.h>
 
 #include "reactor/uvkj/event_port.h"
 #include "reactor/uvkj/io_provider.h"
@@ -40,11 +39,16 @@ class UvAsyncIo {
   void Stop() { port_.Stop(); }
 
  private:
-  UvEventPort port_;  // owns the kj::EventLoop; declared first, destroyed last
-  kj::WaitScope wait_scope_;
+  // The order is the teardown's. The kj::EventLoop (in port_) destroys, as
+  // it dies, the promises still detached on it: Cap'n Proto detaches a
+  // connection's shutdown, which can hold a server call waiting on a timer
+  // or a stream. So the timer and the providers are declared before port_
+  // and outlive it; wait_scope_ must die before the loop it is a scope of.
   UvTimer timer_;
   kj::Own<UvLowLevelIoProvider> low_level_;
   kj::Own<kj::AsyncIoProvider> provider_;
+  UvEventPort port_;
+  kj::WaitScope wait_scope_;
 };
 
 }  // namespace dispatch::uvkj

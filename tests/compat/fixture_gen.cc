@@ -11,8 +11,6 @@
 // dispatch.db (what the next start would do first) so no WAL is committed.
 // etcd: the same traffic against a one-member HA group on a real etcd, then
 // every journal and snapshot key of the group, dumped.
-// (Not committed yet: its run stops at "the worker did not stop cleanly",
-// dispatch-worker dying of a double free at SIGTERM beside an HA leader.)
 // Each digest is the state digest a replay of the fixture gives; the
 // generator refuses a fixture that lacks one of the parts it must hold.
 #include <signal.h>

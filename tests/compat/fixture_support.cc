@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -207,10 +208,12 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseDump(const std::st
   return kvs;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> ReadEtcdKeys(
-    const std::vector<std::string>& endpoints, const std::string& prefix) {
+namespace {
+
+// Runs `body` with an etcd client of its own loop; returns what it returned.
+Status WithEtcdClient(const std::vector<std::string>& endpoints,
+                      const std::function<Status(uvkj::UvAsyncIo&, etcd::EtcdClient&)>& body) {
   uvkj::UvLoop loop;
-  std::vector<std::pair<std::string, std::string>> kvs;
   Status status;
   {
     uvkj::UvAsyncIo io(loop.get());
@@ -218,17 +221,27 @@ Result<std::vector<std::pair<std::string, std::string>>> ReadEtcdKeys(
     options.endpoints = endpoints;
     options.max_answer_bytes = size_t{64} << 20;
     etcd::EtcdClient client(io, options);
-    for (const std::string sub : {"/journal/", "/snapshot/"}) {
-      const std::string from = prefix + sub;
-      auto range = Await(io, client.Range(from, etcd::PrefixEnd(from)));
-      if (!range.ok()) {
-        status = range.status();
-        break;
-      }
-      for (auto& kv : range->kvs) kvs.emplace_back(kv.key, kv.value);
-    }
+    status = body(io, client);
   }
   loop.Close();
+  return status;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::string>>> ReadEtcdKeys(
+    const std::vector<std::string>& endpoints, const std::string& prefix) {
+  std::vector<std::pair<std::string, std::string>> kvs;
+  Status status =
+      WithEtcdClient(endpoints, [&](uvkj::UvAsyncIo& io, etcd::EtcdClient& client) -> Status {
+        for (const std::string sub : {"/journal/", "/snapshot/"}) {
+          const std::string from = prefix + sub;
+          auto range = Await(io, client.Range(from, etcd::PrefixEnd(from)));
+          if (!range.ok()) return range.status();
+          for (auto& kv : range->kvs) kvs.emplace_back(kv.key, kv.value);
+        }
+        return Status::Ok();
+      });
   if (!status.ok()) return status;
   return kvs;
 }
@@ -236,35 +249,21 @@ Result<std::vector<std::pair<std::string, std::string>>> ReadEtcdKeys(
 Result<Replayed> ReplayEtcdDump(const std::vector<std::string>& endpoints,
                                 const std::vector<std::pair<std::string, std::string>>& kvs,
                                 const std::string& scratch_dir) {
-  uvkj::UvLoop loop;
-  Status status;
-  {
-    uvkj::UvAsyncIo io(loop.get());
-    etcd::EtcdClientOptions options;
-    options.endpoints = endpoints;
-    options.max_answer_bytes = size_t{64} << 20;
-    etcd::EtcdClient client(io, options);
-    for (const auto& [key, value] : kvs) {
-      auto put = Await(io, client.Put(key, value));
-      if (!put.ok()) {
-        status = put.status();
-        break;
-      }
-    }
-    if (status.ok()) {
-      storage::StoreOptions store_options;
-      store_options.work_dir = scratch_dir;
-      store_options.synchronous = storage::Synchronous::kNormal;
-      auto store = storage::Store::Open(store_options);
-      status = store.status();
-      if (status.ok()) {
+  Status status =
+      WithEtcdClient(endpoints, [&](uvkj::UvAsyncIo& io, etcd::EtcdClient& client) -> Status {
+        for (const auto& [key, value] : kvs) {
+          auto put = Await(io, client.Put(key, value));
+          if (!put.ok()) return put.status();
+        }
+        storage::StoreOptions store_options;
+        store_options.work_dir = scratch_dir;
+        store_options.synchronous = storage::Synchronous::kNormal;
+        auto store = storage::Store::Open(store_options);
+        if (!store.ok()) return store.status();
         ha::EtcdStateReader reader(client, kFixturePrefix);
-        status = Await(io, reader.LoadSnapshot(**store, 0));
-        if (status.ok()) status = Await(io, reader.ReadJournal(**store, 0));
-      }
-    }
-  }
-  loop.Close();
+        DISPATCH_RETURN_IF_ERROR(Await(io, reader.LoadSnapshot(**store, 0)));
+        return Await(io, reader.ReadJournal(**store, 0));
+      });
   if (!status.ok()) return status;
   return ReplayWorkDir(scratch_dir);
 }

@@ -1,6 +1,6 @@
-// Formats that last: the work dir committed under tests/compat/fixtures/ was
-// written by an earlier build (compat_fixture_gen work-dir); this build must
-// open and replay it to the digest recorded beside it.
+// Formats that last: the work dir and the etcd journal dump committed under
+// tests/compat/fixtures/ were written by an earlier build (compat_fixture_gen);
+// this build must open and replay each to the digest recorded beside it.
 // A change to journal records, snapshots, result files or the HA wire that
 // would strand an existing deployment fails here. Each test works on a copy:
 // the committed fixture is never opened for writing.
@@ -11,6 +11,7 @@
 #include "tests/compat/fixture_support.h"
 #include "tests/integration/client_loop.h"
 #include "tests/support/dispatcher_process.h"
+#include "tests/support/etcd_cluster.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -45,6 +46,25 @@ TEST(Fixtures, TheCommittedWorkDirPassesVerify) {
   auto status = verify.Wait(60s);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << said;
+}
+
+// The HA group's etcd keys, dumped by an earlier build: put into a fresh
+// etcd and read back the way a dispatcher taking over reads them, they must
+// replay to the digest recorded beside the dump.
+TEST(Fixtures, TheCommittedEtcdJournalReplaysToItsDigest) {
+  if (!EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
+  const Replayed committed = Committed("etcd_journal.digest");
+  auto dump = ParseDump(ReadWholeFile(FixtureDir() + "/etcd_journal.dump"));
+  ASSERT_TRUE(dump.ok()) << dump.status().ToString();
+  ASSERT_FALSE(dump->empty()) << "the committed dump is empty";
+  EtcdCluster etcd;
+  ASSERT_TRUE(etcd.Start()) << etcd.error();
+  TempDir dir;
+  auto replayed = ReplayEtcdDump(etcd.endpoints(), *dump, dir.File("store"));
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(replayed->applied, committed.applied);
+  EXPECT_EQ(replayed->digest, committed.digest)
+      << "this build replays the committed etcd journal to another state";
 }
 
 // A dispatcher started on the fixture serves what it held: the closures

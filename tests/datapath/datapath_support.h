@@ -31,6 +31,7 @@ class DataCluster {
   std::string StartWorker(size_t i, std::vector<std::string> extra_flags = {},
                           std::string address = kFreeLoopbackPort);
   void Kill9Worker(size_t i);
+  WorkerProcess& worker(size_t i) { return *workers_.at(i); }
   // An address for worker `i` that stays its own across a kill -9, for a
   // test that brings it back there: a Unix socket in the cluster's directory.
   // A freed TCP port could be taken by another process before the restart.
@@ -38,8 +39,7 @@ class DataCluster {
   size_t num_workers() const { return workers_.size(); }
 
   // A reader of `definition` (a built-in kind, e.g. "range count=10 splits=2").
-  clients::ReaderOptions ReaderOf(const std::string& definition,
-                                  rpc::ProcessingMode mode) const;
+  clients::ReaderOptions ReaderOf(const std::string& definition, rpc::ProcessingMode mode) const;
 
  private:
   TempDir dir_;

@@ -4,6 +4,8 @@
 // bytes close only that connection.
 #include <capnp/rpc-twoparty.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include "common/address.h"
 #include "schema/data_transfer.capnp.h"
@@ -51,6 +53,13 @@ class TransferClient {
     r.setRound(ask.round);
     r.setMaxElements(ask.max_elements);
     r.setWaitMillis(ask.wait_ms);
+  }
+
+  // getElements, sent and not waited for.
+  kj::Promise<capnp::Response<rpc::WorkerData::GetElementsResults>> Send(const Ask& ask) {
+    auto request = data_.getElementsRequest();
+    Fill(ask, request.initRequest());
+    return request.send();
   }
 
   // getElements: the reply, or the error's description.
@@ -168,6 +177,31 @@ TEST(TransferService, ClosesConnectionsBeyondItsLimitAndServesTheOthers) {
   auto more = (*reader)->Next(&element, kTestDeadline);
   EXPECT_TRUE(more.ok() && *more) << more.status().ToString();
   (*reader)->Close();
+}
+
+// SIGTERM while a consumer is connected and its getElements call waits for
+// an element: the worker must close that connection and drop the held call
+// on its loop thread and exit 0. (It once left them to the agent's
+// destructor, after the loop had closed, and died of a double free or a
+// segfault at exit.)
+TEST(TransferService, StopsCleanlyOnSigtermWhileAGetElementsWaits) {
+  DataCluster cluster;
+  const std::string worker = cluster.StartWorker(0);
+  ClientLoop loop;
+  TransferClient client(loop, worker);
+  // A task the worker does not run yet: the call waits up to its cap.
+  auto held = client.Send(Ask{.task = 424242, .wait_ms = 60000});
+  // Calls on one connection arrive in order: once a later one is answered,
+  // the held one has reached the worker and waits there.
+  std::string error;
+  ASSERT_NE(client.Get(Ask{.task = 424243, .consumer = 8, .wait_ms = 0}, &error), nullptr) << error;
+  cluster.worker(0).process().Signal(SIGTERM);
+  auto status = cluster.worker(0).process().Wait(kTestDeadline);
+  ASSERT_TRUE(status.has_value()) << "the worker did not stop";
+  EXPECT_TRUE(WIFEXITED(*status)) << "the worker died of signal " << WTERMSIG(*status);
+  if (WIFEXITED(*status)) {
+    EXPECT_EQ(WEXITSTATUS(*status), 0);
+  }
 }
 
 }  // namespace
