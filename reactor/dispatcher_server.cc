@@ -292,14 +292,10 @@ void DispatcherServer::FillStats(rpc::ServerStats::Builder stats) const {
 }
 
 void DispatcherServer::BeginShutdown(const char* why) {
-  front_->loop_thread().Check();
-  if (shutting_down_) {
-    Log(LogLevel::kInfo, "shutdown already in progress (", why, ")");
-    return;
-  }
-  shutting_down_ = true;
-  const uint64_t deadline = front_->StartDrain(why, options_.drain_timeout_ms);
-  shutdown_ = DrainThenStop(deadline).eagerlyEvaluate([this](kj::Exception&& e) {
+  const std::optional<uint64_t> deadline =
+      front_->StartDrain(&shutting_down_, why, options_.drain_timeout_ms);
+  if (!deadline) return;
+  shutdown_ = DrainThenStop(*deadline).eagerlyEvaluate([this](kj::Exception&& e) {
     Log(LogLevel::kError, "shutdown failed: ", e.getDescription());
     io_.Stop();
   });

@@ -144,7 +144,14 @@ void Frontend::StopAccepting() {
   }
 }
 
-uint64_t Frontend::StartDrain(const char* why, uint64_t drain_timeout_ms) {
+std::optional<uint64_t> Frontend::StartDrain(bool* shutting_down, const char* why,
+                                             uint64_t drain_timeout_ms) {
+  loop_thread().Check();
+  if (*shutting_down) {
+    Log(LogLevel::kInfo, "shutdown already in progress (", why, ")");
+    return std::nullopt;
+  }
+  *shutting_down = true;
   Log(LogLevel::kInfo, "shutting down (", why, "): no new connections, draining replies");
   StopAccepting();
   return uv_now(io_.loop()) + drain_timeout_ms;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/protocol_version.h"
@@ -92,10 +93,13 @@ class Frontend {
 
   // Stops accepting RPC connections (and removes a Unix socket's path).
   void StopAccepting();
-  // A graceful shutdown's first steps, the same in every role: logs `why`,
-  // stops accepting, and returns the deadline (uv_now milliseconds) that
-  // DrainReplies is then given.
-  uint64_t StartDrain(const char* why, uint64_t drain_timeout_ms);
+  // A graceful shutdown's first steps, the same in every role. The role's
+  // own `*shutting_down` flag makes it happen once: set already, a second
+  // request is logged and nullopt returned. Otherwise sets it, logs `why`,
+  // stops accepting and returns the deadline (uv_now milliseconds) that
+  // DrainReplies is then given. REQUIRES: on the loop thread.
+  std::optional<uint64_t> StartDrain(bool* shutting_down, const char* why,
+                                     uint64_t drain_timeout_ms);
   // Closes every RPC connection and stops the HTTP endpoints and the tick.
   void Close();
   // Resolves once every reply was handed to the kernel, or at the deadline

@@ -342,14 +342,10 @@ void HaMember::BeginShutdown(const char* why) {
     server_->BeginShutdown(why);
     return;
   }
-  front_->loop_thread().Check();
-  if (shutting_down_) {
-    Log(LogLevel::kInfo, "shutdown already in progress (", why, ")");
-    return;
-  }
-  shutting_down_ = true;
-  const uint64_t deadline = front_->StartDrain(why, options_.drain_timeout_ms);
-  shutdown_ = front_->DrainReplies(deadline)
+  const std::optional<uint64_t> deadline =
+      front_->StartDrain(&shutting_down_, why, options_.drain_timeout_ms);
+  if (!deadline) return;
+  shutdown_ = front_->DrainReplies(*deadline)
                   .then([this]() {
                     front_->Close();
                     // Let the close events run, then leave uv_run.
