@@ -25,18 +25,8 @@ ClosureState StateOf(const DispatcherState& state, uint64_t id) {
   return state.FindClosure(id)->state;
 }
 
-// Worker 1; closure 1 of coordinator 7 queued, 2 waiting on 1, 3 waiting on 2.
-DispatcherState Chain() {
-  DispatcherState state;
-  EXPECT_TRUE(Applies(state, RegisterWorker(1, "a")));
-  EXPECT_TRUE(Applies(state, ScheduleClosure(1, 7, "sum")));
-  EXPECT_TRUE(Applies(state, ScheduleClosureAfter(2, 7, "sum", "", 0, {}, {1})));
-  EXPECT_TRUE(Applies(state, ScheduleClosureAfter(3, 7, "sum", "", 0, {}, {2})));
-  return state;
-}
-
 TEST(ClosureDependencies, AClosureWaitsForItsInputsAndIsQueuedWhenTheLastFinishes) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   EXPECT_EQ(StateOf(state, 1), ClosureState::QUEUED);
   EXPECT_EQ(StateOf(state, 2), ClosureState::WAITING);
   EXPECT_EQ(StateOf(state, 3), ClosureState::WAITING);
@@ -64,7 +54,7 @@ TEST(ClosureDependencies, AClosureWaitsForItsInputsAndIsQueuedWhenTheLastFinishe
 }
 
 TEST(ClosureDependencies, WaitingClosuresAreNotRunnable) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   LiveWorker worker;
   worker.worker_id = 1;
   worker.slots = 8;
@@ -76,7 +66,7 @@ TEST(ClosureDependencies, WaitingClosuresAreNotRunnable) {
 }
 
 TEST(ClosureDependencies, AFailedInputFailsItsDependantsTransitivelyNamingIt) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   ASSERT_TRUE(Applies(state, ScheduleClosure(4, 7)));  // independent
   ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
   UpdateList plan = PlanUserError(state, {1, 1, 1}, "boom", kStamp);
@@ -97,7 +87,7 @@ TEST(ClosureDependencies, AFailedInputFailsItsDependantsTransitivelyNamingIt) {
 }
 
 TEST(ClosureDependencies, TheDependantsOfACancelledInputFailAndAreNoFirstError) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   const std::vector<uint64_t> moved = state.WaitingDependants({1});
   EXPECT_EQ(moved, (std::vector<uint64_t>{2, 3}));
   ASSERT_TRUE(Applies(state, CancelClosure(1)));
@@ -109,7 +99,7 @@ TEST(ClosureDependencies, TheDependantsOfACancelledInputFailAndAreNoFirstError) 
 }
 
 TEST(ClosureDependencies, ACancelBatchNamingAnInputAndItsDependantApplies) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   ASSERT_TRUE(Applies(state, CancelClosures({1, 2})));
   // Each item is cancelled, as PlanCancel told the caller, even one listed
   // after its input (found by the simulation: it used to fail with it);
@@ -155,7 +145,7 @@ TEST(ClosureDependencies, AnInputAndItsDependantPastTheirDeadlinesBothFailAsDead
 }
 
 TEST(ClosureDependencies, ADependantOfAFailedInputFailsWhenScheduled) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
   ASSERT_TRUE(Applies(state, FailClosure(1, 1, 1, "boom", /*user_error=*/false,
                                          /*infrastructure=*/true)));
@@ -166,7 +156,7 @@ TEST(ClosureDependencies, ADependantOfAFailedInputFailsWhenScheduled) {
 }
 
 TEST(ClosureDependencies, InputsFinishingWhileAFirstErrorIsPendingCancelTheDependant) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   ASSERT_TRUE(Applies(state, ScheduleClosure(4, 7)));
   ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
   ASSERT_TRUE(Applies(state, AssignClosure(4, 1, 1)));
@@ -194,7 +184,7 @@ TEST(ClosureDependencies, AFailureChainKeepsItsErrorBounded) {
 }
 
 TEST(ClosureDependencies, InputsMustBeEarlierClosuresOfTheSameCoordinator) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   // Unknown, another coordinator's, or not older.
   EXPECT_FALSE(Applies(state, ScheduleClosureAfter(4, 7, "sum", "", 0, {}, {99})));
   EXPECT_FALSE(Applies(state, ScheduleClosureAfter(4, 8, "sum", "", 0, {}, {1})));
@@ -207,7 +197,7 @@ TEST(ClosureDependencies, InputsMustBeEarlierClosuresOfTheSameCoordinator) {
 }
 
 TEST(ClosureDependencies, AnInputIsNotReleasedWhileADependantIsNotDone) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
   ASSERT_TRUE(Applies(state, FinishClosure(1, 1, 1, "1")));
   EXPECT_TRUE(state.IsNeededAsInput(1));
@@ -222,7 +212,7 @@ TEST(ClosureDependencies, AnInputIsNotReleasedWhileADependantIsNotDone) {
 }
 
 TEST(ClosureDependencies, PlanScheduleResolvesInCallInputsAndRefusesUnknownOnesNamingThem) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   capnp::MallocMessageBuilder message;
   auto text = capnp::Text::Reader("sum");
   std::vector<NewClosure> closures(3);
@@ -251,7 +241,7 @@ TEST(ClosureDependencies, PlanScheduleResolvesInCallInputsAndRefusesUnknownOnesN
 }
 
 TEST(ClosureDependencies, ASnapshotKeepsWaitingClosuresAndTheirInputs) {
-  DispatcherState state = Chain();
+  DispatcherState state = DependencyChain();
   ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
   capnp::MallocMessageBuilder message;
   state.WriteSnapshot(message.initRoot<journal::StateSnapshot>());

@@ -209,13 +209,9 @@ TEST(Effects, EveryAppliedUpdateSaysWhatTheStateShowsItDid) {
   EXPECT_EQ(seen.size(), 14u);
 }
 
-// Worker 1; closure 1 of coordinator 7 queued, 2 waiting on 1, 3 waiting on 2.
+// DependencyChain() with closure 1 running on worker 1.
 DispatcherState Chain() {
-  DispatcherState state;
-  EXPECT_TRUE(Applies(state, RegisterWorker(1, "a")));
-  EXPECT_TRUE(Applies(state, ScheduleClosure(1, 7, "sum")));
-  EXPECT_TRUE(Applies(state, ScheduleClosureAfter(2, 7, "sum", "", 0, {}, {1})));
-  EXPECT_TRUE(Applies(state, ScheduleClosureAfter(3, 7, "sum", "", 0, {}, {2})));
+  DispatcherState state = DependencyChain();
   EXPECT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
   return state;
 }

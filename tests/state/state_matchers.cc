@@ -52,4 +52,13 @@ std::vector<uint64_t> Ids(const std::vector<const Closure*>& closures) {
   return ids;
 }
 
+DispatcherState DependencyChain() {
+  DispatcherState state;
+  EXPECT_TRUE(Applies(state, RegisterWorker(1, "a")));
+  EXPECT_TRUE(Applies(state, ScheduleClosure(1, 7, "sum")));
+  EXPECT_TRUE(Applies(state, ScheduleClosureAfter(2, 7, "sum", "", 0, {}, {1})));
+  EXPECT_TRUE(Applies(state, ScheduleClosureAfter(3, 7, "sum", "", 0, {}, {2})));
+  return state;
+}
+
 }  // namespace dispatch::state::testing

@@ -22,6 +22,10 @@ namespace dispatch::state::testing {
 ::testing::AssertionResult Rejects(DispatcherState& state, const OwnedUpdate& update,
                                    StatusCode code, std::string_view needle);
 
+// Worker 1 ("a"); closure 1 of coordinator 7 queued, 2 waiting on 1, 3
+// waiting on 2 (every update must apply).
+DispatcherState DependencyChain();
+
 // The ids of `closures`, in order (for comparing query results).
 std::vector<uint64_t> Ids(const std::vector<const Closure*>& closures);
 
