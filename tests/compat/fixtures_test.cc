@@ -20,21 +20,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Replayed Committed(const std::string& name) {
-  auto parsed = ParseDigestFile(ReadWholeFile(FixtureDir() + "/" + name));
-  EXPECT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
-  return parsed.ok() ? *parsed : Replayed{};
+// Whether `replayed` is what the fixture's digest file `name` recorded.
+void ExpectCommittedState(const std::string& name, const Result<Replayed>& replayed) {
+  auto committed = ParseDigestFile(ReadWholeFile(FixtureDir() + "/" + name));
+  ASSERT_TRUE(committed.ok()) << name << ": " << committed.status().ToString();
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(replayed->applied, committed->applied) << name;
+  EXPECT_EQ(replayed->digest, committed->digest)
+      << "this build replays the fixture of " << name << " to another state";
 }
 
 TEST(Fixtures, TheCommittedWorkDirReplaysToItsDigest) {
-  const Replayed committed = Committed("work_dir.digest");
   TempDir dir;
   ASSERT_TRUE(CopyDir(FixtureDir() + "/work_dir", dir.File("work")).ok());
-  auto replayed = ReplayWorkDir(dir.File("work"));
-  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
-  EXPECT_EQ(replayed->applied, committed.applied);
-  EXPECT_EQ(replayed->digest, committed.digest)
-      << "this build replays the committed work dir to another state";
+  ExpectCommittedState("work_dir.digest", ReplayWorkDir(dir.File("work")));
 }
 
 TEST(Fixtures, TheCommittedWorkDirPassesVerify) {
@@ -53,18 +52,14 @@ TEST(Fixtures, TheCommittedWorkDirPassesVerify) {
 // replay to the digest recorded beside the dump.
 TEST(Fixtures, TheCommittedEtcdJournalReplaysToItsDigest) {
   if (!EtcdCluster::Available()) GTEST_SKIP() << "etcd is not installed";
-  const Replayed committed = Committed("etcd_journal.digest");
   auto dump = ParseDump(ReadWholeFile(FixtureDir() + "/etcd_journal.dump"));
   ASSERT_TRUE(dump.ok()) << dump.status().ToString();
   ASSERT_FALSE(dump->empty()) << "the committed dump is empty";
   EtcdCluster etcd;
   ASSERT_TRUE(etcd.Start()) << etcd.error();
   TempDir dir;
-  auto replayed = ReplayEtcdDump(etcd.endpoints(), *dump, dir.File("store"));
-  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
-  EXPECT_EQ(replayed->applied, committed.applied);
-  EXPECT_EQ(replayed->digest, committed.digest)
-      << "this build replays the committed etcd journal to another state";
+  ExpectCommittedState("etcd_journal.digest",
+                       ReplayEtcdDump(etcd.endpoints(), *dump, dir.File("store")));
 }
 
 // A dispatcher started on the fixture serves what it held: the closures
