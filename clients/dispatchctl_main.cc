@@ -3,7 +3,8 @@
 // the reply struct in capnp's JSON encoding; `read` reads a dataset through
 // the service (dispatchctl_read.h); `stats` and `top` show the dispatcher's
 // figures (dispatchctl_stats.h); `group` shows an HA group from etcd
-// (dispatchctl_group.h). Exit codes: 0 ok, 1 the
+// (dispatchctl_group.h); `backup` copies the dispatcher's work dir while it
+// serves (dispatchctl_backup.h). Exit codes: 0 ok, 1 the
 // dispatcher refused or could not be reached (its message on stderr), 2 usage.
 #include <capnp/compat/json.h>
 #include <kj/debug.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clients/dispatchctl_backup.h"
 #include "clients/dispatchctl_connect.h"
 #include "clients/dispatchctl_group.h"
 #include "clients/dispatchctl_read.h"
@@ -29,7 +31,7 @@ namespace {
 
 constexpr const char* kCommands =
     "workers | datasets | jobs | tasks | clients | job ID | read KIND [ARGS...] | run FUNCTION "
-    "[ARGS] | stats | top | group";
+    "[ARGS] | stats | top | group | backup --to=DIR";
 
 struct Flags {
   std::string dispatcher;
@@ -102,6 +104,7 @@ std::string CheckArgs(const std::vector<std::string>& args) {
   if (c == "run") return CheckRunArgs(args);
   if (c == "stats" || c == "top") return CheckStatsArgs(args);
   if (c == "group") return "";  // checked by CheckGroupArgs
+  if (c == "backup") return "";  // checked by CheckBackupArgs
   if (c != "job") return "unknown command '" + c + "'; one of: " + kCommands;
   if (args.size() != 2) return "'job' takes one job id";
   const std::string& id = args[1];
@@ -130,6 +133,8 @@ int Main(int argc, char** argv) {
   DeclareTopFlags(parser, top_flags);
   GroupFlags group_flags;
   DeclareGroupFlags(parser, group_flags);
+  BackupFlags backup_flags;
+  DeclareBackupFlags(parser, backup_flags);
   std::vector<std::string> args;
   ParseFlagsOrExit(parser, argc, argv, &args);
   std::string usage_error = CheckArgs(args);
@@ -137,6 +142,7 @@ int Main(int argc, char** argv) {
   if (group) usage_error = CheckGroupArgs(args, group_flags);
   if (usage_error.empty() && !group && flags.dispatcher.empty()) usage_error = "--dispatcher is required";
   if (usage_error.empty() && args[0] == "read") usage_error = CheckReadArgs(args, read_flags);
+  if (usage_error.empty() && args[0] == "backup") usage_error = CheckBackupArgs(args, backup_flags);
   if (!usage_error.empty()) {
     fprintf(stderr, "dispatchctl: %s\nrun with --help for usage\n", usage_error.c_str());
     return 2;
@@ -150,6 +156,9 @@ int Main(int argc, char** argv) {
   }
   if (args[0] == "read") {
     return RunRead(flags.dispatcher, flags.token, args, read_flags, flags.timeout_ms);
+  }
+  if (args[0] == "backup") {
+    return RunBackup(flags.dispatcher, flags.token, backup_flags, flags.json, flags.timeout_ms);
   }
 
   std::string output;

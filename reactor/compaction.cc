@@ -257,7 +257,7 @@ bool Compaction::commits_held() const {
 }
 
 void Compaction::MaybeCheckpoint() {
-  if (stopped_ || checkpointer_ == nullptr || checkpoint_.in_flight() ||
+  if (stopped_ || checkpoints_paused_ || checkpointer_ == nullptr || checkpoint_.in_flight() ||
       !store_.WantsCheckpoint()) {
     return;
   }
@@ -299,7 +299,7 @@ void Compaction::OnCheckpointDone(std::unique_ptr<CheckpointJob> job) {
     // copied everything (nothing to copy then): left to the loop's next
     // commit, the restart's header fsync would hold every reply.
     const bool copy_rest = store_.NoteCheckpoint(*job->result) || store_.WalFullyCopied();
-    if (copy_rest && !was_remainder && !stopped_ && !pipeline_.failed() &&
+    if (copy_rest && !was_remainder && !stopped_ && !checkpoints_paused_ && !pipeline_.failed() &&
         StartCheckpoint(/*remainder=*/true)) {
       return;
     }

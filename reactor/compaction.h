@@ -97,6 +97,12 @@ class Compaction {
   // replica is stale, and the next snapshot counts from there.
   void NoteSnapshotWritten(uint64_t seq);
 
+  // While paused no checkpoint starts, nor the pass that restarts the WAL:
+  // an online backup (online_backup.h) copies the database meanwhile, and a
+  // WAL restart written by the checkpointer's connection makes SQLite start
+  // that copy over. The WAL grows until the pause ends.
+  void PauseCheckpoints(bool paused) { checkpoints_paused_ = paused; }
+
   // Starts no more background snapshots or checkpoints and asks a snapshot
   // in flight to stop soon (shutdown). Work already running finishes.
   void Stop();
@@ -150,6 +156,7 @@ class Compaction {
   std::unique_ptr<storage::Checkpointer> checkpointer_;
   uvkj::PoolWork<CheckpointJob> checkpoint_;
   bool writes_held_ = false;  // a remainder checkpoint runs: commit nothing
+  bool checkpoints_paused_ = false;
   uint64_t checkpoint_start_ns_ = 0;
   bool stopped_ = false;
   // Snapshot files being unlinked on the thread pool. Shared with each

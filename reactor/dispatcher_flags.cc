@@ -106,6 +106,10 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "replies never wait; "
                  "false: the loop writes it inline, holding every reply (for comparison only)",
                  &o.durable.snapshot_in_background);
+  parser.AddUint("backup-pages-per-step",
+                 "dispatchctl backup copies the database this many pages (of 4 KiB) per turn "
+                 "of the loop; a larger step holds the loop longer",
+                 &o.durable.backup.pages_per_step, 1, 1u << 20);
   o.durable.sync.inline_sync_max_records = 8;
   parser.AddUint("inline-sync-records",
                  "with --synchronous=full, a group commit of at most N records is fsynced on the "

@@ -106,6 +106,9 @@ Result<std::unique_ptr<DurableState>> DurableState::Recover(
                         .snapshot_retry_ms = o.snapshot_retry_ms,
                         .snapshot_observer = o.snapshot_observer},
       [raw]() { raw->WakeStopWaiter(); });
+  self->backup_ = std::make_unique<OnlineBackup>(
+      loop, store, o.backup, [raw](bool paused) { raw->compaction_->PauseCheckpoints(paused); },
+      [raw]() { raw->WakeStopWaiter(); });
   self->datasets_ = std::make_unique<DatasetStore>(store, pipeline);
   if (store.defers_sync()) {
     auto syncer = store.NewWalSyncer();
@@ -188,14 +191,28 @@ void DurableState::ReplicationFailed(const Status& status) {
   pipeline_->FailStop(status, "leadership or the etcd journal failed");
 }
 
+kj::Promise<Result<BackupOutcome>> DurableState::Backup(const std::string& target) {
+  if (replicator_ != nullptr) {
+    return Result<BackupOutcome>(FailedPreconditionError(
+        "this dispatcher runs in HA mode (--etcd): its journal is etcd's and the work dir holds "
+        "only a cache of it; back up etcd instead (etcdctl snapshot save)"));
+  }
+  if (pipeline_->failed()) return Result<BackupOutcome>(pipeline_->failure());
+  if (background_stopped_) {
+    return Result<BackupOutcome>(UnavailableError("the dispatcher is shutting down"));
+  }
+  return backup_->Start(target);
+}
+
 bool DurableState::disk_busy() const {
-  return compaction_->disk_busy() || *results_->pool_file_writes() > 0;
+  return compaction_->disk_busy() || *results_->pool_file_writes() > 0 || backup_->disk_busy();
 }
 
 kj::Promise<void> DurableState::StopBackgroundWork() {
   background_stopped_ = true;
   compaction_->Stop();
   results_->Stop();
+  backup_->Stop();
   if (!BackgroundWorkInFlight()) return kj::READY_NOW;
   auto paf = kj::newPromiseAndFulfiller<void>();
   stop_waiter_ = kj::mv(paf.fulfiller);
@@ -212,7 +229,7 @@ void DurableState::WakeStopWaiter() {
 
 bool DurableState::BackgroundWorkInFlight() const {
   return compaction_->in_flight() || (sync_ != nullptr && sync_->in_flight()) ||
-         results_->in_flight();
+         results_->in_flight() || backup_->in_flight();
 }
 
 }  // namespace dispatch::reactor

@@ -6,7 +6,9 @@
 //    (HA mode, SetReplicator);
 //  - Compaction: snapshots and checkpoints, off the loop (compaction.h);
 //  - ResultStore and DatasetStore: what the journal's records store beside
-//    them (result_store.h, dataset_store.h).
+//    them (result_store.h, dataset_store.h);
+//  - OnlineBackup: a copy of the work dir made while it serves
+//    (online_backup.h).
 // EndOfPass() is what the loop runs at the end of every pass, in order.
 // REQUIRES: loop thread only.
 #pragma once
@@ -24,6 +26,7 @@
 #include "reactor/compaction.h"
 #include "reactor/dataset_store.h"
 #include "reactor/journal_replicator.h"
+#include "reactor/online_backup.h"
 #include "reactor/result_store.h"
 #include "reactor/sync_stage.h"
 #include "reactor/uvkj/repeating_timer.h"
@@ -57,6 +60,7 @@ struct DurableStateOptions {
   std::string record_limit_reason = {};  // CommitPipelineOptions
   size_t result_bytes_per_commit = 0;    // ResultStoreOptions
   size_t result_file_bytes = 1u << 20;   // ResultStoreOptions
+  OnlineBackupOptions backup;
 };
 
 struct RecoveryStats {
@@ -121,9 +125,15 @@ class DurableState {
   void ReplicationFailed(const Status& status);
   bool replication_failed() const { return replication_failed_; }
 
+  // Backs the work dir up into `target` while serving (OnlineBackup::Start).
+  // Refused at once in HA mode (the journal is etcd's; the store here is a
+  // cache of it), after a failure and once background work stopped.
+  kj::Promise<Result<BackupOutcome>> Backup(const std::string& target);
+  const OnlineBackup& backup() const { return *backup_; }
+
   // True while work of ours that writes much to the disk runs on the thread
-  // pool: a snapshot, a checkpoint, the unlink of a snapshot file or a
-  // result file's write. A WAL fsync then waits behind that I/O (ext4's
+  // pool: a snapshot, a checkpoint, the unlink of a snapshot file, a
+  // result file's write, or a backup (on the loop or the pool). A WAL fsync then waits behind that I/O (ext4's
   // ordered journal writes the other files' data first), so it does not
   // run on the loop meanwhile.
   bool disk_busy() const;
@@ -159,6 +169,8 @@ class DurableState {
   std::unique_ptr<ResultStore> results_;
   std::unique_ptr<DatasetStore> datasets_;
   std::unique_ptr<Compaction> compaction_;
+  // After compaction_: destroyed before it (it pauses its checkpoints).
+  std::unique_ptr<OnlineBackup> backup_;
   // Ticks while a commit is held so that an expired hold commits even when
   // the loop has nothing else to do.
   std::unique_ptr<uvkj::UvRepeatingTimer> hold_timer_;

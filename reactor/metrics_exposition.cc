@@ -156,6 +156,14 @@ void AddJournal(MetricFamilies& f, const DurableState& durable) {
             {{"thread", "pool"}});
   f.Counter("dispatch_wal_restarts_total", restarts_help, static_cast<double>(durable.store().wal_restarts_on_loop()),
             {{"thread", "loop"}});
+  const std::string backups_help =
+      "Backups of the work dir (dispatchctl backup) by outcome: completed, or failed after "
+      "they were accepted (what they wrote removed).";
+  const BackupStats& bs = durable.backup().stats();
+  f.Counter("dispatch_backups_total", backups_help, static_cast<double>(bs.completed),
+            {{"outcome", "completed"}});
+  f.Counter("dispatch_backups_total", backups_help, static_cast<double>(bs.failed),
+            {{"outcome", "failed"}});
   f.Gauge("dispatch_recovery_seconds", "Time the last start-up took to load the snapshot and replay.",
           static_cast<double>(durable.recovery().recovery_micros) * 1e-6);
 }

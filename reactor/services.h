@@ -52,6 +52,8 @@ class DispatcherService final : public rpc::Dispatcher::Server {
   kj::Promise<void> openCoordinator(OpenCoordinatorContext context) override;
   kj::Promise<void> reportClosures(ReportClosuresContext context) override;
   kj::Promise<void> getClosureStats(GetClosureStatsContext context) override;
+  // backup_service.cc
+  kj::Promise<void> backup(BackupContext context) override;
 
  private:
   DataService& data();

@@ -247,6 +247,28 @@ interface Dispatcher @0x8f74785fcea7bbcc {
 
   getClosureStats @21 () -> (stats :ClosureStats, incarnation :UInt64);
 
+  # ---- Operations (dispatchctl) -----------------------------------------
+
+  backup @22 (targetDir :Text)
+      -> (lastRecord :UInt64, databaseBytes :UInt64, filesLinked :UInt32, filesCopied :UInt32,
+          incarnation :UInt64);
+  # Writes a consistent copy of the work dir into `targetDir` while the
+  # dispatcher keeps serving, and replies once the copy is complete and
+  # synced. `targetDir` is an absolute path on the dispatcher's machine that
+  # does not exist (its parent does) or is an empty directory. The copy holds
+  # the journal up to record `lastRecord`: every change acknowledged before
+  # the call, and perhaps some made while it ran. It is a work dir: a
+  # dispatcher started with --work-dir=targetDir resumes from it. The
+  # snapshot and result files are hard links (`filesLinked`) when
+  # `targetDir` is on the work dir's file system, copies (`filesCopied`)
+  # otherwise. Refused, changing nothing: a relative path (InvalidArgument);
+  # a `targetDir` that is not empty, is not a directory, or is the work dir
+  # or inside it, a backup already running, and HA mode, whose journal is
+  # etcd's (FailedPrecondition). A backup that fails midway (Unavailable,
+  # ResourceExhausted: the target's disk) removes what it wrote. A caller
+  # that goes away does not stop it. A retry after a lost reply finds
+  # `targetDir` not empty.
+
 }
 
 interface Coordinator @0xc5d6e9f18ef3a3ba {

@@ -70,4 +70,17 @@ Status FsyncDir(const std::string& dir) {
   return Status::Ok();
 }
 
+Status WriteInitializedMarker(const std::string& work_dir) {
+  const std::string path = work_dir + "/" + kInitializedMarkerName;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return UnavailableError("cannot create " + path + ": " + ErrnoText(errno));
+  static constexpr char kText[] = "dispatch.db\n";
+  const bool ok = write(fd, kText, sizeof(kText) - 1) == sizeof(kText) - 1 && fsync(fd) == 0;
+  const int err = errno;
+  close(fd);
+  if (!ok) return UnavailableError("cannot write " + path + ": " + ErrnoText(err));
+  // The directory entries of dispatch.db and the marker must be durable too.
+  return FsyncDir(work_dir);
+}
+
 }  // namespace dispatch::storage

@@ -46,6 +46,13 @@ Status ReadAll(int fd, void* out, size_t size, uint64_t offset, const std::strin
 // only after this. Unavailable naming the directory.
 Status FsyncDir(const std::string& dir);
 
+// Written into a work dir once it holds a dispatch database (Store::Open);
+// backup_dir.h writes it into a backup first.
+inline constexpr char kInitializedMarkerName[] = "INITIALIZED";
+// Writes WORK_DIR/INITIALIZED and syncs it and WORK_DIR. Unavailable naming
+// the file.
+Status WriteInitializedMarker(const std::string& work_dir);
+
 // strerror(err) as a string.
 std::string ErrnoText(int err);
 

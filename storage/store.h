@@ -81,6 +81,7 @@
 #include "common/journal_batch.h"
 #include "storage/checkpointer.h"
 #include "storage/commit_mark.h"
+#include "storage/database_backup.h"
 #include "storage/journal_reader.h"
 #include "storage/journal_writer.h"
 #include "storage/result_file.h"
@@ -100,7 +101,7 @@ enum class Synchronous {
 };
 
 struct StoreOptions {
-  // Created if missing. Holds LOCK, dispatch.db (+ -wal, -shm), INITIALIZED,
+  // Created if missing. Holds LOCK, dispatch.db (+ -wal, -shm), INITIALIZED, COMMITTED,
   // the snapshot file (snapshot-*.snap) and results/ (result_file.h).
   std::string work_dir;
   Synchronous synchronous = Synchronous::kFull;
@@ -386,6 +387,11 @@ class Store final : public JournalWriter {
   Result<std::unique_ptr<JournalReader>> NewJournalReader();
   // A TablesReader (tables_reader.h), likewise.
   Result<std::unique_ptr<TablesReader>> NewTablesReader();
+  // An online copy of the database into the new file `dest_path`, stepped
+  // on this thread between commits (database_backup.h): what it holds once
+  // complete is the database as of the last Commit before that. Destroy it
+  // before the Store. FailedPrecondition after a failed write (fail-stop).
+  Result<std::unique_ptr<DatabaseBackup>> StartBackup(const std::string& dest_path);
 
   uint64_t last_seq() const override { return last_seq_; }
   // The lowest journal record still present (last_seq()+1 when none is).

@@ -22,39 +22,17 @@
 namespace dispatch::storage {
 namespace {
 
-// Written once the work dir holds a dispatch database; if it exists but the
-// database is empty or missing, the journal was lost, and starting afresh
-// would silently forget every acknowledged change.
-constexpr const char* kInitializedMarker = "INITIALIZED";
+// INITIALIZED (file_io.h) is written once the work dir holds a dispatch
+// database; if it exists but the database is empty or missing, the journal
+// was lost, and starting afresh would silently forget every acknowledged
+// change.
+constexpr const char* kInitializedMarker = kInitializedMarkerName;
 
 // SQLite's WAL layout: a header, then frames of a header and one page.
 constexpr int64_t kWalHeaderBytes = 32;
 constexpr int64_t kWalFrameHeaderBytes = 24;
 
 bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
-Status FsyncPath(const std::string& path, int flags) {
-  const int fd = open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return UnavailableError("cannot open " + path + ": " + std::strerror(errno));
-  const int rc = fsync(fd);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return UnavailableError("fsync of " + path + " failed: " + std::strerror(err));
-  return Status::Ok();
-}
-
-Status WriteMarker(const std::string& work_dir) {
-  const std::string path = work_dir + "/" + kInitializedMarker;
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return UnavailableError("cannot create " + path + ": " + std::strerror(errno));
-  static constexpr char kText[] = "dispatch.db\n";
-  const bool ok = write(fd, kText, sizeof(kText) - 1) == sizeof(kText) - 1 && fsync(fd) == 0;
-  const int err = errno;
-  close(fd);
-  if (!ok) return UnavailableError("cannot write " + path + ": " + std::strerror(err));
-  // The directory entries of dispatch.db and the marker must be durable too.
-  return FsyncPath(work_dir, O_RDONLY | O_DIRECTORY);
-}
 
 // Errors that mean the file itself is bad are reported as DataLoss naming it.
 Status AsDamage(Status status, const std::string& db_path) {
@@ -266,7 +244,7 @@ Status Store::CheckOrCreateSchema() {
     // power-loss suite). With a deferred fsync the COMMIT above is only in
     // the page cache.
     DISPATCH_RETURN_IF_ERROR(SyncWalBeforeMarker());
-    return WriteMarker(options_.work_dir);
+    return WriteInitializedMarker(options_.work_dir);
   }
   if (*app_id != kApplicationId) {
     return FailedPreconditionError(
@@ -303,7 +281,7 @@ Status Store::CheckOrCreateSchema() {
   DISPATCH_RETURN_IF_ERROR(ExecSql(db, kCreateResultTableSql, "adding the result table to " + db_path_));
   if (!FileExists(marker)) {
     DISPATCH_RETURN_IF_ERROR(SyncWalBeforeMarker());
-    return WriteMarker(options_.work_dir);
+    return WriteInitializedMarker(options_.work_dir);
   }
   return Status::Ok();
 }
@@ -570,6 +548,14 @@ Result<std::unique_ptr<JournalReader>> Store::NewJournalReader() {
 }
 
 Result<std::unique_ptr<TablesReader>> Store::NewTablesReader() { return TablesReader::Open(db_path_); }
+
+Result<std::unique_ptr<DatabaseBackup>> Store::StartBackup(const std::string& dest_path) {
+  if (failed()) {
+    return FailedPreconditionError("no backup of " + db_path_ + " after a failed write: " +
+                                   failure_.ToString());
+  }
+  return DatabaseBackup::Start(db_.get(), db_path_, dest_path);
+}
 
 int Store::OnWalCommit(void* self, sqlite3* /*db*/, const char* /*name*/, int frames) {
   Store* store = static_cast<Store*>(self);
