@@ -485,7 +485,12 @@ Status Store::MigrateFromVersion1() {
   std::optional<SnapshotFileInfo> info;
   {
     auto select = Statement::Prepare(db, "SELECT seq, crc, body FROM snapshot ORDER BY seq DESC LIMIT 1");
-    if (!select.ok()) return select.status();
+    // A header that says version 1 over a database without version 1's
+    // table is a damaged header, not a migration to attempt.
+    if (!select.ok()) {
+      return DataLossError(db_path_ + " says format version 1 but has no snapshot table (" +
+                           select.status().message() + ")");
+    }
     const int rc = select->Step();
     if (rc == SQLITE_ROW) {
       const uint64_t seq = static_cast<uint64_t>(select->ColumnInt(0));
