@@ -179,6 +179,7 @@ class ClosureDispatcher final : public kj::Refcounted {
   Status FlushReleases();
   // Not journaled yet, or held back (see Release): treated as gone.
   bool ReleasePending(uint64_t closure_id) const { return pending_releases_.contains(closure_id); }
+  const state::SortedIdSet& pending_releases() const { return pending_releases_; }
   // Journals a per-worker resource and sends it to every worker with closure
   // slots once committed. A nonzero `request_id` already used by this
   // coordinator returns the resource it made (InvalidArgument if that one

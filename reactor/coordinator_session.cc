@@ -10,6 +10,8 @@
 #include "reactor/outcome_reply.h"
 #include "reactor/service_util.h"
 #include "state/bytes.h"
+#include "state/result_bytes.h"
+#include "state/result_picker.h"
 #include "common/closure_trace.h"
 
 namespace dispatch::reactor {
@@ -18,10 +20,9 @@ CoordinatorSession::CoordinatorSession(kj::Own<ClosureDispatcher> closures,
     : closures_(kj::mv(closures)), coordinator_id_(coordinator_id), metrics_(kj::mv(metrics)) {
   // A new session reports every outcome not released yet, in id order.
   ClosureDispatcher& dispatcher = Dispatcher();
-  for (const state::Closure* closure : dispatcher.state().ClosuresForCoordinator(coordinator_id)) {
-    if (state::IsClosureDone(closure->state) && !dispatcher.ReleasePending(closure->id))
-      undelivered_.push_back(closure->id);
-  }
+  for (uint64_t id :
+       state::OwedOutcomes(dispatcher.state(), dispatcher.pending_releases(), coordinator_id))
+    undelivered_.push_back(id);
   dispatcher.AddSession(this);
 }
 
@@ -104,29 +105,13 @@ bool CoordinatorSession::Answered(ClosureDispatcher& closures, ScheduleContext& 
 }
 
 std::vector<uint64_t> CoordinatorSession::PickResults(uint32_t max) {
-  const state::DispatcherState& state = Dispatcher().state();
-  const uint64_t limit = Dispatcher().options().max_results_per_call;
-  const uint64_t want = max == 0 ? limit : std::min<uint64_t>(max, limit);
-  // Bounded by bytes too: outcomes are added while their results fit in
-  // max_result_bytes_per_call (the first always goes); the rest wait for the
-  // next call.
-  const uint64_t budget = Dispatcher().options().max_result_bytes_per_call;
-  uint64_t bytes = 0;
-  std::vector<uint64_t> ids;
-  while (!undelivered_.empty() && ids.size() < want) {
-    const state::Closure* closure = state.FindClosure(undelivered_.front());
-    if (closure == nullptr || !state::IsClosureDone(closure->state) ||
-        Dispatcher().ReleasePending(closure->id)) {
-      undelivered_.pop_front();  // released
-      continue;
-    }
-    const uint64_t size = OutcomeBytes(*closure);
-    if (!ids.empty() && bytes + size > budget) break;
-    bytes += size;
-    ids.push_back(closure->id);
-    undelivered_.pop_front();
-  }
-  return ids;
+  ClosureDispatcher& closures = Dispatcher();
+  const state::ResultLimits limits{closures.options().max_results_per_call,
+                                   closures.options().max_result_bytes_per_call};
+  state::ResultPick pick = state::PickResults(closures.state(), closures.pending_releases(),
+                                              undelivered_, max, limits, closures.options().policy);
+  undelivered_.erase(undelivered_.begin(), undelivered_.begin() + pick.taken);
+  return std::move(pick.ids);
 }
 
 kj::Promise<void> CoordinatorSession::DeliverResults(AwaitResultsContext context, uint32_t max,
@@ -173,14 +158,10 @@ kj::Promise<void> CoordinatorSession::ReplyAfterCommit(TracedLists traced) {
 
 bool CoordinatorSession::SkipReleased() {
   ClosureDispatcher& closures = Dispatcher();
-  while (!undelivered_.empty()) {
-    const state::Closure* closure = closures.state().FindClosure(undelivered_.front());
-    if (closure != nullptr && state::IsClosureDone(closure->state) &&
-        !closures.ReleasePending(closure->id))
-      return true;
-    undelivered_.pop_front();
-  }
-  return false;
+  const size_t forgotten =
+      state::ForgottenAtFront(closures.state(), closures.pending_releases(), undelivered_);
+  undelivered_.erase(undelivered_.begin(), undelivered_.begin() + forgotten);
+  return !undelivered_.empty();
 }
 
 kj::Promise<void> CoordinatorSession::WaitForResults(AwaitResultsContext context, uint32_t max,
@@ -256,7 +237,7 @@ kj::Promise<void> CoordinatorSession::getOutcomes(GetOutcomesContext context) {
       ThrowStatus(UnknownClosureError(id, coordinator_id_));
     }
     wanted.push_back(id);
-    bytes += OutcomeBytes(*closure);
+    bytes += state::OutcomeBytes(*closure);
   }
   // Every asked-for outcome goes in one reply, so its bytes must fit the
   // per-call budget (one closure always may, whatever its size).

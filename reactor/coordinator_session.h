@@ -58,10 +58,10 @@ class CoordinatorSession final : public rpc::Coordinator::Server {
   // holds no room yet (`has_room`), nothing answered.
   bool Answered(ClosureDispatcher& closures, ScheduleContext& context, bool has_room);
   // Takes up to `max` undelivered outcomes (and up to the per-call limits)
-  // off undelivered_.
+  // off undelivered_, forgetting released ones (state::PickResults).
   std::vector<uint64_t> PickResults(uint32_t max);
-  // Pops released outcomes off the front of undelivered_; true when one is
-  // left to deliver.
+  // Pops released outcomes off the front of undelivered_
+  // (state::ForgottenAtFront); true when one is left to deliver.
   bool SkipReleased();
   // Answers with undelivered outcomes, once there are some. `releases`: the
   // call released some, to be journaled (FlushReleases) before it answers.

@@ -70,12 +70,6 @@ std::vector<const state::Closure*> StillThere(ClosureDispatcher& dispatcher,
 
 }  // namespace
 
-uint64_t OutcomeBytes(const state::Closure& closure) {
-  if (closure.state == state::ClosureState::FINISHED) return ResultStore::ResultSize(closure);
-  if (closure.state == state::ClosureState::FAILED) return closure.error.size();
-  return 0;
-}
-
 Status UnknownClosureError(uint64_t closure_id, uint64_t coordinator_id) {
   return NotFoundError("closure " + std::to_string(closure_id) + " of coordinator " +
                        std::to_string(coordinator_id) +

@@ -29,9 +29,6 @@ namespace dispatch::reactor {
 
 class ClosureDispatcher;
 
-// The bytes an outcome adds to a reply (its result or error).
-uint64_t OutcomeBytes(const state::Closure& closure);
-
 // NotFound: `closure_id` is not one of the coordinator's outcomes (never
 // scheduled, another coordinator's, or released).
 Status UnknownClosureError(uint64_t closure_id, uint64_t coordinator_id);

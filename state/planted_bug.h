@@ -14,6 +14,7 @@ enum class PlantedBug {
                              // the consumer reports
   kForgetRefusals,           // PlanScheduleCall does not look for an earlier refusal
   kPushNoInputs,             // PlanPush sends closures without their inputs' results
+  kForgetOutcome,            // PickResults drops outcomes (every closure id a multiple of 5)
 };
 
 }  // namespace dispatch::state

@@ -14,4 +14,11 @@ inline uint64_t ResultBytes(const Closure& closure) {
   return closure.result_stored ? closure.result_size : closure.result.size();
 }
 
+// The bytes an outcome adds to a reply (its result or error).
+inline uint64_t OutcomeBytes(const Closure& closure) {
+  if (closure.state == ClosureState::FINISHED) return ResultBytes(closure);
+  if (closure.state == ClosureState::FAILED) return closure.error.size();
+  return 0;
+}
+
 }  // namespace dispatch::state

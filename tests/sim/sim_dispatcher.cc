@@ -15,6 +15,7 @@
 #include "state/closure_requests.h"
 #include "state/codec.h"
 #include "state/push_planner.h"
+#include "state/result_picker.h"
 #include "state/schedule_call_planner.h"
 
 namespace dispatch::sim {
@@ -59,6 +60,7 @@ state::ClosurePolicy SimDispatcher::Policy() const {
   if (ctx_.bug == SimBug::kRetryForever) policy.max_closure_attempts = 0;
   if (ctx_.bug == SimBug::kForgetRefusals) policy.planted_bug = state::PlantedBug::kForgetRefusals;
   if (ctx_.bug == SimBug::kPushNoInputs) policy.planted_bug = state::PlantedBug::kPushNoInputs;
+  if (ctx_.bug == SimBug::kForgetOutcome) policy.planted_bug = state::PlantedBug::kForgetOutcome;
   return policy;
 }
 
@@ -310,10 +312,8 @@ SimDispatcher::Session& SimDispatcher::SessionOf(uint64_t conn, uint64_t coordin
   if (inserted) {
     // A new session reports every outcome not released yet, in id order.
     it->second.coordinator_id = coordinator_id;
-    for (const state::Closure* closure : state().ClosuresForCoordinator(coordinator_id)) {
-      if (state::IsClosureDone(closure->state) && !pending_releases_.contains(closure->id))
-        it->second.undelivered.push_back(closure->id);
-    }
+    for (uint64_t id : state::OwedOutcomes(state(), pending_releases_, coordinator_id))
+      it->second.undelivered.push_back(id);
   }
   return it->second;
 }
@@ -411,17 +411,13 @@ void SimDispatcher::AwaitResults(uint64_t conn, uint64_t coordinator_id,
   }
   pending_releases_.Insert(released->begin(), released->end());
   if (pending_releases_.size() >= 16) FlushReleases();
+  // As CoordinatorSession::PickResults, with the dispatcher's default limits.
+  const uint32_t max = static_cast<uint32_t>(ctx_.Uniform(1, 8));
+  state::ResultPick pick =
+      state::PickResults(state(), pending_releases_, session.undelivered, max, {}, Policy());
+  session.undelivered.erase(session.undelivered.begin(), session.undelivered.begin() + pick.taken);
   std::vector<Outcome> outcomes;
-  const size_t max = static_cast<size_t>(ctx_.Uniform(1, 8));
-  while (!session.undelivered.empty() && outcomes.size() < max) {
-    const state::Closure* closure = state().FindClosure(session.undelivered.front());
-    session.undelivered.pop_front();
-    if (closure == nullptr || !state::IsClosureDone(closure->state) ||
-        pending_releases_.contains(closure->id))
-      continue;  // released
-    if (ctx_.bug == SimBug::kForgetOutcome && ctx_.Chance(0.2)) continue;
-    outcomes.push_back(OutcomeOf(*closure));
-  }
+  for (uint64_t id : pick.ids) outcomes.push_back(OutcomeOf(*state().FindClosure(id)));
   // As coordinator_session.cc: the releases are journaled before the reply
   // that acknowledges them leaves.
   if (!release.empty()) FlushReleases();

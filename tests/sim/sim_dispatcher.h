@@ -1,11 +1,12 @@
 // SimDispatcher: the simulation's stand-in for the reactor. It owns the real
 // DispatcherState and makes every decision with the same state/ functions the
 // reactor calls (closure_planner.h, closure_requests.h, schedule_call_planner.h,
-// push_planner.h, closure_updates.h; for the data service split_planner.h, worker_planner.h,
-// job_planner.h and consumer_planner.h), and keeps only what the reactor keeps
-// beside the state: the soft state the planners read (state/soft_state.h: worker
-// liveness, consumer rounds), the workers' control capabilities, what
-// heartbeats said (LiveWorker), coordinator sessions, pending releases. Its
+// push_planner.h, result_picker.h, closure_updates.h; for the data service
+// split_planner.h, worker_planner.h, job_planner.h and consumer_planner.h),
+// and keeps only what the reactor keeps beside the state: the soft state the
+// planners read (state/soft_state.h: worker liveness, consumer rounds), the
+// workers' control capabilities, what heartbeats said (LiveWorker),
+// coordinator sessions, pending releases. Its
 // durability is the shipping reactor::CommitPipeline's, over the simulated
 // disk (SimJournal) and clock: Submit applies an Update into the pass's
 // batch; EndPass commits the batch (journal records and result rows

@@ -13,9 +13,9 @@
 namespace dispatch::sim {
 
 // Bugs the harness can plant, to prove that the checker notices
-// (SimulationChecker tests in sim_test.cc): in its own stand-in for the
-// reactor, or through a test-only hook in the shipping planners. kNone in
-// real runs.
+// (SimulationChecker tests in sim_test.cc): through a test-only hook in the
+// shipping planners or commit pipeline, or as a wrong input to the planners.
+// kNone in real runs.
 enum class SimBug {
   kNone,
   kReplyBeforeCommit,        // replies leave before their updates are committed (planted in
@@ -24,6 +24,7 @@ enum class SimBug {
   kUnjournaledRelease,       // releases are applied but not journaled (CommitPipelineTesting,
                              // as above)
   kForgetOutcome,            // a coordinator session drops an outcome instead of sending it
+                             // (state::PickResults through ClosurePolicy::planted_bug)
   kRetryForever,             // the planner is given max_closure_attempts 0 (unlimited)
   kSplitRetryNotIdempotent,  // a getSplit retry is answered with fresh splits (planted in
                              // state::PlanGetSplit through DataPolicy::planted_bug)

@@ -223,11 +223,11 @@ INSTANTIATE_TEST_SUITE_P(Seeds, SimulationRefusalPinned, ::testing::ValuesIn(kRe
                                   std::to_string(info.param.seed);
                          });
 
-// ---- The checker can fail: with a bug planted in the harness's stand-in
-// for the reactor, or in shipping code through its test-only hook (a
-// planner's state::DataPolicy::planted_bug, the commit pipeline's
-// reactor::CommitPipelineTesting), some seed among the first few dozen is
-// reported.
+// ---- The checker can fail: with a bug planted in shipping code through its
+// test-only hook (a planner's planted_bug in state::DataPolicy or
+// state::ClosurePolicy, the commit pipeline's reactor::CommitPipelineTesting)
+// or given to the planners as a wrong input, some seed among the first few
+// dozen is reported.
 class SimulationChecker : public ::testing::TestWithParam<SimBug> {};
 
 TEST_P(SimulationChecker, ReportsASeedWhenABugIsPlanted) {
