@@ -130,6 +130,23 @@ T Await(uvkj::UvAsyncIo& io, kj::Promise<T> promise) {
 
 std::string FixtureDir() { return DISPATCH_COMPAT_FIXTURE_DIR; }
 
+HeldFixtureResults FetchHeldFixtureResults(ClientLoop& loop, rpc::Dispatcher::Client dispatcher) {
+  auto open = dispatcher.openCoordinatorRequest();
+  open.setCoordinatorId(kFixtureCoordinator);
+  auto coordinator = loop.Wait(open.send()).getCoordinator();
+  auto held = loop.Wait(coordinator.awaitResultsRequest().send());
+  HeldFixtureResults out;
+  for (auto outcome : held.getResults()) {
+    if (outcome.getState() != rpc::ClosureState::FINISHED) continue;
+    ++out.finished;
+    auto bytes = outcome.getResult();
+    if (bytes.size() == kFixtureBigResultBytes) {
+      out.big.emplace(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+    }
+  }
+  return out;
+}
+
 Status DriveFixtureTraffic(const std::string& address) {
   ClientLoop loop;
   Status status;

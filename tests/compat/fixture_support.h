@@ -7,11 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/status.h"
+#include "schema/dispatcher.capnp.h"
+#include "tests/integration/client_loop.h"
 
 namespace dispatch::testing {
 
@@ -33,6 +36,15 @@ std::string FixtureDir();
 // error), fetches all and releases some; dispatchctl reads part of a DYNAMIC
 // `range` dataset. Returns once every reply arrived and the worker stopped.
 Status DriveFixtureTraffic(const std::string& address);
+
+// What `dispatcher` serves kFixtureCoordinator of the fixture's closures:
+// how many finished results it holds, and the large one (kept in a result
+// file), if it is among them.
+struct HeldFixtureResults {
+  size_t finished = 0;
+  std::optional<std::string> big;
+};
+HeldFixtureResults FetchHeldFixtureResults(ClientLoop& loop, rpc::Dispatcher::Client dispatcher);
 
 // The state digest and update count of the work dir `dir` replayed (it is
 // opened for writing: pass a copy).

@@ -70,24 +70,12 @@ TEST(Fixtures, ADispatcherOnTheCommittedWorkDirServesTheHeldResults) {
   DispatcherProcess dispatcher({.work_dir = dir.File("work")});
   ClientLoop loop;
   auto conn = loop.Connect(dispatcher.address());
-  auto open = conn->dispatcher().openCoordinatorRequest();
-  open.setCoordinatorId(kFixtureCoordinator);
-  auto coordinator = loop.Wait(open.send()).getCoordinator();
-  auto held = loop.Wait(coordinator.awaitResultsRequest().send());
-  size_t finished = 0;
-  bool big = false;
-  for (auto outcome : held.getResults()) {
-    if (outcome.getState() != rpc::ClosureState::FINISHED) continue;
-    ++finished;
-    auto bytes = outcome.getResult();
-    const std::string result(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
-    if (result.size() == kFixtureBigResultBytes) {
-      EXPECT_EQ(result, clients::PatternBytes(kFixtureBigResultBytes, kFixtureBigResultSeed));
-      big = true;
-    }
+  const HeldFixtureResults held = FetchHeldFixtureResults(loop, conn->dispatcher());
+  EXPECT_EQ(held.finished, 3u) << "five finished, two released";
+  EXPECT_TRUE(held.big.has_value()) << "the result kept in a file was not served";
+  if (held.big) {
+    EXPECT_EQ(*held.big, clients::PatternBytes(kFixtureBigResultBytes, kFixtureBigResultSeed));
   }
-  EXPECT_EQ(finished, 3u) << "five finished, two released";
-  EXPECT_TRUE(big) << "the result kept in a file was not served";
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "reactor/uvkj/uv_handle.h"
 #include "storage/snapshot_file.h"
 #include "storage/store.h"
+#include "tests/reactor/opened_durable.h"
 #include "tests/state/update_generator.h"
 #include "tests/support/loop_passes.h"
 #include "tests/support/subprocess.h"
@@ -31,26 +32,11 @@ namespace {
 
 using state::testing::UpdateGenerator;
 
-struct Opened {
-  std::unique_ptr<storage::Store> store;
-  std::unique_ptr<DurableState> durable;
-};
-
 Opened Open(uv_loop_t* loop, const std::string& dir, DurableStateOptions options,
             size_t max_snapshot_bytes = 512u << 20) {
-  storage::StoreOptions store_options;
-  store_options.work_dir = dir;
+  storage::StoreOptions store_options = LogicStoreOptions(dir);
   store_options.max_snapshot_bytes = max_snapshot_bytes;
-  store_options.synchronous = storage::Synchronous::kNormal;  // these tests are about logic
-  Opened opened;
-  auto store = storage::Store::Open(store_options);
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  if (!store.ok()) return opened;
-  opened.store = std::move(store.value());
-  auto durable = DurableState::Recover(loop, *opened.store, options);
-  EXPECT_TRUE(durable.ok()) << durable.status().ToString();
-  if (durable.ok()) opened.durable = std::move(durable.value());
-  return opened;
+  return OpenDurable(loop, store_options, std::move(options));
 }
 
 std::vector<std::string> SnapshotFiles(const std::string& dir) {

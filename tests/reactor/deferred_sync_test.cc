@@ -16,6 +16,7 @@
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
 #include "storage/store.h"
+#include "tests/reactor/opened_durable.h"
 #include "tests/state/update_builders.h"
 #include "tests/support/loop_passes.h"
 #include "tests/support/temp_dir.h"
@@ -25,11 +26,6 @@ namespace dispatch::reactor {
 namespace {
 
 namespace b = state::testing;
-
-struct Opened {
-  std::unique_ptr<storage::Store> store;
-  std::unique_ptr<DurableState> durable;
-};
 
 Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_frames,
                     DurableStateOptions durable_options) {
@@ -41,14 +37,8 @@ Opened OpenDeferred(uv_loop_t* loop, const std::string& dir, int wal_restart_fra
     options.checkpoint_wal_frames = 16;
     options.wal_restart_frames = wal_restart_frames;
   }
-  Opened opened;
-  auto store = storage::Store::Open(options);
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  opened.store = std::move(store).value();
-  EXPECT_TRUE(opened.store->defers_sync());
-  auto durable = DurableState::Recover(loop, *opened.store, std::move(durable_options));
-  EXPECT_TRUE(durable.ok()) << durable.status().ToString();
-  opened.durable = std::move(durable).value();
+  Opened opened = OpenDurable(loop, options, std::move(durable_options));
+  EXPECT_TRUE(opened.store != nullptr && opened.store->defers_sync());
   return opened;
 }
 

@@ -13,6 +13,7 @@
 #include "reactor/uvkj/uv_handle.h"
 #include "common/checksum.h"
 #include "storage/store.h"
+#include "tests/reactor/opened_durable.h"
 #include "tests/state/update_builders.h"
 #include "tests/state/update_generator.h"
 #include "tests/support/temp_dir.h"
@@ -25,30 +26,15 @@ namespace {
 using state::testing::OwnedUpdate;
 using state::testing::UpdateGenerator;
 
-// A store and its recovered state on a fresh or existing work dir.
-struct Opened {
-  std::unique_ptr<storage::Store> store;
-  std::unique_ptr<DurableState> durable;
-};
-
 Opened Open(uv_loop_t* loop, const std::string& dir, DurableStateOptions options = {},
             uint64_t max_db_bytes = 0, int checkpoint_wal_frames = 0,
             size_t max_record_bytes = 0, size_t max_dataset_bytes = 0) {
-  storage::StoreOptions store_options;
-  store_options.work_dir = dir;
+  storage::StoreOptions store_options = LogicStoreOptions(dir);
   if (max_record_bytes > 0) store_options.max_record_bytes = max_record_bytes;
   if (max_dataset_bytes > 0) store_options.max_dataset_bytes = max_dataset_bytes;
-  store_options.synchronous = storage::Synchronous::kNormal;  // these tests are about logic
   store_options.max_db_bytes = max_db_bytes;
   if (checkpoint_wal_frames > 0) store_options.checkpoint_wal_frames = checkpoint_wal_frames;
-  Opened opened;
-  auto store = storage::Store::Open(store_options);
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  opened.store = std::move(store.value());
-  auto durable = DurableState::Recover(loop, *opened.store, options);
-  EXPECT_TRUE(durable.ok()) << durable.status().ToString();
-  if (durable.ok()) opened.durable = std::move(durable.value());
-  return opened;
+  return OpenDurable(loop, store_options, std::move(options));
 }
 
 // Applies `count` generated updates, committing in passes of random size and

@@ -14,6 +14,7 @@
 #include "reactor/uvkj/async_io.h"
 #include "reactor/uvkj/uv_handle.h"
 #include "storage/store.h"
+#include "tests/reactor/opened_durable.h"
 #include "tests/state/update_generator.h"
 #include "tests/support/loop_passes.h"
 #include "tests/support/temp_dir.h"
@@ -25,24 +26,8 @@ namespace {
 
 using state::testing::UpdateGenerator;
 
-struct Opened {
-  std::unique_ptr<storage::Store> store;
-  std::unique_ptr<DurableState> durable;
-};
-
 Opened Open(uv_loop_t* loop, const std::string& dir, DurableStateOptions options = {}) {
-  storage::StoreOptions store_options;
-  store_options.work_dir = dir;
-  store_options.synchronous = storage::Synchronous::kNormal;  // these tests are about logic
-  Opened opened;
-  auto store = storage::Store::Open(store_options);
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  if (!store.ok()) return opened;
-  opened.store = std::move(store.value());
-  auto durable = DurableState::Recover(loop, *opened.store, options);
-  EXPECT_TRUE(durable.ok()) << durable.status().ToString();
-  if (durable.ok()) opened.durable = std::move(durable.value());
-  return opened;
+  return OpenDurable(loop, LogicStoreOptions(dir), std::move(options));
 }
 
 void Pass(DurableState& durable, UpdateGenerator& generator, int count) {
