@@ -76,16 +76,6 @@ Result<uint64_t> CopyOpenFile(int fd, const std::string& from, const std::string
   return size;
 }
 
-Status FsyncFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return UnavailableError("cannot open " + path + ": " + ErrnoText(errno));
-  const int rc = fsync(fd);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return UnavailableError("fsync of " + path + " failed: " + ErrnoText(err));
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status PrepareBackupDir(const std::string& target, bool* created) {

@@ -60,15 +60,23 @@ Status ReadAll(int fd, void* out, size_t size, uint64_t offset, const std::strin
   return Status::Ok();
 }
 
-Status FsyncDir(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return UnavailableError("cannot open " + dir + ": " + ErrnoText(errno));
+namespace {
+
+Status FsyncPath(const std::string& path, int open_flags) {
+  const int fd = open(path.c_str(), open_flags | O_CLOEXEC);
+  if (fd < 0) return UnavailableError("cannot open " + path + ": " + ErrnoText(errno));
   const int rc = fsync(fd);
   const int err = errno;
   close(fd);
-  if (rc != 0) return UnavailableError("fsync of " + dir + " failed: " + ErrnoText(err));
+  if (rc != 0) return UnavailableError("fsync of " + path + " failed: " + ErrnoText(err));
   return Status::Ok();
 }
+
+}  // namespace
+
+Status FsyncDir(const std::string& dir) { return FsyncPath(dir, O_RDONLY | O_DIRECTORY); }
+
+Status FsyncFile(const std::string& path) { return FsyncPath(path, O_RDWR); }
 
 Status WriteInitializedMarker(const std::string& work_dir) {
   const std::string path = work_dir + "/" + kInitializedMarkerName;

@@ -45,6 +45,9 @@ Status ReadAll(int fd, void* out, size_t size, uint64_t offset, const std::strin
 // fsync of a directory: a file created, renamed or removed in it is durable
 // only after this. Unavailable naming the directory.
 Status FsyncDir(const std::string& dir);
+// fsync of the file at `path`, a file this process wrote and closed.
+// Unavailable naming the file.
+Status FsyncFile(const std::string& path);
 
 // Written into a work dir once it holds a dispatch database (Store::Open);
 // backup_dir.h writes it into a backup first.
