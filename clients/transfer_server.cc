@@ -156,7 +156,9 @@ class TransferServer::ErrorHandler final : public kj::TaskSet::ErrorHandler {
 TransferServer::TransferServer(ProducerDirectory& directory, TransferServerOptions options)
     : directory_(directory), options_(std::move(options)) {}
 
-TransferServer::~TransferServer() noexcept(false) { CloseConnections(); }
+// Nothing is left to close here: Run's promise closed the connections on the
+// loop thread (see Run), and one that never ran opened none.
+TransferServer::~TransferServer() noexcept(false) = default;
 
 void TransferServer::SetListening(Status status) {
   std::lock_guard<std::mutex> lock(mu_);
