@@ -528,38 +528,20 @@ void ClosureDispatcher::StartReleaseTimer() {
 
 Status ClosureDispatcher::FlushReleases() {
   if (release_timer_ != nullptr) release_timer_->Stop();
-  // All three in id order, as the pending set is: the record lists its ids so.
-  std::vector<uint64_t> release;
-  std::vector<uint64_t> stored;  // their rows go in the release's transaction
-  std::vector<uint64_t> held;    // inputs of closures not done yet: released after them
-  release.reserve(pending_releases_.size());
-  for (uint64_t id : pending_releases_) {
-    const state::Closure* closure = state().FindClosure(id);
-    if (closure != nullptr && state::IsClosureDone(closure->state)) {
-      if (state().IsNeededAsInput(id)) {
-        held.push_back(id);
-        continue;
-      }
-      release.push_back(id);
-      if (closure->result_stored && closure->result_size > 0) stored.push_back(id);
-    }
-  }
+  state::ReleaseFlushPlan plan = state::PlanReleaseFlush(state(), pending_releases_, Stamp());
   pending_releases_.clear();
-  pending_releases_.Insert(held.begin(), held.end());
+  pending_releases_.Insert(plan.held.begin(), plan.held.end());
   // Held ones are looked at again every kReleaseDelayMs until they go.
   if (!pending_releases_.empty()) StartReleaseTimer();
-  if (release.empty()) return Status::Ok();
-  state::UpdateList updates;
-  state::AddReleased(updates, Stamp(), release);
-  for (size_t i = 0; i < updates.size(); ++i) {
-    Status status = Submit(updates, i);
+  for (size_t i = 0; i < plan.updates.size(); ++i) {
+    Status status = Submit(plan.updates, i);
     if (!status.ok()) {
       Log(LogLevel::kWarning, "could not release closures: ", status.ToString().c_str());
       return status;
     }
     std::vector<storage::ResultFileId> files;
-    for (uint64_t id : updates[i].getClosureBatch().getReleased()) {
-      if (std::binary_search(stored.begin(), stored.end(), id)) {
+    for (uint64_t id : plan.updates[i].getClosureBatch().getReleased()) {
+      if (std::binary_search(plan.stored.begin(), plan.stored.end(), id)) {
         if (auto file = durable_.results().DeleteResult(id)) files.push_back(*file);
       }
       if (!traces_.empty()) traces_.Forget(id);
@@ -586,13 +568,12 @@ Result<uint64_t> ClosureDispatcher::CreateResource(uint64_t coordinator_id,
 
 Status ClosureDispatcher::TakeFirstError(uint64_t coordinator_id,
                                          rpc::ClosureError::Builder error) {
-  const state::CoordinatorError* pending = state().FindCoordinatorError(coordinator_id);
-  if (pending == nullptr) return Status::Ok();
-  error.setClosureId(pending->closure_id);
-  error.setMessage(pending->error);
-  state::UpdateList cleared;
-  state::AddErrorCleared(cleared, Stamp(), coordinator_id);
-  return Carry(cleared);
+  std::optional<state::TakenFirstError> taken =
+      state::PlanTakeFirstError(state(), coordinator_id, Stamp());
+  if (!taken) return Status::Ok();
+  error.setClosureId(taken->closure_id);
+  error.setMessage(taken->message);
+  return Carry(taken->updates);
 }
 
 void ClosureDispatcher::AddSession(CoordinatorSession* session) {

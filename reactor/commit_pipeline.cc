@@ -78,7 +78,7 @@ Status CommitPipeline::SubmitRecord(journal::Update::Reader update, std::string 
   if (!(testing_.unjournaled_release && !effects_.released.empty())) {
     batch_.AddRecord(std::move(bytes));
   }
-  if (effects != nullptr) {
+  if (effects != nullptr && !effects_.empty()) {
     notifying_ = true;
     KJ_DEFER(notifying_ = false);
     for (const auto& [id, observer] : applied_observers_) observer(effects_);

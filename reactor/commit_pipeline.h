@@ -179,11 +179,12 @@ class CommitPipeline {
   void AddBatchListener(std::function<void()> listener) {
     batch_listeners_.push_back(std::move(listener));
   }
-  // Told of every update Submit applied, right after it applied, with what
-  // it did (state/effects.h): the closure dispatcher, the metrics that time
-  // transitions, the watchdog. They read effects, never the update's
-  // variant. Called in the order added. An observer must not Submit, nor
-  // add or remove observers.
+  // Told of every update Submit applied that did something effects list
+  // (state/effects.h), right after it applied: the closure dispatcher, the
+  // metrics that time transitions, the watchdog. An update with empty
+  // effects (a split, a dataset) reaches none of them. They read effects,
+  // never the update's variant. Called in the order added. An observer must
+  // not Submit, nor add or remove observers.
   using ObserverId = uint64_t;
   ObserverId AddAppliedObserver(std::function<void(const state::Effects&)> observer);
   void RemoveAppliedObserver(ObserverId id);

@@ -211,4 +211,33 @@ Result<std::vector<uint64_t>> PlanRelease(const DispatcherState& state, uint64_t
   return release;
 }
 
+ReleaseFlushPlan PlanReleaseFlush(const DispatcherState& state, const SortedIdSet& pending,
+                                  const Stamp& stamp) {
+  ReleaseFlushPlan plan;
+  plan.release.reserve(pending.size());
+  for (uint64_t id : pending) {
+    const Closure* closure = state.FindClosure(id);
+    if (closure == nullptr || !IsClosureDone(closure->state)) continue;
+    if (state.IsNeededAsInput(id)) {
+      plan.held.push_back(id);
+      continue;
+    }
+    plan.release.push_back(id);
+    if (closure->result_stored && closure->result_size > 0) plan.stored.push_back(id);
+  }
+  if (!plan.release.empty()) AddReleased(plan.updates, stamp, plan.release);
+  return plan;
+}
+
+std::optional<TakenFirstError> PlanTakeFirstError(const DispatcherState& state,
+                                                  uint64_t coordinator_id, const Stamp& stamp) {
+  const CoordinatorError* pending = state.FindCoordinatorError(coordinator_id);
+  if (pending == nullptr) return std::nullopt;
+  TakenFirstError taken;
+  taken.closure_id = pending->closure_id;
+  taken.message = pending->error;
+  AddErrorCleared(taken.updates, stamp, coordinator_id);
+  return taken;
+}
+
 }  // namespace dispatch::state

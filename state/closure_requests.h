@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -82,5 +83,30 @@ Result<ResourcePlan> PlanResource(const DispatcherState& state, uint64_t coordin
 Result<std::vector<uint64_t>> PlanRelease(const DispatcherState& state, uint64_t coordinator_id,
                                           const std::vector<uint64_t>& closure_ids,
                                           const SortedIdSet& pending);
+
+// A flush of the pending releases (`pending`: released by their coordinator,
+// not journaled yet). A closure still needed as the input of one not done is
+// held: it stays pending and goes with a later flush, after its dependants.
+// All lists in id order, as `pending` is: the records list their ids so.
+struct ReleaseFlushPlan {
+  std::vector<uint64_t> release;  // done and needed by nobody: released now
+  std::vector<uint64_t> stored;   // of `release`, those with a row in the result table
+  std::vector<uint64_t> held;     // what stays pending
+  UpdateList updates;             // closureBatch.released records; empty when release is
+};
+// Ids no longer in the state (released before) are dropped.
+ReleaseFlushPlan PlanReleaseFlush(const DispatcherState& state, const SortedIdSet& pending,
+                                  const Stamp& stamp);
+
+// A coordinator's pending first error, taken by the call that raises it: a
+// first error is raised once, so `updates` clears it (closureBatch
+// errorCleared). nullopt when the coordinator has none.
+struct TakenFirstError {
+  uint64_t closure_id = 0;
+  std::string message;
+  UpdateList updates;
+};
+std::optional<TakenFirstError> PlanTakeFirstError(const DispatcherState& state,
+                                                  uint64_t coordinator_id, const Stamp& stamp);
 
 }  // namespace dispatch::state

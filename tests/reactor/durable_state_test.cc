@@ -239,6 +239,22 @@ TEST_F(DurableStateTest, RejectedUpdateIsNeitherAppliedNorJournaled) {
   EXPECT_EQ(opened.store->last_seq(), 1u);
 }
 
+TEST_F(DurableStateTest, AppliedObserversHearOnlyUpdatesThatDidSomethingEffectsList) {
+  Opened opened = Open(loop_.get(), dir_.path());
+  DurableState& durable = *opened.durable;
+  std::vector<std::vector<uint64_t>> heard;  // each call's scheduled closures
+  durable.pipeline().AddAppliedObserver(
+      [&heard](const state::Effects& effects) { heard.push_back(effects.scheduled); });
+  ASSERT_TRUE(durable.pipeline().Submit(state::testing::RegisterDataset(1, 77).reader()).ok());
+  ASSERT_TRUE(durable.pipeline().Submit(state::testing::RegisterWorker(1, "a").reader()).ok());
+  EXPECT_TRUE(heard.empty());
+  ASSERT_TRUE(
+      durable.pipeline().Submit(state::testing::ScheduleClosure(1, 7, "noop").reader()).ok());
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0], std::vector<uint64_t>{1});
+  durable.EndOfPass();
+}
+
 // Issue 12: an update the journal can never hold used to be applied, then
 // refused by the store at commit, which was fail-stop (exit 3).
 TEST_F(DurableStateTest, UpdateOverTheRecordLimitIsRefusedBeforeItIsApplied) {

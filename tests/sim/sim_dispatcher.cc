@@ -323,15 +323,6 @@ void SimDispatcher::NotifyDone(uint64_t coordinator_id, uint64_t closure_id) {
     if (session.coordinator_id == coordinator_id) session.undelivered.push_back(closure_id);
 }
 
-bool SimDispatcher::TakeFirstError(uint64_t coordinator_id, uint64_t* closure_id) {
-  const state::CoordinatorError* error = state().FindCoordinatorError(coordinator_id);
-  if (error == nullptr) return false;
-  *closure_id = error->closure_id;
-  state::UpdateList cleared;
-  state::AddErrorCleared(cleared, Stamp(), coordinator_id);
-  return Carry(cleared).ok();
-}
-
 void SimDispatcher::Schedule(uint64_t conn, uint64_t coordinator_id,
                              const std::vector<ClosureSpec>& specs,
                              std::function<void(const ScheduleReply&)> reply) {
@@ -428,36 +419,20 @@ void SimDispatcher::Join(uint64_t conn, uint64_t coordinator_id,
                          std::function<void(const JoinReply&)> reply) {
   SessionOf(conn, coordinator_id);
   JoinReply out;
-  uint64_t closure_id = 0;
-  out.raised_error = TakeFirstError(coordinator_id, &closure_id);
+  std::optional<state::TakenFirstError> taken =
+      state::PlanTakeFirstError(state(), coordinator_id, Stamp());
+  out.raised_error = taken && Carry(taken->updates).ok();
   out.unfinished = state().NumUnfinishedClosures(coordinator_id);
   Park(conn, [reply, out] { reply(out); });
 }
 
 void SimDispatcher::FlushReleases() {
-  std::vector<uint64_t> release;
-  std::vector<uint64_t> held;  // inputs of closures not done yet: released after them
-  for (uint64_t id : pending_releases_) {
-    const state::Closure* closure = state().FindClosure(id);
-    if (closure == nullptr || !state::IsClosureDone(closure->state)) continue;
-    if (state().IsNeededAsInput(id)) {
-      held.push_back(id);
-      continue;
-    }
-    release.push_back(id);  // in id order, as the reactor's record lists them
-  }
+  state::ReleaseFlushPlan plan = state::PlanReleaseFlush(state(), pending_releases_, Stamp());
   pending_releases_.clear();
-  pending_releases_.Insert(held.begin(), held.end());
-  if (release.empty()) return;
-  state::UpdateList updates;
-  state::AddReleased(updates, Stamp(), release);
-  std::vector<uint64_t> stored;  // results in the table, deleted with the release
-  for (uint64_t id : release) {
-    const state::Closure* closure = state().FindClosure(id);
-    if (closure->result_stored && closure->result_size > 0) stored.push_back(id);
-  }
-  Carry(updates).ok();
-  for (uint64_t id : stored) pipeline_->batch().DeleteResult(id);
+  pending_releases_.Insert(plan.held.begin(), plan.held.end());
+  if (plan.updates.empty()) return;
+  Carry(plan.updates).ok();
+  for (uint64_t id : plan.stored) pipeline_->batch().DeleteResult(id);
 }
 
 void SimDispatcher::TellWorkersToDrop(const std::map<uint64_t, std::vector<uint64_t>>& running) {

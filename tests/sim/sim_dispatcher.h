@@ -140,7 +140,6 @@ class SimDispatcher {
   void Push(uint64_t worker_id, std::vector<RunPush> runs);
   void PushFailed(uint64_t worker_id, const std::vector<RunPush>& runs);
   void FlushReleases();
-  bool TakeFirstError(uint64_t coordinator_id, uint64_t* closure_id);
   Session& SessionOf(uint64_t conn, uint64_t coordinator_id);
   Outcome OutcomeOf(const state::Closure& closure) const;
   void OnBroken(uint64_t conn);

@@ -211,6 +211,26 @@ TEST(ClosureDependencies, AnInputIsNotReleasedWhileADependantIsNotDone) {
   EXPECT_EQ(StateOf(state, 3), ClosureState::QUEUED);  // its input 2 is still there
 }
 
+TEST(ClosureDependencies, AFlushHoldsAnInputUntilItsDependantsAreDone) {
+  DispatcherState state = DependencyChain();
+  ASSERT_TRUE(Applies(state, AssignClosure(1, 1, 1)));
+  ASSERT_TRUE(Applies(state, FinishClosureStored(1, 1, 1, 5, 77)));
+  ReleaseFlushPlan plan = PlanReleaseFlush(state, {1}, kStamp);
+  EXPECT_EQ(plan.release, IdList{});
+  EXPECT_EQ(plan.held, IdList{1});
+  EXPECT_TRUE(plan.updates.empty());
+
+  ASSERT_TRUE(Applies(state, AssignClosure(2, 1, 1)));
+  ASSERT_TRUE(Applies(state, FinishClosure(2, 1, 1, "2")));
+  plan = PlanReleaseFlush(state, {1, 2, 9}, kStamp);  // 9: gone (released before), dropped
+  EXPECT_EQ(plan.release, IdList{1});
+  EXPECT_EQ(plan.stored, IdList{1});  // its result row goes with the release
+  EXPECT_EQ(plan.held, IdList{2});    // 3 is not done
+  ASSERT_TRUE(AppliesAll(state, plan.updates));
+  EXPECT_EQ(state.FindClosure(1), nullptr);
+  EXPECT_NE(state.FindClosure(2), nullptr);
+}
+
 TEST(ClosureDependencies, PlanScheduleResolvesInCallInputsAndRefusesUnknownOnesNamingThem) {
   DispatcherState state = DependencyChain();
   capnp::MallocMessageBuilder message;

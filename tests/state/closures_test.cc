@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include "state/bytes.h"
+#include "state/closure_requests.h"
 #include "state/dispatcher_state.h"
+#include "tests/state/planner_test_support.h"
 #include "tests/state/state_matchers.h"
 #include "tests/state/update_builders.h"
 
@@ -240,6 +242,22 @@ TEST(DispatcherState, FailingClosureSetsTheCoordinatorsFirstErrorOnce) {
   EXPECT_EQ(error->closure_id, 2u);
   EXPECT_EQ(error->error, "boom");
   EXPECT_EQ(state.FindCoordinatorError(8), nullptr);
+}
+
+TEST(DispatcherState, AFirstErrorIsTakenOnce) {
+  DispatcherState state = ThreeQueued();
+  EXPECT_FALSE(PlanTakeFirstError(state, 7, kStamp).has_value());
+  ASSERT_TRUE(Applies(state, AssignClosure(2, 2, 1)));
+  ASSERT_TRUE(Applies(state, FailClosure(2, 2, 1, "boom", true)));
+  std::optional<TakenFirstError> taken = PlanTakeFirstError(state, 7, kStamp);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->closure_id, 2u);
+  EXPECT_EQ(taken->message, "boom");
+  EXPECT_FALSE(PlanTakeFirstError(state, 8, kStamp).has_value());
+  ASSERT_TRUE(AppliesAll(state, taken->updates));
+  EXPECT_EQ(state.FindCoordinatorError(7), nullptr);
+  EXPECT_FALSE(PlanTakeFirstError(state, 7, kStamp).has_value());
+  EXPECT_EQ(state.FindClosure(2)->state, ClosureState::FAILED);  // the closure stays
 }
 
 TEST(DispatcherState, AnInfrastructureFailureIsNeverTheCoordinatorsFirstError) {
