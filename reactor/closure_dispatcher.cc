@@ -158,10 +158,7 @@ void ClosureDispatcher::OnWorkerHeartbeat(const state::Worker& worker, uint32_t 
   }
 }
 
-Status ClosureDispatcher::OnWorkerLost(uint64_t worker_id, const std::string& reason) {
-  live_.erase(worker_id);
-  return Carry(state::PlanWorkerLost(state(), options_.policy, worker_id, reason, Stamp()));
-}
+void ClosureDispatcher::OnWorkerLost(uint64_t worker_id) { live_.erase(worker_id); }
 
 std::vector<state::LiveWorker> ClosureDispatcher::LiveWorkers() const {
   std::vector<state::LiveWorker> workers;

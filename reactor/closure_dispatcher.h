@@ -115,9 +115,9 @@ class ClosureDispatcher final : public kj::Refcounted {
   // (starts the staggered-start clock).
   void OnWorkerHeartbeat(const state::Worker& worker, uint32_t slots,
                          capnp::List<capnp::Text>::Reader functions, bool attached);
-  // The worker is being removed: the planner decides what becomes of each of
-  // its closures (PlanWorkerLost). Journaled before RemoveWorker.
-  Status OnWorkerLost(uint64_t worker_id, const std::string& reason);
+  // The worker is being removed (state::PlanWorkerRemoval decides what
+  // becomes of its closures): nothing is assigned to it any more.
+  void OnWorkerLost(uint64_t worker_id);
   // Queued closures no connected worker can run: none registered a function
   // they need (CountUnrunnable). They wait for one.
   uint64_t NumUnrunnable() const;

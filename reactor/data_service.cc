@@ -39,9 +39,8 @@ DataService::DataService(uv_loop_t* loop, DurableState& durable, DataServiceOpti
                                          (*source)->num_splits};
       }),
       closures_(kj::refcounted<ClosureDispatcher>(loop, durable, workers_, options_.closures)) {
-  workers_.SetWorkerLostHandler([this](uint64_t worker_id, const std::string& reason) {
-    return closures_->OnWorkerLost(worker_id, reason);
-  });
+  workers_.SetWorkerLostHandler(
+      [this](uint64_t worker_id) { closures_->OnWorkerLost(worker_id); });
 }
 
 // Sessions may hold the closure dispatcher a while longer: it serves no more.

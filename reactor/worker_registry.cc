@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "reactor/task_info.h"
+#include "state/worker_planner.h"
 
 namespace dispatch::reactor {
 
@@ -68,13 +69,14 @@ Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
   const state::Worker* worker = durable_.state().FindWorkerByAddress(address);
   if (worker == nullptr) return Status::Ok();
   const uint64_t worker_id = worker->id;
-  // RemoveWorker requires a worker without closures: they leave it first.
-  if (on_worker_lost_) DISPATCH_RETURN_IF_ERROR(on_worker_lost_(worker_id, reason));
-  capnp::MallocMessageBuilder message;
-  auto update = message.initRoot<journal::Update>();
-  update.setTimeMicros(durable_.pipeline().NowMicros());
-  update.initRemoveWorker().setWorkerId(worker_id);
-  Status status = durable_.pipeline().Submit(update);
+  if (on_worker_lost_) on_worker_lost_(worker_id);
+  const state::Stamp stamp{durable_.pipeline().NowMicros(), durable_.pipeline().max_record_bytes()};
+  state::UpdateList removal = state::PlanWorkerRemoval(
+      durable_.state(), options_.closures.policy, worker_id, reason, stamp);
+  Status status = Status::Ok();
+  for (size_t i = 0; i < removal.size() && status.ok(); ++i) {
+    status = durable_.pipeline().Submit(removal[i]);
+  }
   if (status.ok()) {
     Log(LogLevel::kInfo, "removed worker ", worker_id, " at ", std::string(address).c_str(), ": ",
         reason);

@@ -77,10 +77,9 @@ class WorkerRegistry {
   // The control capability of the attached worker at `address`; null when
   // none. Valid until the registry next changes: use it at once.
   rpc::WorkerControl::Client* ControlOf(std::string_view address);
-  // Called by Remove before RemoveWorker is journaled: the worker's closures
-  // must leave it (put back or failed) first.
-  void SetWorkerLostHandler(
-      std::function<Status(uint64_t worker_id, const std::string& reason)> h) {
+  // Told by Remove before the removal is carried (state::PlanWorkerRemoval):
+  // nothing is assigned to the worker from then on.
+  void SetWorkerLostHandler(std::function<void(uint64_t worker_id)> h) {
     on_worker_lost_ = std::move(h);
   }
   // Wall-clock micros of the last heartbeat; 0 when none since start.
@@ -116,7 +115,7 @@ class WorkerRegistry {
   // Start pushes that failed, by worker address: redone when it is back.
   std::map<std::string, std::set<uint64_t>, std::less<>> unpushed_;
   WorkerRegistryStats stats_;
-  std::function<Status(uint64_t, const std::string&)> on_worker_lost_;
+  std::function<void(uint64_t)> on_worker_lost_;
   ErrorHandler error_handler_;
   kj::TaskSet pushes_;
 };

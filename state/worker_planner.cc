@@ -119,4 +119,13 @@ Result<UpdateList> PlanWorkerUpdate(const DispatcherState& state,
   return updates;
 }
 
+UpdateList PlanWorkerRemoval(const DispatcherState& state, const ClosurePolicy& policy,
+                             uint64_t worker_id, std::string_view reason, const Stamp& stamp) {
+  if (state.FindWorker(worker_id) == nullptr) return {};
+  // RemoveWorker requires a worker without closures: they leave it first.
+  UpdateList updates = PlanWorkerLost(state, policy, worker_id, reason, stamp);
+  updates.Add(stamp.time_micros).initRemoveWorker().setWorkerId(worker_id);
+  return updates;
+}
+
 }  // namespace dispatch::state

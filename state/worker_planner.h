@@ -18,9 +18,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "state/closure_planner.h"
 #include "state/closure_updates.h"
 #include "state/dispatcher_state.h"
 #include "state/soft_state.h"
@@ -71,5 +73,12 @@ struct TaskProgress {
 // naming the first unknown task, and nothing changes.
 Result<UpdateList> PlanWorkerUpdate(const DispatcherState& state,
                                     const std::vector<TaskProgress>& progress, const Stamp& stamp);
+
+// A worker removed (its connection dropped, its heartbeats stopped, another
+// process took its address): its closures leave it first (PlanWorkerLost:
+// put back, or failed past their attempts), then RemoveWorker. Its tasks
+// stay with its address. Empty when `worker_id` is not registered.
+UpdateList PlanWorkerRemoval(const DispatcherState& state, const ClosurePolicy& policy,
+                             uint64_t worker_id, std::string_view reason, const Stamp& stamp);
 
 }  // namespace dispatch::state

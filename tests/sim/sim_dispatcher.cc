@@ -17,6 +17,7 @@
 #include "state/push_planner.h"
 #include "state/result_picker.h"
 #include "state/schedule_call_planner.h"
+#include "state/worker_planner.h"
 
 namespace dispatch::sim {
 namespace {
@@ -159,10 +160,7 @@ Status SimDispatcher::RemoveWorkerAt(const std::string& address, const std::stri
   if (worker == nullptr) return Status::Ok();
   const uint64_t worker_id = worker->id;
   live_.erase(worker_id);
-  DISPATCH_RETURN_IF_ERROR(
-      Carry(state::PlanWorkerLost(state(), Policy(), worker_id, reason, Stamp())));
-  return SubmitBuilt(
-      [&](journal::Update::Builder u) { u.initRemoveWorker().setWorkerId(worker_id); });
+  return Carry(state::PlanWorkerRemoval(state(), Policy(), worker_id, reason, Stamp()));
 }
 
 const SimDispatcher::Control* SimDispatcher::ControlAt(const std::string& address) const {

@@ -186,6 +186,21 @@ TEST(WorkerPlanner, APendingTaskIsNotFinishedForItsConsumers) {
   EXPECT_TRUE(updates->empty());
 }
 
+TEST(WorkerPlanner, ARemovalPutsItsClosuresBackThenRemovesTheWorkerKeepingItsTasks) {
+  DispatcherState state = ThreeJobs();
+  ApplyEach(state, RegisterWorker(1, "a"), CreateTask(1, 1, "a"), ScheduleClosure(1, 7),
+            AssignClosure(1, 1, 1));
+  ClosurePolicy policy;
+  EXPECT_TRUE(PlanWorkerRemoval(state, policy, 2, "gone", kStamp).empty());  // not registered
+  UpdateList plan = PlanWorkerRemoval(state, policy, 1, "its connection dropped", kStamp);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[1].which(), journal::Update::REMOVE_WORKER);
+  ASSERT_TRUE(AppliesAll(state, plan));
+  EXPECT_EQ(state.FindWorker(1), nullptr);
+  EXPECT_EQ(state.FindClosure(1)->state, ClosureState::QUEUED);
+  EXPECT_EQ(state.TasksForWorker("a").size(), 1u);
+}
+
 TEST(WorkerLiveness, ADroppedConnectionDetachesItsWorkersAndTimeoutsUseTheServingClock) {
   DispatcherState state = ThreeJobs();
   ApplyEach(state, RegisterWorker(1, "a"), RegisterWorker(2, "b"));
