@@ -4,7 +4,8 @@
 // the service (dispatchctl_read.h); `stats` and `top` show the dispatcher's
 // figures (dispatchctl_stats.h); `group` shows an HA group from etcd
 // (dispatchctl_group.h); `backup` copies the dispatcher's work dir while it
-// serves (dispatchctl_backup.h). Exit codes: 0 ok, 1 the
+// serves (dispatchctl_backup.h); `cancel` cancels every closure of a
+// coordinator that is not done. Exit codes: 0 ok, 1 the
 // dispatcher refused or could not be reached (its message on stderr), 2 usage.
 #include <capnp/compat/json.h>
 #include <kj/debug.h>
@@ -31,7 +32,7 @@ namespace {
 
 constexpr const char* kCommands =
     "workers | datasets | jobs | tasks | clients | job ID | read KIND [ARGS...] | run FUNCTION "
-    "[ARGS] | stats | top | group | backup --to=DIR";
+    "[ARGS] | stats | top | group | backup --to=DIR | cancel COORDINATOR_ID";
 
 struct Flags {
   std::string dispatcher;
@@ -85,6 +86,17 @@ kj::Promise<std::string> RunCommand(rpc::Dispatcher::Client dispatcher,
                       : FormatClients(r.getClients());
         });
   }
+  if (command == "cancel") {
+    auto request = dispatcher.cancelCoordinatorRequest();
+    const uint64_t coordinator_id = strtoull(args[1].c_str(), nullptr, 10);
+    request.setCoordinatorId(coordinator_id);
+    return request.send().then(
+        [json, coordinator_id](capnp::Response<rpc::Dispatcher::CancelCoordinatorResults> r) {
+          return json ? Json(rpc::Dispatcher::CancelCoordinatorResults::Reader(r))
+                      : "cancelled " + std::to_string(r.getCancelled()) +
+                            " closures of coordinator " + std::to_string(coordinator_id) + "\n";
+        });
+  }
   KJ_ASSERT(command == "job");
   auto request = dispatcher.getJobRequest();
   request.setJobId(strtoull(args[1].c_str(), nullptr, 10));
@@ -105,11 +117,12 @@ std::string CheckArgs(const std::vector<std::string>& args) {
   if (c == "stats" || c == "top") return CheckStatsArgs(args);
   if (c == "group") return "";  // checked by CheckGroupArgs
   if (c == "backup") return "";  // checked by CheckBackupArgs
-  if (c != "job") return "unknown command '" + c + "'; one of: " + kCommands;
-  if (args.size() != 2) return "'job' takes one job id";
+  if (c != "job" && c != "cancel") return "unknown command '" + c + "'; one of: " + kCommands;
+  const char* what = c == "job" ? "job id" : "coordinator id";
+  if (args.size() != 2) return "'" + c + "' takes one " + what;
   const std::string& id = args[1];
   if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos || id.size() > 19) {
-    return "job id must be a non-negative integer, got '" + id + "'";
+    return std::string(what) + " must be a non-negative integer, got '" + id + "'";
   }
   return "";
 }

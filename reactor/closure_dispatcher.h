@@ -49,6 +49,7 @@
 #include "reactor/uvkj/uv_handle.h"
 #include "reactor/worker_registry.h"
 #include "schema/dispatcher.capnp.h"
+#include "state/closure_endings.h"
 #include "state/closure_planner.h"
 #include "state/closure_requests.h"
 #include "state/closure_updates.h"
@@ -191,6 +192,9 @@ class ClosureDispatcher final : public kj::Refcounted {
   // them; fills each id's state after the call.
   Status Cancel(uint64_t coordinator_id, capnp::List<uint64_t>::Reader closure_ids,
                 std::vector<state::ClosureState>& states);
+  // Cancels every closure of the coordinator that is not done, as Cancel
+  // does each (state::PlanCancelCoordinator); how many it cancelled.
+  Result<uint64_t> CancelCoordinator(uint64_t coordinator_id);
   // Raises the pending first error once: fills `error` and clears it.
   Status TakeFirstError(uint64_t coordinator_id, rpc::ClosureError::Builder error);
   const state::RefusedSchedules& refused_schedules() const { return refused_; }
@@ -337,6 +341,8 @@ class ClosureDispatcher final : public kj::Refcounted {
   // Tells each worker (best effort, once its update commits) to drop the
   // closures of its list: cancelled or timed out while it ran them.
   void TellEnded(const std::map<uint64_t, std::vector<uint64_t>>& running);
+  // Journals a cancel's updates, counts them and tells the workers.
+  Status CarryCancel(const state::EndingPlan& plan);
   // Arms the deadline timer for the earliest deadline of a queued or running
   // closure, unless it is armed for that one or an earlier one already.
   void ArmDeadlineTimer();

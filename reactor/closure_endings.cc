@@ -21,11 +21,27 @@ Status ClosureDispatcher::Cancel(uint64_t coordinator_id,
   Result<state::CancelPlan> plan =
       state::PlanCancel(state(), coordinator_id, asked, pending_releases_, Stamp());
   if (!plan.ok()) return plan.status();
-  DISPATCH_RETURN_IF_ERROR(Carry(plan->ending.updates));
-  counters_.cancel_requested += plan->ending.num_ended;
-  for (const auto& [worker_id, ids] : plan->ending.running) counters_.cancelled_running += ids.size();
-  TellEnded(plan->ending.running);
+  DISPATCH_RETURN_IF_ERROR(CarryCancel(plan->ending));
   states = std::move(plan->states);
+  return Status::Ok();
+}
+
+Result<uint64_t> ClosureDispatcher::CancelCoordinator(uint64_t coordinator_id) {
+  Result<state::EndingPlan> plan = state::PlanCancelCoordinator(state(), coordinator_id, Stamp());
+  if (!plan.ok()) return plan.status();
+  DISPATCH_RETURN_IF_ERROR(CarryCancel(*plan));
+  if (plan->num_ended > 0) {
+    Log(LogLevel::kInfo, "cancelled ", plan->num_ended, " closures of coordinator ",
+        coordinator_id, " (cancelCoordinator)");
+  }
+  return plan->num_ended;
+}
+
+Status ClosureDispatcher::CarryCancel(const state::EndingPlan& plan) {
+  DISPATCH_RETURN_IF_ERROR(Carry(plan.updates));
+  counters_.cancel_requested += plan.num_ended;
+  for (const auto& [worker_id, ids] : plan.running) counters_.cancelled_running += ids.size();
+  TellEnded(plan.running);
   return Status::Ok();
 }
 

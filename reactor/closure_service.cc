@@ -1,7 +1,7 @@
 // DispatcherService: closures. openCoordinator hands out a CoordinatorSession
 // for the caller's coordinator id; reportClosures carries a worker's outcomes
 // (fenced by worker id and attempt); getClosureStats counts for tests,
-// dispatchctl and benchmarks.
+// dispatchctl and benchmarks; cancelCoordinator is `dispatchctl cancel`.
 
 #include "reactor/closure_dispatcher.h"
 #include "reactor/coordinator_session.h"
@@ -83,6 +83,16 @@ kj::Promise<void> DispatcherService::getClosureStats(GetClosureStatsContext cont
   stats.setStuckEpisodes(server_.closure_watchdog().episodes());
   stats.setStuckClosures(server_.closure_watchdog().stuck_closures());
   context.getResults().setIncarnation(data.incarnation());
+  return data.durable().pipeline().Barrier();
+}
+
+kj::Promise<void> DispatcherService::cancelCoordinator(CancelCoordinatorContext context) {
+  DataService& data = this->data();
+  const uint64_t cancelled =
+      ValueOrThrow(data.closures().CancelCoordinator(context.getParams().getCoordinatorId()));
+  auto results = context.getResults();
+  results.setCancelled(cancelled);
+  results.setIncarnation(data.incarnation());
   return data.durable().pipeline().Barrier();
 }
 

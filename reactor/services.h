@@ -52,6 +52,7 @@ class DispatcherService final : public rpc::Dispatcher::Server {
   kj::Promise<void> openCoordinator(OpenCoordinatorContext context) override;
   kj::Promise<void> reportClosures(ReportClosuresContext context) override;
   kj::Promise<void> getClosureStats(GetClosureStatsContext context) override;
+  kj::Promise<void> cancelCoordinator(CancelCoordinatorContext context) override;
   // backup_service.cc
   kj::Promise<void> backup(BackupContext context) override;
 

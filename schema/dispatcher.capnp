@@ -269,6 +269,18 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # that goes away does not stop it. A retry after a lost reply finds
   # `targetDir` not empty.
 
+  cancelCoordinator @23 (coordinatorId :UInt64) -> (cancelled :UInt64, incarnation :UInt64);
+  # Cancels every closure of coordinator `coordinatorId` that is not done
+  # (waiting for inputs, queued or running), as Coordinator.cancel cancels
+  # each: it becomes `cancelled`, a worker running it is told to drop it
+  # (WorkerControl.cancelClosures, best effort), its outcome is reported to
+  # the coordinator's sessions, and it is no first error. Closures that are
+  # done keep their outcomes. `cancelled`: how many it cancelled; 0 when
+  # none was left to cancel (a second call). Journaled before the reply.
+  # Refused, changing nothing: `coordinatorId` 0 (InvalidArgument); a
+  # coordinator with no unreleased closure (NotFound). The coordinator can
+  # go on scheduling.
+
 }
 
 interface Coordinator @0xc5d6e9f18ef3a3ba {

@@ -36,6 +36,24 @@ Result<CancelPlan> PlanCancel(const DispatcherState& state, uint64_t coordinator
   return plan;
 }
 
+Result<EndingPlan> PlanCancelCoordinator(const DispatcherState& state, uint64_t coordinator_id,
+                                         const Stamp& stamp) {
+  if (coordinator_id == 0) return InvalidArgumentError("coordinator id 0 names no coordinator");
+  const std::vector<const Closure*> unfinished = state.UnfinishedClosures(coordinator_id);
+  if (unfinished.empty() && state.ClosuresForCoordinator(coordinator_id).empty()) {
+    return NotFoundError("coordinator " + std::to_string(coordinator_id) +
+                         " has no closures (none scheduled, or all released)");
+  }
+  std::vector<uint64_t> ids;
+  ids.reserve(unfinished.size());
+  for (const Closure* closure : unfinished) ids.push_back(closure->id);
+  // Unfinished ones are never being released (only done ones are), so none
+  // is in a release on its way.
+  Result<CancelPlan> plan = PlanCancel(state, coordinator_id, ids, {}, stamp);
+  if (!plan.ok()) return plan.status();
+  return std::move(plan->ending);
+}
+
 std::string DeadlineExceededText(const Closure& closure) {
   const int64_t timeout_ms = (closure.deadline_micros - closure.scheduled_micros) / 1000;
   return "closure " + std::to_string(closure.id) + ": deadline exceeded: its timeout of " +

@@ -41,6 +41,13 @@ Result<CancelPlan> PlanCancel(const DispatcherState& state, uint64_t coordinator
                               const std::vector<uint64_t>& closure_ids,
                               const SortedIdSet& releasing, const Stamp& stamp);
 
+// Every closure of `coordinator_id` that is not done (waiting, queued or
+// assigned) cancelled, as PlanCancel cancels each (the operator's
+// Dispatcher.cancelCoordinator). InvalidArgument for coordinator 0, NotFound
+// for one with no unreleased closure; an empty plan when all are done.
+Result<EndingPlan> PlanCancelCoordinator(const DispatcherState& state, uint64_t coordinator_id,
+                                         const Stamp& stamp);
+
 // Fails every queued or assigned closure whose deadline is at or before
 // `stamp.time_micros` with a "deadline exceeded" error naming its timeout
 // (ClosureFailed.deadlineExceeded).

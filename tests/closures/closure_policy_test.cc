@@ -47,6 +47,53 @@ RemoteValue Block(clients::Coordinator& coordinator, const std::string& dispatch
   return *blocker;
 }
 
+// `dispatchctl cancel`: the operator's cancel of one coordinator's closures
+// (Dispatcher.cancelCoordinator).
+TEST(ClosurePolicy, DispatchctlCancelEndsEveryClosureOfOneCoordinatorWhichGoesOn) {
+  ClosureDispatcher dispatcher;
+  auto worker = StartClosureWorker(dispatcher.address(), 1);
+  auto coordinator = MakeCoordinator(dispatcher.address(), 41);
+  auto other = MakeCoordinator(dispatcher.address(), 42);
+  TempDir dir;
+  const std::string ran = dir.File("ran");
+  RemoteValue blocker = Block(*coordinator, dispatcher.address());
+  std::vector<RemoteValue> values{blocker};
+  for (int i = 0; i < 5; ++i)
+    values.push_back(*coordinator->Schedule("append", ran + ":" + std::to_string(i)));
+  values.push_back(*coordinator->Schedule("append", ran + ":after", After({values.back()})));
+  RemoteValue others = *other->Schedule("echo", "not cancelled");
+  ASSERT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.queued == 6 && c.waiting == 1;
+  }));
+
+  const std::string at = "--dispatcher=" + dispatcher.address();
+  CommandResult cancel = RunDispatchctl({at, "cancel", "41"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.output;
+  EXPECT_TRUE(Contains(cancel.output, "cancelled 7 closures of coordinator 41")) << cancel.output;
+  for (const RemoteValue& value : values) {
+    EXPECT_EQ(value.FetchFor(kFetchDeadline).status().code(), StatusCode::kCancelled);
+  }
+  EXPECT_TRUE(WaitForCounters(dispatcher.address(), [](const ClosureCounters& c) {
+    return c.cancelled_running == 1 && c.cancel_requested == 7;
+  }));
+  // The slot came free: the other coordinator's closure runs.
+  EXPECT_EQ(FetchOrDie(others), "not cancelled");
+  // Nothing left to cancel; an unknown coordinator and a bad id are refused.
+  CommandResult again = RunDispatchctl({at, "cancel", "41"});
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_TRUE(Contains(again.output, "cancelled 0 closures")) << again.output;
+  CommandResult unknown = RunDispatchctl({at, "cancel", "43"});
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+  EXPECT_TRUE(Contains(unknown.output, "coordinator 43")) << unknown.output;
+  EXPECT_EQ(RunDispatchctl({at, "cancel", "x"}).exit_code, 2);
+  // No first error: the coordinator joins and schedules on.
+  EXPECT_TRUE(coordinator->Join().ok());
+  Result<RemoteValue> later = coordinator->Schedule("echo", "goes on");
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_EQ(FetchOrDie(*later), "goes on");
+  EXPECT_TRUE(Lines(ran).empty());  // nothing cancelled ever ran
+}
+
 TEST(ClosurePolicy, UnderAFullQueueHighPriorityRunsBeforeTheRemainingLows) {
   ClosureDispatcher dispatcher;
   auto worker = StartClosureWorker(dispatcher.address(), 1);

@@ -147,6 +147,37 @@ TEST(ClosureCancel, AnUnknownIdIsNotFoundNamingItAndCancelsNothing) {
   EXPECT_EQ(state.FindClosure(2)->state, ClosureState::QUEUED);
 }
 
+TEST(ClosureCancel, ACoordinatorsCancelEndsEveryClosureNotDoneWaitingOnesToo) {
+  DispatcherState state = Mixed();
+  ASSERT_TRUE(Applies(state, ScheduleClosureAfter(6, 7, "noop", "", 0, {}, {3})));  // waits for 3
+  Result<EndingPlan> plan = PlanCancelCoordinator(state, 7, kStamp);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->num_ended, 4u);  // 1 running, 2 and 3 queued, 6 waiting
+  EXPECT_EQ(plan->running, (std::map<uint64_t, std::vector<uint64_t>>{{1, {1}}}));
+  ASSERT_TRUE(AppliesAll(state, plan->updates));
+  for (uint64_t id : {1, 2, 3, 6}) EXPECT_EQ(state.FindClosure(id)->state, ClosureState::CANCELLED);
+  EXPECT_EQ(state.FindClosure(4)->state, ClosureState::FINISHED);  // done: kept
+  EXPECT_EQ(state.FindClosure(5)->state, ClosureState::QUEUED);    // coordinator 8's
+  EXPECT_EQ(state.FindCoordinatorError(7), nullptr);
+  EXPECT_EQ(state.NumUnfinishedClosures(7), 0u);
+  // Again: nothing left to cancel.
+  Result<EndingPlan> again = PlanCancelCoordinator(state, 7, kStamp);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->num_ended, 0u);
+  EXPECT_TRUE(again->updates.empty());
+}
+
+TEST(ClosureCancel, ACoordinatorsCancelRefusesNoCoordinatorAndOneWithoutClosures) {
+  DispatcherState state = Mixed();
+  const uint64_t digest = state.Digest();
+  EXPECT_EQ(PlanCancelCoordinator(state, 0, kStamp).status().code(), StatusCode::kInvalidArgument);
+  Result<EndingPlan> unknown = PlanCancelCoordinator(state, 9, kStamp);
+  ASSERT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("coordinator 9"), std::string::npos)
+      << unknown.status().message();
+  EXPECT_EQ(state.Digest(), digest);
+}
+
 TEST(ClosureTimeout, ClosuresPastTheirDeadlineFailAsDeadlineExceededNotAsFirstError) {
   DispatcherState state;
   ASSERT_TRUE(Applies(state, RegisterWorker(1, "a")));
