@@ -2,90 +2,17 @@
 // directly over Cap'n Proto: malformed requests get clear errors, a repeated
 // sequence gets the same reply, an unknown task is "not ready", and garbage
 // bytes close only that connection.
-#include <capnp/rpc-twoparty.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "common/address.h"
-#include "schema/data_transfer.capnp.h"
 #include "tests/datapath/datapath_support.h"
+#include "tests/datapath/transfer_client.h"
 #include "tests/integration/client_loop.h"
 #include "tests/support/raw_socket.h"
 
 namespace dispatch::testing {
 namespace {
-
-struct Ask {
-  uint64_t task = 0, consumer = 7, sequence = 1;
-  int64_t consumer_index = -1, round = -1;
-  uint32_t max_elements = 4, wait_ms = 50;
-};
-
-class TransferClient {
- public:
-  TransferClient(ClientLoop& loop, const std::string& address) : loop_(loop) {
-    auto kj_address = ToKjAddress(address);
-    stream_ = loop.Wait(loop.io().network().parseAddress(kj_address->c_str()).then([](auto a) {
-      return a->connect().attach(kj::mv(a));
-    }));
-    rpc_ = kj::heap<capnp::TwoPartyClient>(*stream_);
-    data_ = rpc_->bootstrap().castAs<rpc::WorkerData>();
-  }
-
-  // getElement: the reply, or the error's description.
-  kj::Maybe<capnp::Response<rpc::WorkerData::GetElementResults>> GetOne(const Ask& ask,
-                                                                        std::string* error) {
-    auto request = data_.getElementRequest();
-    Fill(ask, request.initRequest());
-    kj::Maybe<capnp::Response<rpc::WorkerData::GetElementResults>> out;
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { out = loop_.Wait(request.send()); })) {
-      *error = e->getDescription().cStr();
-    }
-    return out;
-  }
-
-  static void Fill(const Ask& ask, rpc::ElementRequest::Builder r) {
-    r.setTaskId(ask.task);
-    r.setConsumerId(ask.consumer);
-    r.setSequence(ask.sequence);
-    r.setConsumerIndex(ask.consumer_index);
-    r.setRound(ask.round);
-    r.setMaxElements(ask.max_elements);
-    r.setWaitMillis(ask.wait_ms);
-  }
-
-  // getElements, sent and not waited for.
-  kj::Promise<capnp::Response<rpc::WorkerData::GetElementsResults>> Send(const Ask& ask) {
-    auto request = data_.getElementsRequest();
-    Fill(ask, request.initRequest());
-    return request.send();
-  }
-
-  // getElements: the reply, or the error's description.
-  kj::Maybe<capnp::Response<rpc::WorkerData::GetElementsResults>> Get(const Ask& ask,
-                                                                      std::string* error) {
-    auto request = data_.getElementsRequest();
-    Fill(ask, request.initRequest());
-    kj::Maybe<capnp::Response<rpc::WorkerData::GetElementsResults>> out;
-    KJ_IF_MAYBE (e, kj::runCatchingExceptions([&]() { out = loop_.Wait(request.send()); })) {
-      *error = e->getDescription().cStr();
-    }
-    return out;
-  }
-
- private:
-  ClientLoop& loop_;
-  kj::Own<kj::AsyncIoStream> stream_;
-  kj::Own<capnp::TwoPartyClient> rpc_;
-  rpc::WorkerData::Client data_ = nullptr;
-};
-
-std::vector<std::string> ElementsOf(capnp::Response<rpc::WorkerData::GetElementsResults>& r) {
-  std::vector<std::string> out;
-  for (auto e : r.getResult().getElements()) out.emplace_back(e.asChars().begin(), e.size());
-  return out;
-}
 
 TEST(TransferService, AnswersBadRequestsWithClearErrorsAndRepeatsALostReply) {
   DataCluster cluster;

@@ -1,6 +1,7 @@
 #include "tests/support/stalling_relay.h"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -69,6 +70,15 @@ size_t StallingRelay::CutStalled() {
   return cut_pending_ ? 0 : cut_;
 }
 
+size_t StallingRelay::HeldServerBytes() {
+  std::unique_lock<std::mutex> lock(mu_);
+  count_pending_ = true;
+  (void)!::write(wake_[1], "n", 1);
+  stall_done_.wait_for(lock, std::chrono::seconds(30),
+                       [this] { return !count_pending_ || !failure_.empty(); });
+  return count_pending_ ? 0 : held_bytes_;
+}
+
 std::string StallingRelay::failure() {
   std::lock_guard<std::mutex> lock(mu_);
   return failure_;
@@ -109,6 +119,20 @@ void StallingRelay::ApplyCut(std::vector<std::unique_ptr<Connection>>& connectio
   stall_done_.notify_all();
 }
 
+void StallingRelay::ApplyCount(std::vector<std::unique_ptr<Connection>>& connections) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!count_pending_) return;
+  held_bytes_ = 0;
+  for (auto& c : connections) {
+    int waiting = 0;
+    if (c->stalled && ::ioctl(c->server->fd(), FIONREAD, &waiting) == 0 && waiting > 0) {
+      held_bytes_ += static_cast<size_t>(waiting);
+    }
+  }
+  count_pending_ = false;
+  stall_done_.notify_all();
+}
+
 void StallingRelay::MatchArmed(Connection& c) {
   std::lock_guard<std::mutex> lock(mu_);
   if (armed_needle_.empty() || c.stalled || c.sent.find(armed_needle_) == std::string::npos) return;
@@ -138,6 +162,7 @@ void StallingRelay::Relay() {
       }
       ApplyStall(connections);
       ApplyCut(connections);
+      ApplyCount(connections);
       continue;  // the poll set changed
     }
     std::vector<bool> closed(connections.size(), false);

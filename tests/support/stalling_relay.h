@@ -34,6 +34,9 @@ class StallingRelay {
   void StallFirstToSend(const std::string& needle);
   // Connections stalled so far (by either call).
   size_t stalled();
+  // Bytes the server sent on the open stalled connections that wait there,
+  // unrelayed (a reply the client has not got), once the relay thread looked.
+  size_t HeldServerBytes();
   // Closes the stalled connections on both sides, as a server that died
   // with the request unanswered; returns how many, once applied.
   size_t CutStalled();
@@ -48,6 +51,8 @@ class StallingRelay {
   void ApplyStall(std::vector<std::unique_ptr<Connection>>& connections);
   // Applies a pending CutStalled() (relay thread).
   void ApplyCut(std::vector<std::unique_ptr<Connection>>& connections);
+  // Answers a pending HeldServerBytes() (relay thread).
+  void ApplyCount(std::vector<std::unique_ptr<Connection>>& connections);
   // Stalls `c` if it matches the armed needle (relay thread).
   void MatchArmed(Connection& c);
 
@@ -64,6 +69,8 @@ class StallingRelay {
   size_t stalled_total_ = 0;       // stalled()
   bool cut_pending_ = false;
   size_t cut_ = 0;                 // the answer to the last CutStalled()
+  bool count_pending_ = false;
+  size_t held_bytes_ = 0;  // the answer to the last HeldServerBytes()
   std::condition_variable stall_done_;
   std::string failure_;
   std::thread thread_;
