@@ -105,6 +105,11 @@ void DeclareFlags(FlagParser& parser, Flags& flags) {
                  "dispatcher deletes it",
                  &flags.hold_tasks);
   add_u32("buffer-mib", "elements buffered per task, in MiB", &flags.buffer_mib, 1, 65536);
+  add_u32("consumer-hold-ms",
+          "how long a consumer whose transfer connection closed keeps its unacknowledged "
+          "reply for its return on a new connection; then its elements go to other "
+          "consumers (0: at once)",
+          &flags.producer.consumer_hold_ms, 0, 3600000);
   add_u32("max-transfer-connections",
           "consumer connections the transfer server keeps open at once; more are closed",
           &flags.transfer.max_connections, 1, 1 << 20);

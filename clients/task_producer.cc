@@ -59,6 +59,11 @@ TaskProducer::~TaskProducer() noexcept(false) {
 }
 
 kj::Promise<void> TaskProducer::Run(TaskContext& context) {
+  timer_ = &context.timer();
+  expiry_ = ExpireHeldConsumers().eagerlyEvaluate([this](kj::Exception&& e) {
+    Log(LogLevel::kError, TaskName(task_.task_id),
+        ": expiring held consumers failed: ", e.getDescription());
+  });
   return context.GetDatasetDef()
       .then([this, &context](DatasetDefinition&& def) -> kj::Promise<void> {
         definition_ = kj::mv(def.definition);
@@ -139,7 +144,10 @@ kj::Promise<void> TaskProducer::WhenAllAcknowledged() {
 void TaskProducer::Acknowledge(size_t count) {
   KJ_ASSERT(count <= unacknowledged_, "acknowledged more elements than produced", task_.task_id);
   unacknowledged_ -= count;
-  if (unacknowledged_ == 0) acknowledged_.Notify();
+  if (unacknowledged_ == 0) {
+    acknowledged_.Notify();
+    if (end_) changed_.Notify();  // calls waiting to hear the end
+  }
 }
 
 kj::Promise<void> TaskProducer::WhenChanged() { return changed_.Wait(); }
@@ -182,8 +190,16 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
     ThrowStatus(InvalidArgumentError(TaskName(task_.task_id) +
                                      " is not round robin: consumer index and round must be -1"));
   }
-  ConsumerState& state = consumers_[ask.consumer_id];
+  KJ_REQUIRE(ask.connection != 0, "an ask names the connection it came on", task_.task_id);
+  ConsumerState& state = consumers_.try_emplace(ask.consumer_id).first->second;
   if (state.reply == nullptr) state.reply = NewReply();
+  state.connections.insert(ask.connection);
+  if (state.held_until != nullptr) {
+    // Back in time, on a new connection: its reply is acknowledged or
+    // repeated below, as if the connection had never closed.
+    state.held_until = nullptr;
+    --held_;
+  }
   if (ask.sequence < state.sequence) {
     ThrowStatus(FailedPreconditionError(
         TaskName(task_.task_id) + ": consumer request " + std::to_string(ask.sequence) +
@@ -206,7 +222,10 @@ bool TaskProducer::TryServe(const ElementAsk& ask,
   if (round_robin) {
     if (!TakeRoundRobin(ask, state)) return false;
   } else if (buffer_.empty()) {
-    if (!end_) return false;
+    // An unacknowledged reply elsewhere may yet come back to the buffer (its
+    // consumer gone for good): the end waits until every element was
+    // acknowledged (Acknowledge wakes the wait).
+    if (!end_ || unacknowledged_ > 0) return false;
     state.status = rpc::ElementStatus::END_OF_SEQUENCE;
   } else {
     const uint32_t max_elements =
@@ -311,12 +330,51 @@ bool TaskProducer::TakeRoundRobin(const ElementAsk& ask, ConsumerState& state) {
   return true;
 }
 
-void TaskProducer::ForgetConsumer(uint64_t consumer_id) {
+void TaskProducer::DetachConsumer(uint64_t consumer_id, uint64_t connection) {
   auto it = consumers_.find(consumer_id);
   if (it == consumers_.end()) return;
-  // Called when the consumer's connection is gone: nothing writes the reply any more.
+  ConsumerState& state = it->second;
+  if (state.connections.erase(connection) == 0 || !state.connections.empty()) return;
+  if (state.reply == nullptr || state.reply->empty()) {
+    consumers_.erase(it);  // nothing to acknowledge or repeat
+    return;
+  }
+  // Its reply may have arrived (the consumer asks for the next sequence
+  // when it comes back) or not (it asks for the same one): only the consumer
+  // knows, so the reply is kept for it, for a while.
+  if (timer_ == nullptr || limits_.consumer_hold_ms == 0) {
+    // No timer before Run(), and no reply either then: nothing is held.
+    ReleaseConsumer(it);
+    return;
+  }
+  if (held_ >= limits_.max_held_consumers) {
+    // Past the limit: the consumer that would be released first goes now.
+    auto first = consumers_.end();
+    kj::TimePoint first_until = kj::origin<kj::TimePoint>();
+    for (auto c = consumers_.begin(); c != consumers_.end(); ++c) {
+      KJ_IF_MAYBE (until, c->second.held_until) {
+        if (first == consumers_.end() || *until < first_until) {
+          first = c;
+          first_until = *until;
+        }
+      }
+    }
+    KJ_ASSERT(first != consumers_.end(), "held consumers counted but none found", held_);
+    ReleaseConsumer(first);
+  }
+  state.held_until = timer_->now() + limits_.consumer_hold_ms * kj::MILLISECONDS;
+  ++held_;
+  held_changed_.Notify();
+}
+
+void TaskProducer::ReleaseConsumer(std::map<uint64_t, ConsumerState>::iterator it) {
+  // Nothing writes the reply any more: its connections are gone.
   std::vector<std::string> reply;
   if (it->second.reply != nullptr) reply = kj::mv(*it->second.reply);
+  if (it->second.held_until != nullptr) {
+    --held_;
+    ++expired_;
+  }
   consumers_.erase(it);
   if (reply.empty()) return;
   if (task_.num_consumers > 0) {
@@ -329,6 +387,28 @@ void TaskProducer::ForgetConsumer(uint64_t consumer_id) {
     buffer_.push_front(kj::mv(*e));
   }
   changed_.Notify();
+}
+
+kj::Promise<void> TaskProducer::ExpireHeldConsumers() {
+  const kj::TimePoint now = timer_->now();
+  bool any_held = false;
+  kj::TimePoint next = now;  // the earliest expiry of those still held
+  for (auto it = consumers_.begin(); it != consumers_.end();) {
+    auto current = it++;
+    KJ_IF_MAYBE (until, current->second.held_until) {
+      if (*until <= now) {
+        Log(LogLevel::kDebug, TaskName(task_.task_id), ": consumer ", current->first,
+            " did not come back; its reply goes to others");
+        ReleaseConsumer(current);
+        continue;
+      }
+      if (!any_held || *until < next) next = *until;
+      any_held = true;
+    }
+  }
+  kj::Promise<void> wake = held_changed_.Wait();
+  if (any_held) wake = kj::mv(wake).exclusiveJoin(timer_->atTime(next));
+  return wake.then([this]() { return ExpireHeldConsumers(); });
 }
 
 void ProducerDirectory::Add(TaskProducer* producer) {

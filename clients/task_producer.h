@@ -3,7 +3,11 @@
 // served by the transfer server. Invariant: the next split batch is asked for
 // (which finishes the previous one at the dispatcher) and the task completes
 // only once consumers acknowledged every element before it, so a requeued
-// split is never a lost one. Agent thread only.
+// split is never a lost one. A consumer's last reply is kept per (task,
+// consumerId), not per connection: it outlives the consumer's connections for
+// at most `consumer_hold_ms`, so a consumer that reconnects acknowledges or
+// repeats it; only one that does not come back has its reply's elements
+// served to others. Agent thread only.
 #pragma once
 
 #include <kj/async.h>
@@ -30,6 +34,15 @@ struct ProducerLimits {
   uint32_t max_reply_elements = 8192;
   uint64_t max_reply_bytes = 16 << 20;  // a reply holds at least one element, whatever its size
   size_t max_rounds = 64;               // round robin: rounds built but not yet read by all
+  // How long a consumer whose last transfer connection closed keeps its
+  // unacknowledged reply: asking again from a new connection within it
+  // acknowledges (next sequence) or repeats (same sequence) that reply.
+  // Past it the reply's elements go back to the front of the buffer for
+  // other consumers (round robin: they count as acknowledged). 0: at once.
+  uint32_t consumer_hold_ms = 10000;
+  // Consumers held so at once; past it, the one that would expire first
+  // expires now.
+  size_t max_held_consumers = 1024;
 };
 
 // One getElements call, as the producer sees it.
@@ -40,6 +53,7 @@ struct ElementAsk {
   int64_t round = -1;
   uint32_t max_elements = 1;
   uint64_t max_bytes = 0;
+  uint64_t connection = 0;  // the transfer connection it came on (nonzero)
 };
 
 // Buffers of elements that were sent, for sources to write later elements
@@ -95,16 +109,23 @@ class TaskProducer final : public TaskHandler {
   // points at them, and `*pin` receives what keeps them alive; the caller
   // holds it until the reply has been written (its connection's next reply
   // for the same consumer, or the connection's end).
+  // The consumer is attached to `ask.connection` until DetachConsumer.
   // Throws a KJ exception for a malformed ask or a failed task.
   bool TryServe(const ElementAsk& ask, kj::FunctionParam<rpc::ElementResult::Builder()> result,
                 std::shared_ptr<const void>* pin);
   // Resolves when elements arrive, the stream ends, or the task fails.
   kj::Promise<void> WhenChanged();
-  // A consumer's connection closed: the elements of its unacknowledged reply
-  // go back to the front of the buffer for someone else.
-  void ForgetConsumer(uint64_t consumer_id);
+  // `connection`, on which the consumer asked, closed. Once no connection
+  // of the consumer is left, its unacknowledged reply is held for it for
+  // `consumer_hold_ms` (see ProducerLimits); a consumer with nothing
+  // unacknowledged is forgotten at once (it has nothing to repeat).
+  void DetachConsumer(uint64_t consumer_id, uint64_t connection);
 
   uint64_t task_id() const { return task_.task_id; }
+  // Consumers with no connection whose reply is held for their return.
+  size_t held_consumers() const { return held_; }
+  // Held consumers that did not return in time: their replies went to others.
+  uint64_t expired_consumers() const { return expired_; }
 
  private:
   using Reply = std::shared_ptr<std::vector<std::string>>;
@@ -115,6 +136,8 @@ class TaskProducer final : public TaskHandler {
     Reply reply;
     int64_t round = -1;
     rpc::ElementStatus status = rpc::ElementStatus::NOT_READY;
+    std::set<uint64_t> connections;       // open ones it asked on
+    kj::Maybe<kj::TimePoint> held_until;  // set while held without a connection
   };
   struct Round {
     std::vector<std::string> slots;
@@ -129,6 +152,11 @@ class TaskProducer final : public TaskHandler {
   static void Fill(const ConsumerState& state, rpc::ElementResult::Builder result,
                    std::shared_ptr<const void>* pin);
   bool TakeRoundRobin(const ElementAsk& ask, ConsumerState& state);
+  // The held consumers whose time is up give up their replies, then waits
+  // for the next expiry or detach. Runs from Run() until the producer goes.
+  kj::Promise<void> ExpireHeldConsumers();
+  // Gives a consumer's unacknowledged reply to the others and forgets it.
+  void ReleaseConsumer(std::map<uint64_t, ConsumerState>::iterator it);
   Reply NewReply() const;
   kj::Exception Failure() const;
 
@@ -144,10 +172,15 @@ class TaskProducer final : public TaskHandler {
   bool end_ = false;             // the source has no more elements
   kj::Maybe<kj::Exception> failure_;
   std::map<uint64_t, ConsumerState> consumers_;
+  size_t held_ = 0;  // consumers_ with a held_until
+  uint64_t expired_ = 0;
   std::map<int64_t, Round> rounds_;
+  kj::Timer* timer_ = nullptr;  // the task context's, from Run()
   ChangeSignal changed_;
   ChangeSignal room_;
   ChangeSignal acknowledged_;
+  ChangeSignal held_changed_;           // a consumer was held: the expiry loop looks again
+  kj::Promise<void> expiry_ = nullptr;  // declared last: cancelled first
 };
 
 // The producers a worker runs, by task, and the tasks that finished here (so

@@ -33,11 +33,15 @@ capnp::ReaderOptions MessageLimits() {
 
 class TransferServer::Session final : public rpc::WorkerData::Server {
  public:
-  Session(ProducerDirectory& directory, kj::Timer& timer, uint32_t max_wait_ms)
-      : directory_(directory), timer_(timer), max_wait_ms_(max_wait_ms) {}
+  Session(ProducerDirectory& directory, kj::Timer& timer, uint32_t max_wait_ms, uint64_t connection)
+      : directory_(directory), timer_(timer), max_wait_ms_(max_wait_ms), connection_(connection) {}
   ~Session() noexcept(false) {
+    // The consumers may come back on another connection: their producers
+    // hold what they have not acknowledged for a while (TaskProducer).
     for (const auto& [task_id, consumer_id] : consumers_) {
-      if (TaskProducer* producer = directory_.Find(task_id)) producer->ForgetConsumer(consumer_id);
+      if (TaskProducer* producer = directory_.Find(task_id)) {
+        producer->DetachConsumer(consumer_id, connection_);
+      }
     }
   }
 
@@ -69,6 +73,7 @@ class TransferServer::Session final : public rpc::WorkerData::Server {
     ask.round = request.getRound();
     ask.max_elements = std::max<uint32_t>(1, max_elements);
     ask.max_bytes = request.getMaxBytes();
+    ask.connection = connection_;
     const uint64_t task_id = request.getTaskId();
     if (ask.consumer_id != 0) consumers_.insert({task_id, ask.consumer_id});
     const uint32_t wait_ms = std::min(request.getWaitMillis(), max_wait_ms_);
@@ -130,6 +135,7 @@ class TransferServer::Session final : public rpc::WorkerData::Server {
   ProducerDirectory& directory_;
   kj::Timer& timer_;
   const uint32_t max_wait_ms_;
+  const uint64_t connection_;                          // this connection's id, unique in the server
   std::set<std::pair<uint64_t, uint64_t>> consumers_;  // (task, consumer) seen here
   // The elements of the latest reply to each (task, consumer).
   std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const void>> pinned_;
@@ -279,7 +285,7 @@ kj::Promise<void> TransferServer::AcceptLoop(kj::ConnectionReceiver& receiver, k
     } else {
       const uint64_t id = next_connection_++;
       auto connection = kj::heap<Connection>(
-          kj::mv(stream), kj::heap<Session>(directory_, timer, options_.max_wait_ms));
+          kj::mv(stream), kj::heap<Session>(directory_, timer, options_.max_wait_ms, id));
       auto closed = connection->network.onDisconnect();
       connections_.emplace(id, kj::mv(connection));
       // Destroyed on a later turn, not inside the network's own callback.

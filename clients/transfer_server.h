@@ -1,9 +1,11 @@
 // TransferServer: the worker's data-transfer service (data_transfer.capnp) on
 // its transfer address, on the agent loop. One WorkerData object per
-// connection; when a connection closes, its consumers' unacknowledged replies
-// go back to their tasks. Limits: connections, message size, time a call is
-// held. WaitListening() may be called from any thread, ListenOnFreePort() on
-// the thread that starts the agent before it does, the rest on the agent's.
+// connection; when a connection closes, its consumers are detached from their
+// tasks, which hold their unacknowledged replies for their return on another
+// connection (TaskProducer::DetachConsumer). Limits: connections, message
+// size, time a call is held. WaitListening() may be called from any thread,
+// ListenOnFreePort() on the thread that starts the agent before it does, the
+// rest on the agent's.
 #pragma once
 
 #include <kj/io.h>

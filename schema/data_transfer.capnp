@@ -22,9 +22,12 @@ interface WorkerData @0x931de3e1a25dd75d {
 
 struct ElementRequest @0xc314d17756efbaf1 {
   taskId @0 :UInt64;
-  consumerId @1 :UInt64;        # nonzero, random per consumer session
-  sequence @2 :UInt64;          # per (task, consumer): 1, 2, ... Asking for n acknowledges
-                                # the reply to n - 1; asking for n again repeats its reply.
+  consumerId @1 :UInt64;        # nonzero, random per consumer session, and kept across
+                                # reconnects: the worker holds a consumer's last reply for a
+                                # while after its connections closed (PROTOCOL.md)
+  sequence @2 :UInt64;          # per (task, consumer), whatever the connection: 1, 2, ...
+                                # Asking for n acknowledges the reply to n - 1; asking for n
+                                # again repeats its reply.
   consumerIndex @3 :Int64;      # round robin: this consumer's index; -1 otherwise
   round @4 :Int64;              # round robin: the round asked for; -1 otherwise
   maxElements @5 :UInt32;       # 0: 1
