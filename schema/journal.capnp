@@ -213,6 +213,23 @@ struct FinishTask {
   taskId @0 :UInt64;
 }
 
+struct HandOverTask {
+  # Finishes a task on behalf of its worker, which is gone for good: no worker
+  # has been registered at the task's address for the grace period
+  # (--worker-grace-ms; the reactor's policy, as timeouts are).
+  # Precondition: task `taskId` exists, is active (not pending) and not
+  # finished; no worker is registered at its address; its job is DYNAMIC or
+  # OFF and not round robin (static sharding and round robin are refused:
+  # such tasks wait for their address).
+  # Effect: for a DYNAMIC job created with `requeueUnfinishedSplits`, the
+  # splits the task still holds go back to their provider's requeue list,
+  # whatever repetition the provider is at (without it they are lost, as at
+  # its worker's removal); then the task is finished as FinishTask finishes it
+  # (when every task of the job is finished, the job is finished). For OFF,
+  # the task's stream ends where it stopped.
+  taskId @0 :UInt64;
+}
+
 # ---------------------------------------------------------------------------
 # Closure coordination transitions. A closure's attempt number counts the
 # assignments it has had; results and errors carry (worker, attempt) so that a
@@ -412,6 +429,7 @@ struct Update {
     coordinatorErrorCleared @23 :CoordinatorErrorCleared;
     resourceCreated @24 :ResourceCreated;
     closureBatch @25 :ClosureBatch;
+    handOverTask @26 :HandOverTask;
   }
 }
 

@@ -14,6 +14,11 @@ bool IsStaticSharding(ProcessingMode mode) {
   }
 }
 
+bool HandsOverTasks(const Job& job) {
+  return !job.IsRoundRobin() &&
+         (job.processing_mode == ProcessingMode::DYNAMIC || job.processing_mode == ProcessingMode::OFF);
+}
+
 Status CheckNameLength(std::string_view what, std::string_view value, uint64_t max_bytes) {
   if (value.size() > max_bytes) {
     return InvalidArgumentError(std::string(what) + " of " + std::to_string(value.size()) +

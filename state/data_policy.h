@@ -45,6 +45,11 @@ using SplitSourceLookup = std::function<Result<SplitSourceSummary>(uint64_t data
 // True for FILE, DATA, FILE_OR_DATA and HINT: a worker index and count per task.
 bool IsStaticSharding(ProcessingMode mode);
 
+// Whether a task of `job` whose worker is gone for good is handed over
+// (HandOverTask): DYNAMIC and OFF jobs that are not round robin. Tasks of
+// other jobs wait for a worker at their address.
+bool HandsOverTasks(const Job& job);
+
 // InvalidArgument "<what> of N bytes is longer than the limit of M" when
 // `value` is longer than `max_bytes` (names and addresses from peers).
 Status CheckNameLength(std::string_view what, std::string_view value, uint64_t max_bytes);

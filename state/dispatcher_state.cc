@@ -109,6 +109,8 @@ Status DispatcherState::Check(Update::Reader u) const {
       return CheckResourceCreated(u.getResourceCreated());
     case Update::CLOSURE_BATCH:
       return CheckClosureBatch(u.getClosureBatch());
+    case Update::HAND_OVER_TASK:
+      return CheckHandOverTask(u.getHandOverTask());
   }
   // A variant added by a newer schema: this code cannot apply it faithfully.
   return InvalidArgumentError("update holds unknown transition " +
@@ -194,6 +196,9 @@ Status DispatcherState::Apply(Update::Reader u, Effects* effects) {
       break;
     case Update::CLOSURE_BATCH:
       ApplyClosureBatch(u.getClosureBatch(), now);
+      break;
+    case Update::HAND_OVER_TASK:
+      ApplyHandOverTask(u.getHandOverTask());
       break;
   }
   last_time_micros_ = now;

@@ -287,12 +287,18 @@ class DispatcherState {
   void ApplyFinishTask(journal::FinishTask::Reader u);
   // Marks an unfinished task finished and drops it from its worker's list.
   void FinishTaskRecord(Task& task);
+  // FinishTaskRecord, then the job is finished when this was its last
+  // unfinished task.
+  void FinishTaskAndMaybeJob(Task& task);
+  Status CheckHandOverTask(journal::HandOverTask::Reader u) const;
+  void ApplyHandOverTask(journal::HandOverTask::Reader u);
 
   Status CheckProduceSplit(journal::ProduceSplit::Reader u) const;
   void ApplyProduceSplit(journal::ProduceSplit::Reader u);
   // Returns the outstanding splits of the task's grants to their providers'
-  // requeue lists (when its job asks for it and the repetition is current).
-  void RequeueOutstandingSplits(const Task& task);
+  // requeue lists when its job asks for it: those of the current repetition
+  // only (RemoveWorker's meaning), or of any (`any_repetition`, HandOverTask's).
+  void RequeueOutstandingSplits(const Task& task, bool any_repetition = false);
   // The task's outstanding splits count as consumed.
   void ConsumeOutstandingSplits(uint64_t task_id);
 

@@ -101,7 +101,7 @@ void DispatcherState::ApplyProduceSplit(journal::ProduceSplit::Reader u) {
                                  std::move(grant));
 }
 
-void DispatcherState::RequeueOutstandingSplits(const Task& task) {
+void DispatcherState::RequeueOutstandingSplits(const Task& task, bool any_repetition) {
   Job& job = jobs_.at(task.job_id);
   if (!job.requeue_unfinished_splits) return;  // at-most-once: lost with the worker
   auto end = split_grants_.upper_bound(SplitRequester{task.id, UINT32_MAX});
@@ -110,8 +110,10 @@ void DispatcherState::RequeueOutstandingSplits(const Task& task) {
     if (!grant.outstanding) continue;
     grant.outstanding = false;
     SplitProviderProgress& progress = job.providers.at(it->first.provider_index);
-    // Splits of an ended repetition are not handed out again.
-    if (job.finished || grant.repetition != progress.repetition) continue;
+    // RemoveWorker: splits of an ended repetition are not handed out again
+    // (what journals written before HandOverTask mean). HandOverTask: they
+    // are, in the provider's current repetition.
+    if (job.finished || (!any_repetition && grant.repetition != progress.repetition)) continue;
     for (uint64_t index : grant.split_indices) progress.requeued.push_back(index);
   }
 }

@@ -190,7 +190,10 @@ Status DispatcherState::CheckFinishTask(journal::FinishTask::Reader u) const {
 }
 
 void DispatcherState::ApplyFinishTask(journal::FinishTask::Reader u) {
-  Task& task = tasks_.at(u.getTaskId());
+  FinishTaskAndMaybeJob(tasks_.at(u.getTaskId()));
+}
+
+void DispatcherState::FinishTaskAndMaybeJob(Task& task) {
   FinishTaskRecord(task);
   for (uint64_t id : indexes_.tasks_by_job.at(task.job_id)) {
     if (!tasks_.at(id).finished) return;

@@ -185,6 +185,12 @@ OwnedUpdate FinishTask(uint64_t task_id) {
   return u;
 }
 
+OwnedUpdate HandOverTask(uint64_t task_id) {
+  OwnedUpdate u;
+  u.builder().initHandOverTask().setTaskId(task_id);
+  return u;
+}
+
 // The single-closure builders make closure batches of one item: the only
 // form a closure's schedule, assignment and finish take in the journal.
 OwnedUpdate ScheduleClosure(uint64_t closure_id, uint64_t coordinator_id,
@@ -432,6 +438,9 @@ std::vector<OwnedUpdate> BuilderExamples(journal::Update::Which which) {
       break;
     case journal::Update::FINISH_TASK:
       out.push_back(FinishTask(3));
+      break;
+    case journal::Update::HAND_OVER_TASK:
+      out.push_back(HandOverTask(3));
       break;
     case journal::Update::RETIRED_CLOSURE_SCHEDULED:
     case journal::Update::RETIRED_CLOSURE_ASSIGNED:

@@ -72,6 +72,7 @@ OwnedUpdate AcceptPendingTask(uint64_t job_client_id, uint64_t task_id);
 OwnedUpdate RejectPendingTask(uint64_t job_client_id, uint64_t task_id, int64_t new_target_round);
 OwnedUpdate RemoveTask(uint64_t task_id);
 OwnedUpdate FinishTask(uint64_t task_id);
+OwnedUpdate HandOverTask(uint64_t task_id);
 
 // Closures. Schedule, assign, finish, cancel and release of one closure are
 // closure batches of one item.

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "state/data_policy.h"
 #include "state/task_routing.h"
 
 namespace dispatch::state::testing {
@@ -83,6 +84,8 @@ uint64_t Weight(Which kind) {
       return 1;
     case Which::CLOSURE_BATCH:
       return kClosureBatchWeight;
+    case Which::HAND_OVER_TASK:
+      return 2;
   }
   return 0;
 }
@@ -153,6 +156,7 @@ bool UpdateGenerator::TryBuild(Which kind, const DispatcherState& state, OwnedUp
     case Which::CLIENT_HEARTBEAT:
     case Which::REMOVE_TASK:
     case Which::FINISH_TASK:
+    case Which::HAND_OVER_TASK:
       return TryDataService(kind, state, out);
     case Which::RETIRED_CLOSURE_SCHEDULED:
     case Which::RETIRED_CLOSURE_ASSIGNED:
@@ -348,6 +352,20 @@ bool UpdateGenerator::TryDataService(Which kind, const DispatcherState& state, O
       }
       if (ids.empty()) return false;
       out = remove ? RemoveTask(Pick(ids)) : FinishTask(Pick(ids));
+      return true;
+    }
+    case Which::HAND_OVER_TASK: {
+      // Unfinished tasks of DYNAMIC and OFF jobs whose address has no worker.
+      std::vector<uint64_t> ids;
+      for (const Job* job : state.ListUnfinishedJobs()) {
+        if (!HandsOverTasks(*job)) continue;
+        for (const Task* task : state.TasksForJob(job->id)) {
+          if (!task->finished && state.FindWorkerByAddress(task->worker_address) == nullptr)
+            ids.push_back(task->id);
+        }
+      }
+      if (ids.empty()) return false;
+      out = HandOverTask(Pick(ids));
       return true;
     }
     default:
