@@ -263,10 +263,24 @@ std::string SimCoordinator::Describe() const {
 void SimCoordinator::Connect() {
   conn_ = ctx_.net.Open();
   awaiting_ = false;
-  // Calls that had no reply go again on the new connection.
+  // Calls that had no reply go again on the new connection, as one call.
+  // Their specs keep their order (request ids), but not their positions: an
+  // in-call input is renumbered to where the spec it names stands in this
+  // call (a call is acknowledged or refused whole, so it is in it).
   if (!unacknowledged_.empty()) {
     std::vector<ClosureSpec> specs;
-    for (const auto& [request_id, spec] : unacknowledged_) specs.push_back(spec);
+    std::map<uint64_t, uint64_t> position;  // request id -> index in this call
+    for (const auto& [request_id, spec] : unacknowledged_) {
+      position[request_id] = specs.size();
+      specs.push_back(spec);
+    }
+    for (ClosureSpec& spec : specs) {
+      for (uint64_t& input : spec.inputs) {
+        if (input < kInputInCall) continue;
+        auto named = position.find(spec.call_first_request + (input - kInputInCall));
+        if (named != position.end()) input = kInputInCall + named->second;
+      }
+    }
     SendSchedule(std::move(specs));
   }
 }
@@ -343,6 +357,7 @@ void SimCoordinator::Step() {
     std::vector<ClosureSpec> specs;
     for (int64_t n = ctx_.Uniform(1, 3); n > 0; --n) {
       ClosureSpec spec = NewSpec(specs);
+      spec.call_first_request = specs.empty() ? spec.request_id : specs.front().request_id;
       unacknowledged_[spec.request_id] = spec;
       for (uint64_t input : spec.inputs) {
         if (input < kInputInCall) pinned_inputs_.insert(input);

@@ -98,6 +98,9 @@ struct ClosureSpec {
   int32_t priority = 0;
   uint32_t timeout_ms = 0;
   std::vector<uint64_t> inputs;  // closure ids, or state::kInputInCall + an earlier index
+  // The coordinator's own: the request id of the first spec of the call it
+  // was made in (an in-call input names that call's specs by position).
+  uint64_t call_first_request = 0;
 };
 
 struct CancelReply {

@@ -198,12 +198,13 @@ INSTANTIATE_TEST_SUITE_P(Seeds, SimulationPinned, ::testing::ValuesIn(kPinned),
 // the coordinator was told were not scheduled; they ran and were never
 // released. Fixed by state::RefusedSchedules (found as seeds 9557 and 9623
 // before the simulation drew cancels, timeouts, priorities and inputs too,
-// which moved every seed's path). Each seed holds, and fails with the fix
+// which moved every seed's path; 2884 moved off it when merged resends
+// kept their in-call inputs). Each seed holds, and fails with the fix
 // turned off, so the pin still covers it: when a change of the simulation
 // moves them off that path, this test says so; pick new ones with the fix
 // off.
 const Pinned kRefusalPins[] = {
-    {"RefusedScheduleCopyScheduledLater", 2884},
+    {"RefusedScheduleCopyScheduledLater", 13880},
     {"RefusedScheduleCopyScheduledLater", 4219},
 };
 
