@@ -17,6 +17,7 @@ state::DataPolicy PolicyOf(const DataServiceOptions& options) {
   policy.max_name_bytes = options.max_name_bytes;
   policy.job_gc_timeout_ms = options.job_gc_timeout_ms;
   policy.client_timeout_ms = options.client_timeout_ms;
+  policy.worker_grace_ms = WorkerGraceMs(options);
   return policy;  // planted_bug stays kNone: it is for tests of the planners alone
 }
 
@@ -30,7 +31,7 @@ DataService::DataService(uv_loop_t* loop, DurableState& durable, DataServiceOpti
       incarnation_(incarnation),
       policy_(PolicyOf(options_)),
       serving_clock_(loop),
-      workers_(serving_clock_, soft_.workers, durable, options_),
+      workers_(serving_clock_, soft_, durable, options_),
       datasets_(durable.state()),
       split_sources_([this](uint64_t dataset_id) -> Result<state::SplitSourceSummary> {
         Result<const SplitSourceInfo*> source = datasets_.SplitSource(dataset_id);
@@ -41,6 +42,8 @@ DataService::DataService(uv_loop_t* loop, DurableState& durable, DataServiceOpti
       closures_(kj::refcounted<ClosureDispatcher>(loop, durable, workers_, options_.closures)) {
   workers_.SetWorkerLostHandler(
       [this](uint64_t worker_id) { closures_->OnWorkerLost(worker_id); });
+  // Without a grace period a removed worker's tasks are handed over at once.
+  if (policy_.worker_grace_ms == 0) workers_.SetWorkerRemovedHandler([this]() { RunHandOvers(); });
 }
 
 // Sessions may hold the closure dispatcher a while longer: it serves no more.

@@ -35,6 +35,7 @@ struct DataServiceStats {
   uint64_t jobs_garbage_collected = 0;
   uint64_t clients_timed_out = 0;
   uint64_t splits_handed_out = 0;  // fresh splits granted by getSplit (not repeats)
+  uint64_t tasks_handed_over = 0;  // finished for a worker gone past its grace period
 };
 
 class DataService {
@@ -93,6 +94,9 @@ class DataService {
   // Timer bodies (gc_timers.cc); public so tests of the timers can read them.
   void RunJobGc();
   void RunLivenessCheck();
+  // Hands over the tasks of addresses without a worker for the grace period
+  // (state::PlanTaskHandOvers); part of the liveness check.
+  void RunHandOvers();
 
  private:
   void StartTimers();
@@ -103,7 +107,7 @@ class DataService {
   const uint64_t incarnation_;
   const state::DataPolicy policy_;
   ServingClock serving_clock_;  // before the registries that read it
-  state::SoftState soft_;       // before the registry that keeps its workers part
+  state::SoftState soft_;       // before the registry that keeps its workers' part
   WorkerRegistry workers_;
   DatasetCatalog datasets_;
   state::SplitSourceLookup split_sources_;  // reads datasets_

@@ -14,6 +14,11 @@ uint64_t HeartbeatIntervalMs(const DataServiceOptions& options) {
   return std::clamp<uint64_t>(options.worker_timeout_ms / 4, 1, kLongestDerivedIntervalMs);
 }
 
+uint64_t WorkerGraceMs(const DataServiceOptions& options) {
+  if (options.worker_timeout_ms == 0) return options.worker_grace_ms;
+  return std::min(options.worker_grace_ms, options.worker_timeout_ms);
+}
+
 Status CheckHeartbeatInterval(const DataServiceOptions& options) {
   const uint64_t interval = options.worker_heartbeat_interval_ms;
   const uint64_t timeout = options.worker_timeout_ms;

@@ -29,6 +29,11 @@ struct DataServiceOptions {
   // A worker with no heartbeat for this long is removed (0: never; a dropped
   // connection removes it at once regardless).
   uint64_t worker_timeout_ms = 60 * 1000;
+  // How long a removed worker's address keeps its tasks: a worker registering
+  // there in time keeps them; past it the DYNAMIC and OFF ones are handed
+  // over (state/hand_over_planner.h). No longer than worker_timeout_ms when
+  // that is set (WorkerGraceMs); 0: handed over at the removal.
+  uint64_t worker_grace_ms = 10 * 1000;
   // What the dispatcher asks workers to heartbeat at (HeartbeatIntervalMs).
   // 0: derived from worker_timeout_ms.
   uint64_t worker_heartbeat_interval_ms = 0;
@@ -45,6 +50,10 @@ struct DataServiceOptions {
 // without a timeout), so that an obedient worker beats four times before it
 // would be removed as silent.
 uint64_t HeartbeatIntervalMs(const DataServiceOptions& options);
+
+// The grace period in force: worker_grace_ms, cut to worker_timeout_ms
+// when that is nonzero and smaller.
+uint64_t WorkerGraceMs(const DataServiceOptions& options);
 
 // InvalidArgument, naming both flags, when a set heartbeat interval is over
 // half the worker timeout: a worker obeying it would be removed between two

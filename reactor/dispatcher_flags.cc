@@ -183,6 +183,12 @@ void DeclareFlags(FlagParser& parser, MainFlags& flags) {
                  "a worker with no heartbeat for this long is removed (ours: 1 minute); a dropped "
                  "connection removes it at once; 0: only on a dropped connection",
                  &d.worker_timeout_ms, 0, 1ull << 40);
+  parser.AddUint("worker-grace-ms",
+                 "how long a removed worker's address keeps its tasks for a worker to come back "
+                 "there (ours: 10 s, cut to --worker-timeout-ms when that is set and smaller); past "
+                 "it DYNAMIC and OFF tasks are handed over (their splits requeued or their stream "
+                 "ended); 0: at once",
+                 &d.worker_grace_ms, 0, 1ull << 40);
   parser.AddUint("worker-heartbeat-interval-ms",
                  "how often workers are asked to heartbeat (told in every heartbeat reply); at "
                  "most half of --worker-timeout-ms. 0 (the default): a quarter of "

@@ -13,10 +13,11 @@ void WorkerRegistry::ErrorHandler::taskFailed(kj::Exception&& exception) {
   Log(LogLevel::kDebug, "worker push failed: ", exception.getDescription());
 }
 
-WorkerRegistry::WorkerRegistry(const ServingClock& clock, state::WorkerLiveness& liveness,
+WorkerRegistry::WorkerRegistry(const ServingClock& clock, state::SoftState& soft,
                                DurableState& durable, const DataServiceOptions& options)
     : clock_(clock),
-      liveness_(liveness),
+      soft_(soft),
+      liveness_(soft.workers),
       durable_(durable),
       options_(options),
       pushes_(error_handler_) {}
@@ -71,15 +72,17 @@ Status WorkerRegistry::Remove(std::string_view address, const char* reason) {
   const uint64_t worker_id = worker->id;
   if (on_worker_lost_) on_worker_lost_(worker_id);
   const state::Stamp stamp{durable_.pipeline().NowMicros(), durable_.pipeline().max_record_bytes()};
-  state::UpdateList removal = state::PlanWorkerRemoval(
-      durable_.state(), options_.closures.policy, worker_id, reason, stamp);
+  state::WorkerRemovalPlan removal = state::PlanWorkerRemoval(
+      durable_.state(), options_.closures.policy, worker_id, reason, clock_.NowMs(), stamp);
   Status status = Status::Ok();
-  for (size_t i = 0; i < removal.size() && status.ok(); ++i) {
-    status = durable_.pipeline().Submit(removal[i]);
+  for (size_t i = 0; i < removal.updates.size() && status.ok(); ++i) {
+    status = durable_.pipeline().Submit(removal.updates[i]);
   }
   if (status.ok()) {
+    soft_.Apply(removal.soft);
     Log(LogLevel::kInfo, "removed worker ", worker_id, " at ", std::string(address).c_str(), ": ",
         reason);
+    if (on_worker_removed_) on_worker_removed_();
   } else {
     Log(LogLevel::kWarning, "could not remove worker ", worker_id, ": ", status.ToString().c_str());
   }

@@ -25,7 +25,7 @@
 #include "reactor/rpc_server.h"
 #include "reactor/serving_clock.h"
 #include "schema/dispatcher.capnp.h"
-#include "state/worker_liveness.h"
+#include "state/soft_state.h"
 
 namespace dispatch::reactor {
 
@@ -44,8 +44,9 @@ class WorkerRegistry {
   // (and its heartbeat replies list the tasks anyway).
   static constexpr uint32_t kMaxPushesInFlight = 64;
 
-  // `liveness` is the soft state's (DataService's); it outlives the registry.
-  WorkerRegistry(const ServingClock& clock, state::WorkerLiveness& liveness, DurableState& durable,
+  // `soft` is DataService's; it outlives the registry, which keeps its
+  // workers' liveness and records the absences its removals start.
+  WorkerRegistry(const ServingClock& clock, state::SoftState& soft, DurableState& durable,
                  const DataServiceOptions& options);
   ~WorkerRegistry();
   WorkerRegistry(const WorkerRegistry&) = delete;
@@ -65,7 +66,7 @@ class WorkerRegistry {
   // Removes every worker not heard from within the worker timeout.
   void CheckTimeouts();
   // Forgets the worker's liveness and capability, puts back its closures and
-  // journals RemoveWorker.
+  // journals RemoveWorker; its address's grace period starts.
   Status Remove(std::string_view address, const char* reason);
 
   // Announces tasks (startTasks) / withdraws them (deleteTasks) once the
@@ -82,6 +83,8 @@ class WorkerRegistry {
   void SetWorkerLostHandler(std::function<void(uint64_t worker_id)> h) {
     on_worker_lost_ = std::move(h);
   }
+  // Told by Remove after a removal was carried.
+  void SetWorkerRemovedHandler(std::function<void()> h) { on_worker_removed_ = std::move(h); }
   // Wall-clock micros of the last heartbeat; 0 when none since start.
   int64_t LastHeartbeatMicros(std::string_view address) const {
     return liveness_.LastHeartbeatMicros(address);
@@ -108,7 +111,8 @@ class WorkerRegistry {
   void PushDone(const std::string& address, uint64_t generation);
 
   const ServingClock& clock_;  // timeouts
-  state::WorkerLiveness& liveness_;
+  state::SoftState& soft_;
+  state::WorkerLiveness& liveness_;  // soft_'s
   DurableState& durable_;
   const DataServiceOptions& options_;
   std::map<std::string, Entry, std::less<>> entries_;
@@ -116,6 +120,7 @@ class WorkerRegistry {
   std::map<std::string, std::set<uint64_t>, std::less<>> unpushed_;
   WorkerRegistryStats stats_;
   std::function<void(uint64_t)> on_worker_lost_;
+  std::function<void()> on_worker_removed_;
   ErrorHandler error_handler_;
   kj::TaskSet pushes_;
 };

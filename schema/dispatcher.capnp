@@ -635,7 +635,8 @@ struct Split @0x97df665c9401e04f {
 }
 
 struct WorkerHeartbeatRequest @0xcb578b95f651f783 {
-  address @0 :Text;              # unique per worker; its identity across reconnects
+  address @0 :Text;              # unique per worker; its identity across reconnects (its tasks
+                                 # wait here for --worker-grace-ms after its removal)
   transferAddress @1 :Text;      # where consumers read elements
   tags @2 :List(Text);
   workerIncarnation @3 :UInt64;  # random per worker process start

@@ -73,7 +73,9 @@ struct RemoveWorker {
   # Precondition: worker `workerId` is registered and runs no closure (the
   # reactor first puts back or fails each of its closures).
   # Effect: removes the worker and frees its address. Its tasks stay assigned to
-  # the address, waiting for the worker to come back. For jobs created with
+  # the address, for a worker that registers there to take them, until a
+  # HandOverTask finishes them (the grace period is the reactor's policy;
+  # static sharding and round robin have none: they wait). For jobs created with
   # `requeueUnfinishedSplits`, the splits its tasks hold in the current
   # repetition go back to their provider's requeue list (at-least-once);
   # otherwise they are lost with the worker (at-most-once, as the reference).

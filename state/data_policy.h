@@ -29,6 +29,9 @@ struct DataPolicy {
   uint64_t max_name_bytes = 4096;
   uint64_t job_gc_timeout_ms = 5 * 60 * 1000;
   uint64_t client_timeout_ms = 2 * 60 * 1000;  // 0: consumers never time out
+  // How long a removed worker's address keeps its tasks before they are
+  // handed over (hand_over_planner.h); 0: at its removal.
+  uint64_t worker_grace_ms = 10 * 1000;
   PlantedBug planted_bug = PlantedBug::kNone;  // TEST-ONLY (planted_bug.h)
 };
 

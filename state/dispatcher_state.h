@@ -91,8 +91,11 @@ class DispatcherState {
   const Task* FindTask(uint64_t task_id) const;
   Result<const Task*> GetTask(uint64_t task_id) const;
   // Unfinished tasks (active and pending) assigned to `address`, by id. They
-  // outlive the worker's registration: a worker that comes back finds them.
+  // outlive the worker's registration: a worker that comes back finds them
+  // (until they are handed over: HandOverTask).
   std::vector<const Task*> TasksForWorker(std::string_view address) const;
+  // The addresses that have unfinished tasks (active or pending), sorted.
+  std::vector<std::string> TaskAddresses() const;
   // Active (not pending) tasks of the job, finished ones included, by id.
   std::vector<const Task*> TasksForJob(uint64_t job_id) const;
   // The job's task (active, pending or finished) on `address`, if any.

@@ -4,6 +4,7 @@ namespace dispatch::state {
 
 void SoftState::Initialize(const DispatcherState& state, uint64_t now_ms, int64_t now_micros) {
   workers.Initialize(state, now_ms);
+  absence.Initialize(state, now_ms);
   consumers.Initialize(state, now_ms, now_micros);
 }
 
@@ -16,7 +17,10 @@ bool SoftState::Apply(const SoftChanges& changes) {
   if (const auto& vote = changes.removal_vote)
     consumers.Vote(vote->task_id, vote->consumer_index, vote->round);
   for (uint64_t task_id : changes.removals_forgotten) consumers.ForgetTask(task_id);
+  if (const auto& gone = changes.address_gone) absence.Gone(gone->address, gone->now_ms);
+  for (const std::string& address : changes.absences_forgotten) absence.Forget(address);
   if (const auto& heard = changes.worker_heard) {
+    absence.Forget(heard->address);
     return workers.Heard(heard->address, heard->worker_id, heard->connection, heard->now_ms,
                          heard->now_micros);
   }

@@ -22,6 +22,7 @@
 
 #include "state/consumer_rounds.h"
 #include "state/dispatcher_state.h"
+#include "state/worker_absence.h"
 #include "state/worker_liveness.h"
 
 namespace dispatch::state {
@@ -47,6 +48,10 @@ struct SoftChanges {
     uint64_t now_ms = 0;
     int64_t now_micros = 0;
   };
+  struct AddressGone {
+    std::string address;
+    uint64_t now_ms = 0;
+  };
 
   std::vector<ClientHeard> clients_heard;
   // Released clients and their jobs (remembered for late heartbeats).
@@ -56,20 +61,28 @@ struct SoftChanges {
   std::optional<RemovalVote> removal_vote;
   // Tasks whose removal agreement ends (removed, or their job collected).
   std::vector<uint64_t> removals_forgotten;
+  // A worker heard from is registered at its address: no absence there.
   std::optional<WorkerHeard> worker_heard;
+  // A removed worker's address that keeps unfinished tasks.
+  std::optional<AddressGone> address_gone;
+  // Absences that are over (hand_over_planner.h).
+  std::vector<std::string> absences_forgotten;
 
   bool empty() const {
     return clients_heard.empty() && clients_released.empty() && clients_forgotten.empty() &&
-           !removal_vote.has_value() && removals_forgotten.empty() && !worker_heard.has_value();
+           !removal_vote.has_value() && removals_forgotten.empty() && !worker_heard.has_value() &&
+           !address_gone.has_value() && absences_forgotten.empty();
   }
 };
 
 struct SoftState {
   ConsumerRounds consumers;
   WorkerLiveness workers;
+  WorkerAbsence absence;
 
   // After recovery (or a reset): every client and worker of `state` counts
-  // as heard from now.
+  // as heard from now, and every address whose tasks have no worker as
+  // absent since now.
   void Initialize(const DispatcherState& state, uint64_t now_ms, int64_t now_micros);
   // Applies a plan's changes, in the order SoftChanges lists them. Returns
   // whether the worker heard (if any) attached anew (WorkerLiveness::Heard).

@@ -228,6 +228,13 @@ std::vector<const Task*> DispatcherState::TasksForWorker(std::string_view addres
   return out;
 }
 
+std::vector<std::string> DispatcherState::TaskAddresses() const {
+  std::vector<std::string> out;
+  out.reserve(indexes_.tasks_by_worker.size());
+  for (const auto& [address, ids] : indexes_.tasks_by_worker) out.push_back(address);
+  return out;
+}
+
 std::vector<const Task*> DispatcherState::TasksForJob(uint64_t job_id) const {
   std::vector<const Task*> out;
   auto it = indexes_.tasks_by_job.find(job_id);

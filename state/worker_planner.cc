@@ -119,13 +119,18 @@ Result<UpdateList> PlanWorkerUpdate(const DispatcherState& state,
   return updates;
 }
 
-UpdateList PlanWorkerRemoval(const DispatcherState& state, const ClosurePolicy& policy,
-                             uint64_t worker_id, std::string_view reason, const Stamp& stamp) {
-  if (state.FindWorker(worker_id) == nullptr) return {};
+WorkerRemovalPlan PlanWorkerRemoval(const DispatcherState& state, const ClosurePolicy& policy,
+                                    uint64_t worker_id, std::string_view reason, uint64_t now_ms,
+                                    const Stamp& stamp) {
+  WorkerRemovalPlan plan;
+  const Worker* worker = state.FindWorker(worker_id);
+  if (worker == nullptr) return plan;
   // RemoveWorker requires a worker without closures: they leave it first.
-  UpdateList updates = PlanWorkerLost(state, policy, worker_id, reason, stamp);
-  updates.Add(stamp.time_micros).initRemoveWorker().setWorkerId(worker_id);
-  return updates;
+  plan.updates = PlanWorkerLost(state, policy, worker_id, reason, stamp);
+  plan.updates.Add(stamp.time_micros).initRemoveWorker().setWorkerId(worker_id);
+  if (!state.TasksForWorker(worker->address).empty())
+    plan.soft.address_gone = SoftChanges::AddressGone{worker->address, now_ms};
+  return plan;
 }
 
 }  // namespace dispatch::state

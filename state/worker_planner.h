@@ -74,11 +74,17 @@ struct TaskProgress {
 Result<UpdateList> PlanWorkerUpdate(const DispatcherState& state,
                                     const std::vector<TaskProgress>& progress, const Stamp& stamp);
 
+struct WorkerRemovalPlan {
+  UpdateList updates;
+  SoftChanges soft;  // its address absent from `now_ms`, when it keeps unfinished tasks
+};
 // A worker removed (its connection dropped, its heartbeats stopped, another
 // process took its address): its closures leave it first (PlanWorkerLost:
 // put back, or failed past their attempts), then RemoveWorker. Its tasks
-// stay with its address. Empty when `worker_id` is not registered.
-UpdateList PlanWorkerRemoval(const DispatcherState& state, const ClosurePolicy& policy,
-                             uint64_t worker_id, std::string_view reason, const Stamp& stamp);
+// stay with its address for the grace period (hand_over_planner.h), measured
+// from `now_ms` (the serving clock). Empty when `worker_id` is not registered.
+WorkerRemovalPlan PlanWorkerRemoval(const DispatcherState& state, const ClosurePolicy& policy,
+                                    uint64_t worker_id, std::string_view reason, uint64_t now_ms,
+                                    const Stamp& stamp);
 
 }  // namespace dispatch::state

@@ -199,16 +199,33 @@ TEST(Workers, PushesAWorkerLeavesUnansweredAreLimitedAndTheRestWaitForItsReturn)
       << worker.pushes().started.size() << " started, " << worker.pushes().held_starts << " held";
 }
 
-TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
-  DispatcherProcess dispatcher({.extra_flags = {"--worker-timeout-ms=600000"}});
+// A dispatcher started with `flags`, workers "gone" and "stays" registered,
+// and an OFF job with a task on each.
+struct GoneAndStays {
+  explicit GoneAndStays(std::vector<std::string> flags)
+      : dispatcher({.extra_flags = std::move(flags)}),
+        client(loop, dispatcher.address()),
+        gone(loop, dispatcher.address(), "gone"),
+        stays(loop, dispatcher.address(), "stays") {
+    EXPECT_TRUE(gone.Heartbeat().ok());
+    EXPECT_TRUE(stays.Heartbeat().ok());
+    job = *client.GetOrCreateJob({.dataset_id = *client.RegisterDataset({.definition = "d"})});
+  }
+  DispatcherProcess dispatcher;
   ClientLoop loop;
-  DsClient client(loop, dispatcher.address());
-  SimWorker gone(loop, dispatcher.address(), "gone");
-  SimWorker stays(loop, dispatcher.address(), "stays");
-  ASSERT_TRUE(gone.Heartbeat().ok());
-  ASSERT_TRUE(stays.Heartbeat().ok());
-  uint64_t dataset = *client.RegisterDataset({.definition = "d"});
-  auto job = *client.GetOrCreateJob({.dataset_id = dataset});
+  DsClient client;
+  SimWorker gone;
+  SimWorker stays;
+  JobIds job;
+};
+
+TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
+  GoneAndStays world({"--worker-timeout-ms=600000"});
+  ClientLoop& loop = world.loop;
+  DsClient& client = world.client;
+  SimWorker& gone = world.gone;
+  SimWorker& stays = world.stays;
+  const JobIds job = world.job;
   gone.Disconnect();
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -218,12 +235,48 @@ TEST(Workers, ADroppedConnectionRemovesTheWorkerWhileOthersAreServed) {
       },
       loop));
   EXPECT_TRUE(Listed(client, "stays"));
-  // Its task waits for it: it comes back, re-registers under a new id and
-  // gets the task again.
-  gone.Reconnect(dispatcher.address());
+  // Its task waits for it (within the grace period, 10 s here): it comes
+  // back, re-registers under a new id and gets the task again.
+  gone.Reconnect(world.dispatcher.address());
   ASSERT_TRUE(gone.Heartbeat().ok());
   EXPECT_TRUE(Listed(client, "gone"));
   EXPECT_TRUE(gone.TaskOf(job.job_id).has_value());
+}
+
+TEST(Workers, ATaskWhoseWorkerIsGonePastTheGracePeriodIsHandedOverAndListedFinished) {
+  GoneAndStays world({"--worker-timeout-ms=600000", "--worker-grace-ms=200"});
+  ClientLoop& loop = world.loop;
+  DsClient& client = world.client;
+  SimWorker& gone = world.gone;
+  SimWorker& stays = world.stays;
+  const JobIds job = world.job;
+  ASSERT_TRUE(gone.Heartbeat().ok());  // learns its task
+  ASSERT_TRUE(gone.TaskOf(job.job_id).has_value());
+  const uint64_t task = gone.TaskOf(job.job_id)->task_id;
+  gone.Disconnect();
+  // Its address never sees a worker again: past the grace its task is
+  // finished for it, and consumers see so in their task list.
+  bool finished = false;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        EXPECT_TRUE(stays.Heartbeat().ok());
+        Result<ClientHeartbeatView> beat = client.ClientHeartbeat(job.job_client_id);
+        if (!beat.ok()) return false;
+        for (const TaskView& t : beat->tasks)
+          if (t.task_id == task) finished = t.finished;
+        return finished;
+      },
+      loop))
+      << "task " << task << " was never handed over";
+  // The job goes on with the worker that stays, and ends with its task.
+  Result<ClientHeartbeatView> beat = client.ClientHeartbeat(job.job_client_id);
+  ASSERT_TRUE(beat.ok());
+  EXPECT_FALSE(beat->job_finished);
+  ASSERT_TRUE(stays.TaskOf(job.job_id).has_value());
+  ASSERT_TRUE(stays.Complete({stays.TaskOf(job.job_id)->task_id}).ok());
+  beat = client.ClientHeartbeat(job.job_client_id);
+  ASSERT_TRUE(beat.ok());
+  EXPECT_TRUE(beat->job_finished);
 }
 
 // Before, the interval stayed 10 s whatever the timeout: with

@@ -15,8 +15,13 @@ std::string FunctionName(int64_t k) { return "f" + std::to_string(k); }
 // ---- Worker -------------------------------------------------------------------
 
 SimWorker::SimWorker(SimContext& ctx, SimDispatcher& dispatcher, int index)
-    : ctx_(ctx), dispatcher_(dispatcher), address_("w" + std::to_string(index)) {
+    : ctx_(ctx), dispatcher_(dispatcher), name_("w" + std::to_string(index)), address_(name_) {
   revive_at_ = ctx_.Uniform(0, 50);
+  addresses_.insert(address_);
+}
+
+bool SimWorker::HadAddress(const std::string& address) const {
+  return addresses_.contains(address);
 }
 
 std::shared_ptr<const state::FunctionSet> SimWorker::FunctionsOf(uint64_t incarnation) const {
@@ -48,6 +53,12 @@ void SimWorker::Die() {
   runs_.clear();
   tasks_.clear();
   revive_at_ = ctx_.net.now_ms() + (healed_ ? 0 : ctx_.Uniform(30, 400));
+  // Gone for good: what comes back is a new worker at a fresh address (a pod
+  // rescheduled elsewhere), and nothing ever heartbeats at the old one again.
+  if (ctx_.Chance(ctx_.params.new_address)) {
+    address_ = name_ + "." + std::to_string(++moves_);
+    addresses_.insert(address_);
+  }
 }
 
 void SimWorker::Heal() {

@@ -1,6 +1,7 @@
 // The simulated clients: worker processes (heartbeats with their functions,
 // closures run and reported, DYNAMIC tasks reading splits, deaths and new
-// processes at the same address), coordinators (schedule with request ids,
+// processes at the same address or new workers at fresh addresses),
+// coordinators (schedule with request ids,
 // resend on a broken connection, await and release outcomes, join) and
 // data-service consumers (datasets, jobs, client heartbeats, release; an
 // anonymous OFF job is sometimes round robin, read a round a step, blocking
@@ -32,6 +33,9 @@ class SimWorker {
   void Heal();
   bool healed() const { return healed_; }
   const std::string& address() const { return address_; }
+  // Whether any of its processes used `address` (it moves on when it comes
+  // back at a fresh address).
+  bool HadAddress(const std::string& address) const;
   // The functions of the process with `incarnation` (dead or alive).
   std::shared_ptr<const state::FunctionSet> FunctionsOf(uint64_t incarnation) const;
 
@@ -63,7 +67,10 @@ class SimWorker {
 
   SimContext& ctx_;
   SimDispatcher& dispatcher_;
-  const std::string address_;
+  const std::string name_;  // "w<index>": its first address, the stem of the later ones
+  std::string address_;
+  std::set<std::string> addresses_;
+  int moves_ = 0;
   bool alive_ = false;
   bool healed_ = false;
   int64_t revive_at_ = 0;

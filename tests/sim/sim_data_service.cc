@@ -11,6 +11,7 @@
 
 #include "state/closure_endings.h"
 #include "state/consumer_planner.h"
+#include "state/hand_over_planner.h"
 #include "state/job_planner.h"
 #include "state/split_planner.h"
 #include "state/worker_planner.h"
@@ -43,6 +44,8 @@ state::DataPolicy SimDispatcher::DataPolicy() const {
   policy.max_splits_per_call = ctx_.params.max_splits_per_call;
   policy.job_gc_timeout_ms = static_cast<uint64_t>(ctx_.params.job_gc_timeout_ms);
   policy.client_timeout_ms = static_cast<uint64_t>(ctx_.params.client_timeout_ms);
+  policy.worker_grace_ms = static_cast<uint64_t>(
+      std::min(ctx_.params.worker_grace_ms, ctx_.params.worker_timeout_ms));
   if (ctx_.bug == SimBug::kSplitRetryNotIdempotent)
     policy.planted_bug = state::PlantedBug::kSplitRetryNotIdempotent;
   if (ctx_.bug == SimBug::kRoundRobinIgnoresRounds)
@@ -222,6 +225,13 @@ void SimDispatcher::RunTimers() {
   for (const std::string& address :
        soft_.workers.TimedOut(NowMs(), static_cast<uint64_t>(ctx_.params.worker_timeout_ms)))
     RemoveWorkerAt(address, "no heartbeat within the worker timeout").ok();
+  // Tasks of addresses without a worker for the grace period (gc_timers.cc;
+  // with a grace of 0 the dispatcher carries this at the removal, which the
+  // end of the same pass stands for here).
+  state::TaskHandOverPlan handovers =
+      state::PlanTaskHandOvers(state(), soft_, NowMs(), policy, Stamp());
+  for (size_t i = 0; i < handovers.updates.size(); ++i) Submit(handovers.updates[i]).ok();
+  soft_.Apply(handovers.soft);
   state::ClientTimeoutPlan timeouts =
       state::PlanClientTimeouts(state(), soft_, NowMs(), Stamp(), policy);
   for (size_t i = 0; i < timeouts.updates.size(); ++i) Submit(timeouts.updates[i]).ok();

@@ -160,7 +160,11 @@ Status SimDispatcher::RemoveWorkerAt(const std::string& address, const std::stri
   if (worker == nullptr) return Status::Ok();
   const uint64_t worker_id = worker->id;
   live_.erase(worker_id);
-  return Carry(state::PlanWorkerRemoval(state(), Policy(), worker_id, reason, Stamp()));
+  state::WorkerRemovalPlan plan =
+      state::PlanWorkerRemoval(state(), Policy(), worker_id, reason, NowMs(), Stamp());
+  DISPATCH_RETURN_IF_ERROR(Carry(plan.updates));
+  soft_.Apply(plan.soft);
+  return Status::Ok();
 }
 
 const SimDispatcher::Control* SimDispatcher::ControlAt(const std::string& address) const {

@@ -55,9 +55,11 @@ void SimInvariants::BeforeCommit(const state::DispatcherState& before,
   dependants_moved_.clear();
   const std::vector<uint64_t> done = ClosuresEndedBy(update);
   if (!done.empty()) dependants_moved_ = before.WaitingDependants(done);
-  if (update.which() != journal::Update::REMOVE_WORKER) return;
-  // RemoveWorker may requeue the worker's outstanding splits: remember the
-  // requeue lists to see what it added.
+  if (update.which() != journal::Update::REMOVE_WORKER &&
+      update.which() != journal::Update::HAND_OVER_TASK)
+    return;
+  // RemoveWorker and HandOverTask may requeue outstanding splits: remember
+  // the requeue lists to see what they added.
   requeue_before_.clear();
   for (const state::Job* job : before.ListJobs()) {
     if (!job->requeue_unfinished_splits) continue;
@@ -214,6 +216,8 @@ void SimInvariants::CheckUpdate(const state::DispatcherState& after,
       return;
     }
     case journal::Update::REMOVE_WORKER:
+    case journal::Update::HAND_OVER_TASK:
+      if (update.isHandOverTask()) ++handed_over_;
       for (const auto& [job_id, lists] : requeue_before_) {
         const state::Job* job = after.FindJob(job_id);
         for (size_t p = 0; p < lists.size(); ++p) {

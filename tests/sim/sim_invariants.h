@@ -77,6 +77,7 @@ class SimInvariants : public SimObserver {
   // Round-robin pending tasks journaled: created, accepted and rejected by a
   // consumer's heartbeat.
   uint64_t num_pending_created() const { return pending_created_; }
+  uint64_t num_handed_over() const { return handed_over_; }
   uint64_t num_pending_accepted() const { return pending_accepted_; }
   uint64_t num_pending_rejected() const { return pending_rejected_; }
 
@@ -118,6 +119,7 @@ class SimInvariants : public SimObserver {
   std::map<std::pair<uint64_t, uint64_t>, SplitReply> answers_;            // (task, sequence)
   uint64_t splits_granted_ = 0;
   uint64_t pending_created_ = 0, pending_accepted_ = 0, pending_rejected_ = 0;
+  uint64_t handed_over_ = 0;
 };
 
 }  // namespace dispatch::sim

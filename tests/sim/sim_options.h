@@ -58,6 +58,11 @@ struct SimParams {
   int64_t job_gc_timeout_ms = 300;
   // --max-splits-per-call: a getSplit asking for more gets this many.
   uint64_t max_splits_per_call = 65536;
+  // --worker-grace-ms (cut to the worker timeout, as the dispatcher does).
+  int64_t worker_grace_ms = 100;
+  // A dead worker comes back at a fresh address (a new pod elsewhere) rather
+  // than its own; its old address never sees a worker again.
+  double new_address = 0.5;
 
   static SimParams Draw(std::mt19937_64& rng);
   std::string ToString() const;

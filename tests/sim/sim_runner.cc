@@ -74,6 +74,8 @@ SimParams SimParams::Draw(std::mt19937_64& rng) {
   p.job_gc_timeout_ms = Between(rng, 100, 400);
   // Drawn last: the draws above, and so every earlier seed's world, stay.
   p.max_splits_per_call = Pick<uint64_t>(rng, {1, 2, 65536, 65536});
+  p.worker_grace_ms = Pick<int64_t>(rng, {0, 50, 150, 1000});
+  p.new_address = Pick(rng, {0.0, 0.5, 1.0});
   return p;
 }
 
@@ -85,7 +87,7 @@ std::string SimParams::ToString() const {
       "duplicate=%.2f max_delay_ms=%d worker_death=%.3f half_open=%.1f restart=%.3f "
       "crash_before_commit=%.1f commit_hold=%d snapshot_every=%llu max_attempts=%llu "
       "transient_retries=%llu start_delay_ms=%llu/%llu timeouts(worker,client,gc)=%lld,%lld,%lld "
-      "max_splits_per_call=%llu",
+      "max_splits_per_call=%llu grace_ms=%lld new_address=%.1f",
       num_workers, num_coordinators, num_consumers, num_functions, max_closures, loss, duplicate,
       max_delay_ms, worker_death, half_open, restart, crash_before_commit, commit_hold ? 1 : 0,
       static_cast<unsigned long long>(snapshot_every),
@@ -95,7 +97,8 @@ std::string SimParams::ToString() const {
       static_cast<unsigned long long>(policy.start_delay_max_ms),
       static_cast<long long>(worker_timeout_ms), static_cast<long long>(client_timeout_ms),
       static_cast<long long>(job_gc_timeout_ms),
-      static_cast<unsigned long long>(max_splits_per_call));
+      static_cast<unsigned long long>(max_splits_per_call),
+      static_cast<long long>(worker_grace_ms), new_address);
   return text;
 }
 
@@ -114,7 +117,7 @@ class World {
         invariants_(ctx_.params.policy,
                     [this](const std::string& address, uint64_t incarnation) {
                       for (auto& worker : workers_)
-                        if (worker->address() == address) return worker->FunctionsOf(incarnation);
+                        if (worker->HadAddress(address)) return worker->FunctionsOf(incarnation);
                       return std::shared_ptr<const state::FunctionSet>();
                     }),
         dispatcher_(ctx_) {
@@ -153,6 +156,7 @@ class World {
     result.splits = invariants_.num_splits_granted();
     result.checks = invariants_.num_checks();
     result.pending_created = invariants_.num_pending_created();
+    result.handed_over = invariants_.num_handed_over();
     result.pending_accepted = invariants_.num_pending_accepted();
     result.pending_rejected = invariants_.num_pending_rejected();
     return result;

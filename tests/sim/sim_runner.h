@@ -32,6 +32,8 @@ struct SimResult {
   uint64_t pending_created = 0;
   uint64_t pending_accepted = 0;
   uint64_t pending_rejected = 0;
+  // Tasks finished for a worker gone past its grace period (HandOverTask).
+  uint64_t handed_over = 0;
 };
 
 SimResult RunSimulation(const SimOptions& options);

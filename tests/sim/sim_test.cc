@@ -55,7 +55,7 @@ std::string Describe(const SimResult& r) {
 TEST(Simulation, ManySeeds) {
   const auto start = std::chrono::steady_clock::now();
   uint64_t failures = 0, steps = 0, records = 0, restarts = 0, closures = 0, splits = 0, checks = 0,
-           pending = 0;
+           pending = 0, handed_over = 0;
   for (uint64_t seed = flags.first_seed; seed < flags.first_seed + flags.seeds; ++seed) {
     const SimResult r = RunSeed(seed);
     steps += r.steps;
@@ -65,6 +65,7 @@ TEST(Simulation, ManySeeds) {
     splits += r.splits;
     checks += r.checks;
     pending += r.pending_created;
+    handed_over += r.handed_over;
     if (!r.ok) {
       ADD_FAILURE() << Describe(r);
       if (++failures >= 10) break;
@@ -74,14 +75,14 @@ TEST(Simulation, ManySeeds) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
       "simulated seeds %llu..%llu: %llu steps, %llu journal records, %llu dispatcher restarts, "
-      "%llu closures, %llu splits, %llu round-robin pending tasks, %llu checks, %llu failing, "
-      "%.1f s\n",
+      "%llu closures, %llu splits, %llu round-robin pending tasks, %llu tasks handed over, "
+      "%llu checks, %llu failing, %.1f s\n",
       static_cast<unsigned long long>(flags.first_seed),
       static_cast<unsigned long long>(flags.first_seed + flags.seeds - 1),
       static_cast<unsigned long long>(steps), static_cast<unsigned long long>(records),
       static_cast<unsigned long long>(restarts), static_cast<unsigned long long>(closures),
       static_cast<unsigned long long>(splits), static_cast<unsigned long long>(pending),
-      static_cast<unsigned long long>(checks), static_cast<unsigned long long>(failures), seconds);
+      static_cast<unsigned long long>(handed_over), static_cast<unsigned long long>(checks), static_cast<unsigned long long>(failures), seconds);
 }
 
 TEST(Simulation, SeedFromEnvironment) {
@@ -198,14 +199,15 @@ INSTANTIATE_TEST_SUITE_P(Seeds, SimulationPinned, ::testing::ValuesIn(kPinned),
 // the coordinator was told were not scheduled; they ran and were never
 // released. Fixed by state::RefusedSchedules (found as seeds 9557 and 9623
 // before the simulation drew cancels, timeouts, priorities and inputs too,
-// which moved every seed's path; 2884 moved off it when merged resends
-// kept their in-call inputs). Each seed holds, and fails with the fix
+// which moved every seed's path; re-picked when merged resends kept their
+// in-call inputs, and again when workers began to move to fresh addresses).
+// Each seed holds, and fails with the fix
 // turned off, so the pin still covers it: when a change of the simulation
 // moves them off that path, this test says so; pick new ones with the fix
 // off.
 const Pinned kRefusalPins[] = {
-    {"RefusedScheduleCopyScheduledLater", 13880},
-    {"RefusedScheduleCopyScheduledLater", 4219},
+    {"RefusedScheduleCopyScheduledLater", 10306},
+    {"RefusedScheduleCopyScheduledLater", 14629},
 };
 
 class SimulationRefusalPinned : public ::testing::TestWithParam<Pinned> {};

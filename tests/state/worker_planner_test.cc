@@ -191,14 +191,26 @@ TEST(WorkerPlanner, ARemovalPutsItsClosuresBackThenRemovesTheWorkerKeepingItsTas
   ApplyEach(state, RegisterWorker(1, "a"), CreateTask(1, 1, "a"), ScheduleClosure(1, 7),
             AssignClosure(1, 1, 1));
   ClosurePolicy policy;
-  EXPECT_TRUE(PlanWorkerRemoval(state, policy, 2, "gone", kStamp).empty());  // not registered
-  UpdateList plan = PlanWorkerRemoval(state, policy, 1, "its connection dropped", kStamp);
-  ASSERT_EQ(plan.size(), 2u);
-  EXPECT_EQ(plan[1].which(), journal::Update::REMOVE_WORKER);
-  ASSERT_TRUE(AppliesAll(state, plan));
+  EXPECT_TRUE(PlanWorkerRemoval(state, policy, 2, "gone", 500, kStamp).updates.empty());
+  WorkerRemovalPlan plan = PlanWorkerRemoval(state, policy, 1, "its connection dropped", 500, kStamp);
+  ASSERT_EQ(plan.updates.size(), 2u);
+  EXPECT_EQ(plan.updates[1].which(), journal::Update::REMOVE_WORKER);
+  ASSERT_TRUE(AppliesAll(state, plan.updates));
   EXPECT_EQ(state.FindWorker(1), nullptr);
   EXPECT_EQ(state.FindClosure(1)->state, ClosureState::QUEUED);
   EXPECT_EQ(state.TasksForWorker("a").size(), 1u);
+  // Its address keeps the task for the grace period, from now.
+  ASSERT_TRUE(plan.soft.address_gone.has_value());
+  EXPECT_EQ(plan.soft.address_gone->address, "a");
+  EXPECT_EQ(plan.soft.address_gone->now_ms, 500u);
+}
+
+TEST(WorkerPlanner, AWorkerWithoutTasksLeavesNoAbsenceBehind) {
+  DispatcherState state;
+  ApplyEach(state, RegisterWorker(1, "a"));
+  WorkerRemovalPlan plan = PlanWorkerRemoval(state, ClosurePolicy(), 1, "gone", 500, kStamp);
+  ASSERT_EQ(plan.updates.size(), 1u);
+  EXPECT_FALSE(plan.soft.address_gone.has_value());
 }
 
 TEST(WorkerLiveness, ADroppedConnectionDetachesItsWorkersAndTimeoutsUseTheServingClock) {
