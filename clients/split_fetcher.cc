@@ -21,6 +21,13 @@ kj::Promise<SplitBatch> LinkSplitFetcher::Next(int64_t repetition) {
   KJ_REQUIRE(!in_flight_, "SplitFetcher::Next() called while the previous call is in flight",
              task_id_, provider_index_);
   in_flight_ = true;
+  // in_flight_ clears when the call ends, also when the caller cancels it; a
+  // cancelled call's sequence is used again, which the dispatcher answers
+  // the same way.
+  return Ask(repetition).attach(kj::defer([this]() { in_flight_ = false; }));
+}
+
+kj::Promise<SplitBatch> LinkSplitFetcher::Ask(int64_t repetition) {
   uint64_t sequence = next_sequence_;
   uint64_t task_id = task_id_;
   uint32_t provider = provider_index_;
@@ -54,15 +61,16 @@ kj::Promise<SplitBatch> LinkSplitFetcher::Next(int64_t repetition) {
     Log(LogLevel::kDebug, "task ", task_id_, " provider ", provider_index_, ": getSplit #",
         sequence, " will be sent again: ", e.getDescription());
   };
-  // in_flight_ clears when the call ends, also when the caller cancels it; a
-  // cancelled call's sequence is used again, which the dispatcher answers
-  // the same way.
   return CallWithRetry<SplitBatch>(link_, timer_, kj::mv(call), kj::mv(on_retry))
-      .then([this](SplitBatch&& batch) {
+      .then([this, repetition](SplitBatch&& batch) -> kj::Promise<SplitBatch> {
         ++next_sequence_;
-        return kj::mv(batch);
-      })
-      .attach(kj::defer([this]() { in_flight_ = false; }));
+        if (!batch.splits.empty() || batch.end_of_splits) return kj::mv(batch);
+        // None now: asking again (a new sequence) also tells the dispatcher
+        // this task holds nothing.
+        return timer_.afterDelay(kAskAgainDelay).then([this, repetition]() {
+          return Ask(repetition);
+        });
+      });
 }
 
 }  // namespace dispatch::clients

@@ -192,7 +192,10 @@ interface Dispatcher @0x8f74785fcea7bbcc {
   # (task, provider) is kept, an older one is FailedPrecondition). After
   # `endOfSplits` for repetition r, every request for r gets end of splits;
   # a worker that repeats the dataset asks for r + 1 (from index 0), one that
-  # does not stops and reports its task complete.
+  # does not stops and reports its task complete. For a job with
+  # requeueUnfinishedSplits, no splits without `endOfSplits` means "none now":
+  # another task holds splits of r that may come back; ask again shortly with
+  # the next sequence.
   # A batch holds at most what one 16 MiB journal record can (about 2 million
   # indices) and --max-splits-per-call: fewer than `maxSplits` may come.
 
@@ -576,6 +579,7 @@ struct JobRequest @0x95c08c7fedd5dbd4 {
   numConsumers @4 :UInt32;       # 0: no round robin
   targetWorkers @5 :TargetWorkers;
   requeueUnfinishedSplits @6 :Bool;  # DYNAMIC: a dead worker's unfinished splits are handed out again
+  # (and a repetition ends only once no task holds splits of it: PROTOCOL.md, getSplit)
 }
 
 struct TaskInfo @0x873f54ce1fa07543 {

@@ -123,7 +123,11 @@ struct ProduceSplit {
   # (task, provider) -> (sequence, repetition, splits, endOfSplits) so a retry
   # with the same sequence is answered from the state without a new update; the
   # listed splits are outstanding for the task until its next request for this
-  # provider, the end of its task, or its worker's removal.
+  # provider, the end of its task, its worker's removal or its hand-over. An empty
+  # list without `endOfSplits` is a valid grant (the "none now, ask again" answer,
+  # written for jobs that requeue while another task holds splits of the
+  # repetition): it leaves the provider as it is and ends what the task held, as any
+  # request does.
   jobId @0 :UInt64;
   repetition @1 :Int64;
   providerIndex @2 :UInt32;

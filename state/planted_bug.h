@@ -15,6 +15,8 @@ enum class PlantedBug {
   kForgetRefusals,           // PlanScheduleCall does not look for an earlier refusal
   kPushNoInputs,             // PlanPush sends closures without their inputs' results
   kForgetOutcome,            // PickResults drops outcomes (every closure id a multiple of 5)
+  kEndSplitsWhileHeld,       // PlanGetSplit ends a requeueing job's repetition while another
+                             // task holds splits of it
 };
 
 }  // namespace dispatch::state

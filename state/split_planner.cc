@@ -6,6 +6,21 @@
 #include "state/record_budget.h"
 
 namespace dispatch::state {
+namespace {
+
+// Whether an unfinished task of `job` other than `task_id` holds splits of
+// `repetition` from `provider` (its last grant, not yet consumed).
+bool AnotherTaskHoldsSplits(const DispatcherState& state, const Job& job, uint64_t task_id,
+                            uint32_t provider, int64_t repetition) {
+  for (const Task* task : state.TasksForJob(job.id)) {
+    if (task->id == task_id || task->finished) continue;
+    const SplitGrant* grant = state.FindSplitGrant(task->id, provider);
+    if (grant != nullptr && grant->outstanding && grant->repetition == repetition) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 Result<GetSplitPlan> PlanGetSplit(const DispatcherState& state, const GetSplitRequest& request,
                                   const SplitSourceLookup& sources, const Stamp& stamp,
@@ -94,7 +109,14 @@ Result<GetSplitPlan> PlanGetSplit(const DispatcherState& state, const GetSplitRe
        ++next) {
     indices.push_back(next);
   }
-  plan.answer.end_of_splits = indices.empty();
+  // No split left to hand out. For a job that requeues, the repetition ends
+  // only once no other task holds splits of it: those may still come back
+  // (its worker removed, or the task handed over) and be handed out again.
+  // Until then the answer is "none now, ask again": empty, not the end.
+  plan.answer.end_of_splits =
+      indices.empty() &&
+      (!job->requeue_unfinished_splits || policy.planted_bug == PlantedBug::kEndSplitsWhileHeld ||
+       !AnotherTaskHoldsSplits(state, *job, task_id, provider, repetition));
 
   // One segment of the record's size: the reactor journals its bytes as they are.
   const uint64_t words = 2 + capnp::sizeInWords<journal::Update>() +

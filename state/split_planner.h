@@ -5,8 +5,12 @@
 // ProduceSplit (a batch of up to max_splits splits, cut to what one journal
 // record holds) and a retry with the same sequence is answered from the
 // state, across restarts. When a provider runs dry its requester gets end of
-// splits and the provider moves to the next repetition; a request for an
-// older repetition gets end of splits. Pure: the reactor (split_service.cc)
+// splits and the provider moves to the next repetition, except for a job
+// that requeues while another task still holds splits of the repetition:
+// then the answer is empty without the end ("none now, ask again": those
+// splits may be requeued; the worker asks again shortly with its next
+// sequence, and that empty grant is journaled like any other). A request
+// for an older repetition gets end of splits. Pure: the reactor (split_service.cc)
 // and the simulation carry the plan out.
 #pragma once
 

@@ -151,20 +151,42 @@ TEST(Splits, BadRequestsGetClearErrors) {
   EXPECT_NE(not_dynamic.status().message().find("not DYNAMIC"), std::string::npos);
 }
 
-TEST(Splits, WithRequeueADeadWorkersOutstandingSplitsGoToOthersOtherwiseTheyAreLost) {
+// A dispatcher with workers "dies" and "lives" registered and a dataset of
+// `splits` indexed splits.
+struct DiesAndLives {
+  explicit DiesAndLives(uint64_t splits)
+      : client(loop, dispatcher.address()),
+        dies(loop, dispatcher.address(), "dies"),
+        lives(loop, dispatcher.address(), "lives") {
+    EXPECT_TRUE(dies.Heartbeat().ok());
+    EXPECT_TRUE(lives.Heartbeat().ok());
+    dataset = *client.RegisterDataset({.definition = "d", .indexed_splits = splits});
+  }
+  // A DYNAMIC job of the dataset, with a task on each worker (they learnt of).
+  JobIds Dynamic(bool requeue) {
+    JobIds job = *client.GetOrCreateJob({.dataset_id = dataset,
+                                         .mode = ProcessingMode::DYNAMIC,
+                                         .requeue_unfinished_splits = requeue});
+    EXPECT_TRUE(dies.Heartbeat().ok());
+    EXPECT_TRUE(lives.Heartbeat().ok());
+    return job;
+  }
   DispatcherProcess dispatcher;
   ClientLoop loop;
-  DsClient client(loop, dispatcher.address());
-  SimWorker dies(loop, dispatcher.address(), "dies");
-  SimWorker lives(loop, dispatcher.address(), "lives");
-  ASSERT_TRUE(dies.Heartbeat().ok());
-  ASSERT_TRUE(lives.Heartbeat().ok());
-  uint64_t dataset = *client.RegisterDataset({.definition = "d", .indexed_splits = 10});
-  auto requeue = *client.GetOrCreateJob(
-      {.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC, .requeue_unfinished_splits = true});
-  auto lossy = *client.GetOrCreateJob({.dataset_id = dataset, .mode = ProcessingMode::DYNAMIC});
-  ASSERT_TRUE(dies.Heartbeat().ok());
-  ASSERT_TRUE(lives.Heartbeat().ok());
+  DsClient client;
+  SimWorker dies;
+  SimWorker lives;
+  uint64_t dataset = 0;
+};
+
+TEST(Splits, WithRequeueADeadWorkersOutstandingSplitsGoToOthersOtherwiseTheyAreLost) {
+  DiesAndLives world(10);
+  ClientLoop& loop = world.loop;
+  DsClient& client = world.client;
+  SimWorker& dies = world.dies;
+  SimWorker& lives = world.lives;
+  const JobIds requeue = world.Dynamic(/*requeue=*/true);
+  const JobIds lossy = world.Dynamic(/*requeue=*/false);
   EXPECT_EQ(client.GetSplit(dies.TaskOf(requeue.job_id)->task_id, 0, 1, 3)->indices,
             (std::vector<uint64_t>{0, 1, 2}));
   EXPECT_EQ(client.GetSplit(dies.TaskOf(lossy.job_id)->task_id, 0, 1, 3)->indices,
@@ -177,6 +199,26 @@ TEST(Splits, WithRequeueADeadWorkersOutstandingSplitsGoToOthersOtherwiseTheyAreL
   // At most once (the reference's default): they are gone.
   EXPECT_EQ(client.GetSplit(lives.TaskOf(lossy.job_id)->task_id, 0, 1, 5)->indices,
             (std::vector<uint64_t>{3, 4, 5, 6, 7}));
+}
+
+// A requeueing job does not end a repetition while a split of it may come
+// back: the live worker is told "none now" (no splits, not the end) until
+// the dead worker's splits are requeued to it, then the end.
+TEST(Splits, ARequeueingJobSaysNoneNowUntilADeadWorkersSplitsComeBack) {
+  DiesAndLives world(3);
+  DsClient& client = world.client;
+  const JobIds job = world.Dynamic(/*requeue=*/true);
+  const uint64_t held = world.dies.TaskOf(job.job_id)->task_id;
+  const uint64_t waits = world.lives.TaskOf(job.job_id)->task_id;
+  EXPECT_EQ(client.GetSplit(held, 0, 1, 3)->indices, (std::vector<uint64_t>{0, 1, 2}));
+  Result<SplitView> none = client.GetSplit(waits, 0, 1, 3);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->indices.empty());
+  EXPECT_FALSE(none->end_of_splits) << "the repetition ended while task " << held << " held splits";
+  world.dies.Disconnect();
+  ASSERT_TRUE(WaitUntil([&] { return client.GetWorkers()->size() == 1; }, world.loop));
+  EXPECT_EQ(client.GetSplit(waits, 0, 2, 3)->indices, (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_TRUE(client.GetSplit(waits, 0, 3, 3)->end_of_splits);
 }
 
 // Reads one repetition to its end with the workers interleaved (each keeps

@@ -242,6 +242,9 @@ void SimWorker::OnSplit(uint64_t conn, uint64_t task_id, uint64_t sequence,
   }
   ++task.next_sequence;
   task.next_at = now + ctx_.Uniform(0, 10);
+  // None now: another task holds splits that may come back; ask again later
+  // (clients/split_fetcher.cc waits 50 ms).
+  if (reply.indices.empty() && !reply.end_of_splits) task.next_at = now + 50;
   if (!reply.end_of_splits) return;
   if (++task.repetition < task.info.repetitions) return;
   task.done = true;

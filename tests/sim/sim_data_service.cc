@@ -50,6 +50,8 @@ state::DataPolicy SimDispatcher::DataPolicy() const {
     policy.planted_bug = state::PlantedBug::kSplitRetryNotIdempotent;
   if (ctx_.bug == SimBug::kRoundRobinIgnoresRounds)
     policy.planted_bug = state::PlantedBug::kRoundRobinIgnoresRounds;
+  if (ctx_.bug == SimBug::kEndSplitsWhileHeld)
+    policy.planted_bug = state::PlantedBug::kEndSplitsWhileHeld;
   return policy;
 }
 

@@ -59,7 +59,16 @@ void SimInvariants::BeforeCommit(const state::DispatcherState& before,
       update.which() != journal::Update::HAND_OVER_TASK)
     return;
   // RemoveWorker and HandOverTask may requeue outstanding splits: remember
-  // the requeue lists to see what they added.
+  // the tasks they take from a worker and the requeue lists, to see what
+  // they added.
+  leaving_tasks_.clear();
+  if (update.isHandOverTask()) {
+    leaving_tasks_.push_back(update.getHandOverTask().getTaskId());
+  } else if (const state::Worker* worker =
+                 before.FindWorker(update.getRemoveWorker().getWorkerId())) {
+    for (const state::Task* task : before.TasksForWorker(worker->address))
+      leaving_tasks_.push_back(task->id);
+  }
   requeue_before_.clear();
   for (const state::Job* job : before.ListJobs()) {
     if (!job->requeue_unfinished_splits) continue;
@@ -67,6 +76,11 @@ void SimInvariants::BeforeCommit(const state::DispatcherState& before,
     for (const auto& provider : job->providers)
       lists.emplace_back(provider.requeued.begin(), provider.requeued.end());
   }
+}
+
+void SimInvariants::ForgetHeld(const std::vector<uint64_t>& task_ids) {
+  for (uint64_t task_id : task_ids)
+    held_.erase(held_.lower_bound({task_id, 0}), held_.upper_bound({task_id, UINT32_MAX}));
 }
 
 void SimInvariants::Ended(uint64_t closure_id, state::ClosureState state,
@@ -197,6 +211,13 @@ void SimInvariants::CheckUpdate(const state::DispatcherState& after,
       auto produce = update.getProduceSplit();
       const uint64_t job = produce.getJobId();
       const int64_t rep = produce.getRepetition();
+      // The task's previous grant is consumed; this one is held.
+      const std::pair<uint64_t, uint32_t> holder{produce.getTaskId(), produce.getProviderIndex()};
+      held_.erase(holder);
+      if (after.FindJob(job)->requeue_unfinished_splits && produce.getSplitIndices().size() > 0) {
+        auto& held = held_[holder];
+        for (uint64_t index : produce.getSplitIndices()) held.push_back(index);
+      }
       for (uint64_t index : produce.getSplitIndices()) {
         const SplitKey key{job, rep, index};
         ++splits_granted_;
@@ -215,19 +236,59 @@ void SimInvariants::CheckUpdate(const state::DispatcherState& after,
       }
       return;
     }
+    case journal::Update::FINISH_TASK:
+      ForgetHeld({update.getFinishTask().getTaskId()});
+      return;
+    case journal::Update::REMOVE_TASK:
+      ForgetHeld({update.getRemoveTask().getTaskId()});
+      return;
+    case journal::Update::GARBAGE_COLLECT_JOB: {
+      // A collected job's splits go with it.
+      std::vector<uint64_t> tasks;
+      for (const auto& [holder, indices] : held_) {
+        const state::Task* task = after.FindTask(holder.first);
+        if (task == nullptr || task->job_id == update.getGarbageCollectJob().getJobId())
+          tasks.push_back(holder.first);
+      }
+      ForgetHeld(tasks);
+      return;
+    }
     case journal::Update::REMOVE_WORKER:
-    case journal::Update::HAND_OVER_TASK:
+    case journal::Update::HAND_OVER_TASK: {
       if (update.isHandOverTask()) ++handed_over_;
+      std::map<uint64_t, std::multiset<uint64_t>> added;  // job -> requeued by this update
       for (const auto& [job_id, lists] : requeue_before_) {
         const state::Job* job = after.FindJob(job_id);
         for (size_t p = 0; p < lists.size(); ++p) {
           const auto& requeued = job->providers[p].requeued;
-          for (size_t i = lists[p].size(); i < requeued.size(); ++i)
+          for (size_t i = lists[p].size(); i < requeued.size(); ++i) {
             ++requeued_[{job_id, job->providers[p].repetition, requeued[i]}];
+            added[job_id].insert(requeued[i]);
+          }
         }
       }
       requeue_before_.clear();
+      for (uint64_t task_id : leaving_tasks_) {
+        const uint64_t job_id = after.FindTask(task_id)->job_id;
+        for (auto it = held_.lower_bound({task_id, 0});
+             it != held_.end() && it->first.first == task_id; ++it) {
+          for (uint64_t index : it->second) {
+            auto& requeued = added[job_id];
+            auto found = requeued.find(index);
+            Require(found != requeued.end(), [&] {
+              return "split " + std::to_string(index) + " of job " + std::to_string(job_id) +
+                     ", held by task " + std::to_string(task_id) + ", was lost by " +
+                     (update.isHandOverTask() ? "its hand-over" : "its worker's removal") +
+                     " although the job requeues";
+            });
+            if (found != requeued.end()) requeued.erase(found);
+          }
+        }
+      }
+      ForgetHeld(leaving_tasks_);
+      leaving_tasks_.clear();
       return;
+    }
     default:
       return;
   }

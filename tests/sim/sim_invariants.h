@@ -21,7 +21,9 @@
 // - splits: per (job, repetition) each split is granted, and received by a
 //   worker, at most once plus once per requeue of it; a retried getSplit
 //   (same task and sequence) gets the same answer; a repetition that ended
-//   handed out every split;
+//   handed out every split; for a job that requeues, no split is lost: the
+//   splits a task holds (its last grant, until it asks again or finishes)
+//   are requeued when its worker is removed or the task is handed over;
 // - round robin: a task that joins a round-robin job (pending, then started
 //   by its consumers' agreement) starts at a round its consumer has not read
 //   past;
@@ -103,6 +105,8 @@ class SimInvariants : public SimObserver {
   // inputs' results.
   std::string ExpectedResult(uint64_t closure_id) const;
   void Require(bool ok, const std::function<std::string()>& what);
+  // The tasks hold no split any more (consumed, requeued or dropped).
+  void ForgetHeld(const std::vector<uint64_t>& task_ids);
 
   const state::ClosurePolicy policy_;
   FunctionsOf functions_of_;
@@ -116,6 +120,11 @@ class SimInvariants : public SimObserver {
   // Splits.
   std::map<SplitKey, int> granted_, received_, requeued_;
   std::map<uint64_t, std::vector<std::vector<uint64_t>>> requeue_before_;  // job -> providers
+  // Requeueing jobs: what each (task, provider) holds, as read from the
+  // updates; and the tasks the update being committed takes from their
+  // worker (a removal's, a hand-over's), whose holdings it must requeue.
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<uint64_t>> held_;
+  std::vector<uint64_t> leaving_tasks_;
   std::map<std::pair<uint64_t, uint64_t>, SplitReply> answers_;            // (task, sequence)
   uint64_t splits_granted_ = 0;
   uint64_t pending_created_ = 0, pending_accepted_ = 0, pending_rejected_ = 0;

@@ -34,6 +34,8 @@ enum class SimBug {
                              // (state::PlanPush through ClosurePolicy::planted_bug)
   kRoundRobinIgnoresRounds,  // a pending task is accepted at its target round whatever round
                              // the consumer is at (state::PlanClientHeartbeat, as above)
+  kEndSplitsWhileHeld,       // a requeueing job's repetition ends while another task holds
+                             // splits of it (state::PlanGetSplit, as above)
 };
 const char* SimBugName(SimBug bug);
 

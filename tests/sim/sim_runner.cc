@@ -45,6 +45,8 @@ const char* SimBugName(SimBug bug) {
       return "PushNoInputs";
     case SimBug::kRoundRobinIgnoresRounds:
       return "RoundRobinIgnoresRounds";
+    case SimBug::kEndSplitsWhileHeld:
+      return "EndSplitsWhileHeld";
   }
   return "unknown";
 }

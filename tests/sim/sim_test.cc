@@ -131,7 +131,7 @@ TEST(Simulation, PlantedBugSweep) {
   if (flags.bug.empty()) GTEST_SKIP() << "set --bug=NAME (or DISPATCH_SIM_BUG) to sweep a bug";
   SimBug bug = SimBug::kNone;
   for (int b = static_cast<int>(SimBug::kReplyBeforeCommit);
-       b <= static_cast<int>(SimBug::kRoundRobinIgnoresRounds); ++b) {
+       b <= static_cast<int>(SimBug::kEndSplitsWhileHeld); ++b) {
     if (flags.bug == SimBugName(static_cast<SimBug>(b))) bug = static_cast<SimBug>(b);
   }
   ASSERT_NE(bug, SimBug::kNone) << "no planted bug is named " << flags.bug;
@@ -200,14 +200,15 @@ INSTANTIATE_TEST_SUITE_P(Seeds, SimulationPinned, ::testing::ValuesIn(kPinned),
 // released. Fixed by state::RefusedSchedules (found as seeds 9557 and 9623
 // before the simulation drew cancels, timeouts, priorities and inputs too,
 // which moved every seed's path; re-picked when merged resends kept their
-// in-call inputs, and again when workers began to move to fresh addresses).
+// in-call inputs, again when workers began to move to fresh addresses, and
+// when requeueing jobs began to say "none now").
 // Each seed holds, and fails with the fix
 // turned off, so the pin still covers it: when a change of the simulation
 // moves them off that path, this test says so; pick new ones with the fix
 // off.
 const Pinned kRefusalPins[] = {
     {"RefusedScheduleCopyScheduledLater", 10306},
-    {"RefusedScheduleCopyScheduledLater", 14629},
+    {"RefusedScheduleCopyScheduledLater", 15533},
 };
 
 class SimulationRefusalPinned : public ::testing::TestWithParam<Pinned> {};
@@ -249,7 +250,8 @@ INSTANTIATE_TEST_SUITE_P(Bugs, SimulationChecker,
                          ::testing::Values(SimBug::kReplyBeforeCommit, SimBug::kIgnoreFunctions,
                                            SimBug::kUnjournaledRelease, SimBug::kForgetOutcome,
                                            SimBug::kRetryForever, SimBug::kSplitRetryNotIdempotent,
-                                           SimBug::kPushNoInputs, SimBug::kRoundRobinIgnoresRounds),
+                                           SimBug::kPushNoInputs, SimBug::kRoundRobinIgnoresRounds,
+                                           SimBug::kEndSplitsWhileHeld),
                          [](const ::testing::TestParamInfo<SimBug>& info) {
                            return std::string(SimBugName(info.param));
                          });

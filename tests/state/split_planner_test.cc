@@ -145,6 +145,64 @@ TEST(SplitPlanner, ADeadWorkersOutstandingSplitsGoFirstWhenTheJobRequeues) {
   EXPECT_EQ(Take(state, Ask(2, 1, 3)).split_indices, (Indices{0, 1, 2}));
 }
 
+// Today's answer in a requeueing job while another task holds splits of the
+// repetition: none now, ask again. The holder's worker dies; its splits come
+// back to the asker instead of ending the repetition without them.
+TEST(SplitPlanner, ARequeueingJobSaysNoneNowWhileAnotherTaskHoldsSplitsOfTheRepetition) {
+  DispatcherState state = OneJob(Dynamic(/*requeue=*/true));
+  EXPECT_EQ(Take(state, Ask(1, 1, 2)).split_indices, (Indices{0, 1}));
+  EXPECT_EQ(Take(state, Ask(2, 1, 2)).split_indices, (Indices{2}));
+  const SplitAnswer none = Take(state, Ask(2, 2, 2));
+  EXPECT_FALSE(none.end_of_splits);
+  EXPECT_TRUE(none.split_indices.empty());
+  EXPECT_EQ(state.FindSplitProvider(1, 0)->repetition, 0);
+  // The empty grant is journaled: a retry gets it again, and it consumed
+  // what task 2 held (split 2), as any request does.
+  EXPECT_FALSE(state.FindSplitGrant(2, 0)->outstanding);
+  EXPECT_EQ(state.FindSplitGrant(2, 0)->sequence, 2u);
+  Result<GetSplitPlan> retry = PlanGetSplit(state, Ask(2, 2, 2), Splits(3), kStamp, {});
+  ASSERT_TRUE(retry.ok());
+  EXPECT_TRUE(retry->updates.empty());
+  EXPECT_FALSE(retry->answer.end_of_splits);
+  // Task 1's worker dies: its splits are requeued (same repetition) and go
+  // to task 2; then nothing is held elsewhere and the repetition ends.
+  ASSERT_TRUE(Applies(state, RemoveWorker(1)));
+  EXPECT_EQ(Take(state, Ask(2, 3, 2)).split_indices, (Indices{0, 1}));
+  EXPECT_TRUE(Take(state, Ask(2, 4, 2)).end_of_splits);
+  EXPECT_EQ(state.FindSplitProvider(1, 0)->repetition, 1);
+}
+
+TEST(SplitPlanner, TheHolderAskingAgainEndsTheRepetitionForEveryone) {
+  DispatcherState state = OneJob(Dynamic(/*requeue=*/true));
+  EXPECT_EQ(Take(state, Ask(1, 1, 3)).split_indices, (Indices{0, 1, 2}));
+  EXPECT_FALSE(Take(state, Ask(2, 1)).end_of_splits);  // none now
+  // Task 1 asks again: its own grant counts as consumed, nobody holds any.
+  EXPECT_TRUE(Take(state, Ask(1, 2)).end_of_splits);
+  EXPECT_TRUE(Take(state, Ask(2, 2)).end_of_splits);  // that repetition is over
+}
+
+TEST(SplitPlanner, WithoutRequeueOrWhenTheHolderFinishedTheEndComesAtOnce) {
+  DispatcherState lossy = OneJob(Dynamic(/*requeue=*/false));
+  EXPECT_EQ(Take(lossy, Ask(1, 1, 3)).split_indices, (Indices{0, 1, 2}));
+  EXPECT_TRUE(Take(lossy, Ask(2, 1)).end_of_splits);
+  DispatcherState state = OneJob(Dynamic(/*requeue=*/true));
+  EXPECT_EQ(Take(state, Ask(1, 1, 3)).split_indices, (Indices{0, 1, 2}));
+  ASSERT_TRUE(Applies(state, FinishTask(1)));
+  EXPECT_TRUE(Take(state, Ask(2, 1)).end_of_splits);
+}
+
+TEST(SplitPlanner, AHandedOverHoldersSplitsComeBackToTheTaskThatWaited) {
+  DispatcherState state = OneJob(Dynamic(/*requeue=*/true));
+  // Its worker was removed before this grant (a removed worker that still
+  // asks, e.g. a half-open one): the removal requeued nothing.
+  ASSERT_TRUE(Applies(state, RemoveWorker(1)));
+  EXPECT_EQ(Take(state, Ask(1, 1, 3)).split_indices, (Indices{0, 1, 2}));
+  EXPECT_FALSE(Take(state, Ask(2, 1)).end_of_splits);
+  ASSERT_TRUE(Applies(state, HandOverTask(1)));
+  EXPECT_EQ(Take(state, Ask(2, 2, 3)).split_indices, (Indices{0, 1, 2}));
+  EXPECT_TRUE(Take(state, Ask(2, 3)).end_of_splits);
+}
+
 TEST(SplitPlanner, BadRequestsGetTheErrorsTheReactorAlwaysSent) {
   DispatcherState state = OneJob();
   EXPECT_EQ(Refusal(state, Ask(9, 1)).message(), "task 9 is unknown (removed, or never created)");
