@@ -61,8 +61,10 @@ std::vector<uint64_t> ReadWithTwoConsumers(DataCluster& cluster, const std::stri
   if (kill_worker_after >= 0) {
     EXPECT_TRUE(a.WaitForCount(kill_worker_after)) << "the read never got that far";
     cluster.Kill9Worker(0);
-    // The orchestrator brings the worker back at its address: it takes over
-    // its task (so the job can finish) and carries on with fresh splits.
+    // The orchestrator brings the worker back at its address within the
+    // grace period (--worker-grace-ms): it takes over its task and carries
+    // on with fresh splits (tests/datapath/churn_test.cc: a worker that comes
+    // back elsewhere instead).
     cluster.StartWorker(0);
   }
   Status sa = a.Join();
