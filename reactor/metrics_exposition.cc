@@ -218,6 +218,9 @@ void AddServices(MetricFamilies& f, DispatcherServer& server, DataService* data)
   f.Counter("dispatch_splits_handed_out_total",
             "Splits handed out by getSplit (repeated answers not counted).",
             static_cast<double>(dss.splits_handed_out));
+  f.Counter("dispatch_tasks_handed_over_total",
+            "Tasks finished for a worker gone past --worker-grace-ms (HandOverTask).",
+            static_cast<double>(dss.tasks_handed_over));
 
   ClosureDispatcher& closures = data->closures();
   const char* kStateHelp = "Closures the dispatcher holds, by state.";

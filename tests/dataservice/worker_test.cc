@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "tests/dataservice/ds_test_util.h"
+#include "tests/support/http_get.h"
 #include "tests/support/temp_dir.h"
 
 namespace dispatch::testing {
@@ -268,6 +269,9 @@ TEST(Workers, ATaskWhoseWorkerIsGonePastTheGracePeriodIsHandedOverAndListedFinis
       },
       loop))
       << "task " << task << " was never handed over";
+  EXPECT_EQ(MetricSample(HttpGet(world.dispatcher.http_url(), "/metrics").body,
+                         "dispatch_tasks_handed_over_total"),
+            1.0);
   // The job goes on with the worker that stays, and ends with its task.
   Result<ClientHeartbeatView> beat = client.ClientHeartbeat(job.job_client_id);
   ASSERT_TRUE(beat.ok());
